@@ -1,0 +1,747 @@
+package deploy
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/yaml"
+)
+
+const (
+	manifestDir   = "deploy/kubernetes"
+	kustomization = "kustomization.yaml"
+	namespace     = "nodeagent-system"
+	saName        = "nodeagent"
+)
+
+// strictDecoder decodes any type client-go knows, failing on unknown and
+// duplicate fields.
+var strictDecoder = serializer.NewCodecFactory(scheme.Scheme, serializer.EnableStrict).UniversalDeserializer()
+
+// decodeDocs strictly decodes every YAML document in data, skipping documents
+// that hold only comments. Errors name the document by its index.
+func decodeDocs(data []byte) ([]runtime.Object, error) {
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	var objs []runtime.Object
+	for i := 0; ; i++ {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return objs, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("document %d: %w", i, err)
+		}
+		var m map[string]any
+		if err := yaml.Unmarshal(doc, &m); err != nil {
+			return nil, fmt.Errorf("document %d: %w", i, err)
+		}
+		if len(m) == 0 {
+			continue
+		}
+		obj, _, err := strictDecoder.Decode(doc, nil, nil)
+		if err != nil {
+			return nil, fmt.Errorf("document %d: %w", i, err)
+		}
+		objs = append(objs, obj)
+	}
+}
+
+// manifestFiles returns the YAML files of deploy/kubernetes other than the
+// kustomization, sorted.
+func manifestFiles(t *testing.T) []string {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join(repoRoot(t), manifestDir, "*.yaml"))
+	if err != nil {
+		t.Fatalf("glob: %v", err)
+	}
+	var files []string
+	for _, p := range paths {
+		if filepath.Base(p) != kustomization {
+			files = append(files, filepath.Base(p))
+		}
+	}
+	sort.Strings(files)
+	if len(files) == 0 {
+		t.Fatalf("no manifests in %s", manifestDir)
+	}
+	return files
+}
+
+// manifests holds every object of deploy/kubernetes, by type.
+type manifests struct {
+	namespaces          []*corev1.Namespace
+	serviceAccounts     []*corev1.ServiceAccount
+	clusterRoles        []*rbacv1.ClusterRole
+	clusterRoleBindings []*rbacv1.ClusterRoleBinding
+	roles               []*rbacv1.Role
+	roleBindings        []*rbacv1.RoleBinding
+	daemonSets          []*appsv1.DaemonSet
+}
+
+// loadManifests strictly decodes every manifest, failing the test on any
+// error or on an object of a type nodeagent does not deploy.
+func loadManifests(t *testing.T) manifests {
+	t.Helper()
+	var m manifests
+	for _, f := range manifestFiles(t) {
+		objs, err := decodeDocs([]byte(readRepoFile(t, filepath.Join(manifestDir, f))))
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for _, obj := range objs {
+			switch o := obj.(type) {
+			case *corev1.Namespace:
+				m.namespaces = append(m.namespaces, o)
+			case *corev1.ServiceAccount:
+				m.serviceAccounts = append(m.serviceAccounts, o)
+			case *rbacv1.ClusterRole:
+				m.clusterRoles = append(m.clusterRoles, o)
+			case *rbacv1.ClusterRoleBinding:
+				m.clusterRoleBindings = append(m.clusterRoleBindings, o)
+			case *rbacv1.Role:
+				m.roles = append(m.roles, o)
+			case *rbacv1.RoleBinding:
+				m.roleBindings = append(m.roleBindings, o)
+			case *appsv1.DaemonSet:
+				m.daemonSets = append(m.daemonSets, o)
+			default:
+				t.Fatalf("%s: unexpected object %T", f, obj)
+			}
+		}
+	}
+	return m
+}
+
+// TestStrictDecoderRejects proves the decoder used on the manifests is strict:
+// each broken manifest here must fail to decode.
+func TestStrictDecoderRejects(t *testing.T) {
+	tests := []struct {
+		name string
+		doc  string
+	}{
+		{name: "unknown field", doc: "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: a\nautomount: true\n"},
+		{name: "duplicate field", doc: "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: a\n  name: b\n"},
+		{name: "unknown kind", doc: "apiVersion: apps/v1\nkind: DaemonSett\nmetadata:\n  name: a\n"},
+		{name: "misplaced field", doc: "apiVersion: apps/v1\nkind: DaemonSet\nmetadata:\n  name: a\nspec:\n  hostNetwork: true\n"},
+		{name: "wrong type", doc: "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: a\nrules:\n  - verbs: get\n"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := decodeDocs([]byte(tc.doc)); err == nil {
+				t.Errorf("decoded %q without error", tc.doc)
+			}
+		})
+	}
+}
+
+// TestManifestsDecode decodes every manifest strictly and checks that each
+// object is labelled and namespaced where nodeagent expects it.
+func TestManifestsDecode(t *testing.T) {
+	m := loadManifests(t)
+	type named struct {
+		kind, namespace, name string
+		labels                map[string]string
+	}
+	var all []named
+	for _, o := range m.namespaces {
+		all = append(all, named{"Namespace", o.Namespace, o.Name, o.Labels})
+	}
+	for _, o := range m.serviceAccounts {
+		all = append(all, named{"ServiceAccount", o.Namespace, o.Name, o.Labels})
+	}
+	for _, o := range m.clusterRoles {
+		all = append(all, named{"ClusterRole", o.Namespace, o.Name, o.Labels})
+	}
+	for _, o := range m.clusterRoleBindings {
+		all = append(all, named{"ClusterRoleBinding", o.Namespace, o.Name, o.Labels})
+	}
+	for _, o := range m.roles {
+		all = append(all, named{"Role", o.Namespace, o.Name, o.Labels})
+	}
+	for _, o := range m.roleBindings {
+		all = append(all, named{"RoleBinding", o.Namespace, o.Name, o.Labels})
+	}
+	for _, o := range m.daemonSets {
+		all = append(all, named{"DaemonSet", o.Namespace, o.Name, o.Labels})
+	}
+
+	wantNamespace := map[string][]string{
+		"Namespace":          {""},
+		"ClusterRole":        {""},
+		"ClusterRoleBinding": {""},
+		"ServiceAccount":     {namespace},
+		"DaemonSet":          {namespace},
+		// Leases are in kube-node-lease; Events about a Node go to default.
+		"Role":        {"kube-node-lease", "default"},
+		"RoleBinding": {"kube-node-lease", "default"},
+	}
+	counts := map[string]int{}
+	for _, o := range all {
+		counts[o.kind]++
+		if !slices.Contains(wantNamespace[o.kind], o.namespace) {
+			t.Errorf("%s %s: namespace %q, want one of %q", o.kind, o.name, o.namespace, wantNamespace[o.kind])
+		}
+		if o.labels["app.kubernetes.io/name"] != "nodeagent" {
+			t.Errorf("%s %s/%s: label app.kubernetes.io/name=%q, want nodeagent", o.kind, o.namespace, o.name, o.labels["app.kubernetes.io/name"])
+		}
+	}
+	wantCounts := map[string]int{
+		"Namespace": 1, "ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1,
+		"Role": 2, "RoleBinding": 2, "DaemonSet": 1,
+	}
+	for kind, want := range wantCounts {
+		if counts[kind] != want {
+			t.Errorf("%d objects of kind %s, want %d", counts[kind], kind, want)
+		}
+	}
+	if len(m.namespaces) == 1 {
+		ns := m.namespaces[0]
+		if ns.Name != namespace {
+			t.Errorf("namespace %q, want %q", ns.Name, namespace)
+		}
+		// hostNetwork and hostPath are beyond the baseline Pod Security Standard.
+		if got := ns.Labels["pod-security.kubernetes.io/enforce"]; got != "privileged" {
+			t.Errorf("namespace pod-security enforce=%q, want privileged", got)
+		}
+	}
+	if len(m.serviceAccounts) == 1 && m.serviceAccounts[0].Name != saName {
+		t.Errorf("service account %q, want %q", m.serviceAccounts[0].Name, saName)
+	}
+}
+
+// TestKustomization checks that kustomization.yaml lists exactly the manifests
+// of the directory and sets no namespace, which would move the Roles out of
+// kube-node-lease and default.
+func TestKustomization(t *testing.T) {
+	var k struct {
+		APIVersion string   `json:"apiVersion"`
+		Kind       string   `json:"kind"`
+		Namespace  string   `json:"namespace"`
+		Resources  []string `json:"resources"`
+		Images     []struct {
+			Name    string `json:"name"`
+			NewName string `json:"newName"`
+			NewTag  string `json:"newTag"`
+		} `json:"images"`
+	}
+	data := readRepoFile(t, filepath.Join(manifestDir, kustomization))
+	if err := yaml.UnmarshalStrict([]byte(data), &k); err != nil {
+		t.Fatalf("%s: %v", kustomization, err)
+	}
+	if k.APIVersion != "kustomize.config.k8s.io/v1beta1" || k.Kind != "Kustomization" {
+		t.Errorf("apiVersion/kind %s/%s, want kustomize.config.k8s.io/v1beta1/Kustomization", k.APIVersion, k.Kind)
+	}
+	if k.Namespace != "" {
+		t.Errorf("namespace %q set; it would override the kube-node-lease and default Roles", k.Namespace)
+	}
+	got := slices.Clone(k.Resources)
+	sort.Strings(got)
+	if want := manifestFiles(t); !slices.Equal(got, want) {
+		t.Errorf("resources %q, want every manifest %q", got, want)
+	}
+	ds := loadManifests(t).daemonSets
+	if len(ds) != 1 || len(k.Images) != 1 {
+		t.Fatalf("want one DaemonSet and one image override, got %d and %d", len(ds), len(k.Images))
+	}
+	image := ds[0].Spec.Template.Spec.Containers[0].Image
+	if name, _, _ := strings.Cut(image, ":"); name != k.Images[0].Name {
+		t.Errorf("images[0].name %q does not match the DaemonSet image %q", k.Images[0].Name, image)
+	}
+}
+
+// grant is one permission: a verb on a resource of an API group, cluster-wide
+// (Namespace "") or in one namespace.
+type grant struct {
+	Namespace, Group, Resource, Verb string
+}
+
+func (g grant) String() string {
+	scope := "cluster"
+	if g.Namespace != "" {
+		scope = "ns/" + g.Namespace
+	}
+	group := g.Group
+	if group == "" {
+		group = "core"
+	}
+	return fmt.Sprintf("%s %s/%s %s", scope, group, g.Resource, g.Verb)
+}
+
+// grantsTo returns every permission the manifests give the ServiceAccount, by
+// following its bindings to their roles. It fails the test on a binding to a
+// role not in the manifests, on any wildcard and on nonResourceURLs.
+func grantsTo(t *testing.T, m manifests, ns, name string) []grant {
+	t.Helper()
+	bound := func(subjects []rbacv1.Subject) bool {
+		for _, s := range subjects {
+			if s.Kind == rbacv1.ServiceAccountKind && s.Namespace == ns && s.Name == name {
+				return true
+			}
+		}
+		return false
+	}
+	clusterRoles := map[string][]rbacv1.PolicyRule{}
+	for _, r := range m.clusterRoles {
+		clusterRoles[r.Name] = r.Rules
+	}
+	roles := map[string][]rbacv1.PolicyRule{}
+	for _, r := range m.roles {
+		roles[r.Namespace+"/"+r.Name] = r.Rules
+	}
+	var grants []grant
+	add := func(binding, scope string, rules []rbacv1.PolicyRule) {
+		for _, r := range rules {
+			for _, field := range [][]string{r.Verbs, r.APIGroups, r.Resources, r.NonResourceURLs, r.ResourceNames} {
+				if slices.Contains(field, "*") {
+					t.Errorf("%s: wildcard in rule %+v", binding, r)
+				}
+			}
+			if len(r.NonResourceURLs) > 0 {
+				t.Errorf("%s: nonResourceURLs %q granted", binding, r.NonResourceURLs)
+			}
+			for _, g := range r.APIGroups {
+				for _, res := range r.Resources {
+					for _, v := range r.Verbs {
+						grants = append(grants, grant{Namespace: scope, Group: g, Resource: res, Verb: v})
+					}
+				}
+			}
+		}
+	}
+	for _, b := range m.clusterRoleBindings {
+		if !bound(b.Subjects) {
+			continue
+		}
+		rules, ok := clusterRoles[b.RoleRef.Name]
+		if b.RoleRef.Kind != "ClusterRole" || b.RoleRef.APIGroup != rbacv1.GroupName || !ok {
+			t.Errorf("ClusterRoleBinding %s: roleRef %+v is not a ClusterRole in the manifests", b.Name, b.RoleRef)
+			continue
+		}
+		add("ClusterRoleBinding "+b.Name, "", rules)
+	}
+	for _, b := range m.roleBindings {
+		if !bound(b.Subjects) {
+			continue
+		}
+		var rules []rbacv1.PolicyRule
+		var ok bool
+		switch b.RoleRef.Kind {
+		case "Role":
+			rules, ok = roles[b.Namespace+"/"+b.RoleRef.Name]
+		case "ClusterRole":
+			rules, ok = clusterRoles[b.RoleRef.Name]
+		}
+		if !ok || b.RoleRef.APIGroup != rbacv1.GroupName {
+			t.Errorf("RoleBinding %s/%s: roleRef %+v is not a role in the manifests", b.Namespace, b.Name, b.RoleRef)
+			continue
+		}
+		add("RoleBinding "+b.Namespace+"/"+b.Name, b.Namespace, rules)
+	}
+	return grants
+}
+
+// TestRBAC checks that the ServiceAccount gets exactly the permissions for the
+// calls nodeagent makes, each in the narrowest scope, and nothing else.
+func TestRBAC(t *testing.T) {
+	want := []struct {
+		namespace, group, resource string
+		verbs                      []string
+	}{
+		// Registration and the Node informer.
+		{"", "", "nodes", []string{"get", "list", "watch", "create", "patch"}},
+		// Status sync.
+		{"", "", "nodes/status", []string{"patch"}},
+		// Heartbeat Lease, only in kube-node-lease.
+		{"kube-node-lease", "coordination.k8s.io", "leases", []string{"get", "create", "update"}},
+		// Events about the Node, which land in default; both Event APIs.
+		{"default", "", "events", []string{"create", "patch", "update"}},
+		{"default", "events.k8s.io", "events", []string{"create", "patch", "update"}},
+	}
+	var wantGrants []string
+	for _, w := range want {
+		for _, v := range w.verbs {
+			wantGrants = append(wantGrants, grant{w.namespace, w.group, w.resource, v}.String())
+		}
+	}
+	sort.Strings(wantGrants)
+
+	m := loadManifests(t)
+	var got []string
+	for _, g := range grantsTo(t, m, namespace, saName) {
+		got = append(got, g.String())
+	}
+	sort.Strings(got)
+	got = slices.Compact(got)
+
+	for _, g := range got {
+		if !slices.Contains(wantGrants, g) {
+			t.Errorf("extra permission: %s", g)
+		}
+	}
+	for _, w := range wantGrants {
+		if !slices.Contains(got, w) {
+			t.Errorf("missing permission: %s", w)
+		}
+	}
+
+	// No other subject is bound to the agent's roles.
+	for _, b := range m.clusterRoleBindings {
+		for _, s := range b.Subjects {
+			if s.Kind != rbacv1.ServiceAccountKind || s.Namespace != namespace || s.Name != saName {
+				t.Errorf("ClusterRoleBinding %s binds %+v", b.Name, s)
+			}
+		}
+	}
+	for _, b := range m.roleBindings {
+		for _, s := range b.Subjects {
+			if s.Kind != rbacv1.ServiceAccountKind || s.Namespace != namespace || s.Name != saName {
+				t.Errorf("RoleBinding %s/%s binds %+v", b.Namespace, b.Name, s)
+			}
+		}
+	}
+}
+
+// daemonSet returns the single DaemonSet and its single container.
+func daemonSet(t *testing.T) (*appsv1.DaemonSet, *corev1.Container) {
+	t.Helper()
+	m := loadManifests(t)
+	if len(m.daemonSets) != 1 {
+		t.Fatalf("%d DaemonSets, want 1", len(m.daemonSets))
+	}
+	ds := m.daemonSets[0]
+	if n := len(ds.Spec.Template.Spec.Containers); n != 1 {
+		t.Fatalf("DaemonSet has %d containers, want 1", n)
+	}
+	return ds, &ds.Spec.Template.Spec.Containers[0]
+}
+
+// argValues returns the container's --flag=value arguments by flag.
+func argValues(c *corev1.Container) map[string]string {
+	args := map[string]string{}
+	for _, a := range append(slices.Clone(c.Command[1:]), c.Args...) {
+		name, value, _ := strings.Cut(a, "=")
+		args[name] = value
+	}
+	return args
+}
+
+func TestDaemonSetPod(t *testing.T) {
+	ds, c := daemonSet(t)
+	pod := ds.Spec.Template.Spec
+	args := argValues(c)
+	flags := documentedFlags(t)
+
+	tests := []struct {
+		name  string
+		check func() error
+	}{
+		{"selector matches the pod labels", func() error {
+			sel, err := podSelector(ds)
+			if err != nil {
+				return err
+			}
+			if !sel.Matches(labels.Set(ds.Spec.Template.Labels)) {
+				return fmt.Errorf("selector %s does not match %v", sel, ds.Spec.Template.Labels)
+			}
+			return nil
+		}},
+		{"service account", func() error {
+			return equal("serviceAccountName", pod.ServiceAccountName, saName)
+		}},
+		{"host network", func() error {
+			if !pod.HostNetwork {
+				return errors.New("hostNetwork is false")
+			}
+			if pod.HostPID || pod.HostIPC {
+				return fmt.Errorf("hostPID=%t hostIPC=%t, want neither", pod.HostPID, pod.HostIPC)
+			}
+			return nil
+		}},
+		{"priority class", func() error {
+			return equal("priorityClassName", pod.PriorityClassName, "system-node-critical")
+		}},
+		{"tolerates every taint", func() error {
+			if len(pod.Tolerations) != 1 {
+				return fmt.Errorf("tolerations %+v, want one", pod.Tolerations)
+			}
+			tol := pod.Tolerations[0]
+			if tol.Operator != corev1.TolerationOpExists || tol.Key != "" || tol.Effect != "" || tol.TolerationSeconds != nil {
+				return fmt.Errorf("toleration %+v, want only operator: Exists", tol)
+			}
+			return nil
+		}},
+		{"node name from the downward API", func() error {
+			for _, e := range c.Env {
+				if e.Name == "NODE_NAME" {
+					if e.ValueFrom == nil || e.ValueFrom.FieldRef == nil || e.ValueFrom.FieldRef.FieldPath != "spec.nodeName" {
+						return fmt.Errorf("NODE_NAME %+v, want fieldRef spec.nodeName", e)
+					}
+					return equal("--hostname-override", args["--hostname-override"], "$(NODE_NAME)")
+				}
+			}
+			return errors.New("no NODE_NAME env")
+		}},
+		{"in-cluster config", func() error {
+			if _, ok := args["--kubeconfig"]; ok {
+				return errors.New("--kubeconfig set; the pod must use its ServiceAccount")
+			}
+			if pod.AutomountServiceAccountToken != nil && !*pod.AutomountServiceAccountToken {
+				return errors.New("automountServiceAccountToken is false")
+			}
+			return nil
+		}},
+		{"flags are in docs/flags.md", func() error {
+			for name := range args {
+				if !flags[name] {
+					return fmt.Errorf("flag %s is not in docs/flags.md", name)
+				}
+			}
+			return nil
+		}},
+		{"small requests", func() error {
+			return errors.Join(
+				equalQuantity("cpu request", c.Resources.Requests[corev1.ResourceCPU], "10m"),
+				equalQuantity("memory request", c.Resources.Requests[corev1.ResourceMemory], "32Mi"),
+			)
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.check(); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+func TestDaemonSetMounts(t *testing.T) {
+	ds, c := daemonSet(t)
+	args := argValues(c)
+	volumes := map[string]corev1.Volume{}
+	for _, v := range ds.Spec.Template.Spec.Volumes {
+		volumes[v.Name] = v
+	}
+	tests := []struct {
+		name      string
+		hostPath  string
+		mountPath string
+		readOnly  bool
+	}{
+		// The directory of the CRI socket, which survives containerd restarts.
+		{name: "cri socket dir", hostPath: "/run/containerd", mountPath: "/run/containerd", readOnly: true},
+		{name: "sysfs", hostPath: "/sys", mountPath: "/sys", readOnly: true},
+		// Where cAdvisor looks for the host's /proc from inside a container.
+		{name: "procfs", hostPath: "/proc", mountPath: "/rootfs/proc", readOnly: true},
+		{name: "root dir", hostPath: "/var/lib/nodeagent", mountPath: "/var/lib/nodeagent"},
+	}
+	if n := len(c.VolumeMounts); n != len(tests) {
+		t.Errorf("%d volume mounts, want %d", n, len(tests))
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			i := slices.IndexFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == tc.mountPath })
+			if i < 0 {
+				t.Fatalf("nothing mounted at %s", tc.mountPath)
+			}
+			m := c.VolumeMounts[i]
+			v, ok := volumes[m.Name]
+			if !ok || v.HostPath == nil {
+				t.Fatalf("mount %s: volume %q is not a hostPath", tc.mountPath, m.Name)
+			}
+			if v.HostPath.Path != tc.hostPath {
+				t.Errorf("mount %s: hostPath %s, want %s", tc.mountPath, v.HostPath.Path, tc.hostPath)
+			}
+			if m.ReadOnly != tc.readOnly {
+				t.Errorf("mount %s: readOnly %t, want %t", tc.mountPath, m.ReadOnly, tc.readOnly)
+			}
+			if m.MountPropagation != nil && *m.MountPropagation != corev1.MountPropagationNone {
+				t.Errorf("mount %s: propagation %s, want None", tc.mountPath, *m.MountPropagation)
+			}
+		})
+	}
+
+	t.Run("runtime endpoint is under a mount", func(t *testing.T) {
+		endpoint := args["--container-runtime-endpoint"]
+		sock, ok := strings.CutPrefix(endpoint, "unix://")
+		if !ok {
+			t.Fatalf("--container-runtime-endpoint %q is not unix://", endpoint)
+		}
+		if !slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
+			return strings.HasPrefix(sock, m.MountPath+"/")
+		}) {
+			t.Errorf("socket %s is not under any mount", sock)
+		}
+	})
+	t.Run("root dir is the mount", func(t *testing.T) {
+		if got := args["--root-dir"]; got != "/var/lib/nodeagent" {
+			t.Errorf("--root-dir %q, want /var/lib/nodeagent", got)
+		}
+	})
+}
+
+func TestDaemonSetProbes(t *testing.T) {
+	ds, c := daemonSet(t)
+	args := argValues(c)
+	// hostNetwork: the pod IP is the node IP, so probes of a loopback-bound
+	// server must target 127.0.0.1 explicitly.
+	if !ds.Spec.Template.Spec.HostNetwork {
+		t.Fatal("not hostNetwork")
+	}
+	bind, port := args["--healthz-bind-address"], args["--healthz-port"]
+	if bind != "127.0.0.1" {
+		t.Errorf("--healthz-bind-address %q, want 127.0.0.1", bind)
+	}
+	// The node's kubelet owns 127.0.0.1:10248 in the shared network namespace.
+	if port == "" || port == "10248" || port == "0" {
+		t.Errorf("--healthz-port %q: want a port other than the kubelet's 10248", port)
+	}
+	tests := []struct {
+		name  string
+		probe *corev1.Probe
+		path  string
+	}{
+		{name: "startup", probe: c.StartupProbe, path: "/livez"},
+		{name: "liveness", probe: c.LivenessProbe, path: "/livez"},
+		{name: "readiness", probe: c.ReadinessProbe, path: "/readyz"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.probe == nil || tc.probe.HTTPGet == nil {
+				t.Fatalf("no httpGet %s probe", tc.name)
+			}
+			g := tc.probe.HTTPGet
+			if g.Host != bind {
+				t.Errorf("host %q, want the bind address %q", g.Host, bind)
+			}
+			if g.Port.String() != port {
+				t.Errorf("port %s, want --healthz-port %s", g.Port.String(), port)
+			}
+			if g.Path != tc.path {
+				t.Errorf("path %q, want %q", g.Path, tc.path)
+			}
+			if g.Scheme != "" && g.Scheme != corev1.URISchemeHTTP {
+				t.Errorf("scheme %s, want HTTP", g.Scheme)
+			}
+		})
+	}
+}
+
+func TestDaemonSetSecurityContext(t *testing.T) {
+	ds, c := daemonSet(t)
+	sc := c.SecurityContext
+	if sc == nil {
+		t.Fatal("no container securityContext")
+	}
+	podSC := ds.Spec.Template.Spec.SecurityContext
+	tests := []struct {
+		name  string
+		check func() error
+	}{
+		{"root for the CRI socket", func() error {
+			if sc.RunAsUser == nil || *sc.RunAsUser != 0 {
+				return fmt.Errorf("runAsUser %v, want 0", sc.RunAsUser)
+			}
+			return nil
+		}},
+		{"not privileged", func() error {
+			if sc.Privileged != nil && *sc.Privileged {
+				return errors.New("privileged")
+			}
+			return nil
+		}},
+		{"no privilege escalation", func() error {
+			if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+				return errors.New("allowPrivilegeEscalation not false")
+			}
+			return nil
+		}},
+		{"read-only root filesystem", func() error {
+			if sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+				return errors.New("readOnlyRootFilesystem not true")
+			}
+			return nil
+		}},
+		{"no capabilities", func() error {
+			if sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(sc.Capabilities.Add) != 0 {
+				return fmt.Errorf("capabilities %+v, want drop [ALL] and no add", sc.Capabilities)
+			}
+			return nil
+		}},
+		{"seccomp RuntimeDefault", func() error {
+			p := sc.SeccompProfile
+			if p == nil && podSC != nil {
+				p = podSC.SeccompProfile
+			}
+			if p == nil || p.Type != corev1.SeccompProfileTypeRuntimeDefault {
+				return fmt.Errorf("seccompProfile %+v, want RuntimeDefault", p)
+			}
+			return nil
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.check(); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+// TestDaemonSetCommandIsImageEntrypoint checks that the DaemonSet runs the
+// binary where the Dockerfile puts it.
+func TestDaemonSetCommandIsImageEntrypoint(t *testing.T) {
+	_, c := daemonSet(t)
+	df := parseDockerfile(t, readRepoFile(t, "Dockerfile"))
+	final := df.stages[len(df.stages)-1]
+	entry := final.last("ENTRYPOINT")
+	if len(c.Command) == 0 || entry == "" {
+		t.Fatalf("command %q, ENTRYPOINT %q", c.Command, entry)
+	}
+	if want := fmt.Sprintf("[%q]", c.Command[0]); entry != want {
+		t.Errorf("Dockerfile ENTRYPOINT %s, DaemonSet command %q", entry, c.Command)
+	}
+}
+
+func equal(what, got, want string) error {
+	if got != want {
+		return fmt.Errorf("%s %q, want %q", what, got, want)
+	}
+	return nil
+}
+
+func equalQuantity(what string, got resource.Quantity, want string) error {
+	if got.Cmp(resource.MustParse(want)) != 0 {
+		return fmt.Errorf("%s %s, want %s", what, got.String(), want)
+	}
+	return nil
+}
+
+// podSelector returns the DaemonSet's selector as a labels.Selector.
+func podSelector(ds *appsv1.DaemonSet) (labels.Selector, error) {
+	if ds.Spec.Selector == nil {
+		return nil, errors.New("no selector")
+	}
+	sel, err := metav1.LabelSelectorAsSelector(ds.Spec.Selector)
+	if err != nil {
+		return nil, fmt.Errorf("selector: %w", err)
+	}
+	return sel, nil
+}
