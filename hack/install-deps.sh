@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Installs what nodeagent's tests and hack/local-up.sh need, only what is missing (idempotent):
+#   - Debian packages: containerd (with runc and ctr), containernetworking-plugins (/usr/lib/cni), iproute2;
+#   - etcd, kube-apiserver, kube-controller-manager and kubelet built from the hack/tools module into
+#     _output/bin, rebuilt when a binary is missing or hack/tools (go.mod, go.sum, *.go) changed, as recorded
+#     by the stamp file _output/bin/.tools.stamp.
+# A lock (_output/bin/.install-deps.lock) serialises concurrent runs, e.g. parallel test packages.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BIN="$ROOT/_output/bin"
+TOOLS="$ROOT/hack/tools"
+BINARIES=(etcd kube-apiserver kube-controller-manager kubelet)
+
+log() { echo "install-deps: $*"; }
+
+mkdir -p "$BIN"
+exec 9>"$BIN/.install-deps.lock"
+if ! flock -n 9; then
+  log "waiting for another install-deps run to finish"
+  flock 9
+fi
+
+# --- Debian packages -------------------------------------------------------------------------------------
+declare -A PROVIDES=(
+  [containerd]=/usr/bin/containerd
+  [containernetworking-plugins]=/usr/lib/cni/bridge
+  [iproute2]=/usr/sbin/ip
+)
+missing=()
+for pkg in "${!PROVIDES[@]}"; do
+  [[ -x "${PROVIDES[$pkg]}" ]] || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+  SUDO=()
+  [[ $(id -u) == 0 ]] || SUDO=(sudo)
+  command -v apt-get >/dev/null || { log "missing ${missing[*]} and no apt-get: install them by hand"; exit 1; }
+  log "installing ${missing[*]} with apt-get"
+  "${SUDO[@]}" apt-get update -qq
+  "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+else
+  log "containerd, containernetworking-plugins, iproute2: installed"
+fi
+
+# --- tools built from hack/tools ------------------------------------------------------------------------------
+stamp="$(cd "$TOOLS" && cat go.mod go.sum $(find . -name '*.go' | LC_ALL=C sort) | sha256sum | cut -d' ' -f1)"
+reason=""
+for b in "${BINARIES[@]}"; do
+  [[ -x "$BIN/$b" ]] || reason="$b is missing"
+done
+if [[ -z $reason && "$(cat "$BIN/.tools.stamp" 2>/dev/null)" != "$stamp" ]]; then
+  reason="hack/tools changed since the last build (or no stamp)"
+fi
+if [[ -n $reason ]]; then
+  log "building ${BINARIES[*]} into _output/bin: $reason (cold: ~5-8 min on 2 cores)"
+  start=$SECONDS
+  (cd "$TOOLS" && go build -o "$BIN/" "${BINARIES[@]/#/./}")
+  echo "$stamp" >"$BIN/.tools.stamp"
+  log "built in $((SECONDS - start)) s"
+else
+  log "${BINARIES[*]}: up to date in _output/bin"
+fi

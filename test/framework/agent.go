@@ -1,0 +1,187 @@
+package framework
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+// AgentOptions configures StartAgent.
+type AgentOptions struct {
+	// Dir holds the agent's root dir (Dir/root, its --root-dir) and log (Dir/nodeagent.log). Required;
+	// created if missing.
+	Dir string
+	// NodeName is --hostname-override. Required.
+	NodeName string
+	// Kubeconfig is --kubeconfig, e.g. ControlPlane.KubeconfigFor(NodeName). Required.
+	Kubeconfig string
+	// RuntimeEndpoint is --container-runtime-endpoint, e.g. Containerd.Endpoint. Required.
+	RuntimeEndpoint string
+	// HealthzPort is --healthz-port: 0 picks a free port, -1 disables the HTTP server (--healthz-port=0).
+	HealthzPort int
+	// Args are appended to the command line (see docs/flags.md); a later flag overrides an earlier one.
+	Args []string
+}
+
+// Agent is a running nodeagent process.
+type Agent struct {
+	// NodeName is AgentOptions.NodeName.
+	NodeName string
+	// Dir is AgentOptions.Dir; RootDir is Dir/root.
+	Dir, RootDir string
+	// HealthzURL is the base URL of its HTTP server, "http://127.0.0.1:<port>" (serving /healthz,
+	// /readyz, /livez, /metrics), or "" if disabled.
+	HealthzURL string
+	// LogPath is the file its stdout and stderr go to.
+	LogPath string
+	// PID is its process ID.
+	PID int
+	// Cmdline is the full command line it was started with.
+	Cmdline []string
+
+	proc *process
+}
+
+// StartAgent builds nodeagent if needed (BuildAgent) and runs it with --kubeconfig, --hostname-override,
+// --container-runtime-endpoint, --root-dir Dir/root, --healthz-bind-address 127.0.0.1, --healthz-port and
+// -v=2, then opts.Args. Unless the HTTP server is disabled, it returns once /healthz answers with any
+// HTTP status; it errors (after killing it) if the agent exits first or ctx ends first. Call Stop to end it.
+func StartAgent(ctx context.Context, opts AgentOptions) (*Agent, error) {
+	if opts.Dir == "" || opts.NodeName == "" || opts.Kubeconfig == "" || opts.RuntimeEndpoint == "" {
+		return nil, errors.New("start nodeagent: AgentOptions.Dir, NodeName, Kubeconfig and RuntimeEndpoint are required")
+	}
+	bin, err := BuildAgent()
+	if err != nil {
+		return nil, fmt.Errorf("start nodeagent: %w", err)
+	}
+	a := &Agent{NodeName: opts.NodeName, Dir: opts.Dir, RootDir: filepath.Join(opts.Dir, "root"),
+		LogPath: filepath.Join(opts.Dir, "nodeagent.log")}
+	if err := os.MkdirAll(a.RootDir, 0o755); err != nil {
+		return nil, fmt.Errorf("start nodeagent: %w", err)
+	}
+	port := opts.HealthzPort
+	switch {
+	case port == 0:
+		port = FreePort()
+	case port < 0:
+		port = 0
+	}
+	if port > 0 {
+		a.HealthzURL = "http://127.0.0.1:" + strconv.Itoa(port)
+	}
+	args := append([]string{
+		"--kubeconfig=" + opts.Kubeconfig,
+		"--hostname-override=" + opts.NodeName,
+		"--container-runtime-endpoint=" + opts.RuntimeEndpoint,
+		"--root-dir=" + a.RootDir,
+		"--healthz-bind-address=127.0.0.1",
+		"--healthz-port=" + strconv.Itoa(port),
+		"-v=2",
+	}, opts.Args...)
+	a.Cmdline = append([]string{bin}, args...)
+	if a.proc, err = startProcess("nodeagent", a.LogPath, bin, args...); err != nil {
+		return nil, fmt.Errorf("start nodeagent: %w", err)
+	}
+	a.PID = a.proc.pid()
+	if a.HealthzURL == "" {
+		return a, nil
+	}
+	err = WaitFor(ctx, 50*time.Millisecond, func() (bool, error) {
+		if err := a.proc.exitedErr(); err != nil {
+			return false, err
+		}
+		_, err := a.get(ctx, "/healthz")
+		return err == nil, err
+	})
+	if err != nil {
+		a.proc.kill()
+		return nil, fmt.Errorf("start nodeagent: wait for its HTTP server: %w", err)
+	}
+	return a, nil
+}
+
+// get GETs HealthzURL+path with a 2 s timeout and returns the HTTP status code.
+func (a *Agent) get(ctx context.Context, path string) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.HealthzURL+path, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// WaitHealthy polls /healthz every 100 ms until it answers 200. It errors if the agent exits, its HTTP
+// server is disabled, or ctx ends first (the error then names the last status).
+func (a *Agent) WaitHealthy(ctx context.Context) error {
+	if a.HealthzURL == "" {
+		return errors.New("wait for nodeagent /healthz: HTTP server disabled")
+	}
+	err := WaitFor(ctx, 100*time.Millisecond, func() (bool, error) {
+		if err := a.proc.exitedErr(); err != nil {
+			return false, err
+		}
+		code, err := a.get(ctx, "/healthz")
+		if err == nil && code != http.StatusOK {
+			err = fmt.Errorf("/healthz answered %d", code)
+		}
+		return err == nil, err
+	})
+	if err != nil {
+		return fmt.Errorf("wait for nodeagent /healthz: %w", err)
+	}
+	return nil
+}
+
+// Wait waits until the agent exits and returns its exit error (nil for exit status 0, an *exec.ExitError
+// otherwise), or ctx's error if ctx ends first.
+func (a *Agent) Wait(ctx context.Context) error {
+	select {
+	case <-a.proc.done:
+		return a.proc.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Running reports whether the agent process has not exited yet.
+func (a *Agent) Running() bool {
+	done, _ := a.proc.exited()
+	return !done
+}
+
+// Stop sends SIGTERM and waits for the agent to exit (SIGKILL after 30 s), then unmounts anything left
+// mounted under Dir. It returns the exit error: nil for a clean exit 0, an *exec.ExitError otherwise
+// (a SIGKILL fallback shows as "signal: killed"). Safe to call more than once.
+func (a *Agent) Stop() error {
+	err := a.proc.stop(30 * time.Second)
+	if uerr := UnmountAll(a.Dir); uerr != nil {
+		return errors.Join(err, uerr)
+	}
+	return err
+}
+
+// Kill SIGKILLs the agent's process group, waits for it, and unmounts anything left under Dir.
+func (a *Agent) Kill() {
+	a.proc.kill()
+	_ = UnmountAll(a.Dir)
+}
+
+// Logs returns the agent's log so far (or a note that it cannot be read).
+func (a *Agent) Logs() string {
+	b, err := os.ReadFile(a.LogPath)
+	if err != nil {
+		return fmt.Sprintf("(cannot read %s: %v)", a.LogPath, err)
+	}
+	return string(b)
+}

@@ -1,0 +1,94 @@
+package framework
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+)
+
+const modulePath = "github.com/nodeagent/nodeagent"
+
+// RepoRoot returns the absolute path of the nodeagent repository: the first directory, walking up from the
+// working directory, whose go.mod declares module github.com/nodeagent/nodeagent. Errors if there is none.
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("find repo root: %w", err)
+	}
+	for {
+		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil && bytes.Contains(b, []byte("module "+modulePath+"\n")) {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("find repo root: no go.mod with module %s above the working directory", modulePath)
+		}
+		dir = parent
+	}
+}
+
+var ensureBinaries = sync.OnceValues(func() (string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.Command("bash", filepath.Join(root, "hack", "install-deps.sh"))
+	cmd.Dir = root
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("hack/install-deps.sh: %w\n%s", err, out)
+	}
+	return filepath.Join(root, "_output", "bin"), nil
+})
+
+// EnsureBinaries runs hack/install-deps.sh once per process (later calls return the first result): it
+// installs containerd and the CNI plugins if missing and builds etcd, kube-apiserver,
+// kube-controller-manager and kubelet into <repo>/_output/bin if missing or out of date. It returns that
+// directory. The script takes a file lock, so parallel test binaries build at most once; a cold build takes
+// several minutes.
+func EnsureBinaries() (binDir string, err error) { return ensureBinaries() }
+
+var buildAgent = sync.OnceValues(func() (string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	binDir := filepath.Join(root, "_output", "bin")
+	if err := os.MkdirAll(binDir, 0o755); err != nil {
+		return "", fmt.Errorf("build nodeagent: %w", err)
+	}
+	unlock, err := lockFile(filepath.Join(binDir, ".nodeagent.lock"))
+	if err != nil {
+		return "", fmt.Errorf("build nodeagent: %w", err)
+	}
+	defer unlock()
+	out := filepath.Join(binDir, "nodeagent")
+	cmd := exec.Command("go", "build", "-o", out, "./cmd/nodeagent")
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/nodeagent: %w\n%s", err, b)
+	}
+	return out, nil
+})
+
+// BuildAgent builds ./cmd/nodeagent into <repo>/_output/bin/nodeagent once per process (under a file lock
+// shared with other test binaries) and returns the binary's path. The error carries go build's output.
+func BuildAgent() (path string, err error) { return buildAgent() }
+
+// lockFile takes an exclusive flock on path, blocking; the returned func releases it.
+func lockFile(path string) (unlock func(), err error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("open lock %s: %w", path, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	return func() { f.Close() }, nil
+}

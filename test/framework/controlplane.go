@@ -1,0 +1,368 @@
+package framework
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// ControlPlaneOptions configures StartControlPlane.
+type ControlPlaneOptions struct {
+	// Dir holds etcd data, certificates, tokens, kubeconfigs and logs (etcd.log, kube-apiserver.log,
+	// kube-controller-manager.log, audit.log). Required; created if missing. Usually t.TempDir().
+	Dir string
+	// NodeNames gets one node identity each: user system:node:<name> in group system:nodes, with a
+	// kubeconfig at KubeconfigFor(name).
+	NodeNames []string
+	// ControllerManager also starts kube-controller-manager with the nodelifecycle, nodeipam and ttl
+	// controllers (node-monitor-period 5s), so nodes that stop reporting turn Unknown and get tainted.
+	ControllerManager bool
+	// NodeMonitorGracePeriod is kube-controller-manager's --node-monitor-grace-period; 0 means 40s.
+	NodeMonitorGracePeriod time.Duration
+	// ExtraAPIServerArgs are appended to kube-apiserver's arguments (a later flag overrides an earlier one).
+	ExtraAPIServerArgs []string
+	// ExtraControllerManagerArgs are appended to kube-controller-manager's arguments.
+	ExtraControllerManagerArgs []string
+}
+
+// ControlPlane is a running etcd + kube-apiserver (+ kube-controller-manager) on 127.0.0.1.
+// Authentication is by static bearer tokens; authorization is Node,RBAC with NodeRestriction admission.
+type ControlPlane struct {
+	// Dir is ControlPlaneOptions.Dir.
+	Dir string
+	// APIServerURL is the API server's address, "https://127.0.0.1:<port>".
+	APIServerURL string
+	// EtcdURL is etcd's client address, "http://127.0.0.1:<port>".
+	EtcdURL string
+	// CAData is the PEM of the API server's self-signed serving certificate, to trust it.
+	CAData []byte
+	// AdminConfig authenticates as user "admin" in group system:masters.
+	AdminConfig *rest.Config
+	// AdminClient is a clientset for AdminConfig.
+	AdminClient kubernetes.Interface
+	// AdminKubeconfig is the path of a kubeconfig file for AdminConfig.
+	AdminKubeconfig string
+	// AuditLogPath is the API server's JSON-lines audit log: one Metadata-level event per request (stage
+	// ResponseComplete, plus ResponseStarted for watches) from users in groups system:nodes and
+	// system:serviceaccounts. See ReadAuditEvents.
+	AuditLogPath string
+
+	opts       ControlPlaneOptions
+	binDir     string
+	etcdArgs   []string
+	apiArgs    []string
+	kcmArgs    []string
+	nodeTokens map[string]string
+
+	mu        sync.Mutex
+	etcd      *process
+	apiserver *process
+	kcm       *process
+}
+
+// StartControlPlane starts etcd and kube-apiserver (and kube-controller-manager if asked), building the
+// binaries first if needed (EnsureBinaries), and returns once GET /readyz answers ok (about 3 s). On error
+// everything already started is stopped. ctx bounds the start-up only; call Stop to end the processes.
+func StartControlPlane(ctx context.Context, opts ControlPlaneOptions) (*ControlPlane, error) {
+	if opts.Dir == "" {
+		return nil, errors.New("start control plane: ControlPlaneOptions.Dir is required")
+	}
+	if opts.NodeMonitorGracePeriod == 0 {
+		opts.NodeMonitorGracePeriod = 40 * time.Second
+	}
+	binDir, err := EnsureBinaries()
+	if err != nil {
+		return nil, fmt.Errorf("start control plane: %w", err)
+	}
+	cp := &ControlPlane{Dir: opts.Dir, opts: opts, binDir: binDir, nodeTokens: map[string]string{}}
+	if err := cp.writeFiles(); err != nil {
+		return nil, fmt.Errorf("start control plane: %w", err)
+	}
+	if err := cp.startEtcd(ctx); err != nil {
+		cp.Stop()
+		return nil, fmt.Errorf("start control plane: %w", err)
+	}
+	if err := cp.StartAPIServer(ctx); err != nil {
+		cp.Stop()
+		return nil, fmt.Errorf("start control plane: %w", err)
+	}
+	if opts.ControllerManager {
+		cp.mu.Lock()
+		cp.kcm, err = startProcess("kube-controller-manager", filepath.Join(opts.Dir, "kube-controller-manager.log"),
+			filepath.Join(binDir, "kube-controller-manager"), cp.kcmArgs...)
+		cp.mu.Unlock()
+		if err != nil {
+			cp.Stop()
+			return nil, fmt.Errorf("start control plane: %w", err)
+		}
+	}
+	return cp, nil
+}
+
+// writeFiles creates the certificates, token file, audit policy and kubeconfigs, and fixes the arguments.
+func (cp *ControlPlane) writeFiles() error {
+	dir := cp.Dir
+	for _, d := range []string{dir, filepath.Join(dir, "pki"), filepath.Join(dir, "kubeconfig")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("create %s: %w", d, err)
+		}
+	}
+	certFile, keyFile := filepath.Join(dir, "pki", "serving.crt"), filepath.Join(dir, "pki", "serving.key")
+	caData, err := writeServingCert(certFile, keyFile)
+	if err != nil {
+		return err
+	}
+	cp.CAData = caData
+	saKey := filepath.Join(dir, "pki", "sa.key")
+	if err := writeRSAKey(saKey); err != nil {
+		return err
+	}
+
+	adminToken := randomToken()
+	tokens := []string{fmt.Sprintf("%s,admin,uid-admin,system:masters", adminToken)}
+	for _, n := range cp.opts.NodeNames {
+		cp.nodeTokens[n] = randomToken()
+		tokens = append(tokens, fmt.Sprintf("%s,system:node:%s,uid-node-%s,system:nodes", cp.nodeTokens[n], n, n))
+	}
+	tokenFile := filepath.Join(dir, "tokens.csv")
+	if err := os.WriteFile(tokenFile, []byte(strings.Join(tokens, "\n")+"\n"), 0o600); err != nil {
+		return fmt.Errorf("write token file: %w", err)
+	}
+	policy := filepath.Join(dir, "audit-policy.yaml")
+	if err := os.WriteFile(policy, []byte(auditPolicy), 0o644); err != nil {
+		return fmt.Errorf("write audit policy: %w", err)
+	}
+	cp.AuditLogPath = filepath.Join(dir, "audit.log")
+
+	etcdPort, peerPort, apiPort := FreePort(), FreePort(), FreePort()
+	cp.EtcdURL = fmt.Sprintf("http://127.0.0.1:%d", etcdPort)
+	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peerPort)
+	cp.APIServerURL = fmt.Sprintf("https://127.0.0.1:%d", apiPort)
+	cp.etcdArgs = []string{
+		"--data-dir=" + filepath.Join(dir, "etcd"),
+		"--listen-client-urls=" + cp.EtcdURL, "--advertise-client-urls=" + cp.EtcdURL,
+		"--listen-peer-urls=" + peerURL, "--initial-advertise-peer-urls=" + peerURL,
+		"--initial-cluster=default=" + peerURL,
+	}
+	cp.apiArgs = append([]string{
+		"--etcd-servers=" + cp.EtcdURL,
+		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", apiPort),
+		"--tls-cert-file=" + certFile, "--tls-private-key-file=" + keyFile,
+		"--token-auth-file=" + tokenFile,
+		"--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction",
+		"--service-account-issuer=https://kubernetes.default.svc",
+		"--service-account-key-file=" + saKey, "--service-account-signing-key-file=" + saKey,
+		"--service-cluster-ip-range=10.0.0.0/24",
+		"--audit-log-path=" + cp.AuditLogPath, "--audit-policy-file=" + policy,
+	}, cp.opts.ExtraAPIServerArgs...)
+
+	cp.AdminConfig = cp.restConfig(adminToken)
+	if cp.AdminClient, err = kubernetes.NewForConfig(cp.AdminConfig); err != nil {
+		return fmt.Errorf("admin client: %w", err)
+	}
+	cp.AdminKubeconfig = filepath.Join(dir, "kubeconfig", "admin.kubeconfig")
+	if err := cp.writeKubeconfig(cp.AdminKubeconfig, "admin", adminToken); err != nil {
+		return err
+	}
+	for n, tok := range cp.nodeTokens {
+		if err := cp.writeKubeconfig(cp.KubeconfigFor(n), "system:node:"+n, tok); err != nil {
+			return err
+		}
+	}
+	cp.kcmArgs = append([]string{
+		"--kubeconfig=" + cp.AdminKubeconfig, "--leader-elect=false", "--secure-port=0",
+		"--controllers=nodelifecycle,nodeipam,ttl", "--allocate-node-cidrs=false",
+		"--node-monitor-period=5s", "--node-monitor-grace-period=" + cp.opts.NodeMonitorGracePeriod.String(),
+	}, cp.opts.ExtraControllerManagerArgs...)
+	return nil
+}
+
+// auditPolicy logs requests from node and service-account identities at Metadata level, nothing else.
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: Metadata
+  userGroups: ["system:nodes", "system:serviceaccounts"]
+- level: None
+`
+
+// restConfig returns a client config for the API server with the given bearer token (QPS 200, burst 400).
+func (cp *ControlPlane) restConfig(token string) *rest.Config {
+	return &rest.Config{
+		Host:            cp.APIServerURL,
+		BearerToken:     token,
+		TLSClientConfig: rest.TLSClientConfig{CAData: cp.CAData},
+		QPS:             200,
+		Burst:           400,
+	}
+}
+
+// writeKubeconfig writes a kubeconfig for the API server authenticating with token as user.
+func (cp *ControlPlane) writeKubeconfig(path, user, token string) error {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["local"] = &clientcmdapi.Cluster{Server: cp.APIServerURL, CertificateAuthorityData: cp.CAData}
+	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{Token: token}
+	cfg.Contexts["local"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: user}
+	cfg.CurrentContext = "local"
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		return fmt.Errorf("write kubeconfig %s: %w", path, err)
+	}
+	return nil
+}
+
+// KubeconfigFor returns the path of the kubeconfig file for node nodeName (user system:node:<nodeName>),
+// or "" if nodeName was not in ControlPlaneOptions.NodeNames.
+func (cp *ControlPlane) KubeconfigFor(nodeName string) string {
+	if _, ok := cp.nodeTokens[nodeName]; !ok {
+		return ""
+	}
+	return filepath.Join(cp.Dir, "kubeconfig", "node-"+nodeName+".kubeconfig")
+}
+
+// NodeConfig returns a client config authenticating as node nodeName, or nil if nodeName was not in
+// ControlPlaneOptions.NodeNames.
+func (cp *ControlPlane) NodeConfig(nodeName string) *rest.Config {
+	tok, ok := cp.nodeTokens[nodeName]
+	if !ok {
+		return nil
+	}
+	return cp.restConfig(tok)
+}
+
+func (cp *ControlPlane) startEtcd(ctx context.Context) error {
+	p, err := startProcess("etcd", filepath.Join(cp.Dir, "etcd.log"), filepath.Join(cp.binDir, "etcd"), cp.etcdArgs...)
+	if err != nil {
+		return err
+	}
+	cp.mu.Lock()
+	cp.etcd = p
+	cp.mu.Unlock()
+	err = WaitFor(ctx, 50*time.Millisecond, func() (bool, error) {
+		if err := p.exitedErr(); err != nil {
+			return false, err
+		}
+		resp, err := http.Get(cp.EtcdURL + "/health")
+		if err != nil {
+			return false, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	if err != nil {
+		return fmt.Errorf("wait for etcd health: %w", err)
+	}
+	return nil
+}
+
+// StartAPIServer starts kube-apiserver (again, after StopAPIServer) with the same etcd, port,
+// certificates and tokens, and waits until GET /readyz answers ok or ctx is done. It errors if the API
+// server is already running, exits during start-up, or does not get ready in time.
+func (cp *ControlPlane) StartAPIServer(ctx context.Context) error {
+	cp.mu.Lock()
+	if cp.apiserver != nil {
+		if done, _ := cp.apiserver.exited(); !done {
+			cp.mu.Unlock()
+			return errors.New("start kube-apiserver: already running")
+		}
+	}
+	p, err := startProcess("kube-apiserver", filepath.Join(cp.Dir, "kube-apiserver.log"),
+		filepath.Join(cp.binDir, "kube-apiserver"), cp.apiArgs...)
+	if err != nil {
+		cp.mu.Unlock()
+		return err
+	}
+	cp.apiserver = p
+	cp.mu.Unlock()
+	probe := cp.AdminClient.Discovery().RESTClient()
+	err = WaitFor(ctx, 100*time.Millisecond, func() (bool, error) {
+		if err := p.exitedErr(); err != nil {
+			return false, err
+		}
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		body, err := probe.Get().AbsPath("/readyz").DoRaw(rctx)
+		return err == nil && string(body) == "ok", err
+	})
+	if err != nil {
+		return fmt.Errorf("wait for kube-apiserver /readyz: %w", err)
+	}
+	return nil
+}
+
+// StopAPIServer stops kube-apiserver (SIGTERM, SIGKILL after 15 s) and returns its exit error; etcd and
+// kube-controller-manager keep running. Restart it with StartAPIServer.
+func (cp *ControlPlane) StopAPIServer() error {
+	cp.mu.Lock()
+	p := cp.apiserver
+	cp.mu.Unlock()
+	if p == nil {
+		return nil
+	}
+	if err := p.stop(15 * time.Second); err != nil {
+		return fmt.Errorf("stop kube-apiserver: %w", err)
+	}
+	return nil
+}
+
+// PauseEtcd freezes etcd with SIGSTOP: the API server's storage calls hang until ResumeEtcd.
+func (cp *ControlPlane) PauseEtcd() error { return cp.etcd.signal(syscall.SIGSTOP) }
+
+// ResumeEtcd continues etcd after PauseEtcd (SIGCONT).
+func (cp *ControlPlane) ResumeEtcd() error { return cp.etcd.signal(syscall.SIGCONT) }
+
+// Stop stops kube-controller-manager, kube-apiserver and etcd, in that order (each SIGTERM, then SIGKILL
+// after a grace period). It is safe to call more than once and on a partly started control plane. Files
+// in Dir are left for the caller (t.TempDir removes them).
+func (cp *ControlPlane) Stop() {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	for _, p := range []*process{cp.kcm, cp.apiserver, cp.etcd} {
+		if p != nil {
+			_ = p.stop(15 * time.Second)
+		}
+	}
+}
+
+// ServiceAccountKubeconfig creates namespace and service account name in it if missing, mints a token for
+// it with the TokenRequest API (valid 24 h), and writes a kubeconfig with that token under
+// Dir/kubeconfig/sa-<namespace>-<name>.kubeconfig, whose path it returns. The account gets no RBAC
+// permissions here: bind what the caller needs.
+func (cp *ControlPlane) ServiceAccountKubeconfig(ctx context.Context, namespace, name string) (path string, err error) {
+	c := cp.AdminClient.CoreV1()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}
+	if _, err := c.Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return "", fmt.Errorf("create namespace %s: %w", namespace, err)
+	}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if _, err := c.ServiceAccounts(namespace).Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return "", fmt.Errorf("create service account %s/%s: %w", namespace, name, err)
+	}
+	exp := int64(24 * 3600)
+	tr, err := c.ServiceAccounts(namespace).CreateToken(ctx, name,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &exp}}, metav1.CreateOptions{})
+	if err != nil {
+		return "", fmt.Errorf("request token for service account %s/%s: %w", namespace, name, err)
+	}
+	path = filepath.Join(cp.Dir, "kubeconfig", fmt.Sprintf("sa-%s-%s.kubeconfig", namespace, name))
+	if err := cp.writeKubeconfig(path, "system:serviceaccount:"+namespace+":"+name, tr.Status.Token); err != nil {
+		return "", err
+	}
+	return path, nil
+}
