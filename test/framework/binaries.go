@@ -54,6 +54,12 @@ var ensureBinaries = sync.OnceValues(func() (string, error) {
 func EnsureBinaries() (binDir string, err error) { return ensureBinaries() }
 
 var buildAgent = sync.OnceValues(func() (string, error) {
+	if bin := os.Getenv("NODEAGENT_BINARY"); bin != "" {
+		if _, err := os.Stat(bin); err != nil {
+			return "", fmt.Errorf("NODEAGENT_BINARY: %w", err)
+		}
+		return bin, nil
+	}
 	root, err := RepoRoot()
 	if err != nil {
 		return "", err
@@ -78,6 +84,7 @@ var buildAgent = sync.OnceValues(func() (string, error) {
 
 // BuildAgent builds ./cmd/nodeagent into <repo>/_output/bin/nodeagent once per process (under a file lock
 // shared with other test binaries) and returns the binary's path. The error carries go build's output.
+// If the environment variable NODEAGENT_BINARY is set, that binary is used instead and nothing is built.
 func BuildAgent() (path string, err error) { return buildAgent() }
 
 // lockFile takes an exclusive flock on path, blocking; the returned func releases it.
