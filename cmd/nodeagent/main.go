@@ -1,0 +1,22 @@
+// Command nodeagent is a kubelet-style node agent: it registers this machine's Node, keeps its
+// status true and renews its Lease. See internal/app for the wiring.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/nodeagent/nodeagent/internal/app"
+)
+
+func main() {
+	// SIGTERM/SIGINT cancel the context and the agent shuts down; a second signal exits at once.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	go func() {
+		<-ctx.Done()
+		stop() // restore default handling: the next signal kills the process
+	}()
+	os.Exit(app.Main(ctx, os.Args[1:]))
+}

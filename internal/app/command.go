@@ -1,0 +1,102 @@
+// Package app is the nodeagent command: flags and config file to a validated configuration, the
+// wiring of every component (CRI poller, eviction signals, setters, registration, status syncer,
+// fast start-up updater, lease renewer, events, healthz/metrics server) and their run group.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	logsapi "k8s.io/component-base/logs/api/v1"
+	_ "k8s.io/component-base/logs/json/register" // --logging-format=json
+	"k8s.io/klog/v2"
+
+	"github.com/nodeagent/nodeagent/pkg/config"
+	"github.com/nodeagent/nodeagent/pkg/version"
+)
+
+// NewCommand returns the nodeagent root command and its version subcommand. Flags are parsed by the
+// command itself (DisableFlagParsing), as the kubelet does, so that a --config file can sit between
+// defaults and flags.
+func NewCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "nodeagent",
+		Short: "nodeagent keeps this machine's Node object true: registration, status, Lease",
+		Long: `nodeagent is a node agent that does the kubelet's node-status job: it registers the Node,
+keeps its conditions, capacity and node info true from the container runtime (CRI) and the host
+(cadvisor), renews its Lease in kube-node-lease, and serves /healthz and /metrics. It runs no pods.`,
+		DisableFlagParsing: true,
+		SilenceUsage:       true,
+		SilenceErrors:      true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if slices.Contains(args, "--version") {
+				printVersion(cmd.OutOrStdout())
+				return nil
+			}
+			opts, err := config.Load(args)
+			if errors.Is(err, pflag.ErrHelp) {
+				cmd.SetOut(cmd.OutOrStdout())
+				fmt.Fprintf(cmd.OutOrStdout(), "%s\n\nUsage:\n  nodeagent [flags]\n  nodeagent version\n\nFlags:\n%s", cmd.Long,
+					config.BindFlags(&config.Options{Config: config.NewDefault()}).FlagUsages())
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			if err := logsapi.ValidateAndApply(&opts.Config.Logging, nil); err != nil {
+				return fmt.Errorf("logging: %w", err)
+			}
+			defer klog.Flush()
+			a, err := New(cmd.Context(), opts)
+			if err != nil {
+				return err
+			}
+			return a.Run(cmd.Context())
+		},
+	}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "version",
+		Short: "Print the nodeagent version",
+		Args:  cobra.NoArgs,
+		Run:   func(cmd *cobra.Command, _ []string) { printVersion(cmd.OutOrStdout()) },
+	})
+	return cmd
+}
+
+func printVersion(w io.Writer) {
+	v := version.Get()
+	fmt.Fprintf(w, "nodeagent %s (commit %s, %s, %s)\n", v.GitVersion, v.GitCommit, v.GoVersion, v.Platform)
+}
+
+// Main runs the command with the given context and args and returns the process exit code:
+// 0 on success, 1 with a one-line "nodeagent: ..." error on stderr otherwise.
+func Main(ctx context.Context, args []string) int {
+	cmd := NewCommand()
+	cmd.SetArgs(args)
+	if err := cmd.ExecuteContext(ctx); err != nil {
+		fmt.Fprintf(os.Stderr, "nodeagent: %s\n", oneLine(err))
+		return 1
+	}
+	return 0
+}
+
+// oneLine joins a multi-line error (errors.Join) into one line, so a bad config reads as one error line
+// listing every problem.
+func oneLine(err error) string {
+	msg := err.Error()
+	out := make([]rune, 0, len(msg))
+	for _, r := range msg {
+		if r == '\n' {
+			out = append(out, ';', ' ')
+			continue
+		}
+		out = append(out, r)
+	}
+	return string(out)
+}

@@ -1,0 +1,152 @@
+// Package criruntime watches the container runtime over CRI: a Poller calls RuntimeService.Status
+// every 5 s and records the result in a State (the kubelet's runtimeState, pkg/kubelet/runtime.go),
+// which the Ready setter reads. Client connects to the runtime lazily, so a runtime that is down at
+// start or restarts later is reconnected without restarting the agent.
+package criruntime
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/utils/clock"
+)
+
+// ErrNetworkUnknown is the network error before the first Status, as the kubelet's.
+var ErrNetworkUnknown = errors.New("network state unknown")
+
+// Handler is a runtime handler reported by CRI Status, as kubecontainer.RuntimeHandler.
+type Handler struct {
+	Name                            string
+	SupportsRecursiveReadOnlyMounts bool
+	SupportsUserNamespaces          bool
+}
+
+// Features are the runtime features reported by CRI Status, as kubecontainer.RuntimeFeatures.
+type Features struct {
+	SupplementalGroupsPolicy bool
+}
+
+// State is the kubelet's runtimeState: what the last CRI Status calls said, behind a sync.RWMutex.
+// The zero value is not usable; call NewState.
+type State struct {
+	mu                       sync.RWMutex
+	clock                    clock.PassiveClock
+	lastBaseRuntimeSync      time.Time
+	baseRuntimeSyncThreshold time.Duration
+	networkError             error
+	runtimeError             error
+	storageError             error
+	handlers                 []Handler
+	features                 *Features
+}
+
+// NewState returns a State that reports "container runtime is down" once the last successful sync is
+// older than threshold (the kubelet's maxWaitForContainerRuntime, 30 s), and ErrNetworkUnknown until
+// the first Status.
+func NewState(clk clock.PassiveClock, threshold time.Duration) *State {
+	return &State{clock: clk, baseRuntimeSyncThreshold: threshold, networkError: ErrNetworkUnknown}
+}
+
+// SetRuntimeSync records a successful runtime sync at t.
+func (s *State) SetRuntimeSync(t time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lastBaseRuntimeSync = t
+}
+
+// SetNetworkState records the network error; nil means the runtime network is ready.
+func (s *State) SetNetworkState(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.networkError = err
+}
+
+// SetRuntimeState records the runtime error; nil means the runtime is ready.
+func (s *State) SetRuntimeState(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.runtimeError = err
+}
+
+// SetStorageState records the storage error; nil means storage is fine.
+func (s *State) SetStorageState(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.storageError = err
+}
+
+// SetRuntimeHandlers stores a copy of handlers sorted by name, so node status does not flap on order.
+func (s *State) SetRuntimeHandlers(handlers []Handler) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.handlers = append([]Handler(nil), handlers...)
+	sort.Slice(s.handlers, func(i, j int) bool { return s.handlers[i].Name < s.handlers[j].Name })
+}
+
+// RuntimeHandlers returns the runtime handlers of the last successful sync, sorted by name.
+func (s *State) RuntimeHandlers() []Handler {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.handlers
+}
+
+// SetRuntimeFeatures stores the runtime features of the last successful sync.
+func (s *State) SetRuntimeFeatures(f *Features) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.features = f
+}
+
+// RuntimeFeatures returns the runtime features of the last successful sync, or nil.
+func (s *State) RuntimeFeatures() *Features {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.features
+}
+
+// RuntimeErrors returns an aggregate of: "container runtime status check may not have completed yet"
+// (never synced) or "container runtime is down" (last sync older than the threshold), and the runtime
+// error. It returns nil when the runtime is healthy. Mirrors runtimeState.runtimeErrors.
+func (s *State) RuntimeErrors() error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var errs []error
+	if s.lastBaseRuntimeSync.IsZero() {
+		errs = append(errs, errors.New("container runtime status check may not have completed yet"))
+	} else if !s.lastBaseRuntimeSync.Add(s.baseRuntimeSyncThreshold).After(s.clock.Now()) {
+		errs = append(errs, errors.New("container runtime is down"))
+	}
+	if s.runtimeError != nil {
+		errs = append(errs, s.runtimeError)
+	}
+	return utilerrors.NewAggregate(errs)
+}
+
+// NetworkErrors returns the network error as an aggregate, or nil. Mirrors runtimeState.networkErrors.
+func (s *State) NetworkErrors() error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.networkError == nil {
+		return nil
+	}
+	return utilerrors.NewAggregate([]error{s.networkError})
+}
+
+// StorageErrors returns the storage error as an aggregate, or nil. Mirrors runtimeState.storageErrors.
+func (s *State) StorageErrors() error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.storageError == nil {
+		return nil
+	}
+	return utilerrors.NewAggregate([]error{s.storageError})
+}
+
+// String summarises the state for logs.
+func (s *State) String() string {
+	return fmt.Sprintf("runtime=%v network=%v", s.RuntimeErrors(), s.NetworkErrors())
+}

@@ -1,0 +1,256 @@
+// Package registration registers this machine's Node with the API server and reconciles an existing
+// one, as the kubelet's registerWithAPIServer / tryRegisterWithAPIServer / initialNode
+// (pkg/kubelet/kubelet_node_status.go).
+package registration
+
+import (
+	"context"
+	"fmt"
+	goruntime "runtime"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	nodeutil "k8s.io/component-helpers/node/util"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/nodeagent/nodeagent/pkg/nodestatus"
+)
+
+// Well-known labels, annotations and taints used at registration.
+const (
+	LabelOSBeta                       = "beta.kubernetes.io/os"
+	LabelArchBeta                     = "beta.kubernetes.io/arch"
+	AnnotationControllerManagedAttach = "volumes.kubernetes.io/controller-managed-attach-detach"
+	TaintExternalCloudProvider        = "node.cloudprovider.kubernetes.io/uninitialized"
+)
+
+// defaultLabels are the labels reconciled onto an existing Node (the kubelet's updateDefaultLabels).
+var defaultLabels = []string{
+	v1.LabelHostname, v1.LabelTopologyZone, v1.LabelTopologyRegion, v1.LabelFailureDomainBetaZone,
+	v1.LabelFailureDomainBetaRegion, v1.LabelInstanceTypeStable, v1.LabelInstanceType, v1.LabelOSStable,
+	v1.LabelArchStable, v1.LabelWindowsBuild, LabelOSBeta, LabelArchBeta,
+}
+
+// Config configures a Registrar.
+type Config struct {
+	// Client is the API client; required.
+	Client kubernetes.Interface
+	// NodeName and Hostname: the Node's name and the kubernetes.io/hostname label.
+	NodeName, Hostname string
+	// Labels from --node-labels; Taints from --register-with-taints.
+	Labels map[string]string
+	Taints []v1.Taint
+	// Unschedulable registers with spec.unschedulable and the node.kubernetes.io/unschedulable taint.
+	Unschedulable bool
+	// ExternalCloudProvider adds the uninitialized taint.
+	ExternalCloudProvider bool
+	// ProviderID is spec.providerID.
+	ProviderID string
+	// SetStatus fills the initial Node's status by running the setters (the kubelet's setNodeStatus).
+	SetStatus func(ctx context.Context, node *v1.Node)
+	// Clock is injected for tests; default the real clock.
+	Clock clock.Clock
+	// InitialBackoff and MaxBackoff bound the retry sleep: 100 ms doubling to 7 s by default.
+	InitialBackoff, MaxBackoff time.Duration
+	// OnAttempt, if set, is called after each attempt with its result: "created", "existing" or "error".
+	OnAttempt func(result string)
+}
+
+// Registrar registers the Node. Build with New; Register blocks until registered or ctx ends.
+type Registrar struct{ cfg Config }
+
+// New validates cfg and fills defaults. It errors when Client or NodeName is missing.
+func New(cfg Config) (*Registrar, error) {
+	if cfg.Client == nil || cfg.NodeName == "" {
+		return nil, fmt.Errorf("registration: Config needs Client and NodeName")
+	}
+	if cfg.Hostname == "" {
+		cfg.Hostname = cfg.NodeName
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.InitialBackoff <= 0 {
+		cfg.InitialBackoff = 100 * time.Millisecond
+	}
+	if cfg.MaxBackoff <= 0 {
+		cfg.MaxBackoff = 7 * time.Second
+	}
+	if cfg.SetStatus == nil {
+		cfg.SetStatus = func(context.Context, *v1.Node) {}
+	}
+	return &Registrar{cfg: cfg}, nil
+}
+
+// Register builds the initial Node and tries to register it until one attempt succeeds, sleeping
+// InitialBackoff doubling to MaxBackoff between attempts (the first attempt is immediate, unlike the
+// kubelet's, which sleeps 100 ms first). It returns nil once registered, or ctx's error.
+func (r *Registrar) Register(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	step := r.cfg.InitialBackoff
+	for {
+		node := r.InitialNode(ctx)
+		logger.Info("Attempting to register node", "node", klog.KObj(node))
+		if err := r.TryRegister(ctx, node); err == nil {
+			logger.Info("Successfully registered node", "node", klog.KObj(node))
+			return nil
+		} else {
+			logger.Error(err, "Unable to register node with API server", "node", klog.KObj(node), "retryIn", step)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-r.cfg.Clock.After(step):
+		}
+		step = min(step*2, r.cfg.MaxBackoff)
+	}
+}
+
+// InitialNode returns the Node this agent registers: default and --node-labels labels, taints,
+// the attach-detach annotation, providerID, and a full first status from SetStatus. Mirrors initialNode.
+func (r *Registrar) InitialNode(ctx context.Context) *v1.Node {
+	node := &v1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: r.cfg.NodeName,
+			Labels: map[string]string{
+				v1.LabelHostname:   r.cfg.Hostname,
+				v1.LabelOSStable:   goruntime.GOOS,
+				v1.LabelArchStable: goruntime.GOARCH,
+				LabelOSBeta:        goruntime.GOOS,
+				LabelArchBeta:      goruntime.GOARCH,
+			},
+			Annotations: map[string]string{AnnotationControllerManagedAttach: "true"},
+		},
+		Spec: v1.NodeSpec{Unschedulable: r.cfg.Unschedulable, ProviderID: r.cfg.ProviderID},
+	}
+	taints := append([]v1.Taint(nil), r.cfg.Taints...)
+	if r.cfg.Unschedulable {
+		taints = append(taints, v1.Taint{Key: v1.TaintNodeUnschedulable, Effect: v1.TaintEffectNoSchedule})
+	}
+	if r.cfg.ExternalCloudProvider {
+		taints = append(taints, v1.Taint{Key: TaintExternalCloudProvider, Value: "true", Effect: v1.TaintEffectNoSchedule})
+	}
+	if len(taints) > 0 {
+		node.Spec.Taints = taints
+	}
+	for k, v := range r.cfg.Labels {
+		node.Labels[k] = v
+	}
+	r.cfg.SetStatus(ctx, node)
+	return node
+}
+
+// TryRegister makes one attempt: Create; on AlreadyExists or Forbidden, Get the existing Node and
+// reconcile the attach-detach annotation, default labels and default resources, patching if needed.
+// It returns nil when the Node exists and is reconciled, else an error wrapping the API error.
+// Mirrors tryRegisterWithAPIServer.
+func (r *Registrar) TryRegister(ctx context.Context, node *v1.Node) error {
+	_, err := r.cfg.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+	if err == nil {
+		r.attempt("created")
+		return nil
+	}
+	if !apierrors.IsAlreadyExists(err) && !apierrors.IsForbidden(err) {
+		r.attempt("error")
+		return fmt.Errorf("creating node %q: %w", node.Name, err)
+	}
+	existing, getErr := r.cfg.Client.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
+	if getErr != nil {
+		r.attempt("error")
+		if apierrors.IsForbidden(err) {
+			return fmt.Errorf("creating node %q: %w; getting it: %w", node.Name, err, getErr)
+		}
+		return fmt.Errorf("getting existing node %q: %w", node.Name, getErr)
+	}
+	klog.FromContext(ctx).Info("Node was previously registered", "node", klog.KObj(node))
+	original := existing.DeepCopy()
+	update := reconcileCMADAnnotation(node, existing)
+	update = updateDefaultLabels(node, existing) || update
+	update = reconcileExtendedResources(node, existing) || update
+	if update {
+		if _, _, err := nodeutil.PatchNodeStatus(r.cfg.Client.CoreV1(), types.NodeName(node.Name), original, existing); err != nil {
+			r.attempt("error")
+			return fmt.Errorf("reconciling existing node %q: %w", node.Name, err)
+		}
+	}
+	r.attempt("existing")
+	return nil
+}
+
+func (r *Registrar) attempt(result string) {
+	if r.cfg.OnAttempt != nil {
+		r.cfg.OnAttempt(result)
+	}
+}
+
+// reconcileCMADAnnotation mirrors reconcileCMADAnnotationWithExistingNode: it copies the initial node's
+// controller-managed-attach-detach annotation onto existing and reports whether it changed.
+func reconcileCMADAnnotation(initial, existing *v1.Node) bool {
+	want, set := initial.Annotations[AnnotationControllerManagedAttach]
+	if existing.Annotations[AnnotationControllerManagedAttach] == want {
+		return false
+	}
+	if !set {
+		delete(existing.Annotations, AnnotationControllerManagedAttach)
+		return true
+	}
+	if existing.Annotations == nil {
+		existing.Annotations = map[string]string{}
+	}
+	existing.Annotations[AnnotationControllerManagedAttach] = want
+	return true
+}
+
+// updateDefaultLabels mirrors the kubelet's: default labels take the initial node's value; empty ones are removed.
+func updateDefaultLabels(initial, existing *v1.Node) bool {
+	changed := false
+	if existing.Labels == nil {
+		existing.Labels = map[string]string{}
+	}
+	for _, l := range defaultLabels {
+		v, ok := initial.Labels[l]
+		if !ok {
+			continue
+		}
+		if existing.Labels[l] != v {
+			existing.Labels[l] = v
+			changed = true
+		}
+		if existing.Labels[l] == "" {
+			delete(existing.Labels, l)
+		}
+	}
+	return changed
+}
+
+// reconcileExtendedResources mirrors updateDefaultResources plus the extended-resource reset: a missing
+// capacity/allocatable is copied from the initial node, and extended resources are zeroed because this
+// agent runs no device plugins that could still be advertising them.
+func reconcileExtendedResources(initial, existing *v1.Node) bool {
+	changed := false
+	if existing.Status.Capacity == nil {
+		existing.Status.Capacity = initial.Status.Capacity.DeepCopy()
+		changed = initial.Status.Capacity != nil
+	}
+	if existing.Status.Allocatable == nil {
+		existing.Status.Allocatable = initial.Status.Allocatable.DeepCopy()
+		changed = changed || initial.Status.Allocatable != nil
+	}
+	for k, v := range existing.Status.Capacity {
+		if nodestatus.IsExtendedResourceName(k) && !v.IsZero() {
+			existing.Status.Capacity[k] = *resource.NewQuantity(0, resource.DecimalSI)
+			if existing.Status.Allocatable == nil {
+				existing.Status.Allocatable = v1.ResourceList{}
+			}
+			existing.Status.Allocatable[k] = *resource.NewQuantity(0, resource.DecimalSI)
+			changed = true
+		}
+	}
+	return changed
+}

@@ -1,0 +1,368 @@
+// Package statussync keeps the Node's status true: a Syncer registers the Node if needed, runs the
+// ordered setters on a copy of it, and patches nodes/status when something changed or the report
+// period has passed (the kubelet's syncNodeStatus / updateNodeStatus / tryUpdateNodeStatus in
+// pkg/kubelet/kubelet_node_status.go); FastStatusUpdateOnce gets a new node Ready within one 100 ms
+// tick of the runtime being ready (the kubelet's fastStatusUpdateOnce, kubernetes#112618).
+package statussync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	goruntime "runtime"
+	"sort"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	nodeutil "k8s.io/component-helpers/node/util"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/nodeagent/nodeagent/pkg/nodestatus"
+)
+
+// NodeStatusUpdateRetry is how many tries one sync makes, as the kubelet's nodeStatusUpdateRetry.
+const NodeStatusUpdateRetry = 5
+
+// Config configures a Syncer.
+type Config struct {
+	// Client GETs and PATCHes the Node (the kubelet's heartbeat client); required.
+	Client kubernetes.Interface
+	// Lister reads the Node from an informer cache for the first try of each sync; required.
+	Lister corelisters.NodeLister
+	// NodeName is the Node's name; required.
+	NodeName string
+	// Setters compute the status, in order.
+	Setters []nodestatus.Setter
+	// Register registers the Node; nil when --register-node=false. It should block until registered or ctx ends.
+	Register func(ctx context.Context) error
+	// UpdateRuntimeUp refreshes the runtime state; called by FastStatusUpdateOnce on each tick.
+	UpdateRuntimeUp func(ctx context.Context)
+	// UpdateFrequency is --node-status-update-frequency (10 s); ReportFrequency is
+	// --node-status-report-frequency (5 m).
+	UpdateFrequency, ReportFrequency time.Duration
+	// OnRepeatedHeartbeatFailure runs after each failed try but the first (close idle connections).
+	OnRepeatedHeartbeatFailure func()
+	// OnPatched is called with the Node the API server returned after each successful status patch.
+	OnPatched func(node *v1.Node)
+	// OnSync is called after each sync with "patched", "unchanged" or "error".
+	OnSync func(result string)
+	// ObservePatch is called after each PATCH with its duration and, on error, the API reason.
+	ObservePatch func(d time.Duration, reason string)
+	// Clock is injected for tests; default the real clock. Rand returns a float in [0,1); default math/rand.
+	Clock clock.WithTicker
+	Rand  func() float64
+}
+
+// Syncer posts the Node's status. Build with New; run with Run; safe for concurrent use.
+type Syncer struct {
+	cfg Config
+
+	mu                         sync.Mutex // the kubelet's syncNodeStatusMux
+	registered                 bool
+	lastStatusReportTime       time.Time
+	delayAfterNodeStatusChange time.Duration
+	lastSync                   time.Time
+}
+
+// New validates cfg and fills defaults. It errors when Client, Lister or NodeName is missing or a
+// frequency is not positive.
+func New(cfg Config) (*Syncer, error) {
+	if cfg.Client == nil || cfg.Lister == nil || cfg.NodeName == "" {
+		return nil, fmt.Errorf("statussync: Config needs Client, Lister and NodeName")
+	}
+	if cfg.UpdateFrequency <= 0 || cfg.ReportFrequency <= 0 {
+		return nil, fmt.Errorf("statussync: UpdateFrequency %v and ReportFrequency %v must be positive", cfg.UpdateFrequency, cfg.ReportFrequency)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.Rand == nil {
+		cfg.Rand = rand.Float64
+	}
+	if cfg.UpdateRuntimeUp == nil {
+		cfg.UpdateRuntimeUp = func(context.Context) {}
+	}
+	return &Syncer{cfg: cfg, registered: cfg.Register == nil}, nil
+}
+
+// Run calls SyncNodeStatus every UpdateFrequency with 0.04 jitter, sliding, until ctx ends.
+func (s *Syncer) Run(ctx context.Context) {
+	wait.JitterUntilWithContext(ctx, s.SyncNodeStatus, s.cfg.UpdateFrequency, 0.04, true)
+}
+
+// LastSync returns when the status was last synced successfully (patched or found unchanged); zero before.
+func (s *Syncer) LastSync() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastSync
+}
+
+// Registered reports whether the Node is registered (always true with registration disabled).
+func (s *Syncer) Registered() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.registered
+}
+
+// SyncNodeStatus registers the Node if needed, then updates its status with retries; errors are
+// logged. Mirrors syncNodeStatus.
+func (s *Syncer) SyncNodeStatus(ctx context.Context) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.syncLocked(ctx)
+}
+
+func (s *Syncer) syncLocked(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	if !s.registered {
+		if err := s.cfg.Register(ctx); err != nil {
+			logger.Error(err, "Unable to register node", "node", s.cfg.NodeName)
+			s.onSync("error")
+			return
+		}
+		s.registered = true
+	}
+	if err := s.updateNodeStatus(ctx); err != nil {
+		logger.Error(err, "Unable to update node status", "node", s.cfg.NodeName)
+		s.onSync("error")
+	}
+}
+
+// updateNodeStatus makes up to NodeStatusUpdateRetry tries. A Node the API server says is gone
+// (deleted by an admin) is registered again and the tries go on: the kubelet leaves it deleted; we
+// restore it. It returns an error wrapping the last try's error when every try failed.
+func (s *Syncer) updateNodeStatus(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	var err error
+	for i := 0; i < NodeStatusUpdateRetry; i++ {
+		if err = s.tryUpdateNodeStatus(ctx, i); err == nil {
+			return nil
+		}
+		if i > 0 && s.cfg.OnRepeatedHeartbeatFailure != nil {
+			s.cfg.OnRepeatedHeartbeatFailure()
+		}
+		logger.Error(err, "Error updating node status, will retry", "try", i+1)
+		if errors.Is(err, errNodeGone) && s.cfg.Register != nil {
+			logger.Info("Node object was deleted; registering it again", "node", s.cfg.NodeName)
+			s.registered = false
+			if rerr := s.cfg.Register(ctx); rerr != nil {
+				return fmt.Errorf("registering deleted node again: %w", rerr)
+			}
+			s.registered = true
+		}
+	}
+	return fmt.Errorf("update node status exceeds retry count: %w", err)
+}
+
+var errNodeGone = errors.New("node not found on the API server")
+
+// tryUpdateNodeStatus reads the Node (try 0 from the lister, later tries from the API server), runs
+// the setters, and patches if the status changed or the report period expired. Mirrors tryUpdateNodeStatus.
+func (s *Syncer) tryUpdateNodeStatus(ctx context.Context, try int) error {
+	var original *v1.Node
+	var err error
+	if try == 0 {
+		original, err = s.cfg.Lister.Get(s.cfg.NodeName)
+	} else {
+		original, err = s.cfg.Client.CoreV1().Nodes().Get(ctx, s.cfg.NodeName, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return fmt.Errorf("getting node %q: %w: %w", s.cfg.NodeName, errNodeGone, err)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("getting node %q: %w", s.cfg.NodeName, err)
+	}
+	node, changed := s.updateNode(ctx, original)
+	if !changed && !s.isUpdateStatusPeriodExpired() {
+		s.lastSync = s.cfg.Clock.Now()
+		s.onSync("unchanged")
+		return nil
+	}
+	if changed || s.lastStatusReportTime.IsZero() {
+		s.delayAfterNodeStatusChange = s.calculateDelay()
+	} else {
+		s.delayAfterNodeStatusChange = 0
+	}
+	if _, err := s.patchNodeStatus(ctx, original, node); err != nil {
+		if apierrors.IsNotFound(err) {
+			return fmt.Errorf("patching node %q status: %w: %w", s.cfg.NodeName, errNodeGone, err)
+		}
+		return fmt.Errorf("patching node %q status: %w", s.cfg.NodeName, err)
+	}
+	s.onSync("patched")
+	return nil
+}
+
+func (s *Syncer) isUpdateStatusPeriodExpired() bool {
+	return s.cfg.Clock.Since(s.lastStatusReportTime) >= s.cfg.ReportFrequency+s.delayAfterNodeStatusChange
+}
+
+// calculateDelay returns a random offset in [-50%, +50%) of the report frequency (kubernetes#128640).
+func (s *Syncer) calculateDelay() time.Duration {
+	return time.Duration(float64(s.cfg.ReportFrequency) * (-0.5 + s.cfg.Rand()))
+}
+
+// updateNode returns a copy of original with the kubernetes.io/os and arch labels restored and the
+// setters applied, and whether its status (heartbeat times ignored) or those labels changed.
+// Mirrors updateNode; the status patch carries the label change.
+func (s *Syncer) updateNode(ctx context.Context, original *v1.Node) (*v1.Node, bool) {
+	node := original.DeepCopy()
+	labelsChanged := false
+	for k, v := range map[string]string{v1.LabelOSStable: goruntime.GOOS, v1.LabelArchStable: goruntime.GOARCH} {
+		if node.Labels[k] != v {
+			if node.Labels == nil {
+				node.Labels = map[string]string{}
+			}
+			node.Labels[k] = v
+			labelsChanged = true
+		}
+	}
+	s.setNodeStatus(ctx, node)
+	return node, labelsChanged || NodeStatusHasChanged(&original.Status, &node.Status)
+}
+
+// setNodeStatus runs every setter; an error is logged and the rest still run.
+func (s *Syncer) setNodeStatus(ctx context.Context, node *v1.Node) {
+	logger := klog.FromContext(ctx)
+	for i, f := range s.cfg.Setters {
+		if err := f(ctx, node); err != nil {
+			logger.Error(err, "Failed to set some node status fields", "node", klog.KObj(node), "setter", i)
+		}
+	}
+}
+
+// SetNodeStatus runs the setters on node in place (used for the initial Node at registration).
+func (s *Syncer) SetNodeStatus(ctx context.Context, node *v1.Node) { s.setNodeStatus(ctx, node) }
+
+// patchNodeStatus sends a two-way strategic merge patch of original→node to nodes/status
+// (component-helpers PatchNodeStatus, with $patch: replace for addresses) and records the report time.
+func (s *Syncer) patchNodeStatus(ctx context.Context, original, node *v1.Node) (*v1.Node, error) {
+	start := s.cfg.Clock.Now()
+	updated, patch, err := nodeutil.PatchNodeStatus(s.cfg.Client.CoreV1(), types.NodeName(s.cfg.NodeName), original, node)
+	if s.cfg.ObservePatch != nil {
+		reason := ""
+		if err != nil {
+			reason = string(apierrors.ReasonForError(err))
+			if reason == "" {
+				reason = "Unknown"
+			}
+		}
+		s.cfg.ObservePatch(s.cfg.Clock.Since(start), reason)
+	}
+	if err != nil {
+		return nil, err
+	}
+	klog.FromContext(ctx).V(4).Info("Patched node status", "node", s.cfg.NodeName, "patchBytes", len(patch))
+	s.lastStatusReportTime = s.cfg.Clock.Now()
+	s.lastSync = s.lastStatusReportTime
+	if s.cfg.OnPatched != nil {
+		s.cfg.OnPatched(updated)
+	}
+	return updated, nil
+}
+
+func (s *Syncer) onSync(result string) {
+	if s.cfg.OnSync != nil {
+		s.cfg.OnSync(result)
+	}
+}
+
+// FastStatusUpdateOnce checks every 100 ms until the Node is Ready or NodeReadyGracePeriod (120 s)
+// has passed: it reads the Node from the lister, refreshes the runtime state, runs the setters and, once
+// Ready is no longer False, patches once (falling back to a full SyncNodeStatus if that patch fails).
+// It returns when done or when ctx ends. Mirrors fastStatusUpdateOnce / fastNodeStatusUpdate.
+func (s *Syncer) FastStatusUpdateOnce(ctx context.Context) {
+	const tick, grace = 100 * time.Millisecond, 120 * time.Second
+	deadline := s.cfg.Clock.Now().Add(grace)
+	t := s.cfg.Clock.NewTicker(tick)
+	defer t.Stop()
+	for {
+		if s.fastNodeStatusUpdate(ctx, !s.cfg.Clock.Now().Before(deadline)) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+		}
+	}
+}
+
+// fastNodeStatusUpdate makes one fast-path attempt and reports whether the fast path is finished.
+func (s *Syncer) fastNodeStatusUpdate(ctx context.Context, timeout bool) bool {
+	logger := klog.FromContext(ctx)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if timeout {
+		logger.Error(nil, "Node not becoming ready in time after startup")
+		return true
+	}
+	original, err := s.cfg.Lister.Get(s.cfg.NodeName)
+	if err != nil {
+		logger.V(4).Info("Fast status update: node not in the informer cache yet", "err", err)
+		return false
+	}
+	if _, ready := nodeutil.GetNodeCondition(&original.Status, v1.NodeReady); ready != nil && ready.Status == v1.ConditionTrue {
+		return true
+	} else if ready == nil {
+		return false
+	}
+	s.cfg.UpdateRuntimeUp(ctx)
+	node, changed := s.updateNode(ctx, original)
+	if !changed {
+		return false
+	}
+	if _, ready := nodeutil.GetNodeCondition(&node.Status, v1.NodeReady); ready == nil || ready.Status == v1.ConditionFalse {
+		return false
+	}
+	logger.Info("Fast updating node status as it just became ready")
+	s.delayAfterNodeStatusChange = s.calculateDelay()
+	if _, err := s.patchNodeStatus(ctx, original, node); err != nil {
+		logger.Error(err, "Error updating node status, will retry with syncNodeStatus")
+		s.syncLocked(ctx)
+	} else {
+		s.onSync("patched")
+	}
+	return true
+}
+
+// NodeStatusHasChanged reports whether status differs from original, ignoring condition heartbeat
+// times and condition order. Mirrors nodeStatusHasChanged.
+func NodeStatusHasChanged(original, status *v1.NodeStatus) bool {
+	if original == nil || status == nil {
+		return original != status
+	}
+	if conditionsChanged(original.Conditions, status.Conditions) {
+		return true
+	}
+	a, b := original.DeepCopy(), status.DeepCopy()
+	a.Conditions, b.Conditions = nil, nil
+	return !apiequality.Semantic.DeepEqual(a, b)
+}
+
+func conditionsChanged(original, current []v1.NodeCondition) bool {
+	if len(original) != len(current) {
+		return true
+	}
+	a := append([]v1.NodeCondition(nil), original...)
+	b := append([]v1.NodeCondition(nil), current...)
+	sort.SliceStable(a, func(i, j int) bool { return a[i].Type < a[j].Type })
+	sort.SliceStable(b, func(i, j int) bool { return b[i].Type < b[j].Type })
+	for i := range a {
+		a[i].LastHeartbeatTime, b[i].LastHeartbeatTime = metav1.Time{}, metav1.Time{}
+		if !apiequality.Semantic.DeepEqual(a[i], b[i]) {
+			return true
+		}
+	}
+	return false
+}
