@@ -151,7 +151,12 @@ func (s *Syncer) updateNodeStatus(ctx context.Context) error {
 		if i > 0 && s.cfg.OnRepeatedHeartbeatFailure != nil {
 			s.cfg.OnRepeatedHeartbeatFailure()
 		}
-		logger.Error(err, "Error updating node status, will retry", "try", i+1)
+		if i == 0 && apierrors.IsNotFound(err) {
+			// The informer has not seen the Node yet (just registered): the next try GETs it.
+			logger.V(2).Info("Node not in the informer cache yet, will get it from the API server", "err", err)
+		} else {
+			logger.Error(err, "Error updating node status, will retry", "try", i+1)
+		}
 		if errors.Is(err, errNodeGone) && s.cfg.Register != nil {
 			logger.Info("Node object was deleted; registering it again", "node", s.cfg.NodeName)
 			s.registered = false
