@@ -144,7 +144,10 @@ func New(ctx context.Context, opts *config.Options) (*Agent, error) {
 		a.recorder.Event(a.nodeRef, eventType, reason, message)
 	}
 
-	// Container runtime.
+	// Container runtime. Calls made from setters get a short timeout so that a hung runtime cannot
+	// stall the status sync (the poller's Status calls keep the full --runtime-request-timeout).
+	var lastRuntimeState [3]bool
+	setterCallTimeout := min(c.RuntimeRequestTimeout.Duration, 5*time.Second)
 	a.runtime = criruntime.NewClient(c.ContainerRuntimeEndpoint, c.ImageServiceEndpoint, c.RuntimeRequestTimeout.Duration)
 	a.runtimeState = criruntime.NewState(clk, maxWaitForContainerRuntime)
 	a.poller, err = criruntime.NewPoller(criruntime.PollerConfig{
@@ -157,6 +160,13 @@ func New(ctx context.Context, opts *config.Options) (*Agent, error) {
 			}
 			a.metrics.SetRuntimeCondition("RuntimeReady", runtimeReady)
 			a.metrics.SetRuntimeCondition("NetworkReady", networkReady)
+			// Post a readiness change at once instead of up to one status period later.
+			if state := [3]bool{err == nil, runtimeReady, networkReady}; state != lastRuntimeState {
+				lastRuntimeState = state
+				if a.syncer != nil {
+					a.syncer.Trigger()
+				}
+			}
 		},
 	})
 	if err != nil {
@@ -165,6 +175,8 @@ func New(ctx context.Context, opts *config.Options) (*Agent, error) {
 	var runtimeName atomic.Value
 	runtimeName.Store(runtimeTypeFromEndpoint(c.ContainerRuntimeEndpoint))
 	runtimeVersion := func(ctx context.Context) (string, error) {
+		ctx, cancel := context.WithTimeout(ctx, setterCallTimeout)
+		defer cancel()
 		v, err := a.runtime.Version(ctx)
 		if err != nil {
 			return "", err
@@ -205,7 +217,11 @@ func New(ctx context.Context, opts *config.Options) (*Agent, error) {
 		nodestatus.VersionInfo(machine.KernelVersion, machine.ContainerOsVersion, func() string { return runtimeName.Load().(string) },
 			runtimeVersion, version.Get().GitVersion),
 		nodestatus.DaemonEndpoints(&v1.NodeDaemonEndpoints{}),
-		nodestatus.Images(*c.NodeStatusMaxImages, a.listImages),
+		nodestatus.Images(*c.NodeStatusMaxImages, func(ctx context.Context) ([]nodestatus.Image, error) {
+			ctx, cancel := context.WithTimeout(ctx, setterCallTimeout)
+			defer cancel()
+			return a.listImages(ctx)
+		}),
 		nodestatus.GoRuntime(),
 		nodestatus.RuntimeHandlers(a.runtimeState.RuntimeHandlers),
 		nodestatus.NodeFeatures(a.runtimeState.RuntimeFeatures),
@@ -443,6 +459,8 @@ func (a *Agent) listImages(ctx context.Context) ([]nodestatus.Image, error) {
 
 // imageFsDir returns the mount point of the runtime's image filesystem (CRI ImageFsInfo), or "".
 func (a *Agent) imageFsDir(ctx context.Context) string {
+	ctx, cancel := context.WithTimeout(ctx, min(a.opts.Config.RuntimeRequestTimeout.Duration, 5*time.Second))
+	defer cancel()
 	resp, err := a.runtime.ImageFsInfo(ctx)
 	if err != nil {
 		return ""

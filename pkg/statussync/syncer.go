@@ -72,6 +72,7 @@ type Syncer struct {
 	lastStatusReportTime       time.Time
 	delayAfterNodeStatusChange time.Duration
 	lastSync                   time.Time
+	trigger                    chan struct{}
 }
 
 // New validates cfg and fills defaults. It errors when Client, Lister or NodeName is missing or a
@@ -92,12 +93,34 @@ func New(cfg Config) (*Syncer, error) {
 	if cfg.UpdateRuntimeUp == nil {
 		cfg.UpdateRuntimeUp = func(context.Context) {}
 	}
-	return &Syncer{cfg: cfg, registered: cfg.Register == nil}, nil
+	return &Syncer{cfg: cfg, registered: cfg.Register == nil, trigger: make(chan struct{}, 1)}, nil
 }
 
-// Run calls SyncNodeStatus every UpdateFrequency with 0.04 jitter, sliding, until ctx ends.
+// Run calls SyncNodeStatus every UpdateFrequency with 0.04 jitter, sliding (the period starts when a
+// sync ends), until ctx ends. A Trigger starts the next sync at once.
 func (s *Syncer) Run(ctx context.Context) {
-	wait.JitterUntilWithContext(ctx, s.SyncNodeStatus, s.cfg.UpdateFrequency, 0.04, true)
+	for {
+		s.SyncNodeStatus(ctx)
+		t := s.cfg.Clock.NewTimer(wait.Jitter(s.cfg.UpdateFrequency, 0.04))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C():
+		case <-s.trigger:
+			t.Stop()
+		}
+	}
+}
+
+// Trigger asks Run to sync now rather than at the end of the period, e.g. when the runtime's
+// readiness changed, so a runtime that comes back shows Ready within one poll instead of one period.
+// It never blocks; triggers while a sync is pending coalesce.
+func (s *Syncer) Trigger() {
+	select {
+	case s.trigger <- struct{}{}:
+	default:
+	}
 }
 
 // LastSync returns when the status was last synced successfully (patched or found unchanged); zero before.
