@@ -13,6 +13,7 @@ import (
 	goruntime "runtime"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -67,12 +68,15 @@ type Config struct {
 type Syncer struct {
 	cfg Config
 
-	mu                         sync.Mutex // the kubelet's syncNodeStatusMux
-	registered                 bool
+	mu                         sync.Mutex // the kubelet's syncNodeStatusMux; held for a whole sync
 	lastStatusReportTime       time.Time
 	delayAfterNodeStatusChange time.Duration
-	lastSync                   time.Time
 	trigger                    chan struct{}
+
+	// registered and lastSync (unix nanos) are read by health checks while a sync may be blocked in
+	// registration, so they are atomics rather than fields behind mu.
+	registered atomic.Bool
+	lastSync   atomic.Int64
 }
 
 // New validates cfg and fills defaults. It errors when Client, Lister or NodeName is missing or a
@@ -93,7 +97,9 @@ func New(cfg Config) (*Syncer, error) {
 	if cfg.UpdateRuntimeUp == nil {
 		cfg.UpdateRuntimeUp = func(context.Context) {}
 	}
-	return &Syncer{cfg: cfg, registered: cfg.Register == nil, trigger: make(chan struct{}, 1)}, nil
+	s := &Syncer{cfg: cfg, trigger: make(chan struct{}, 1)}
+	s.registered.Store(cfg.Register == nil)
+	return s, nil
 }
 
 // Run calls SyncNodeStatus every UpdateFrequency with 0.04 jitter, sliding (the period starts when a
@@ -125,17 +131,15 @@ func (s *Syncer) Trigger() {
 
 // LastSync returns when the status was last synced successfully (patched or found unchanged); zero before.
 func (s *Syncer) LastSync() time.Time {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.lastSync
+	n := s.lastSync.Load()
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
 }
 
 // Registered reports whether the Node is registered (always true with registration disabled).
-func (s *Syncer) Registered() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.registered
-}
+func (s *Syncer) Registered() bool { return s.registered.Load() }
 
 // SyncNodeStatus registers the Node if needed, then updates its status with retries; errors are
 // logged. Mirrors syncNodeStatus.
@@ -147,13 +151,13 @@ func (s *Syncer) SyncNodeStatus(ctx context.Context) {
 
 func (s *Syncer) syncLocked(ctx context.Context) {
 	logger := klog.FromContext(ctx)
-	if !s.registered {
+	if !s.registered.Load() {
 		if err := s.cfg.Register(ctx); err != nil {
 			logger.Error(err, "Unable to register node", "node", s.cfg.NodeName)
 			s.onSync("error")
 			return
 		}
-		s.registered = true
+		s.registered.Store(true)
 	}
 	if err := s.updateNodeStatus(ctx); err != nil {
 		logger.Error(err, "Unable to update node status", "node", s.cfg.NodeName)
@@ -182,11 +186,11 @@ func (s *Syncer) updateNodeStatus(ctx context.Context) error {
 		}
 		if errors.Is(err, errNodeGone) && s.cfg.Register != nil {
 			logger.Info("Node object was deleted; registering it again", "node", s.cfg.NodeName)
-			s.registered = false
+			s.registered.Store(false)
 			if rerr := s.cfg.Register(ctx); rerr != nil {
 				return fmt.Errorf("registering deleted node again: %w", rerr)
 			}
-			s.registered = true
+			s.registered.Store(true)
 		}
 	}
 	return fmt.Errorf("update node status exceeds retry count: %w", err)
@@ -212,7 +216,7 @@ func (s *Syncer) tryUpdateNodeStatus(ctx context.Context, try int) error {
 	}
 	node, changed := s.updateNode(ctx, original)
 	if !changed && !s.isUpdateStatusPeriodExpired() {
-		s.lastSync = s.cfg.Clock.Now()
+		s.lastSync.Store(s.cfg.Clock.Now().UnixNano())
 		s.onSync("unchanged")
 		return nil
 	}
@@ -292,7 +296,7 @@ func (s *Syncer) patchNodeStatus(ctx context.Context, original, node *v1.Node) (
 	}
 	klog.FromContext(ctx).V(4).Info("Patched node status", "node", s.cfg.NodeName, "patchBytes", len(patch))
 	s.lastStatusReportTime = s.cfg.Clock.Now()
-	s.lastSync = s.lastStatusReportTime
+	s.lastSync.Store(s.lastStatusReportTime.UnixNano())
 	if s.cfg.OnPatched != nil {
 		s.cfg.OnPatched(updated)
 	}
