@@ -77,8 +77,8 @@ type ControlPlane struct {
 }
 
 // StartControlPlane starts etcd and kube-apiserver (and kube-controller-manager if asked), building the
-// binaries first if needed (EnsureBinaries), and returns once GET /readyz answers ok (about 3 s). On error
-// everything already started is stopped. ctx bounds the start-up only; call Stop to end the processes.
+// binaries first if needed (EnsureBinaries), and returns once GET /readyz answers ok (about 3 s);
+// kube-controller-manager is started last and not waited for. On error everything already started is stopped. ctx bounds the start-up only; call Stop to end the processes.
 func StartControlPlane(ctx context.Context, opts ControlPlaneOptions) (*ControlPlane, error) {
 	if opts.Dir == "" {
 		return nil, errors.New("start control plane: ControlPlaneOptions.Dir is required")

@@ -4,13 +4,20 @@
 //
 // Every component is a child process started with os/exec in its own process group, listening on
 // 127.0.0.1 (ports picked free at run time) or on a unix socket under the caller's directory, logging to
-// a file in that directory. Each Start function returns a handle whose Stop method sends SIGTERM to the
-// PID, waits, falls back to SIGKILL, and unmounts whatever the process left mounted under its directory.
-// Callers own cleanup, typically:
+// a file in that directory. Each Start function returns a handle that stops its process by PID (SIGTERM,
+// wait, SIGKILL fallback) and unmounts whatever it left mounted under its directory. Callers own cleanup:
+// ControlPlane.Stop, Agent.Stop, and Containerd.Close (Containerd.Stop only stops it for a later Start):
 //
 //	cp, err := framework.StartControlPlane(ctx, framework.ControlPlaneOptions{Dir: t.TempDir(), NodeNames: []string{"n1"}})
 //	if err != nil { t.Fatal(err) }
 //	t.Cleanup(cp.Stop)
+//	rt, err := framework.StartContainerd(ctx, framework.ContainerdOptions{Dir: t.TempDir()})
+//	if err != nil { t.Fatal(err) }
+//	t.Cleanup(rt.Close)
+//	agent, err := framework.StartAgent(ctx, framework.AgentOptions{Dir: t.TempDir(), NodeName: "n1",
+//		Kubeconfig: cp.KubeconfigFor("n1"), RuntimeEndpoint: rt.Endpoint})
+//	if err != nil { t.Fatal(err) }
+//	t.Cleanup(func() { _ = agent.Stop() })
 //
 // Binaries (etcd, kube-apiserver, kube-controller-manager, kubelet) come from hack/install-deps.sh, which
 // builds them from the hack/tools module into _output/bin once; call EnsureBinaries first (Start functions
