@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/google/cadvisor/lib/fs"
+	"k8s.io/klog/v2"
 )
 
 // HostObserver measures eviction signals on the Linux host, from the same sources as the kubelet:
@@ -53,7 +54,9 @@ func (h *HostObserver) Observe(ctx context.Context) (Observations, error) {
 	if h.FsInfo != nil && h.ImageFsDir != nil {
 		if dir := h.ImageFsDir(ctx); dir != "" {
 			if info, err := DirFs(h.FsInfo, dir); err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", SignalImageFsAvailable, err))
+				// The runtime's image store may not be visible here (nodeagent in a pod without it
+				// mounted): imagefs signals are then not measured, as when it shares the nodefs.
+				klog.FromContext(ctx).V(2).Info("Image filesystem not measurable; imagefs signals skipped", "dir", dir, "err", err)
 			} else if info.Device != nodeDev {
 				addFs(obs, info, SignalImageFsAvailable, SignalImageFsInodesFree)
 			}
