@@ -18,9 +18,10 @@ import (
 
 // HostObserver measures eviction signals on the Linux host, from the same sources as the kubelet:
 // memory.available = MemTotal − working set of the root memory cgroup (usage − total_inactive_file
-// on cgroup v1; MemTotal − MemAvailable on cgroup v2), nodefs.* from the filesystem of RootDir via
-// cadvisor's FsInfo, imagefs.* from the filesystem of ImageFsDir when it is another device, and
-// pid.available = min(pid_max, threads-max) − processes running (sysinfo).
+// on cgroup v1; MemTotal − MemFree − inactive_file of the root memory.stat on cgroup v2, as runc and
+// cadvisor compute it; MemTotal − MemAvailable when neither can be read), nodefs.* from the filesystem
+// of RootDir via cadvisor's FsInfo, imagefs.* from the filesystem of ImageFsDir when it is another
+// device, and pid.available = min(pid_max, threads-max) − tasks running (/proc/loadavg, else sysinfo).
 type HostObserver struct {
 	// FsInfo is cadvisor's filesystem info (fs.NewFsInfo).
 	FsInfo fs.FsInfo
@@ -136,6 +137,10 @@ func (h *HostObserver) memory() (Observation, error) {
 			return Observation{}, err
 		}
 		workingSet = usage - stat["total_inactive_file"]
+	} else if stat, err := readKeyValues(filepath.Join(h.cgroup(), "memory.stat"), " "); err == nil && hasKey(meminfo, "MemFree") {
+		// cgroup v2: the root cgroup has no memory.current, so runc (statsFromMeminfo) takes the
+		// usage from meminfo and cadvisor subtracts the root memory.stat's inactive_file.
+		workingSet = total - meminfo["MemFree"]*1024 - stat["inactive_file"]
 	} else {
 		avail, ok := meminfo["MemAvailable"]
 		if !ok {
@@ -149,19 +154,56 @@ func (h *HostObserver) memory() (Observation, error) {
 	return Observation{Available: total - workingSet, Capacity: total}, nil
 }
 
+// pids mirrors the kubelet's pidlimit.Stats: the limit is the smaller of kernel.pid_max and
+// kernel.threads-max (whichever can be read), the running tasks come from /proc/loadavg, or from
+// sysinfo(2) (which truncates above 65535) when loadavg cannot be read.
 func (h *HostObserver) pids() (Observation, error) {
-	max, err := readInt(filepath.Join(h.proc(), "sys/kernel/pid_max"))
+	max := int64(-1)
+	var errs []error
+	for _, f := range []string{"sys/kernel/pid_max", "sys/kernel/threads-max"} {
+		v, err := readInt(filepath.Join(h.proc(), f))
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if max == -1 || v < max {
+			max = v
+		}
+	}
+	if max == -1 {
+		return Observation{}, errors.Join(errs...)
+	}
+	procs, err := runningTasks(filepath.Join(h.proc(), "loadavg"))
 	if err != nil {
-		return Observation{}, err
+		var si syscall.Sysinfo_t
+		if err := syscall.Sysinfo(&si); err != nil {
+			return Observation{}, fmt.Errorf("sysinfo: %w", err)
+		}
+		procs = int64(si.Procs)
 	}
-	if threads, err := readInt(filepath.Join(h.proc(), "sys/kernel/threads-max")); err == nil && threads < max {
-		max = threads
+	return Observation{Available: max - procs, Capacity: max}, nil
+}
+
+// runningTasks returns the task count of /proc/loadavg ("1.36 3.49 4.53 2/3518 3715089" → 3518).
+func runningTasks(path string) (int64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
 	}
-	var si syscall.Sysinfo_t
-	if err := syscall.Sysinfo(&si); err != nil {
-		return Observation{}, fmt.Errorf("sysinfo: %w", err)
+	fields := strings.Fields(string(b))
+	if len(fields) < 5 {
+		return 0, fmt.Errorf("%s: not enough fields", path)
 	}
-	return Observation{Available: max - int64(si.Procs), Capacity: max}, nil
+	_, total, ok := strings.Cut(fields[3], "/")
+	if !ok {
+		return 0, fmt.Errorf("%s: no running/total field", path)
+	}
+	return strconv.ParseInt(total, 10, 64)
+}
+
+func hasKey(m map[string]int64, k string) bool {
+	_, ok := m[k]
+	return ok
 }
 
 func readInt(path string) (int64, error) {

@@ -86,7 +86,7 @@ func (m *Manager) Synchronize(ctx context.Context) error {
 			continue
 		}
 		if o.Available < t.Value(o.Capacity) {
-			if _, was := m.lastBreach[t.Signal]; !was || now.Sub(m.lastBreach[t.Signal]) > m.cfg.PressureTransitionPeriod {
+			if _, was := m.lastBreach[t.Signal]; !was || now.Sub(m.lastBreach[t.Signal]) >= m.cfg.PressureTransitionPeriod {
 				klog.FromContext(ctx).Info("Eviction threshold met", "signal", t.Signal, "available", o.Available, "threshold", t.Value(o.Capacity))
 			}
 			m.lastBreach[t.Signal] = now
@@ -111,7 +111,8 @@ func (m *Manager) under(signals ...Signal) bool {
 	defer m.mu.RUnlock()
 	now := m.cfg.Clock.Now()
 	for _, s := range signals {
-		if t, ok := m.lastBreach[s]; ok && now.Sub(t) <= m.cfg.PressureTransitionPeriod {
+		// As the kubelet's nodeConditionsObservedSince: pressure while duration < period.
+		if t, ok := m.lastBreach[s]; ok && now.Sub(t) < m.cfg.PressureTransitionPeriod {
 			return true
 		}
 	}

@@ -7,7 +7,6 @@ package eviction
 
 import (
 	"fmt"
-	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -34,25 +33,27 @@ var knownSignals = map[Signal]bool{
 }
 
 // Threshold is one hard eviction threshold: the signal is breached when its available amount
-// falls below Quantity, or below Percentage (0..1) of capacity when Quantity is nil.
+// falls below Quantity, or below Percentage (0..1) of capacity when Quantity is nil. ParseThresholds
+// computes Percentage in float32, as the kubelet's parsePercentage, so that Value matches its numbers.
 type Threshold struct {
 	Signal     Signal
 	Quantity   *resource.Quantity
 	Percentage float64
 }
 
-// Value returns the threshold in the signal's unit (bytes, inodes or PIDs) for a given capacity.
+// Value returns the threshold in the signal's unit (bytes, inodes or PIDs) for a given capacity, as
+// the kubelet's evictionapi.GetThresholdQuantity: capacity × percentage, truncated.
 func (t Threshold) Value(capacity int64) int64 {
 	if t.Quantity != nil {
 		return t.Quantity.Value()
 	}
-	return int64(math.Ceil(t.Percentage * float64(capacity)))
+	return int64(float64(capacity) * t.Percentage)
 }
 
 // ParseThresholds parses an --eviction-hard map (signal → "100Mi" or "10%"), as the kubelet's
-// eviction.ParseThresholdConfig does for hard thresholds. "0%" and "100%" are rejected like the
-// kubelet; a zero quantity disables a signal and is dropped. Thresholds come back sorted by signal.
-// The error names the signal and the value.
+// eviction.ParseThresholdConfig does for hard thresholds: "0%" and "100%" disable a signal and are
+// dropped, other percentages must be in [0%, 100%], quantities must be positive. Thresholds come back
+// sorted by signal. The error names the signal and the value.
 func ParseThresholds(m map[string]string) ([]Threshold, error) {
 	keys := make([]string, 0, len(m))
 	for k := range m {
@@ -66,22 +67,26 @@ func ParseThresholds(m map[string]string) ([]Threshold, error) {
 			return nil, fmt.Errorf("unknown eviction signal %q", k)
 		}
 		if strings.HasSuffix(v, "%") {
-			p, err := strconv.ParseFloat(strings.TrimSuffix(v, "%"), 64)
-			if err != nil || p <= 0 || p > 100 {
-				return nil, fmt.Errorf("%s<%s: percentage must be in (0%%, 100%%]", k, v)
+			if v == "0%" || v == "100%" {
+				continue // the kubelet ignores both: the signal is disabled
 			}
-			out = append(out, Threshold{Signal: sig, Percentage: p / 100})
+			p, err := strconv.ParseFloat(strings.TrimRight(v, "%"), 32)
+			if err != nil {
+				return nil, fmt.Errorf("%s<%s: %w", k, v, err)
+			}
+			pct := float32(p) / 100 // the kubelet's parsePercentage
+			if pct < 0 || pct > 1 {
+				return nil, fmt.Errorf("%s<%s: percentage must be between 0%% and 100%%", k, v)
+			}
+			out = append(out, Threshold{Signal: sig, Percentage: float64(pct)})
 			continue
 		}
 		q, err := resource.ParseQuantity(v)
 		if err != nil {
 			return nil, fmt.Errorf("%s<%s: %w", k, v, err)
 		}
-		if q.Sign() < 0 {
-			return nil, fmt.Errorf("%s<%s: must not be negative", k, v)
-		}
-		if q.IsZero() {
-			continue
+		if q.Sign() <= 0 {
+			return nil, fmt.Errorf("%s<%s: must be positive", k, v)
 		}
 		out = append(out, Threshold{Signal: sig, Quantity: &q})
 	}
