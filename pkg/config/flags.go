@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/pflag"
 	cliflag "k8s.io/component-base/cli/flag"
 	logsapi "k8s.io/component-base/logs/api/v1"
+	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 )
 
@@ -109,10 +111,24 @@ func LoadFile(path string) (*NodeAgentConfiguration, error) {
 }
 
 // Decode strictly decodes a YAML or JSON config and applies defaults. It does not validate values.
+// As the kubelet's strict config codec, field names are case-sensitive and unknown or duplicate
+// fields are errors (encoding/json alone would take "maxpods" for maxPods).
 func Decode(data []byte) (*NodeAgentConfiguration, error) {
 	c := &NodeAgentConfiguration{}
-	if err := yaml.UnmarshalStrict(data, c); err != nil {
+	js, err := yaml.YAMLToJSONStrict(data)
+	if err != nil {
 		return nil, fmt.Errorf("decoding: %w", err)
+	}
+	strictErrs, err := kjson.UnmarshalStrict(js, c)
+	if err != nil {
+		return nil, fmt.Errorf("decoding: %w", err)
+	}
+	if len(strictErrs) > 0 {
+		msgs := make([]string, 0, len(strictErrs))
+		for _, e := range strictErrs {
+			msgs = append(msgs, e.Error())
+		}
+		return nil, fmt.Errorf("decoding: strict decoding error: %s", strings.Join(msgs, ", "))
 	}
 	if c.APIVersion != GroupVersion || c.Kind != Kind {
 		return nil, fmt.Errorf("apiVersion %q kind %q: want apiVersion %s, kind %s", c.APIVersion, c.Kind, GroupVersion, Kind)
