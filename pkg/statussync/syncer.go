@@ -160,6 +160,9 @@ func (s *Syncer) syncLocked(ctx context.Context) {
 		s.registered.Store(true)
 	}
 	if err := s.updateNodeStatus(ctx); err != nil {
+		if ctx.Err() != nil {
+			return // shutting down: nothing was posted, nothing to report
+		}
 		logger.Error(err, "Unable to update node status", "node", s.cfg.NodeName)
 		s.onSync("error")
 	}
@@ -174,6 +177,9 @@ func (s *Syncer) updateNodeStatus(ctx context.Context) error {
 	for i := 0; i < NodeStatusUpdateRetry; i++ {
 		if err = s.tryUpdateNodeStatus(ctx, i); err == nil {
 			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("update node status: %w", err)
 		}
 		if i > 0 && s.cfg.OnRepeatedHeartbeatFailure != nil {
 			s.cfg.OnRepeatedHeartbeatFailure()
@@ -215,6 +221,11 @@ func (s *Syncer) tryUpdateNodeStatus(ctx context.Context, try int) error {
 		return fmt.Errorf("getting node %q: %w", s.cfg.NodeName, err)
 	}
 	node, changed := s.updateNode(ctx, original)
+	if err := ctx.Err(); err != nil {
+		// Shutting down: the setters' CRI calls failed on the cancelled context, so node would say
+		// "containerd://Unknown" and list no images. Post nothing rather than that.
+		return fmt.Errorf("node status not patched: %w", err)
+	}
 	if !changed && !s.isUpdateStatusPeriodExpired() {
 		s.lastSync.Store(s.cfg.Clock.Now().UnixNano())
 		s.onSync("unchanged")
@@ -351,6 +362,9 @@ func (s *Syncer) fastNodeStatusUpdate(ctx context.Context, timeout bool) bool {
 	}
 	s.cfg.UpdateRuntimeUp(ctx)
 	node, changed := s.updateNode(ctx, original)
+	if ctx.Err() != nil {
+		return true // shutting down: the setters saw a cancelled context; post nothing
+	}
 	if !changed {
 		return false
 	}

@@ -1,0 +1,90 @@
+package statussync
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/nodeagent/nodeagent/pkg/nodestatus"
+)
+
+// TestNoPatchAfterContextEnds checks that a sync running while the agent shuts down (its context
+// cancelled, so the setters' CRI calls fail and report "Unknown") posts nothing, on the periodic path
+// and on the fast start-up path, while a live context still patches.
+func TestNoPatchAfterContextEnds(t *testing.T) {
+	const name = "n1"
+	// runtimeVersion mimics the VersionInfo setter: the CRI call fails once ctx is cancelled.
+	runtimeVersion := func(ctx context.Context, node *v1.Node) error {
+		node.Status.NodeInfo.ContainerRuntimeVersion = "containerd://1.6.20"
+		if ctx.Err() != nil {
+			node.Status.NodeInfo.ContainerRuntimeVersion = "containerd://Unknown"
+		}
+		return nil
+	}
+	ready := func(ctx context.Context, node *v1.Node) error {
+		node.Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue}}
+		return nil
+	}
+	tests := []struct {
+		name      string
+		cancelled bool
+		fast      bool
+		wantPatch bool
+	}{
+		{name: "sync, live context", wantPatch: true},
+		{name: "sync, cancelled context", cancelled: true},
+		{name: "fast path, live context", fast: true, wantPatch: true},
+		{name: "fast path, cancelled context", fast: true, cancelled: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			node := &v1.Node{
+				ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{v1.LabelOSStable: "linux"}},
+				Status: v1.NodeStatus{
+					NodeInfo:   v1.NodeSystemInfo{ContainerRuntimeVersion: "containerd://1.6.19"},
+					Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionFalse}},
+				},
+			}
+			client := fake.NewSimpleClientset(node)
+			indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+			if err := indexer.Add(node); err != nil {
+				t.Fatal(err)
+			}
+			s, err := New(Config{
+				Client: client, Lister: corelisters.NewNodeLister(indexer), NodeName: name,
+				Setters:         []nodestatus.Setter{runtimeVersion, ready},
+				UpdateFrequency: 10 * time.Second, ReportFrequency: 5 * time.Minute,
+				Clock: testingclock.NewFakeClock(time.Unix(1000, 0)), Rand: func() float64 { return 0.5 },
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if tc.cancelled {
+				cancel()
+			}
+			if tc.fast {
+				s.fastNodeStatusUpdate(ctx, false)
+			} else {
+				s.SyncNodeStatus(ctx)
+			}
+			patches := 0
+			for _, a := range client.Actions() {
+				if a.GetVerb() == "patch" {
+					patches++
+				}
+			}
+			if got := patches > 0; got != tc.wantPatch {
+				t.Errorf("patched = %v (%d patches), want %v; actions %v", got, patches, tc.wantPatch, client.Actions())
+			}
+		})
+	}
+}
