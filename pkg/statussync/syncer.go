@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	nodeutil "k8s.io/component-helpers/node/util"
 	"k8s.io/klog/v2"
@@ -289,9 +290,16 @@ func (s *Syncer) SetNodeStatus(ctx context.Context, node *v1.Node) { s.setNodeSt
 
 // patchNodeStatus sends a two-way strategic merge patch of original→node to nodes/status
 // (component-helpers PatchNodeStatus, with $patch: replace for addresses) and records the report time.
+// A failed patch returns an error wrapping the API error, so that its reason (Conflict, NotFound, ...)
+// reaches ObservePatch and the node-gone check.
 func (s *Syncer) patchNodeStatus(ctx context.Context, original, node *v1.Node) (*v1.Node, error) {
 	start := s.cfg.Clock.Now()
-	updated, patch, err := nodeutil.PatchNodeStatus(s.cfg.Client.CoreV1(), types.NodeName(s.cfg.NodeName), original, node)
+	nodes := &errorKeepingNodes{NodeInterface: s.cfg.Client.CoreV1().Nodes()}
+	updated, patch, err := nodeutil.PatchNodeStatus(nodesClient{s.cfg.Client.CoreV1(), nodes}, types.NodeName(s.cfg.NodeName), original, node)
+	if err != nil && nodes.err != nil {
+		// PatchNodeStatus formats the API error with %v, which drops its type: wrap it again.
+		err = fmt.Errorf("failed to patch status %q for node %q: %w", nodes.data, s.cfg.NodeName, nodes.err)
+	}
 	if s.cfg.ObservePatch != nil {
 		reason := ""
 		if err != nil {
@@ -312,6 +320,27 @@ func (s *Syncer) patchNodeStatus(ctx context.Context, original, node *v1.Node) (
 		s.cfg.OnPatched(updated)
 	}
 	return updated, nil
+}
+
+// nodesClient is a CoreV1Interface whose Nodes() is nodes.
+type nodesClient struct {
+	typedcorev1.CoreV1Interface
+	nodes typedcorev1.NodeInterface
+}
+
+func (c nodesClient) Nodes() typedcorev1.NodeInterface { return c.nodes }
+
+// errorKeepingNodes remembers the data and the error of its last Patch.
+type errorKeepingNodes struct {
+	typedcorev1.NodeInterface
+	data []byte
+	err  error
+}
+
+func (n *errorKeepingNodes) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*v1.Node, error) {
+	updated, err := n.NodeInterface.Patch(ctx, name, pt, data, opts, subresources...)
+	n.data, n.err = data, err
+	return updated, err
 }
 
 func (s *Syncer) onSync(result string) {
