@@ -36,3 +36,9 @@ vet:
 ## fmt: gofmt -w every Go file outside _output
 fmt:
 	gofmt -l -w $$(git ls-files -co --exclude-standard '*.go')
+
+.PHONY: bench
+## bench: nodeagent vs the reference kubelet side by side (time to Ready, API load, bytes, RSS/CPU); writes
+## BENCHMARKS.md. About 6 min after `make tools` (BENCH_ARGS="--runs 10 --steady 3m" to change the defaults).
+bench: tools
+	$(GO) run ./test/bench $(BENCH_ARGS)
