@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	goruntime "runtime"
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -147,7 +148,8 @@ func (r *Registrar) InitialNode(ctx context.Context) *v1.Node {
 }
 
 // TryRegister makes one attempt: Create; on AlreadyExists or Forbidden, Get the existing Node and
-// reconcile the attach-detach annotation, default labels and default resources, patching if needed.
+// reconcile the attach-detach annotation, default labels, default and extended resources and
+// hugepages, patching if needed.
 // It returns nil when the Node exists and is reconciled, else an error wrapping the API error.
 // Mirrors tryRegisterWithAPIServer.
 func (r *Registrar) TryRegister(ctx context.Context, node *v1.Node) error {
@@ -173,6 +175,7 @@ func (r *Registrar) TryRegister(ctx context.Context, node *v1.Node) error {
 	update := reconcileCMADAnnotation(node, existing)
 	update = updateDefaultLabels(node, existing) || update
 	update = reconcileExtendedResources(node, existing) || update
+	update = reconcileHugePages(node, existing) || update
 	if update {
 		if _, _, err := nodeutil.PatchNodeStatus(r.cfg.Client.CoreV1(), types.NodeName(node.Name), original, existing); err != nil {
 			r.attempt("error")
@@ -249,6 +252,45 @@ func reconcileExtendedResources(initial, existing *v1.Node) bool {
 				existing.Status.Allocatable = v1.ResourceList{}
 			}
 			existing.Status.Allocatable[k] = *resource.NewQuantity(0, resource.DecimalSI)
+			changed = true
+		}
+	}
+	return changed
+}
+
+// reconcileHugePages mirrors the kubelet's reconcileHugePageResource: each hugepage size of the initial
+// node takes its capacity and allocatable, and sizes the machine no longer has are removed (the
+// MachineInfo setter only adds sizes, so without this a removed size would stay on the Node).
+func reconcileHugePages(initial, existing *v1.Node) bool {
+	changed := false
+	supported := map[v1.ResourceName]bool{}
+	for name, initialCapacity := range initial.Status.Capacity {
+		if !strings.HasPrefix(string(name), v1.ResourceHugePagesPrefix) {
+			continue
+		}
+		supported[name] = true
+		if existing.Status.Capacity == nil {
+			existing.Status.Capacity = v1.ResourceList{}
+		}
+		if existing.Status.Allocatable == nil {
+			existing.Status.Allocatable = v1.ResourceList{}
+		}
+		initialAllocatable := initial.Status.Allocatable[name]
+		capacity, ok := existing.Status.Capacity[name]
+		allocatable := existing.Status.Allocatable[name]
+		if !ok || capacity.Cmp(initialCapacity) != 0 {
+			existing.Status.Capacity[name] = initialCapacity.DeepCopy()
+			changed = true
+		}
+		if !ok || allocatable.Cmp(initialAllocatable) != 0 {
+			existing.Status.Allocatable[name] = initialAllocatable.DeepCopy()
+			changed = true
+		}
+	}
+	for name := range existing.Status.Capacity {
+		if strings.HasPrefix(string(name), v1.ResourceHugePagesPrefix) && !supported[name] {
+			delete(existing.Status.Capacity, name)
+			delete(existing.Status.Allocatable, name)
 			changed = true
 		}
 	}
