@@ -170,6 +170,8 @@ func (cp *ControlPlane) writeFiles() error {
 		"--service-account-key-file=" + saKey, "--service-account-signing-key-file=" + saKey,
 		"--service-cluster-ip-range=10.0.0.0/24",
 		"--audit-log-path=" + cp.AuditLogPath, "--audit-policy-file=" + policy,
+		// Without this, SIGTERM can leave it waiting up to --request-timeout (60 s) for open watches.
+		"--shutdown-watch-termination-grace-period=2s",
 	}, cp.opts.ExtraAPIServerArgs...)
 
 	cp.AdminConfig = cp.restConfig(adminToken)
@@ -306,8 +308,11 @@ func (cp *ControlPlane) StartAPIServer(ctx context.Context) error {
 	return nil
 }
 
-// StopAPIServer stops kube-apiserver (SIGTERM, SIGKILL after 15 s) and returns its exit error; etcd and
-// kube-controller-manager keep running. Restart it with StartAPIServer.
+// StopAPIServer stops kube-apiserver and waits for it to exit (1-2 s; longer under load); etcd and
+// kube-controller-manager keep running. Restart it with StartAPIServer. kube-apiserver 1.36 sometimes
+// hangs in graceful shutdown after it has stopped listening (seen under CPU load): it is then killed after
+// 10 s, which clients cannot tell from an exit, so that is not an error either (the goroutine dump is in
+// kube-apiserver.log). The error is a non-zero exit status.
 func (cp *ControlPlane) StopAPIServer() error {
 	cp.mu.Lock()
 	p := cp.apiserver
@@ -315,27 +320,57 @@ func (cp *ControlPlane) StopAPIServer() error {
 	if p == nil {
 		return nil
 	}
-	if err := p.stop(15 * time.Second); err != nil {
+	if err := p.stop(10 * time.Second); err != nil && !errors.Is(err, errKilled) {
 		return fmt.Errorf("stop kube-apiserver: %w", err)
 	}
 	return nil
 }
 
-// PauseEtcd freezes etcd with SIGSTOP: the API server's storage calls hang until ResumeEtcd.
-func (cp *ControlPlane) PauseEtcd() error { return cp.etcd.signal(syscall.SIGSTOP) }
+// PauseEtcd freezes etcd with SIGSTOP and returns once all its threads are stopped: the API server's
+// storage calls hang until ResumeEtcd.
+func (cp *ControlPlane) PauseEtcd() error {
+	if err := cp.etcd.signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := WaitFor(ctx, 5*time.Millisecond, func() (bool, error) { return allThreadsStopped(cp.etcd.pid()) }); err != nil {
+		return fmt.Errorf("pause etcd: wait for its threads to stop: %w", err)
+	}
+	return nil
+}
+
+// allThreadsStopped reports whether every thread of pid is in state T (stopped) per /proc.
+func allThreadsStopped(pid int) (bool, error) {
+	stats, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+	if err != nil || len(stats) == 0 {
+		return false, fmt.Errorf("list threads of pid %d: %w", pid, errors.Join(err, ErrStop))
+	}
+	for _, f := range stats {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue // thread exited
+		}
+		fields := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if len(fields) == 0 || (fields[0] != "T" && fields[0] != "t") {
+			return false, nil
+		}
+	}
+	return true, nil
+}
 
 // ResumeEtcd continues etcd after PauseEtcd (SIGCONT).
 func (cp *ControlPlane) ResumeEtcd() error { return cp.etcd.signal(syscall.SIGCONT) }
 
 // Stop stops kube-controller-manager, kube-apiserver and etcd, in that order (each SIGTERM, then SIGKILL
-// after a grace period). It is safe to call more than once and on a partly started control plane. Files
+// after 10 s). It is safe to call more than once and on a partly started control plane. Files
 // in Dir are left for the caller (t.TempDir removes them).
 func (cp *ControlPlane) Stop() {
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
 	for _, p := range []*process{cp.kcm, cp.apiserver, cp.etcd} {
 		if p != nil {
-			_ = p.stop(15 * time.Second)
+			_ = p.stop(10 * time.Second)
 		}
 	}
 }

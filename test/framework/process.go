@@ -76,17 +76,29 @@ func (p *process) signal(sig syscall.Signal) error {
 	return nil
 }
 
-// stop sends SIGTERM (and SIGCONT, should it be stopped), waits up to grace, then SIGKILLs the whole
-// process group. It returns the process's exit error (nil for a clean exit 0).
+// errKilled is wrapped by the error of a stop that had to SIGKILL.
+var errKilled = errors.New("killed")
+
+// stop sends SIGTERM (and SIGCONT, should it be stopped) and waits up to grace. If the process is still
+// there, it sends SIGQUIT (a Go program then writes its goroutines to its log and exits), waits 2 s more,
+// and SIGKILLs the whole process group. It returns the process's exit error (nil for a clean exit 0), or
+// an error wrapping errKilled and quoting the end of the log if SIGTERM did not end it in time.
 func (p *process) stop(grace time.Duration) error {
 	_ = p.signal(syscall.SIGTERM)
 	_ = p.signal(syscall.SIGCONT)
 	select {
 	case <-p.done:
+		return p.err
 	case <-time.After(grace):
+	}
+	_ = p.signal(syscall.SIGQUIT)
+	select {
+	case <-p.done:
+	case <-time.After(2 * time.Second):
 		p.kill()
 	}
-	return p.err
+	return fmt.Errorf("%s did not exit within %v of SIGTERM, %w (SIGQUIT: goroutine dump in %s); log before that:\n%s",
+		p.name, grace, errKilled, p.logPath, tailBefore(p.logPath, "SIGQUIT: quit", 20))
 }
 
 // kill SIGKILLs the process group and waits for the process to be reaped.
@@ -97,12 +109,23 @@ func (p *process) kill() {
 }
 
 // tail returns the last n lines of the file at path (or a note that it cannot be read).
-func tail(path string, n int) string {
+func tail(path string, n int) string { return tailBefore(path, "", n) }
+
+// tailBefore is tail of the part of the file before the last line equal to marker ("" for none).
+func tailBefore(path, marker string, n int) string {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Sprintf("(cannot read %s: %v)", path, err)
 	}
 	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if marker != "" {
+		for i := len(lines) - 1; i >= 0; i-- {
+			if lines[i] == marker {
+				lines = lines[:i]
+				break
+			}
+		}
+	}
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
 	}
