@@ -10,6 +10,7 @@ import (
 	goruntime "runtime"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	cadvisorapi "github.com/google/cadvisor/lib/model"
@@ -163,7 +164,7 @@ func ValidateNodeIP(ip net.IP) error {
 // MachineInfo returns a Setter that sets capacity (cpu, memory, hugepages-*, ephemeral-storage, pods),
 // allocatable (capacity − reservation, never negative; hugepages also come off memory), machineID,
 // systemUUID and bootID. If machine info cannot be read, cpu and memory are 0 and the error is logged,
-// as the kubelet does. A changed bootID records a NodeRebooted warning event. Mirrors nodestatus.MachineInfo.
+// as the kubelet does. A changed bootID records a NodeRebooted warning event, once. Mirrors nodestatus.MachineInfo.
 func MachineInfo(nodeName string,
 	maxPods int, // --max-pods
 	machineInfoFunc func() (*cadvisorapi.MachineInfo, error), // cached cadvisor machine info
@@ -171,6 +172,9 @@ func MachineInfo(nodeName string,
 	reservationFunc func(capacity v1.ResourceList) v1.ResourceList, // system + kube reserved + eviction hard
 	recordEventFunc func(eventType, reason, message string),
 ) Setter {
+	// Only one reboot event, as the kubelet's rebootEvent: a retried or repeated status update starts
+	// again from the Node as the API server last had it and would record the reboot again.
+	var rebootEvent sync.Once
 	return func(ctx context.Context, node *v1.Node) error {
 		logger := klog.FromContext(ctx)
 		if node.Status.Capacity == nil {
@@ -190,8 +194,10 @@ func MachineInfo(nodeName string,
 			}
 			node.Status.Capacity[v1.ResourcePods] = *resource.NewQuantity(int64(maxPods), resource.DecimalSI)
 			if node.Status.NodeInfo.BootID != "" && node.Status.NodeInfo.BootID != info.BootID {
-				recordEventFunc(v1.EventTypeWarning, "NodeRebooted",
-					fmt.Sprintf("Node %s has been rebooted, boot id: %s", nodeName, info.BootID))
+				rebootEvent.Do(func() {
+					recordEventFunc(v1.EventTypeWarning, "NodeRebooted",
+						fmt.Sprintf("Node %s has been rebooted, boot id: %s", nodeName, info.BootID))
+				})
 			}
 			node.Status.NodeInfo.BootID = info.BootID
 			if q, err := ephemeralStorageCapacityFunc(); err != nil {

@@ -594,6 +594,33 @@ func TestMachineInfo(t *testing.T) {
 	}
 }
 
+// TestMachineInfoRebootEventOnce: as the kubelet (rebootEvent sync.Once), a retried status update that
+// starts again from the old boot ID does not record the reboot twice.
+func TestMachineInfoRebootEventOnce(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	var events []testEvent
+	setter := MachineInfo(testNodeName, 110,
+		func() (*cadvisorapi.MachineInfo, error) {
+			return &cadvisorapi.MachineInfo{BootID: "new", NumCores: 1, MemoryCapacity: 1}, nil
+		},
+		func() (resource.Quantity, error) { return bytes(1), nil }, noReservation,
+		func(eventType, reason, message string) {
+			events = append(events, testEvent{eventType, reason, message})
+		})
+	for i := 0; i < 3; i++ {
+		node := &v1.Node{Status: v1.NodeStatus{NodeInfo: v1.NodeSystemInfo{BootID: "old"}}}
+		if err := setter(ctx, node); err != nil {
+			t.Fatal(err)
+		}
+		if node.Status.NodeInfo.BootID != "new" {
+			t.Errorf("boot id = %q", node.Status.NodeInfo.BootID)
+		}
+	}
+	if len(events) != 1 {
+		t.Errorf("events = %v, want one NodeRebooted", events)
+	}
+}
+
 func ptrTo[T any](v T) *T { return &v }
 
 func equalEvents(want, got []testEvent) bool {
