@@ -11,6 +11,7 @@ import (
 
 	internalapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	testingclock "k8s.io/utils/clock/testing"
 )
@@ -430,4 +431,26 @@ func (f *fakeImageService) ListImages(context.Context, *runtimeapi.ImageFilter) 
 
 func (f *fakeImageService) ImageFsInfo(context.Context) (*runtimeapi.ImageFsInfoResponse, error) {
 	return &runtimeapi.ImageFsInfoResponse{}, nil
+}
+
+// TestPollerReadyExpected: "not ready" messages are logged at V(4) until SetReadyExpected, then at the
+// default verbosity, as the kubelet's containerRuntimeReadyExpected (set once the fast start-up ends).
+func TestPollerReadyExpected(t *testing.T) {
+	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(0), ktesting.BufferLogs(true)))
+	ctx := klog.NewContext(context.Background(), logger)
+	buffer := logger.GetSink().(ktesting.Underlier).GetBuffer()
+	rt := &fakeRuntime{resp: statusResp(cond(runtimeapi.RuntimeReady, true, "", ""), cond(runtimeapi.NetworkReady, false, "NoCNI", "no config"))}
+	p, err := NewPoller(PollerConfig{Runtime: rt, State: NewState(testingclock.NewFakeClock(time.Now()), time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.UpdateRuntimeUp(ctx)
+	if strings.Contains(buffer.String(), "Container runtime network not ready") {
+		t.Errorf("logged at V(0) before SetReadyExpected:\n%s", buffer.String())
+	}
+	p.SetReadyExpected()
+	p.UpdateRuntimeUp(ctx)
+	if !strings.Contains(buffer.String(), "Container runtime network not ready") {
+		t.Errorf("not logged at V(0) after SetReadyExpected:\n%s", buffer.String())
+	}
 }
