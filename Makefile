@@ -2,7 +2,8 @@
 SHELL := /bin/bash
 GO ?= go
 GOTEST_FLAGS ?= -count=1 -timeout 30m
-INTEGRATION_PKGS := ./test/integration/...
+# Everything under test/ runs real components (or whole builds); the rest are unit tests.
+INTEGRATION_PKGS := ./test/...
 
 .PHONY: tools build up test test-unit test-integration vet fmt
 
@@ -22,11 +23,11 @@ up:
 test: tools
 	$(GO) test $(GOTEST_FLAGS) ./...
 
-## test-unit: tests outside test/integration
+## test-unit: tests outside test/
 test-unit:
-	$(GO) test $(GOTEST_FLAGS) $$($(GO) list ./... | grep -v /test/integration)
+	$(GO) test $(GOTEST_FLAGS) $$($(GO) list ./... | grep -v '/test/')
 
-## test-integration: tests in test/integration against real etcd, kube-apiserver and containerd
+## test-integration: tests under test/ (integration against real etcd, kube-apiserver, containerd; faults; deploy)
 test-integration: tools
 	$(GO) test $(GOTEST_FLAGS) $(INTEGRATION_PKGS)
 
