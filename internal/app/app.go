@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/connrotation"
@@ -132,6 +133,19 @@ func New(ctx context.Context, opts *config.Options) (*Agent, error) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", a.nodeName).String()
 		}))
 	nodeLister := a.informers.Core().V1().Nodes().Lister()
+	// Any event means the informer's watch is live and its cache current (see ListerMayBeStale).
+	listerUpdated := func() {
+		if a.syncer != nil {
+			a.syncer.ListerUpdated()
+		}
+	}
+	if _, err := a.informers.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { listerUpdated() },
+		UpdateFunc: func(any, any) { listerUpdated() },
+		DeleteFunc: func(any) { listerUpdated() },
+	}); err != nil {
+		return nil, fmt.Errorf("node informer: %w", err)
+	}
 
 	// Events on the Node, as the kubelet's recorder (component "nodeagent", host = node name).
 	a.broadcaster = record.NewBroadcaster(record.WithContext(ctx))
@@ -430,14 +444,26 @@ func (a *Agent) observeLeaseRequests(rt http.RoundTripper) http.RoundTripper {
 		switch {
 		case err != nil:
 			a.metrics.LeaseRenewErrors.WithLabelValues("Transport").Inc()
+			a.listerMayBeStale()
 		case resp.StatusCode >= 300:
 			a.metrics.LeaseRenewErrors.WithLabelValues(http.StatusText(resp.StatusCode)).Inc()
+			if resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests {
+				a.listerMayBeStale()
+			}
 		default:
 			a.metrics.LeaseRenewDuration.Observe(a.clock.Since(start).Seconds())
 			a.lastLeaseRenew.Store(a.clock.Now().UnixNano())
 		}
 		return resp, err
 	})
+}
+
+// listerMayBeStale tells the status syncer that the API server could not be reached, so the Node
+// informer may have missed changes (see statussync.Syncer.ListerMayBeStale).
+func (a *Agent) listerMayBeStale() {
+	if a.syncer != nil {
+		a.syncer.ListerMayBeStale()
+	}
 }
 
 type roundTripperFunc func(*http.Request) (*http.Response, error)

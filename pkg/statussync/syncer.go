@@ -78,6 +78,9 @@ type Syncer struct {
 	// registration, so they are atomics rather than fields behind mu.
 	registered atomic.Bool
 	lastSync   atomic.Int64
+	// listerStale is set while the informer may have missed changes to the Node (see
+	// ListerMayBeStale); syncs then read the Node from the API server on their first try too.
+	listerStale atomic.Bool
 }
 
 // New validates cfg and fills defaults. It errors when Client, Lister or NodeName is missing or a
@@ -129,6 +132,17 @@ func (s *Syncer) Trigger() {
 	default:
 	}
 }
+
+// ListerMayBeStale tells the syncer that the informer may have missed changes to the Node because
+// the API server could not be reached (a heartbeat failed): its watch reconnects with a backoff of up
+// to a minute, during which the cached Node can be older than, say, the node lifecycle controller's
+// Ready=Unknown. Until ListerUpdated, every try reads the Node from the API server. A failed try of a
+// sync calls it too.
+func (s *Syncer) ListerMayBeStale() { s.listerStale.Store(true) }
+
+// ListerUpdated tells the syncer that the informer delivered an event for the Node, so its cache is
+// current again; wire it to the Node informer's event handler.
+func (s *Syncer) ListerUpdated() { s.listerStale.Store(false) }
 
 // LastSync returns when the status was last synced successfully (patched or found unchanged); zero before.
 func (s *Syncer) LastSync() time.Time {
@@ -190,6 +204,7 @@ func (s *Syncer) updateNodeStatus(ctx context.Context) error {
 			logger.V(2).Info("Node not in the informer cache yet, will get it from the API server", "err", err)
 		} else {
 			logger.Error(err, "Error updating node status, will retry", "try", i+1)
+			s.ListerMayBeStale()
 		}
 		if errors.Is(err, errNodeGone) && s.cfg.Register != nil {
 			logger.Info("Node object was deleted; registering it again", "node", s.cfg.NodeName)
@@ -205,12 +220,13 @@ func (s *Syncer) updateNodeStatus(ctx context.Context) error {
 
 var errNodeGone = errors.New("node not found on the API server")
 
-// tryUpdateNodeStatus reads the Node (try 0 from the lister, later tries from the API server), runs
-// the setters, and patches if the status changed or the report period expired. Mirrors tryUpdateNodeStatus.
+// tryUpdateNodeStatus reads the Node (try 0 from the lister unless it may be stale, later tries from
+// the API server), runs the setters, and patches if the status changed or the report period expired.
+// Mirrors tryUpdateNodeStatus.
 func (s *Syncer) tryUpdateNodeStatus(ctx context.Context, try int) error {
 	var original *v1.Node
 	var err error
-	if try == 0 {
+	if try == 0 && !s.listerStale.Load() {
 		original, err = s.cfg.Lister.Get(s.cfg.NodeName)
 	} else {
 		original, err = s.cfg.Client.CoreV1().Nodes().Get(ctx, s.cfg.NodeName, metav1.GetOptions{})

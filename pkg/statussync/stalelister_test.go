@@ -1,0 +1,96 @@
+package statussync
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/nodeagent/nodeagent/pkg/nodestatus"
+)
+
+// TestStaleListerReadsFromAPIServer checks the first try of a sync: from the informer cache normally,
+// from the API server while the cache may be stale (after ListerMayBeStale or a failed try, until
+// ListerUpdated). The case: the cache still holds Ready=True while the node lifecycle controller
+// has set Ready=Unknown on the API server during an outage; only a fresh read sees that the status
+// must be posted again.
+func TestStaleListerReadsFromAPIServer(t *testing.T) {
+	const name = "n1"
+	labels := map[string]string{v1.LabelOSStable: "linux", v1.LabelArchStable: "amd64"}
+	ready := func(status v1.ConditionStatus) *v1.Node {
+		return &v1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+			Status:     v1.NodeStatus{Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Status: status, Reason: "R"}}},
+		}
+	}
+	tests := []struct {
+		name      string
+		prepare   func(s *Syncer, client *fake.Clientset)
+		wantGet   bool
+		wantPatch bool
+	}{
+		{name: "fresh cache: no read, no patch", prepare: func(*Syncer, *fake.Clientset) {}},
+		{name: "may be stale: read, patch", prepare: func(s *Syncer, _ *fake.Clientset) { s.ListerMayBeStale() }, wantGet: true, wantPatch: true},
+		{name: "stale then updated: no read", prepare: func(s *Syncer, _ *fake.Clientset) { s.ListerMayBeStale(); s.ListerUpdated() }},
+		{name: "a failed try marks the cache stale", prepare: func(s *Syncer, client *fake.Clientset) {
+			failed := false
+			client.PrependReactor("patch", "nodes", func(clienttesting.Action) (bool, runtime.Object, error) {
+				if failed {
+					return false, nil, nil
+				}
+				failed = true
+				return true, nil, errors.New("connection refused")
+			})
+			s.lastStatusReportTime = time.Time{} // the next sync patches, and its first try fails
+			s.SyncNodeStatus(context.Background())
+			client.ClearActions()
+		}, wantGet: true}, // the retry already posted Ready=True: read, nothing to patch
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			client := fake.NewSimpleClientset(ready(v1.ConditionUnknown))
+			indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+			if err := indexer.Add(ready(v1.ConditionTrue)); err != nil {
+				t.Fatal(err)
+			}
+			clk := testingclock.NewFakeClock(time.Unix(1000, 0))
+			s, err := New(Config{
+				Client: client, Lister: corelisters.NewNodeLister(indexer), NodeName: name,
+				Setters: []nodestatus.Setter{func(_ context.Context, n *v1.Node) error {
+					n.Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue, Reason: "R"}}
+					return nil
+				}},
+				UpdateFrequency: 10 * time.Second, ReportFrequency: 5 * time.Minute,
+				Clock: clk, Rand: func() float64 { return 0.5 },
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.lastStatusReportTime = clk.Now() // reported just now: an unchanged status is not patched
+			tc.prepare(s, client)
+			s.lastStatusReportTime = clk.Now()
+			s.SyncNodeStatus(context.Background())
+			gets, patches := 0, 0
+			for _, a := range client.Actions() {
+				switch a.GetVerb() {
+				case "get":
+					gets++
+				case "patch":
+					patches++
+				}
+			}
+			if (gets > 0) != tc.wantGet || (patches > 0) != tc.wantPatch {
+				t.Errorf("gets %d, patches %d; want a get %v, a patch %v", gets, patches, tc.wantGet, tc.wantPatch)
+			}
+		})
+	}
+}
