@@ -331,7 +331,12 @@ func (a *Agent) Run(ctx context.Context) error {
 		})
 	}
 	goRun(a.syncer.Run)
-	goRun(a.syncer.FastStatusUpdateOnce)
+	goRun(func(ctx context.Context) {
+		a.syncer.FastStatusUpdateOnce(ctx)
+		// From now on a runtime that is not ready is news: log it at the default level (the
+		// kubelet's containerRuntimeReadyExpected).
+		a.poller.SetReadyExpected()
+	})
 	goRun(a.poller.Run)
 	goRun(a.evictionManager.Run)
 	goRun(func(ctx context.Context) {

@@ -237,6 +237,15 @@ func (s *Syncer) tryUpdateNodeStatus(ctx context.Context, try int) error {
 	if err != nil {
 		return fmt.Errorf("getting node %q: %w", s.cfg.NodeName, err)
 	}
+	if s.lastStatusReportTime.IsZero() {
+		// No report of our own yet: the Node's Ready heartbeat is when its status was last posted (by
+		// the Create at registration, or by an earlier run of this agent). Counting it avoids an
+		// empty patch right after registration; the first report interval is still offset randomly.
+		if _, ready := nodeutil.GetNodeCondition(&original.Status, v1.NodeReady); ready != nil && !ready.LastHeartbeatTime.IsZero() {
+			s.lastStatusReportTime = ready.LastHeartbeatTime.Time
+			s.delayAfterNodeStatusChange = s.calculateDelay()
+		}
+	}
 	node, changed := s.updateNode(ctx, original)
 	if err := ctx.Err(); err != nil {
 		// Shutting down: the setters' CRI calls failed on the cancelled context, so node would say
