@@ -233,6 +233,13 @@ func (s *Syncer) tryUpdateNodeStatus(ctx context.Context, try int) error {
 		if apierrors.IsNotFound(err) {
 			return fmt.Errorf("getting node %q: %w: %w", s.cfg.NodeName, errNodeGone, err)
 		}
+		if err == nil && s.listerStale.Load() {
+			// The cache holds what the API server holds: it is current again, even if no event comes
+			// (an unchanged Node sends none), so later syncs read it and make no periodic GETs.
+			if cached, cerr := s.cfg.Lister.Get(s.cfg.NodeName); cerr == nil && original.ResourceVersion != "" && cached.ResourceVersion == original.ResourceVersion {
+				s.ListerUpdated()
+			}
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("getting node %q: %w", s.cfg.NodeName, err)
