@@ -317,14 +317,19 @@ func (rp *report) rows() []row {
 		numRow("RSS, max (MiB)", maxOf(k.rss)/mib, maxOf(a.rss)/mib, 1),
 		numRow("  of which anonymous (heap, stacks), mean (MiB)", mean(k.rssAnon)/mib, mean(a.rssAnon)/mib, 1),
 		numRow("  of which file-backed (mapped binary, libs), mean (MiB)", mean(k.rssFile)/mib, mean(a.rssFile)/mib, 1),
-		numRow(fmt.Sprintf("RSS %s after file pages paged out (MiB)", rp.opts.pageout), refMiB(k.rssAfterPageout), refMiB(a.rssAfterPageout), 1),
-		numRow("  of which file-backed (MiB)", refMiB(k.rssFileAfterPageout), refMiB(a.rssFileAfterPageout), 1),
+	}
+	if rp.opts.pageout > 0 {
+		rows = append(rows,
+			numRow(fmt.Sprintf("RSS %s after file pages paged out (MiB)", rp.opts.pageout), refMiB(k.rssAfterPageout), refMiB(a.rssAfterPageout), 1),
+			numRow("  of which file-backed (MiB)", refMiB(k.rssFileAfterPageout), refMiB(a.rssFileAfterPageout), 1))
+	}
+	rows = append(rows,
 		numRow("CPU, mean over the window (cores)", k.cpuCores, a.cpuCores, 4),
 		numRow("Goroutines (end of window)", goroutinesVal(k.goroutinesEnd), goroutinesVal(a.goroutinesEnd), 0),
 		numRow("Open fds, max", maxOf(k.fds), maxOf(a.fds), 0),
 		numRow("OS threads, max", maxOf(k.threads), maxOf(a.threads), 0),
 		numRow("Binary size (MiB)", float64(k.binarySize)/mib, float64(a.binarySize)/mib, 1),
-	}
+	)
 	return rows
 }
 
@@ -358,11 +363,15 @@ func (rp *report) targets() []target {
 	k, a := rp.kubelet, rp.agent
 	med := median(a.readyMillis())
 	rssMean, rssMax := mean(a.rss)/mib, maxOf(a.rss)/mib
+	afterPageout := ""
+	if a.rssAfterPageout > 0 {
+		afterPageout = fmt.Sprintf("; %.1f MiB %s after its file pages were paged out", refMiB(a.rssAfterPageout), rp.opts.pageout)
+	}
 	return []target{
 		{med <= 150, "median time to Ready ≤ 150 ms", fmt.Sprintf("%.0f ms (kubelet %.0f ms)", med, median(k.readyMillis()))},
 		{rssMax <= 25, "RSS ≤ 25 MiB (judged on the max VmRSS over the window)", fmt.Sprintf(
-			"mean %.1f MiB, max %.1f MiB, of which %.1f MiB anonymous and %.1f MiB file-backed; %.1f MiB after its file pages were paged out (kubelet: mean %.1f MiB)",
-			rssMean, rssMax, mean(a.rssAnon)/mib, mean(a.rssFile)/mib, refMiB(a.rssAfterPageout), mean(k.rss)/mib)},
+			"mean %.1f MiB, max %.1f MiB, of which %.1f MiB anonymous and %.1f MiB file-backed%s (kubelet: mean %.1f MiB)",
+			rssMean, rssMax, mean(a.rssAnon)/mib, mean(a.rssFile)/mib, afterPageout, mean(k.rss)/mib)},
 		{a.cpuCores <= k.cpuCores/3, "idle CPU ≤ ⅓ of the kubelet's", fmt.Sprintf("%.4f cores (%.2f CPU-s in %s) vs kubelet %.4f cores (%.2f CPU-s); ratio %s",
 			a.cpuCores, a.cpuSeconds, a.window.Round(time.Second), k.cpuCores, k.cpuSeconds, ratio(k.cpuCores, a.cpuCores))},
 		{a.writesPerMin() <= k.writesPerMin(), "steady-state writes ≤ the kubelet's", fmt.Sprintf("%.2f/min vs kubelet %.2f/min", a.writesPerMin(), k.writesPerMin())},
@@ -504,11 +513,13 @@ func (rp *report) write(path string) error {
 	p("  whole neighbourhoods of them per fault (fault-around): RssFile counts those pages whether used or not.")
 	p("  CPU = (utime+stime+cutime+cstime) delta from /proc/PID/stat ÷ wall time; goroutines = go_goroutines from")
 	p("  each process's /metrics, scraped just before and just after the window (outside the CPU measurement).")
-	p("- Working set, after the window: each process's file-backed pages are paged out with")
-	p("  process_madvise(MADV_PAGEOUT) (pages other processes map, e.g. libc's, are left alone; anonymous memory")
-	p("  stays, there is no swap), both run on for %s (status syncs and lease renewals continue), and VmRSS is", rp.opts.pageout)
-	p("  read again: what came back is what the process uses in steady state (still rounded up by the kernel's")
-	p("  read-around and fault-around).")
+	if rp.opts.pageout > 0 {
+		p("- Working set, after the window: each process's file-backed pages are paged out with")
+		p("  process_madvise(MADV_PAGEOUT) (pages other processes map, e.g. libc's, are left alone; anonymous memory")
+		p("  stays, there is no swap), both run on for %s (status syncs and lease renewals continue), and VmRSS is", rp.opts.pageout)
+		p("  read again: what came back is what the process uses in steady state (still rounded up by the kernel's")
+		p("  read-around and fault-around).")
+	}
 	p("")
 	p(analysisMarker)
 	if kept != "" {
