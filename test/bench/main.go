@@ -53,6 +53,7 @@ type options struct {
 	warmup, steady time.Duration
 	sample         time.Duration
 	pageout        time.Duration
+	flip           bool
 	readyTimeout   time.Duration
 	out, dir       string
 }
@@ -64,6 +65,7 @@ func main() {
 	flag.DurationVar(&o.steady, "steady", 3*time.Minute, "length of the steady-state window")
 	flag.DurationVar(&o.sample, "sample-interval", 2*time.Second, "RSS/fd sampling interval in the steady-state window")
 	flag.DurationVar(&o.pageout, "pageout", 30*time.Second, "after the window, how long both run on after their file-backed pages are paged out, before RSS is read again (0 skips)")
+	flag.BoolVar(&o.flip, "flip", true, "after the window, turn NetworkReady off and on (CNI config) to measure the status patches of a Ready change")
 	flag.DurationVar(&o.readyTimeout, "ready-timeout", time.Minute, "how long one cold start may take to turn Ready")
 	flag.StringVar(&o.out, "out", "", "report file (default <repo>/BENCHMARKS.md; \"-\" for none)")
 	flag.StringVar(&o.dir, "dir", "", "working directory, emptied first (default <repo>/_output/bench)")
@@ -343,6 +345,35 @@ func run(ctx context.Context, o options) (err error) {
 			}
 		}
 	}
+	// Status patches on a real change: NetworkReady off and on again through containerd's CNI config
+	// turns both nodes NotReady and Ready again, one patch each way.
+	var flipFrom, flipTo time.Time
+	if o.flip {
+		say("status change: removing the CNI config until both are NotReady, then restoring it until both are Ready")
+		flipFrom = time.Now()
+		nodes := []string{kubeletNode, agentNode}
+		var down, up map[string]time.Duration
+		err := ctrd.SetCNI(false)
+		if err == nil {
+			down, err = waitNodesReady(ctx, cs, nodes, false, 2*time.Minute)
+		}
+		if cerr := ctrd.SetCNI(true); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			up, err = waitNodesReady(ctx, cs, nodes, true, 2*time.Minute)
+		}
+		if err != nil {
+			return fmt.Errorf("status change: %w", err)
+		}
+		flipTo = time.Now()
+		for _, c := range comps {
+			r := results[c.name()]
+			r.notReadyAfter, r.readyAgainAfter = down[c.nodeName()], up[c.nodeName()]
+			say("%-9s NotReady %v after the CNI config was removed, Ready %v after it was restored",
+				c.name(), r.notReadyAfter.Round(10*time.Millisecond), r.readyAgainAfter.Round(10*time.Millisecond))
+		}
+	}
 	for _, c := range comps {
 		if err := c.stop(); err != nil {
 			say("%s: %v", c.name(), err)
@@ -355,7 +386,7 @@ func run(ctx context.Context, o options) (err error) {
 		return err
 	}
 	for _, c := range comps {
-		results[c.name()].fromAudit(timed, "system:node:"+c.nodeName(), w0, w1)
+		results[c.name()].fromAudit(timed, "system:node:"+c.nodeName(), w0, w1, flipFrom, flipTo)
 	}
 
 	env.finish(began)
@@ -539,6 +570,34 @@ func watchReady(ctx context.Context, cs kubernetes.Interface, node string) (<-ch
 		ch <- readyEvent{err: fmt.Errorf("watch node %s closed before Ready", node)}
 	}()
 	return ch, w.Stop, nil
+}
+
+// waitNodesReady polls every 100 ms until every node's Ready condition is True (want) or not True
+// (!want), and returns how long each node took, from the call.
+func waitNodesReady(ctx context.Context, cs kubernetes.Interface, nodes []string, want bool, timeout time.Duration) (map[string]time.Duration, error) {
+	start := time.Now()
+	took := map[string]time.Duration{}
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	err := framework.WaitFor(wctx, 100*time.Millisecond, func() (bool, error) {
+		var waiting error
+		for _, name := range nodes {
+			if _, ok := took[name]; ok {
+				continue
+			}
+			n, err := cs.CoreV1().Nodes().Get(wctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			if nodeReady(n) == want {
+				took[name] = time.Since(start)
+			} else {
+				waiting = fmt.Errorf("node %s Ready=%v, waiting for %v", name, nodeReady(n), want)
+			}
+		}
+		return waiting == nil, waiting
+	})
+	return took, err
 }
 
 func nodeReady(n *corev1.Node) bool {

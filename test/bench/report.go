@@ -38,9 +38,11 @@ type result struct {
 	sizes                                nodeSizes
 
 	// From the whole audit log.
-	startupRequests, startupWrites []float64 // per timed cold start, exec → Ready
-	patchBodies, steadyPatchBodies []float64 // nodes/status patch documents, bytes
-	leaseBodies                    []float64 // Lease update bodies in the window (as JSON), bytes
+	startupRequests, startupWrites []float64     // per timed cold start, exec → Ready
+	patchBodies, steadyPatchBodies []float64     // nodes/status patch documents, bytes
+	flipPatchBodies                []float64     // those sent while NetworkReady went off and on again
+	notReadyAfter, readyAgainAfter time.Duration // from removing / restoring the CNI config to the Node showing it
+	leaseBodies                    []float64     // Lease update bodies in the window (as JSON), bytes
 }
 
 func (r *result) readyMillis() []float64 {
@@ -109,7 +111,7 @@ func counted(e framework.AuditEvent) bool {
 
 // fromAudit fills the per-start request counts and the body sizes of user's requests; [w0, w1] is
 // the steady-state window.
-func (r *result) fromAudit(events []timedEvent, user string, w0, w1 time.Time) {
+func (r *result) fromAudit(events []timedEvent, user string, w0, w1, flip0, flip1 time.Time) {
 	for _, rec := range r.runs {
 		end := rec.start.Add(rec.ready)
 		var reqs, writes float64
@@ -137,6 +139,9 @@ func (r *result) fromAudit(events []timedEvent, user string, w0, w1 time.Time) {
 			r.patchBodies = append(r.patchBodies, size)
 			if inWindow {
 				r.steadyPatchBodies = append(r.steadyPatchBodies, size)
+			}
+			if !flip0.IsZero() && !e.RequestReceivedTimestamp.Before(flip0) && !e.RequestReceivedTimestamp.After(flip1) {
+				r.flipPatchBodies = append(r.flipPatchBodies, size)
 			}
 		case e.Verb == "update" && e.ObjectRef.Resource == "leases" && inWindow:
 			r.leaseBodies = append(r.leaseBodies, size)
@@ -312,12 +317,22 @@ func (rp *report) rows() []row {
 		numRow("  of which empty ({}, heartbeat within the same second)", countEmpty(k.patchBodies), countEmpty(a.patchBodies), 0),
 		numRow("Non-empty status patch body, median (bytes)", median(nonEmpty(k.patchBodies)), median(nonEmpty(a.patchBodies)), 0),
 		numRow("Status patches in the steady window (count)", float64(len(k.steadyPatchBodies)), float64(len(a.steadyPatchBodies)), 0),
+	}
+	if rp.opts.flip {
+		rows = append(rows,
+			numRow("CNI config removed → Node NotReady (s, one sample)", k.notReadyAfter.Seconds(), a.notReadyAfter.Seconds(), 1),
+			numRow("CNI config restored → Node Ready (s, one sample)", k.readyAgainAfter.Seconds(), a.readyAgainAfter.Seconds(), 1),
+			numRow("Status patches, NetworkReady off and on (count)", float64(len(k.flipPatchBodies)), float64(len(a.flipPatchBodies)), 0),
+			numRow("  their bodies, median (bytes)", median(k.flipPatchBodies), median(a.flipPatchBodies), 0),
+			numRow("  their bodies, max (bytes)", maxOf(k.flipPatchBodies), maxOf(a.flipPatchBodies), 0))
+	}
+	rows = append(rows,
 		numRow("Lease update body, median (bytes, as JSON)", median(k.leaseBodies), median(a.leaseBodies), 0),
 		numRow("RSS, mean (MiB)", mean(k.rss)/mib, mean(a.rss)/mib, 1),
 		numRow("RSS, max (MiB)", maxOf(k.rss)/mib, maxOf(a.rss)/mib, 1),
 		numRow("  of which anonymous (heap, stacks), mean (MiB)", mean(k.rssAnon)/mib, mean(a.rssAnon)/mib, 1),
 		numRow("  of which file-backed (mapped binary, libs), mean (MiB)", mean(k.rssFile)/mib, mean(a.rssFile)/mib, 1),
-	}
+	)
 	if rp.opts.pageout > 0 {
 		rows = append(rows,
 			numRow(fmt.Sprintf("RSS %s after file pages paged out (MiB)", rp.opts.pageout), refMiB(k.rssAfterPageout), refMiB(a.rssAfterPageout), 1),
@@ -507,6 +522,12 @@ func (rp *report) write(path string) error {
 	p("  nodes/status patches from system:nodes, via --audit-policy-file): the audit event's requestObject is the")
 	p("  patch document as sent (compacted). Lease update bodies are logged the same way, but the audit log holds")
 	p("  them re-encoded as JSON, so their size is the JSON equivalent, not the protobuf bytes on the wire.")
+	if rp.opts.flip {
+		p("  Neither sends a status patch in a quiet steady state (the report period is 5 min), so after the window the")
+		p("  CNI config is removed until both nodes are NotReady and restored until both are Ready again: the status")
+		p("  patches of that change are reported on their own rows, with how long each Node took to show the change")
+		p("  (polled every 100 ms; containerd itself needs about 2 s to notice the CNI config change).")
+	}
 	p("- Host cost over the same window: RSS (VmRSS), threads and open fds (/proc/PID/fd) sampled every %s;", rp.opts.sample)
 	p("  RSS is split into RssAnon and RssFile from /proc/PID/status. Both binaries are private copies in the run's")
 	p("  directory, freshly written, so their pages are in the page cache when they start and the kernel maps")
