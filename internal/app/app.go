@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -72,6 +73,7 @@ type Agent struct {
 	metrics         *metrics.Metrics
 
 	lastLeaseRenew atomic.Int64 // unix nanos of the last successful Lease write
+	nodeWatches    atomic.Int32 // watches on the Node open now (the informer's), see observeNodeWatches
 	readyOnce      sync.Once
 	firstPosted    atomic.Bool
 }
@@ -112,7 +114,9 @@ func New(ctx context.Context, opts *config.Options) (*Agent, error) {
 	restConfig.ContentType = "application/vnd.kubernetes.protobuf"
 	restConfig.UserAgent = "nodeagent/" + version.Get().GitVersion
 	restConfig.QPS, restConfig.Burst = *c.KubeAPIQPS, int(c.KubeAPIBurst)
-	a.client, err = kubernetes.NewForConfig(restConfig)
+	mainConfig := rest.CopyConfig(restConfig)
+	mainConfig.Wrap(a.observeNodeWatches)
+	a.client, err = kubernetes.NewForConfig(mainConfig)
 	if err != nil {
 		return nil, fmt.Errorf("--kubeconfig %q: building client: %w", opts.Kubeconfig, err)
 	}
@@ -273,6 +277,7 @@ func New(ctx context.Context, opts *config.Options) (*Agent, error) {
 		UpdateRuntimeUp: a.poller.UpdateRuntimeUp,
 		UpdateFrequency: c.NodeStatusUpdateFrequency.Duration, ReportFrequency: c.NodeStatusReportFrequency.Duration,
 		OnRepeatedHeartbeatFailure: dialer.CloseAll,
+		CacheLive:                  func() bool { return a.nodeWatches.Load() > 0 },
 		OnPatched:                  a.onPatched,
 		OnSync:                     func(result string) { a.metrics.NodeStatusSyncs.WithLabelValues(result).Inc() },
 		ObservePatch:               a.metrics.ObservePatch,
@@ -461,6 +466,50 @@ func (a *Agent) observeLeaseRequests(rt http.RoundTripper) http.RoundTripper {
 		}
 		return resp, err
 	})
+}
+
+// observeNodeWatches wraps the main client's transport to count the Node watches open now: the
+// informer's cache is only current while its watch is open. When one ends (the API server went
+// away, or ended it with an error such as "too old resource version") the informer reconnects with a
+// backoff of up to a minute, so the status syncer is told its cache may be stale.
+func (a *Agent) observeNodeWatches(rt http.RoundTripper) http.RoundTripper {
+	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		if req.URL.Path != "/api/v1/nodes" || req.URL.Query().Get("watch") == "" {
+			return rt.RoundTrip(req)
+		}
+		resp, err := rt.RoundTrip(req)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			return resp, err
+		}
+		a.nodeWatches.Add(1)
+		var once sync.Once
+		resp.Body = &watchBody{ReadCloser: resp.Body, done: func() {
+			once.Do(func() {
+				a.nodeWatches.Add(-1)
+				a.listerMayBeStale()
+			})
+		}}
+		return resp, nil
+	})
+}
+
+// watchBody is a watch response body that calls done once the stream ends or is closed.
+type watchBody struct {
+	io.ReadCloser
+	done func()
+}
+
+func (b *watchBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil {
+		b.done()
+	}
+	return n, err
+}
+
+func (b *watchBody) Close() error {
+	b.done()
+	return b.ReadCloser.Close()
 }
 
 // listerMayBeStale tells the status syncer that the API server could not be reached, so the Node

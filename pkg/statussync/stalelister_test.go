@@ -94,3 +94,62 @@ func TestStaleListerReadsFromAPIServer(t *testing.T) {
 		})
 	}
 }
+
+// TestStaleFlagKeptWhileWatchDown: a GET finding the cache at the API server's resourceVersion
+// clears the stale flag only while the informer's watch is open (CacheLive); with the watch down
+// (after an API server restart it reconnects with a backoff of up to a minute), the matching cache
+// would still miss the next change, so every sync keeps reading from the API server.
+func TestStaleFlagKeptWhileWatchDown(t *testing.T) {
+	const name = "n1"
+	node := &v1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: "7",
+			Labels: map[string]string{v1.LabelOSStable: "linux", v1.LabelArchStable: "amd64"}},
+		Status: v1.NodeStatus{Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue, Reason: "R"}}},
+	}
+	tests := []struct {
+		name     string
+		live     bool
+		wantGets int // over three syncs
+	}{
+		{name: "watch open: one GET, then the cache", live: true, wantGets: 1},
+		{name: "watch down: GET every sync", live: false, wantGets: 3},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			client := fake.NewSimpleClientset(node.DeepCopy())
+			indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+			if err := indexer.Add(node.DeepCopy()); err != nil {
+				t.Fatal(err)
+			}
+			clk := testingclock.NewFakeClock(time.Unix(1000, 0))
+			s, err := New(Config{
+				Client: client, Lister: corelisters.NewNodeLister(indexer), NodeName: name,
+				Setters: []nodestatus.Setter{func(_ context.Context, n *v1.Node) error {
+					n.Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue, Reason: "R"}}
+					return nil
+				}},
+				CacheLive:       func() bool { return tc.live },
+				UpdateFrequency: 10 * time.Second, ReportFrequency: 5 * time.Minute,
+				Clock: clk, Rand: func() float64 { return 0.5 },
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.lastStatusReportTime = clk.Now()
+			s.ListerMayBeStale()
+			for range 3 {
+				clk.Step(10 * time.Second)
+				s.SyncNodeStatus(context.Background())
+			}
+			gets := 0
+			for _, a := range client.Actions() {
+				if a.GetVerb() == "get" {
+					gets++
+				}
+			}
+			if gets != tc.wantGets {
+				t.Errorf("%d GETs over three syncs, want %d", gets, tc.wantGets)
+			}
+		})
+	}
+}

@@ -54,6 +54,11 @@ type Config struct {
 	UpdateFrequency, ReportFrequency time.Duration
 	// OnRepeatedHeartbeatFailure runs after each failed try but the first (close idle connections).
 	OnRepeatedHeartbeatFailure func()
+	// CacheLive, if set, reports whether the Lister's informer is connected (its watch open now). A
+	// GET that finds the cache at the API server's resourceVersion clears the stale flag (see
+	// ListerMayBeStale) only while it is: a cache that matches while its watch is down misses the
+	// next change. Nil counts the informer as always connected.
+	CacheLive func() bool
 	// OnPatched is called with the Node the API server returned after each successful status patch.
 	OnPatched func(node *v1.Node)
 	// OnSync is called after each sync with "patched", "unchanged" or "error".
@@ -233,7 +238,7 @@ func (s *Syncer) tryUpdateNodeStatus(ctx context.Context, try int) error {
 		if apierrors.IsNotFound(err) {
 			return fmt.Errorf("getting node %q: %w: %w", s.cfg.NodeName, errNodeGone, err)
 		}
-		if err == nil && s.listerStale.Load() {
+		if err == nil && s.listerStale.Load() && (s.cfg.CacheLive == nil || s.cfg.CacheLive()) {
 			// The cache holds what the API server holds: it is current again, even if no event comes
 			// (an unchanged Node sends none), so later syncs read it and make no periodic GETs.
 			if cached, cerr := s.cfg.Lister.Get(s.cfg.NodeName); cerr == nil && original.ResourceVersion != "" && cached.ResourceVersion == original.ResourceVersion {
