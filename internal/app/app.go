@@ -279,6 +279,7 @@ func New(ctx context.Context, opts *config.Options) (*Agent, error) {
 		OnRepeatedHeartbeatFailure: dialer.CloseAll,
 		CacheLive:                  func() bool { return a.nodeWatches.Load() > 0 },
 		OnPatched:                  a.onPatched,
+		OnUnchanged:                a.onPatched,
 		OnSync:                     func(result string) { a.metrics.NodeStatusSyncs.WithLabelValues(result).Inc() },
 		ObservePatch:               a.metrics.ObservePatch,
 		Clock:                      clk,
@@ -379,7 +380,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	return nil
 }
 
-// onPatched updates the Ready metrics and start-up duration from the Node the API server returned.
+// onPatched updates the Ready metrics, last-sync time and start-up duration from the Node as the API
+// server has it after a successful sync: the one a patch returned, or the one read when the status was
+// unchanged (a Node created Ready at registration is not patched again until the report period).
 func (a *Agent) onPatched(node *v1.Node) {
 	a.firstPosted.Store(true)
 	a.metrics.LastStatusSync.Set(float64(a.clock.Now().Unix()))

@@ -79,7 +79,7 @@ func New() *Metrics {
 		}, []string{"condition"}),
 		NodeReady: metrics.NewGauge(&metrics.GaugeOpts{
 			Namespace: namespace, Name: "node_ready",
-			Help: "1 when the last posted Ready condition was True, else 0.", StabilityLevel: metrics.ALPHA,
+			Help: "1 when the Ready condition of the Node, as of the last successful status sync, was True, else 0.", StabilityLevel: metrics.ALPHA,
 		}),
 		NodeCondition: metrics.NewGaugeVec(&metrics.GaugeOpts{
 			Namespace: namespace, Name: "node_condition",
@@ -87,7 +87,7 @@ func New() *Metrics {
 		}, []string{"condition", "status"}),
 		StartupDuration: metrics.NewGauge(&metrics.GaugeOpts{
 			Namespace: namespace, Name: "startup_to_ready_duration_seconds",
-			Help: "Seconds from process start to the first status patch with Ready=True.", StabilityLevel: metrics.ALPHA,
+			Help: "Seconds from process start to the first successful status sync with Ready=True.", StabilityLevel: metrics.ALPHA,
 		}),
 		LastStatusSync: metrics.NewGauge(&metrics.GaugeOpts{
 			Namespace: namespace, Name: "node_status_last_sync_timestamp_seconds",

@@ -61,6 +61,11 @@ type Config struct {
 	CacheLive func() bool
 	// OnPatched is called with the Node the API server returned after each successful status patch.
 	OnPatched func(node *v1.Node)
+	// OnUnchanged is called after each sync that found the status unchanged and patched nothing, with
+	// the Node as read: its status is what the API server already has. Together with OnPatched it
+	// tells a caller the posted status after every successful sync (e.g. for a Ready gauge), also
+	// when the Node was created Ready at registration and nothing has changed since.
+	OnUnchanged func(node *v1.Node)
 	// OnSync is called after each sync with "patched", "unchanged" or "error".
 	OnSync func(result string)
 	// ObservePatch is called after each PATCH with its duration and, on error, the API reason.
@@ -266,6 +271,9 @@ func (s *Syncer) tryUpdateNodeStatus(ctx context.Context, try int) error {
 	}
 	if !changed && !s.isUpdateStatusPeriodExpired() {
 		s.lastSync.Store(s.cfg.Clock.Now().UnixNano())
+		if s.cfg.OnUnchanged != nil {
+			s.cfg.OnUnchanged(original)
+		}
 		s.onSync("unchanged")
 		return nil
 	}
