@@ -20,11 +20,11 @@ RUN --mount=type=cache,target=/go/pkg/mod \
 
 COPY . .
 # Static (no cgo, so no libc needed at run time), reproducible paths, no symbol
-# table; the version is stamped into pkg/version.
+# table; the version is stamped into pkg/version. grpcnotrace: see test/framework.AgentBuildTags.
 RUN --mount=type=cache,target=/go/pkg/mod \
     --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} \
-    go build -trimpath \
+    go build -trimpath -tags grpcnotrace \
       -ldflags "-s -w -X github.com/nodeagent/nodeagent/pkg/version.gitVersion=${VERSION}" \
       -o /out/nodeagent ./cmd/nodeagent
 

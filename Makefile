@@ -13,7 +13,7 @@ tools:
 
 ## build: build nodeagent into _output/bin/nodeagent
 build:
-	$(GO) build -o _output/bin/nodeagent ./cmd/nodeagent
+	$(GO) build -tags grpcnotrace -o _output/bin/nodeagent ./cmd/nodeagent
 
 ## up: local control plane + containerd + nodeagent until Ctrl-C (ARGS="--exit-when-ready" to stop once Ready)
 up:

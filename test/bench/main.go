@@ -421,7 +421,7 @@ func privateBinaries(root, sharedBin, binDir string) (kubeletBin, agentBin strin
 			return "", "", err
 		}
 	} else {
-		cmd := exec.Command("go", "build", "-o", agentBin, "./cmd/nodeagent")
+		cmd := exec.Command("go", "build", "-tags", framework.AgentBuildTags, "-o", agentBin, "./cmd/nodeagent")
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return "", "", fmt.Errorf("go build ./cmd/nodeagent: %w\n%s", err, out)

@@ -213,7 +213,7 @@ func TestDockerfile(t *testing.T) {
 		}},
 		{"static, trimmed, stripped, stamped", func() error {
 			for _, want := range []string{
-				"CGO_ENABLED=0", "-trimpath", `-ldflags "-s -w `, "-X " + versionVar + "=${VERSION}",
+				"CGO_ENABLED=0", "-trimpath", "-tags grpcnotrace", `-ldflags "-s -w `, "-X " + versionVar + "=${VERSION}",
 				"-o /out/nodeagent", "./cmd/nodeagent",
 			} {
 				if !strings.Contains(build, want) {
