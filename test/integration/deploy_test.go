@@ -28,9 +28,9 @@ import (
 
 // TestDeployManifestsRBAC applies deploy/kubernetes (namespace, ServiceAccount, ClusterRole, Roles,
 // bindings and the DaemonSet object, which no kubelet runs here) to the real API server, then runs nodeagent
-// with that ServiceAccount's token and the DaemonSet's own arguments: registration, status, Lease and events
-// succeed with exactly those permissions, no request is Forbidden, and what the manifests do not grant is
-// refused.
+// with that ServiceAccount's token and the DaemonSet's own arguments: registration, status patches (Ready,
+// NotReady when the CNI config goes, Ready again), Lease renewals and events succeed with exactly those
+// permissions, no request is Forbidden, and what the manifests do not grant is refused.
 func TestDeployManifestsRBAC(t *testing.T) {
 	t.Parallel()
 	e := shared(t)
@@ -83,9 +83,23 @@ func TestDeployManifestsRBAC(t *testing.T) {
 		}
 	}
 	t.Logf("running nodeagent as %s with the DaemonSet's extra args %q", user, args)
+	c := startContainerd(t, true)
 	a := startAgentWith(t, framework.AgentOptions{
-		Dir: t.TempDir(), NodeName: name, Kubeconfig: kubeconfig, RuntimeEndpoint: e.ctrd.Endpoint, Args: args,
+		Dir: t.TempDir(), NodeName: name, Kubeconfig: kubeconfig, RuntimeEndpoint: c.Endpoint, Args: args,
 	})
+	waitReady(t, admin, name)
+	// A status change, so that nodes/status is patched (an unchanged status is only re-posted every
+	// --node-status-report-frequency, 5 m): the runtime network goes away and comes back.
+	if err := c.SetCNI(false); err != nil {
+		t.Fatal(err)
+	}
+	waitNode(t, admin, name, 2*time.Minute, "Ready=False without a CNI config", func(n *corev1.Node) bool {
+		c := nodeCondition(n, corev1.NodeReady)
+		return c != nil && c.Status == corev1.ConditionFalse
+	})
+	if err := c.SetCNI(true); err != nil {
+		t.Fatal(err)
+	}
 	node := waitReady(t, admin, name)
 	times := waitLeaseRenewals(t, admin, name, 2, 90*time.Second)
 	t.Logf("lease renewed at %v", times)
@@ -96,7 +110,9 @@ func TestDeployManifestsRBAC(t *testing.T) {
 	if len(l.OwnerReferences) != 1 || l.OwnerReferences[0].UID != node.UID {
 		t.Errorf("lease owner references %v, want the Node %s", l.OwnerReferences, node.UID)
 	}
-	waitEventsWith(t, admin, name, "Starting")
+	for _, reason := range []string{"Starting", "NodeNotReady", "NodeReady"} {
+		waitEventsWith(t, admin, name, reason)
+	}
 	// A few status periods, so that whatever the agent does periodically is in the audit log (an unchanged
 	// status is read from the informer and not patched until --node-status-report-frequency).
 	waitMetric(t, a.HealthzURL, time.Minute, "three status syncs without error", func(ms *metricSet) bool {

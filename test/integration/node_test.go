@@ -105,7 +105,7 @@ func auditCreates(t *testing.T, cp *framework.ControlPlane, name string) []int {
 
 // TestRegistrationRestartReusesNode: an agent restarted on the same node finds its Node (create answers 409,
 // then get and reconcile), keeps the same object (same UID), restores the default labels and the
-// attach-detach annotation an admin removed meanwhile, and posts status to it again.
+// attach-detach annotation an admin removed meanwhile, syncs its status and renews its Lease again.
 func TestRegistrationRestartReusesNode(t *testing.T) {
 	t.Parallel()
 	e := shared(t)
@@ -124,19 +124,35 @@ func TestRegistrationRestartReusesNode(t *testing.T) {
 	}
 	restarted := time.Now()
 	a2 := startAgent(t, e.cp, name, e.ctrd)
-	node, _ := waitNode(t, client, name, 2*time.Minute, "Ready heartbeat posted by the restarted agent", func(n *corev1.Node) bool {
-		c := nodeCondition(n, corev1.NodeReady)
-		return c != nil && c.Status == corev1.ConditionTrue && !c.LastHeartbeatTime.Time.Before(restarted.Truncate(time.Second))
+	// The restarted agent registered (found the Node) and synced its status (/readyz), and heartbeats
+	// through the Lease. (An unchanged status is not re-posted until the report period has passed since
+	// the Node's last heartbeat.)
+	rctx, rcancel := context2m(t)
+	err := framework.WaitFor(rctx, 100*time.Millisecond, func() (bool, error) {
+		code, _, err := httpGet(rctx, a2.HealthzURL+"/readyz")
+		return err == nil && code == 200, err
+	})
+	rcancel()
+	if err != nil {
+		t.Fatalf("restarted agent's /readyz: %v", err)
+	}
+	times := waitLeaseRenewals(t, client, name, 1, time.Minute)
+	if !times[len(times)-1].After(restarted) {
+		t.Errorf("lease renewTime %v not after the restart at %v", times[len(times)-1], restarted)
+	}
+	node, _ := waitNode(t, client, name, time.Minute, "Ready, default label and annotation restored", func(n *corev1.Node) bool {
+		return isReady(n) && n.Labels["beta.kubernetes.io/arch"] == runtime.GOARCH &&
+			n.Annotations["volumes.kubernetes.io/controller-managed-attach-detach"] == "true"
 	})
 	if node.UID != first.UID {
 		t.Errorf("restarted agent's Node has UID %s, want the original %s", node.UID, first.UID)
 	}
-	node, _ = waitNode(t, client, name, time.Minute, "default label and annotation restored", func(n *corev1.Node) bool {
-		return n.Labels["beta.kubernetes.io/arch"] == runtime.GOARCH &&
-			n.Annotations["volumes.kubernetes.io/controller-managed-attach-detach"] == "true"
-	})
-	if node.UID != first.UID {
-		t.Errorf("Node UID changed to %s after reconcile, want %s", node.UID, first.UID)
+	l, err := getLease(t.Context(), client, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.OwnerReferences) != 1 || l.OwnerReferences[0].UID != first.UID {
+		t.Errorf("lease owner references %v, want the original Node %s", l.OwnerReferences, first.UID)
 	}
 	creates := auditCreates(t, e.cp, name)
 	if len(creates) != 2 || creates[0] != 201 || creates[1] != 409 {
@@ -186,6 +202,17 @@ func TestNodeStatusReportsHost(t *testing.T) {
 		"--system-reserved=cpu=100m,memory=100Mi,ephemeral-storage=1Gi",
 		"--kube-reserved=cpu=200m,memory=50Mi,ephemeral-storage=512Mi")
 	node := waitReady(t, e.cp.AdminClient, name)
+
+	// With default frequencies, the agent's own view agrees within a couple of status periods: Ready gauge,
+	// Ready condition gauge, time to Ready and last sync (the metrics an operator alerts on).
+	_, d := waitMetric(t, a.HealthzURL, 30*time.Second, "node_ready 1 with default flags", func(ms *metricSet) bool {
+		ready, _ := ms.get("nodeagent_node_ready", nil)
+		cond, _ := ms.get("nodeagent_node_condition", map[string]string{"condition": "Ready", "status": "True"})
+		startup, _ := ms.get("nodeagent_startup_to_ready_duration_seconds", nil)
+		last, _ := ms.get("nodeagent_node_status_last_sync_timestamp_seconds", nil)
+		return ready == 1 && cond == 1 && startup > 0 && last > 0
+	})
+	t.Logf("metrics agree the node is Ready %v after the Node did", d.Round(time.Millisecond))
 
 	// Conditions, as the kubelet's.
 	wantConds := []struct {

@@ -249,10 +249,12 @@ func TestMetrics(t *testing.T) {
 	waitReady(t, e.cp.AdminClient, name)
 	rtReady := map[string]string{"condition": "RuntimeReady"}
 
-	first, _ := waitMetric(t, a.HealthzURL, time.Minute, "node_ready 1 and a lease renewal", func(ms *metricSet) bool {
+	// Registration posts the first status; with --node-status-report-frequency=4s a periodic patch follows.
+	first, _ := waitMetric(t, a.HealthzURL, time.Minute, "node_ready 1, a status patch and a lease renewal", func(ms *metricSet) bool {
 		ready, _ := ms.get("nodeagent_node_ready", nil)
 		leases, _ := ms.get("nodeagent_lease_renew_duration_seconds_count", nil)
-		return ready == 1 && leases > 0
+		patches, _ := ms.get("nodeagent_node_status_syncs_total", map[string]string{"result": "patched"})
+		return ready == 1 && leases > 0 && patches > 0
 	})
 	for _, m := range healthyMetrics {
 		if _, ok := first.get(m.name, m.labels); !ok {
