@@ -43,3 +43,11 @@ fmt:
 ## BENCHMARKS.md. About 6 min after `make tools` (BENCH_ARGS="--runs 10 --steady 3m" to change the defaults).
 bench: tools
 	$(GO) run ./test/bench $(BENCH_ARGS)
+
+.PHONY: soak
+## soak: fault suite case 11: nodeagent at a 1 s status frequency for SOAK_DURATION (default 30m) against the
+## real control plane; logs goroutines and RSS at start, every minute and at the end, fails if they grow or
+## if nodeagent logs any error line (SOAK_DURATION=5m for a short run).
+SOAK_DURATION ?= 30m
+soak: tools
+	SOAK_DURATION=$(SOAK_DURATION) $(GO) test -tags soak -count=1 -v -run '^TestSoak$$' -timeout 0 ./test/faults/
