@@ -1,8 +1,7 @@
 // Package lease renews the node's Lease in kube-node-lease with the component-helpers lease
-// controller (k8s.io/component-helpers/apimachinery/lease, adapted in controller.go so that its retry
-// backoff never exceeds the renew interval), as the kubelet does: holder and name are the node name,
-// renew interval a quarter of the lease duration with 0.04 jitter, and an owner reference to the Node
-// so the Lease goes with it.
+// controller (k8s.io/component-helpers/apimachinery/lease), as the kubelet does: holder and name are
+// the node name, renew interval a quarter of the lease duration with 0.04 jitter, and an owner
+// reference to the Node so the Lease goes with it.
 package lease
 
 import (
@@ -15,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	leasecontroller "k8s.io/component-helpers/apimachinery/lease"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 )
@@ -41,12 +41,11 @@ type Config struct {
 // Renewer keeps the node Lease renewed. Build with New, run with Run.
 type Renewer struct {
 	cfg        Config
-	controller *controller
+	controller leasecontroller.Controller
 }
 
-// New validates cfg and builds the lease controller (the component-helpers one, with its retry
-// backoff capped at the renew interval: see controller). It errors when Client or NodeName is
-// missing or LeaseDurationSeconds is not positive.
+// New validates cfg and builds the component-helpers lease controller. It errors when Client or
+// NodeName is missing or LeaseDurationSeconds is not positive.
 func New(cfg Config) (*Renewer, error) {
 	if cfg.Client == nil || cfg.NodeName == "" {
 		return nil, fmt.Errorf("lease: Config needs Client and NodeName")
@@ -58,7 +57,7 @@ func New(cfg Config) (*Renewer, error) {
 		cfg.Clock = clock.RealClock{}
 	}
 	r := &Renewer{cfg: cfg}
-	r.controller = newController(cfg.Clock, cfg.Client.CoordinationV1().Leases(Namespace), cfg.NodeName, cfg.LeaseDurationSeconds,
+	r.controller = leasecontroller.NewController(cfg.Clock, cfg.Client, cfg.NodeName, cfg.LeaseDurationSeconds,
 		cfg.OnRepeatedHeartbeatFailure, r.RenewInterval(), cfg.NodeName, Namespace, r.setNodeOwner)
 	return r, nil
 }
