@@ -449,20 +449,25 @@ func (a *Agent) registeredHealthy() error {
 // the syncloop check): the component-helpers lease controller has no hooks of its own.
 func (a *Agent) observeLeaseRequests(rt http.RoundTripper) http.RoundTripper {
 	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
-		if !strings.Contains(req.URL.Path, "/leases") || req.Method == http.MethodGet {
+		if !strings.Contains(req.URL.Path, "/leases") {
 			return rt.RoundTrip(req)
 		}
+		// Writes are renewals; a GET is the controller looking for its Lease before creating it again
+		// (after failures), where 404 is the expected answer, not an error.
+		isGet := req.Method == http.MethodGet
 		start := a.clock.Now()
 		resp, err := rt.RoundTrip(req)
 		switch {
 		case err != nil:
 			a.metrics.LeaseRenewErrors.WithLabelValues("Transport").Inc()
 			a.listerMayBeStale()
+		case isGet && resp.StatusCode == http.StatusNotFound:
 		case resp.StatusCode >= 300:
 			a.metrics.LeaseRenewErrors.WithLabelValues(http.StatusText(resp.StatusCode)).Inc()
 			if resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests {
 				a.listerMayBeStale()
 			}
+		case isGet:
 		default:
 			a.metrics.LeaseRenewDuration.Observe(a.clock.Since(start).Seconds())
 			a.lastLeaseRenew.Store(a.clock.Now().UnixNano())

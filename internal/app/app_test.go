@@ -449,17 +449,26 @@ func TestObserveLeaseRequests(t *testing.T) {
 	}
 	status = http.StatusConflict
 	do(http.MethodPut, leaseURL)
+	status = http.StatusNotFound
+	do(http.MethodGet, leaseURL) // ensure-lease looking before a create: 404 is expected, not an error
+	status = http.StatusServiceUnavailable
+	do(http.MethodGet, leaseURL) // ensure-lease failing: an error
 	transportErr = errors.New("connection reset")
 	do(http.MethodPost, "https://127.0.0.1:6443/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases")
+	do(http.MethodGet, leaseURL)
 	out := scrape(t, a.metrics)
 	for _, w := range []string{
 		`nodeagent_lease_renew_duration_seconds_count 1`,
 		`nodeagent_lease_renew_errors_total{reason="Conflict"} 1`,
-		`nodeagent_lease_renew_errors_total{reason="Transport"} 1`,
+		`nodeagent_lease_renew_errors_total{reason="Service Unavailable"} 1`,
+		`nodeagent_lease_renew_errors_total{reason="Transport"} 2`,
 	} {
 		if !strings.Contains(out, w) {
 			t.Errorf("metrics lack %q", w)
 		}
+	}
+	if strings.Contains(out, `reason="Not Found"`) {
+		t.Errorf("a 404 on the ensure-lease GET was counted as an error")
 	}
 }
 
