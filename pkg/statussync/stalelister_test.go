@@ -96,9 +96,11 @@ func TestStaleListerReadsFromAPIServer(t *testing.T) {
 }
 
 // TestStaleFlagKeptWhileWatchDown: a GET finding the cache at the API server's resourceVersion
-// clears the stale flag only while the informer's watch is open (CacheLive); with the watch down
-// (after an API server restart it reconnects with a backoff of up to a minute), the matching cache
-// would still miss the next change, so every sync keeps reading from the API server.
+// clears the stale flag only while the informer's watch is open (CacheLive), so an unchanged Node
+// (which sends no informer events) is not read from the API server on every later sync; with the
+// watch down (after an API server restart it reconnects with a backoff of up to a minute), or the
+// cache behind, the matching cache would still miss the next change, so every sync keeps reading
+// from the API server.
 func TestStaleFlagKeptWhileWatchDown(t *testing.T) {
 	const name = "n1"
 	node := &v1.Node{
@@ -109,16 +111,20 @@ func TestStaleFlagKeptWhileWatchDown(t *testing.T) {
 	tests := []struct {
 		name     string
 		live     bool
+		cachedRV string
 		wantGets int // over three syncs
 	}{
-		{name: "watch open: one GET, then the cache", live: true, wantGets: 1},
-		{name: "watch down: GET every sync", live: false, wantGets: 3},
+		{name: "watch open: one GET, then the cache", live: true, cachedRV: "7", wantGets: 1},
+		{name: "watch down: GET every sync", live: false, cachedRV: "7", wantGets: 3},
+		{name: "watch open, cache behind: GET every sync", live: true, cachedRV: "6", wantGets: 3},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			client := fake.NewSimpleClientset(node.DeepCopy())
 			indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
-			if err := indexer.Add(node.DeepCopy()); err != nil {
+			cached := node.DeepCopy()
+			cached.ResourceVersion = tc.cachedRV
+			if err := indexer.Add(cached); err != nil {
 				t.Fatal(err)
 			}
 			clk := testingclock.NewFakeClock(time.Unix(1000, 0))
