@@ -34,9 +34,12 @@ func TestCase07APIErrors(t *testing.T) {
 	writeKubeconfig(t, kubeconfig, proxy.URL, proxy.CAData, suite.cp.NodeConfig(name).BearerToken)
 
 	// --node-status-report-frequency=1s: every sync patches, so every status period has writes to fail.
+	// A short Lease (renewed every 2 s) gives enough Lease writes in the window for every injected
+	// code to hit one.
+	const caseLeaseSeconds = 8
 	a := startAgentWith(ctx, t, framework.AgentOptions{
 		Dir: agentDir(t, name), NodeName: name, Kubeconfig: kubeconfig, RuntimeEndpoint: suite.ctrd.Endpoint,
-		Args: append(agentArgs(), "--node-status-report-frequency=1s"),
+		Args: append(agentArgs(), "--node-status-report-frequency=1s", fmt.Sprintf("--node-lease-duration-seconds=%d", caseLeaseSeconds)),
 	})
 	node := waitReady(ctx, t, name)
 	waitLease(ctx, t, name, 30*time.Second, "owner reference to the Node", func(l *coordinationv1.Lease) bool { return ownedBy(l, node) })
@@ -83,8 +86,8 @@ func TestCase07APIErrors(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if age := time.Since(lease.Spec.RenewTime.Time); age > leaseDurationSeconds*time.Second {
-			t.Errorf("Lease not renewed for %v (lease duration %ds)", age.Round(time.Millisecond), leaseDurationSeconds)
+		if age := time.Since(lease.Spec.RenewTime.Time); age > caseLeaseSeconds*time.Second {
+			t.Errorf("Lease not renewed for %v (lease duration %ds)", age.Round(time.Millisecond), caseLeaseSeconds)
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
