@@ -22,6 +22,13 @@ up:
 ## test: all tests, unit and integration (installs dependencies first)
 test: tools
 	$(GO) test $(GOTEST_FLAGS) ./...
+	$(MAKE) --no-print-directory fuzz
+
+.PHONY: fuzz
+FUZZTIME ?= 15s
+## fuzz: fuzz config decoding and validation (pkg/config FuzzDecodeValidate) for FUZZTIME; part of `make test`
+fuzz:
+	$(GO) test -run='^$$' -fuzz=FuzzDecodeValidate -fuzztime=$(FUZZTIME) ./pkg/config
 
 ## test-unit: tests outside test/
 test-unit:
