@@ -256,13 +256,9 @@ func New(ctx context.Context, opts *config.Options) (*Agent, error) {
 			Client: a.client, NodeName: a.nodeName, Hostname: hostname,
 			Labels: c.NodeLabels, Taints: c.RegisterWithTaints, Unschedulable: !*c.RegisterSchedulable,
 			ExternalCloudProvider: c.CloudProvider == "external", ProviderID: c.ProviderID,
-			SetStatus: func(ctx context.Context, node *v1.Node) {
-				for _, s := range setters {
-					if err := s(ctx, node); err != nil {
-						klog.FromContext(ctx).Error(err, "Failed to set some node status fields", "node", klog.KObj(node))
-					}
-				}
-			},
+			// The initial Node carries a full first status: the syncer's setters (assigned below,
+			// before Run starts anything).
+			SetStatus: func(ctx context.Context, node *v1.Node) { a.syncer.SetNodeStatus(ctx, node) },
 			Clock:     clk,
 			OnAttempt: func(result string) { a.metrics.RegistrationAttempts.WithLabelValues(result).Inc() },
 		})

@@ -316,12 +316,13 @@ func (s *Syncer) updateNode(ctx context.Context, original *v1.Node) (*v1.Node, b
 			labelsChanged = true
 		}
 	}
-	s.setNodeStatus(ctx, node)
+	s.SetNodeStatus(ctx, node)
 	return node, labelsChanged || NodeStatusHasChanged(&original.Status, &node.Status)
 }
 
-// setNodeStatus runs every setter; an error is logged and the rest still run.
-func (s *Syncer) setNodeStatus(ctx context.Context, node *v1.Node) {
+// SetNodeStatus runs the setters in order on node, in place; an error is logged and the rest still
+// run (the kubelet's setNodeStatus). The registrar uses it for the initial Node's first status.
+func (s *Syncer) SetNodeStatus(ctx context.Context, node *v1.Node) {
 	logger := klog.FromContext(ctx)
 	for i, f := range s.cfg.Setters {
 		if err := f(ctx, node); err != nil {
@@ -329,9 +330,6 @@ func (s *Syncer) setNodeStatus(ctx context.Context, node *v1.Node) {
 		}
 	}
 }
-
-// SetNodeStatus runs the setters on node in place (used for the initial Node at registration).
-func (s *Syncer) SetNodeStatus(ctx context.Context, node *v1.Node) { s.setNodeStatus(ctx, node) }
 
 // patchNodeStatus sends a two-way strategic merge patch of original→node to nodes/status
 // (component-helpers PatchNodeStatus, with $patch: replace for addresses) and records the report time.
