@@ -18,5 +18,5 @@ func main() {
 		<-ctx.Done()
 		stop() // restore default handling: the next signal kills the process
 	}()
-	os.Exit(app.Main(ctx, os.Args[1:]))
+	os.Exit(app.Main(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 
 	"github.com/spf13/cobra"
@@ -42,7 +41,7 @@ keeps its conditions, capacity and node info true from the container runtime (CR
 			opts, err := config.Load(args)
 			if errors.Is(err, pflag.ErrHelp) {
 				cmd.SetOut(cmd.OutOrStdout())
-				fmt.Fprintf(cmd.OutOrStdout(), "%s\n\nUsage:\n  nodeagent [flags]\n  nodeagent version\n\nFlags:\n%s", cmd.Long,
+				fmt.Fprintf(cmd.OutOrStdout(), "%s\n\nUsage:\n  nodeagent [flags]\n  nodeagent status [-o json]\n  nodeagent version\n\nFlags:\n%s", cmd.Long,
 					config.BindFlags(&config.Options{Config: config.NewDefault()}).FlagUsages())
 				return nil
 			}
@@ -53,13 +52,22 @@ keeps its conditions, capacity and node info true from the container runtime (CR
 				return fmt.Errorf("logging: %w", err)
 			}
 			defer klog.Flush()
-			a, err := New(cmd.Context(), opts)
+			cfg, err := config.Complete(opts)
+			if err != nil {
+				return err
+			}
+			deps, err := NewDependencies(cmd.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			a, err := New(cfg, deps)
 			if err != nil {
 				return err
 			}
 			return a.Run(cmd.Context())
 		},
 	}
+	cmd.AddCommand(newStatusCommand())
 	cmd.AddCommand(&cobra.Command{
 		Use:   "version",
 		Short: "Print the nodeagent version",
@@ -74,16 +82,39 @@ func printVersion(w io.Writer) {
 	fmt.Fprintf(w, "nodeagent %s (commit %s, %s, %s)\n", v.GitVersion, v.GitCommit, v.GoVersion, v.Platform)
 }
 
-// Main runs the command with the given context and args and returns the process exit code:
-// 0 on success, 1 with a one-line "nodeagent: ..." error on stderr otherwise.
-func Main(ctx context.Context, args []string) int {
+// Main runs the command with the given context, args and output writers and returns the process
+// exit code: 0 on success; 1 with a one-line "nodeagent: ..." error on stderr otherwise, or the code
+// an exitError carries (nodeagent status: 1 unhealthy, 2 agent unreachable).
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cmd := NewCommand()
 	cmd.SetArgs(args)
+	cmd.SetOut(stdout)
+	cmd.SetErr(stderr)
 	if err := cmd.ExecuteContext(ctx); err != nil {
-		fmt.Fprintf(os.Stderr, "nodeagent: %s\n", oneLine(err))
+		var exit *exitError
+		if errors.As(err, &exit) {
+			if exit.err != nil {
+				fmt.Fprintf(stderr, "nodeagent: %s\n", oneLine(exit.err))
+			}
+			return exit.code
+		}
+		fmt.Fprintf(stderr, "nodeagent: %s\n", oneLine(err))
 		return 1
 	}
 	return 0
+}
+
+// exitError ends the command with an exit code other than 1, printing err if it is not nil.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit %d", e.code)
+	}
+	return e.err.Error()
 }
 
 // oneLine joins a multi-line error (errors.Join) into one line, so a bad config reads as one error line

@@ -7,12 +7,14 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	internalapi "k8s.io/cri-api/pkg/apis"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
 )
 
@@ -120,16 +122,18 @@ type fakeRuntime struct {
 	calls int
 }
 
-func (f *fakeRuntime) Status(context.Context) (*runtimeapi.StatusResponse, error) {
+func (f *fakeRuntime) Status(context.Context, bool) (*runtimeapi.StatusResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
 	return f.resp, f.err
 }
-func (f *fakeRuntime) Version(context.Context) (*runtimeapi.VersionResponse, error) {
+func (f *fakeRuntime) Version(context.Context, string) (*runtimeapi.VersionResponse, error) {
 	return &runtimeapi.VersionResponse{RuntimeName: "fake", RuntimeVersion: "1.0"}, nil
 }
-func (f *fakeRuntime) ListImages(context.Context) ([]*runtimeapi.Image, error) { return nil, nil }
+func (f *fakeRuntime) ListImages(context.Context, *runtimeapi.ImageFilter) ([]*runtimeapi.Image, error) {
+	return nil, nil
+}
 func (f *fakeRuntime) ImageFsInfo(context.Context) (*runtimeapi.ImageFsInfoResponse, error) {
 	return &runtimeapi.ImageFsInfoResponse{}, nil
 }
@@ -146,6 +150,20 @@ type onStatusCall struct {
 	err                        bool
 	runtimeReady, networkReady bool
 }
+
+// recorder is an Observer that records each call, and checks that OnChange runs after State has
+// been updated (it reads the state when called).
+type recorder struct {
+	calls   []onStatusCall
+	state   *State
+	changes []string // RuntimeErrors() as seen by each OnChange
+}
+
+func (r *recorder) ObserveRuntimeStatus(err error, runtimeReady, networkReady bool) {
+	r.calls = append(r.calls, onStatusCall{err != nil, runtimeReady, networkReady})
+}
+
+func (r *recorder) onChange() { r.changes = append(r.changes, errString(r.state.RuntimeErrors())) }
 
 // TestPollerUpdateRuntimeUp mirrors the kubelet's updateRuntimeUp on each kind of CRI Status answer.
 func TestPollerUpdateRuntimeUp(t *testing.T) {
@@ -165,16 +183,16 @@ func TestPollerUpdateRuntimeUp(t *testing.T) {
 		wantOnStatus onStatusCall
 	}{
 		{
-			desc:         "Status error leaves the state aging",
+			desc:         "Status error: the runtime is down, and says why",
 			err:          errors.New("connection refused"),
-			wantRuntime:  "container runtime status check may not have completed yet",
+			wantRuntime:  "container runtime is down: connection refused",
 			wantNetwork:  "network state unknown",
 			wantOnStatus: onStatusCall{err: true},
 		},
 		{
 			desc:         "nil status is an error too",
 			resp:         &runtimeapi.StatusResponse{},
-			wantRuntime:  "container runtime status check may not have completed yet",
+			wantRuntime:  "container runtime is down: container runtime status is nil",
 			wantNetwork:  "network state unknown",
 			wantOnStatus: onStatusCall{err: true},
 		},
@@ -220,12 +238,10 @@ func TestPollerUpdateRuntimeUp(t *testing.T) {
 			_, ctx := ktesting.NewTestContext(t)
 			clk := testingclock.NewFakeClock(start)
 			state := NewState(clk, 30*time.Second)
-			var calls []onStatusCall
+			rec := &recorder{state: state}
 			p, err := NewPoller(PollerConfig{
 				Runtime: &fakeRuntime{resp: tc.resp, err: tc.err}, State: state, Clock: clk,
-				OnStatus: func(err error, runtimeReady, networkReady bool) {
-					calls = append(calls, onStatusCall{err != nil, runtimeReady, networkReady})
-				},
+				Observer: rec, OnChange: rec.onChange,
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -249,8 +265,16 @@ func TestPollerUpdateRuntimeUp(t *testing.T) {
 			if !reflect.DeepEqual(state.RuntimeFeatures(), tc.wantFeatures) {
 				t.Errorf("features = %v, want %v", state.RuntimeFeatures(), tc.wantFeatures)
 			}
-			if len(calls) != 1 || calls[0] != tc.wantOnStatus {
-				t.Errorf("OnStatus calls = %+v, want one %+v", calls, tc.wantOnStatus)
+			if len(rec.calls) != 1 || rec.calls[0] != tc.wantOnStatus {
+				t.Errorf("Observer calls = %+v, want one %+v", rec.calls, tc.wantOnStatus)
+			}
+			// The first answer is always a change, and OnChange sees the state it reports.
+			if len(rec.changes) != 1 || rec.changes[0] != tc.wantRuntime {
+				t.Errorf("OnChange saw RuntimeErrors %q, want once %q (after the state update)", rec.changes, tc.wantRuntime)
+			}
+			p.UpdateRuntimeUp(ctx)
+			if len(rec.changes) != 1 {
+				t.Errorf("OnChange called again for the same answer: %q", rec.changes)
 			}
 		})
 	}
@@ -281,8 +305,8 @@ func TestPollerAging(t *testing.T) {
 	}{
 		{5 * time.Second, ""},
 		{20 * time.Second, ""},
-		{5 * time.Second, "container runtime is down"},
-		{time.Minute, "container runtime is down"},
+		{5 * time.Second, "container runtime is down: rpc error: code = Unavailable"},
+		{time.Minute, "container runtime is down: rpc error: code = Unavailable"},
 	} {
 		clk.Step(step.advance)
 		p.UpdateRuntimeUp(ctx)
@@ -319,90 +343,85 @@ func TestNewPoller(t *testing.T) {
 	}
 }
 
-// TestPollerRun: Run calls Status at once and stops with the context.
+// TestPollerRun: Run calls Status at once, then every Period, and stops with the context.
 func TestPollerRun(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	ctx, cancel := context.WithCancel(ctx)
-	rt := &fakeRuntime{err: errors.New("down")}
-	p, err := NewPoller(PollerConfig{Runtime: rt, State: NewState(testingclock.NewFakeClock(time.Now()), time.Second), Period: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { p.Run(ctx); close(done) }()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		rt.mu.Lock()
-		n := rt.calls
-		rt.mu.Unlock()
-		if n > 0 {
-			break
+	synctest.Test(t, func(t *testing.T) {
+		_, ctx := ktesting.NewTestContext(t)
+		ctx, cancel := context.WithCancel(ctx)
+		rt := &fakeRuntime{err: errors.New("down")}
+		p, err := NewPoller(PollerConfig{Runtime: rt, State: NewState(clock.RealClock{}, time.Second), Period: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("Run made no Status call")
+		done := make(chan struct{})
+		go func() { p.Run(ctx); close(done) }()
+		calls := func() int {
+			rt.mu.Lock()
+			defer rt.mu.Unlock()
+			return rt.calls
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	cancel()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("Run did not return after cancel")
-	}
+		synctest.Wait()
+		if n := calls(); n != 1 {
+			t.Fatalf("after start: %d Status calls, want 1", n)
+		}
+		time.Sleep(4 * time.Second)
+		synctest.Wait()
+		if n := calls(); n != 1 {
+			t.Fatalf("4s later: %d Status calls, want 1", n)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if n := calls(); n != 2 {
+			t.Fatalf("5s later: %d Status calls, want 2", n)
+		}
+		cancel()
+		synctest.Wait()
+		select {
+		case <-done:
+		default:
+			t.Fatal("Run did not return after cancel")
+		}
+	})
 }
 
-// TestClientConnectsLazily: a failed dial is ErrNotConnected and is retried on the next call; once
-// connected, calls go to the runtime.
-func TestClientConnectsLazily(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	fakeRS := &fakeRuntimeService{}
-	fakeIS := &fakeImageService{images: []*runtimeapi.Image{{Id: "sha256:1", RepoTags: []string{"registry.k8s.io/pause:3.10"}}}}
-	c := NewClient("unix:///run/fake.sock", "", time.Second)
-	if c.imageEndpoint != c.runtimeEndpoint {
-		t.Errorf("image endpoint %q, want the runtime endpoint", c.imageEndpoint)
-	}
-	dials, fail := 0, true
-	c.dialRuntime = func(ctx context.Context, ep string, _ time.Duration) (internalapi.RuntimeService, error) {
-		dials++
-		if fail {
-			return nil, errors.New("no such file or directory")
+// hangingRuntime never answers Status until its context ends.
+type hangingRuntime struct{ fakeRuntime }
+
+func (*hangingRuntime) Status(ctx context.Context, _ bool) (*runtimeapi.StatusResponse, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// TestPollerTimeout: a Status call that hangs is abandoned after Timeout and reported as the reason
+// the runtime is down; the poller holds no lock meanwhile, so a second caller is not held up.
+func TestPollerTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, ctx := ktesting.NewTestContext(t)
+		state := NewState(clock.RealClock{}, 30*time.Second)
+		p, err := NewPoller(PollerConfig{Runtime: &hangingRuntime{}, State: state})
+		if err != nil {
+			t.Fatal(err)
 		}
-		return fakeRS, nil
-	}
-	c.dialImage = func(ctx context.Context, ep string, _ time.Duration) (internalapi.ImageManagerService, error) {
-		if fail {
-			return nil, errors.New("no such file or directory")
+		start := time.Now()
+		var wg sync.WaitGroup
+		ends := make([]time.Duration, 2)
+		for i := range ends {
+			wg.Go(func() { p.UpdateRuntimeUp(ctx); ends[i] = time.Since(start) })
 		}
-		return fakeIS, nil
-	}
-	if _, err := c.Status(ctx); !errors.Is(err, ErrNotConnected) || !strings.Contains(err.Error(), "unix:///run/fake.sock") {
-		t.Fatalf("Status while down: %v, want ErrNotConnected naming the endpoint", err)
-	}
-	if _, err := c.ListImages(ctx); !errors.Is(err, ErrNotConnected) {
-		t.Fatalf("ListImages while down: %v, want ErrNotConnected", err)
-	}
-	fail = false
-	resp, err := c.Status(ctx)
-	if err != nil || resp.GetStatus() == nil {
-		t.Fatalf("Status after the runtime came up: %v, %v", resp, err)
-	}
-	if _, err := c.Version(ctx); err != nil {
-		t.Errorf("Version: %v", err)
-	}
-	images, err := c.ListImages(ctx)
-	if err != nil || len(images) != 1 {
-		t.Errorf("ListImages: %v, %v", images, err)
-	}
-	if _, err := c.ImageFsInfo(ctx); err != nil {
-		t.Errorf("ImageFsInfo: %v", err)
-	}
-	before := dials
-	if _, err := c.Status(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if dials != before {
-		t.Errorf("a connected client dialed again")
-	}
+		synctest.Wait()
+		if got := errString(state.RuntimeErrors()); got != "container runtime status check may not have completed yet" {
+			t.Errorf("while Status hangs: %q", got)
+		}
+		wg.Wait()
+		for i, d := range ends {
+			if d != 5*time.Second {
+				t.Errorf("call %d ended after %v, want the 5s default timeout (no call waits for another)", i, d)
+			}
+		}
+		if got := errString(state.RuntimeErrors()); got != "container runtime is down: context deadline exceeded" {
+			t.Errorf("after the timeout: %q", got)
+		}
+	})
 }
 
 // fakeRuntimeService is the part of internalapi.RuntimeService that Client calls; the embedded nil

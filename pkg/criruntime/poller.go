@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/wait"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -20,22 +20,40 @@ type PollerConfig struct {
 	State *State
 	// Period between Status calls; default 5 s, as the kubelet's updateRuntimeUp loop.
 	Period time.Duration
+	// Timeout bounds each Status call; default 5 s. (The kubelet's call is bounded by
+	// --runtime-request-timeout, 2 m; a runtime that does not answer within 5 s is reported down
+	// after the 30 s threshold instead of after two minutes.)
+	Timeout time.Duration
 	// Clock is injected for tests; default the real clock.
 	Clock clock.Clock
-	// OnStatus, if set, is called after each Status call with its error and, on success,
-	// whether RuntimeReady and NetworkReady were true (for metrics).
-	OnStatus func(err error, runtimeReady, networkReady bool)
+	// OnChange, if set, is called after State has been updated whenever the runtime's reachability,
+	// RuntimeReady or NetworkReady changed (so the status syncer can post it at once).
+	OnChange func()
+	// Observer, if set, is told the result of every Status call (metrics).
+	Observer Observer
+}
+
+// Observer is told the result of each CRI Status call: its error, and on success whether
+// RuntimeReady and NetworkReady were true.
+type Observer interface {
+	ObserveRuntimeStatus(err error, runtimeReady, networkReady bool)
 }
 
 // Poller asks the runtime for its Status and records it in State: the kubelet's updateRuntimeUp
-// (pkg/kubelet/kubelet.go) run every Period.
+// (pkg/kubelet/kubelet.go) run every Period. It holds no lock across a CRI call, so a runtime that
+// hangs delays only the caller.
 type Poller struct {
 	cfg PollerConfig
-	mu  sync.Mutex
 	// readyExpected switches "not ready" logs from V(4) to Info once the node has been Ready,
 	// as the kubelet's containerRuntimeReadyExpected.
-	readyExpected bool
+	readyExpected atomic.Bool
+
+	mu   sync.Mutex // guards last
+	last readiness
 }
+
+// readiness is what OnChange compares between two Status calls.
+type readiness struct{ known, reachable, runtimeReady, networkReady bool }
 
 // NewPoller validates cfg, fills defaults and returns a Poller. It errors when Runtime or State is nil.
 func NewPoller(cfg PollerConfig) (*Poller, error) {
@@ -45,47 +63,62 @@ func NewPoller(cfg PollerConfig) (*Poller, error) {
 	if cfg.Period <= 0 {
 		cfg.Period = 5 * time.Second
 	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 5 * time.Second
+	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
 	return &Poller{cfg: cfg}, nil
 }
 
-// Run calls UpdateRuntimeUp every Period until ctx ends.
+// Run calls UpdateRuntimeUp at once and then every Period (sliding) until ctx ends.
 func (p *Poller) Run(ctx context.Context) {
-	wait.UntilWithContext(ctx, p.UpdateRuntimeUp, p.cfg.Period)
+	t := p.cfg.Clock.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+		}
+		p.UpdateRuntimeUp(ctx)
+		t.Reset(p.cfg.Period)
+	}
 }
 
 // SetReadyExpected makes "runtime not ready" logs visible at the default verbosity from now on.
-func (p *Poller) SetReadyExpected() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.readyExpected = true
-}
+func (p *Poller) SetReadyExpected() { p.readyExpected.Store(true) }
 
-// UpdateRuntimeUp calls CRI Status once and updates State, as the kubelet's updateRuntimeUp:
-// a failed call only logs (the state ages into "container runtime is down"); NetworkReady false or
-// missing sets the network error "container runtime network not ready: ..."; RuntimeReady false or
-// missing sets the runtime error "container runtime not ready: ..." and returns; otherwise the errors
-// are cleared, handlers and features stored, and the sync time set. Safe for concurrent use.
+// UpdateRuntimeUp calls CRI Status once, bounded by Timeout, and updates State, as the kubelet's
+// updateRuntimeUp: a failed call records the error (the state ages into "container runtime is down:
+// <error>"); NetworkReady false or missing sets the network error "container runtime network not
+// ready: ..."; RuntimeReady false or missing sets the runtime error "container runtime not ready: ..."
+// and returns; otherwise the errors are cleared, handlers and features stored, and the sync time set.
+// OnChange runs after State is updated. Safe for concurrent use.
 func (p *Poller) UpdateRuntimeUp(ctx context.Context) {
 	logger := klog.FromContext(ctx)
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	info := logger.V(4).Info
-	if p.readyExpected {
+	if p.readyExpected.Load() {
 		info = logger.Info
 	}
 
-	resp, err := p.cfg.Runtime.Status(ctx)
+	callCtx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
+	resp, err := p.cfg.Runtime.Status(callCtx, false)
+	cancel()
+	if ctx.Err() != nil {
+		return // shutting down: the call failed because of that, not because of the runtime
+	}
 	if err == nil && (resp == nil || resp.Status == nil) {
 		err = fmt.Errorf("container runtime status is nil")
 	}
 	if err != nil {
 		logger.Error(err, "Container runtime sanity check failed")
+		p.cfg.State.SetStatusError(err)
 		p.report(err, false, false)
 		return
 	}
+	p.cfg.State.SetStatusError(nil)
 	networkReady := condition(resp.Status, runtimeapi.NetworkReady)
 	if networkReady == nil || !networkReady.Status {
 		info("Container runtime network not ready", "networkReady", conditionString(networkReady))
@@ -94,10 +127,10 @@ func (p *Poller) UpdateRuntimeUp(ctx context.Context) {
 		p.cfg.State.SetNetworkState(nil)
 	}
 	runtimeReady := condition(resp.Status, runtimeapi.RuntimeReady)
-	p.report(nil, runtimeReady != nil && runtimeReady.Status, networkReady != nil && networkReady.Status)
 	if runtimeReady == nil || !runtimeReady.Status {
 		info("Container runtime not ready", "runtimeReady", conditionString(runtimeReady))
 		p.cfg.State.SetRuntimeState(fmt.Errorf("container runtime not ready: %s", conditionString(runtimeReady)))
+		p.report(nil, false, networkReady != nil && networkReady.Status)
 		return
 	}
 	p.cfg.State.SetRuntimeState(nil)
@@ -114,11 +147,21 @@ func (p *Poller) UpdateRuntimeUp(ctx context.Context) {
 		p.cfg.State.SetRuntimeFeatures(&Features{SupplementalGroupsPolicy: resp.Features.SupplementalGroupsPolicy})
 	}
 	p.cfg.State.SetRuntimeSync(p.cfg.Clock.Now())
+	p.report(nil, true, networkReady != nil && networkReady.Status)
 }
 
+// report runs after State is updated: it tells the Observer and, on a change, OnChange.
 func (p *Poller) report(err error, runtimeReady, networkReady bool) {
-	if p.cfg.OnStatus != nil {
-		p.cfg.OnStatus(err, runtimeReady, networkReady)
+	if p.cfg.Observer != nil {
+		p.cfg.Observer.ObserveRuntimeStatus(err, runtimeReady, networkReady)
+	}
+	now := readiness{known: true, reachable: err == nil, runtimeReady: runtimeReady, networkReady: networkReady}
+	p.mu.Lock()
+	changed := now != p.last
+	p.last = now
+	p.mu.Unlock()
+	if changed && p.cfg.OnChange != nil {
+		p.cfg.OnChange()
 	}
 }
 

@@ -40,6 +40,7 @@ type State struct {
 	networkError             error
 	runtimeError             error
 	storageError             error
+	statusError              error // the last failed Status call; nil after a successful one
 	handlers                 []Handler
 	features                 *Features
 }
@@ -51,11 +52,35 @@ func NewState(clk clock.PassiveClock, threshold time.Duration) *State {
 	return &State{clock: clk, baseRuntimeSyncThreshold: threshold, networkError: ErrNetworkUnknown}
 }
 
-// SetRuntimeSync records a successful runtime sync at t.
+// SetRuntimeSync records a successful runtime sync at t, and clears the status error.
 func (s *State) SetRuntimeSync(t time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.lastBaseRuntimeSync = t
+	s.statusError = nil
+}
+
+// SetStatusError records why the last CRI Status call failed (nil: it answered). RuntimeErrors adds
+// it to "container runtime is down", so that the Ready message says why (the kubelet exits at start
+// when its runtime cannot be reached; nodeagent stays up and says so).
+func (s *State) SetStatusError(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.statusError = err
+}
+
+// StatusError returns why the last CRI Status call failed, or nil when it answered (or none was made).
+func (s *State) StatusError() error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.statusError
+}
+
+// LastRuntimeSync returns when the runtime last answered Status with RuntimeReady; zero before.
+func (s *State) LastRuntimeSync() time.Time {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.lastBaseRuntimeSync
 }
 
 // SetNetworkState records the network error; nil means the runtime network is ready.
@@ -109,16 +134,27 @@ func (s *State) RuntimeFeatures() *Features {
 }
 
 // RuntimeErrors returns an aggregate of: "container runtime status check may not have completed yet"
-// (never synced) or "container runtime is down" (last sync older than the threshold), and the runtime
-// error. It returns nil when the runtime is healthy. Mirrors runtimeState.runtimeErrors.
+// (no Status call has answered yet) or "container runtime is down" (the last successful sync is older
+// than the threshold, or no call has ever succeeded and the last one failed), followed by ": <why>"
+// when the last Status call failed; and the runtime error. It returns nil when the runtime is healthy.
+// Mirrors runtimeState.runtimeErrors, which has no "<why>".
 func (s *State) RuntimeErrors() error {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	var errs []error
-	if s.lastBaseRuntimeSync.IsZero() {
+	down := func() error {
+		if s.statusError != nil {
+			return fmt.Errorf("container runtime is down: %w", s.statusError)
+		}
+		return errors.New("container runtime is down")
+	}
+	switch {
+	case s.lastBaseRuntimeSync.IsZero() && s.statusError != nil:
+		errs = append(errs, down())
+	case s.lastBaseRuntimeSync.IsZero():
 		errs = append(errs, errors.New("container runtime status check may not have completed yet"))
-	} else if !s.lastBaseRuntimeSync.Add(s.baseRuntimeSyncThreshold).After(s.clock.Now()) {
-		errs = append(errs, errors.New("container runtime is down"))
+	case !s.lastBaseRuntimeSync.Add(s.baseRuntimeSyncThreshold).After(s.clock.Now()):
+		errs = append(errs, down())
 	}
 	if s.runtimeError != nil {
 		errs = append(errs, s.runtimeError)

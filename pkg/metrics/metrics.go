@@ -9,11 +9,15 @@ package metrics
 
 import (
 	"net/http"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/component-base/metrics"
 
+	"github.com/nodeagent/nodeagent/pkg/statussync"
 	"github.com/nodeagent/nodeagent/pkg/version"
 )
 
@@ -37,12 +41,22 @@ type Metrics struct {
 	LastStatusSync          *metrics.Gauge
 	BuildInfo               *metrics.GaugeVec
 	NodeName                *metrics.GaugeVec
+
+	// ProcessStart is when the process started, for startup_to_ready_duration_seconds.
+	ProcessStart time.Time
+
+	mu             sync.Mutex
+	conditionTypes []v1.NodeConditionType
+	readyOnce      sync.Once
 }
 
 // New creates every metric and registers it, with the Go and process collectors, on a new registry.
-func New() *Metrics {
+// processStart is when the process started.
+func New(processStart time.Time) *Metrics {
 	m := &Metrics{
-		Registry: metrics.NewKubeRegistry(),
+		ProcessStart:   processStart,
+		conditionTypes: []v1.NodeConditionType{v1.NodeReady, v1.NodeMemoryPressure, v1.NodeDiskPressure, v1.NodePIDPressure},
+		Registry:       metrics.NewKubeRegistry(),
 		NodeStatusPatchDuration: metrics.NewHistogramVec(&metrics.HistogramOpts{
 			Namespace: namespace, Name: "node_status_patch_duration_seconds",
 			Help:    "Duration in seconds of PATCH nodes/status requests, by result.",
@@ -83,7 +97,7 @@ func New() *Metrics {
 		}),
 		NodeCondition: metrics.NewGaugeVec(&metrics.GaugeOpts{
 			Namespace: namespace, Name: "node_condition",
-			Help: "1 for the status (True, False, Unknown) of each NodeCondition type last posted, else 0.", StabilityLevel: metrics.ALPHA,
+			Help: "1 for the status (True, False, Unknown) of each NodeCondition type nodeagent sets, as last posted, else 0.", StabilityLevel: metrics.ALPHA,
 		}, []string{"condition", "status"}),
 		StartupDuration: metrics.NewGauge(&metrics.GaugeOpts{
 			Namespace: namespace, Name: "startup_to_ready_duration_seconds",
@@ -116,19 +130,82 @@ func (m *Metrics) Handler() http.Handler {
 	return metrics.HandlerFor(m.Registry, metrics.HandlerOpts{})
 }
 
-// ObservePatch records one PATCH nodes/status: its duration and, on error, its reason.
-func (m *Metrics) ObservePatch(d time.Duration, reason string) {
-	if reason == "" {
-		m.NodeStatusPatchDuration.WithLabelValues("success").Observe(d.Seconds())
-		return
-	}
-	m.NodeStatusPatchDuration.WithLabelValues("error").Observe(d.Seconds())
-	m.NodeStatusPatchErrors.WithLabelValues(reason).Inc()
+// ObserveRegistrationAttempt counts one registration attempt by result: created, existing or error.
+func (m *Metrics) ObserveRegistrationAttempt(result string) {
+	m.RegistrationAttempts.WithLabelValues(result).Inc()
 }
 
-// SetRuntimeCondition sets the runtime_condition gauge for one condition.
-func (m *Metrics) SetRuntimeCondition(condition string, ok bool) {
-	m.RuntimeCondition.WithLabelValues(condition).Set(boolFloat(ok))
+// ObserveRuntimeStatus records one CRI Status call: its result and, on success, the RuntimeReady and
+// NetworkReady conditions (both 0 when the call failed).
+func (m *Metrics) ObserveRuntimeStatus(err error, runtimeReady, networkReady bool) {
+	result := "success"
+	if err != nil {
+		result = "error"
+	}
+	m.RuntimeStatusCalls.WithLabelValues(result).Inc()
+	m.RuntimeCondition.WithLabelValues("RuntimeReady").Set(boolFloat(runtimeReady))
+	m.RuntimeCondition.WithLabelValues("NetworkReady").Set(boolFloat(networkReady))
+}
+
+// ObserveLeaseRenewal records one successful Lease write that took d.
+func (m *Metrics) ObserveLeaseRenewal(d time.Duration) { m.LeaseRenewDuration.Observe(d.Seconds()) }
+
+// ObserveLeaseError counts one failed Lease write or read by reason.
+func (m *Metrics) ObserveLeaseError(reason string) { m.LeaseRenewErrors.WithLabelValues(reason).Inc() }
+
+// ObserveSync records one status sync: the sync count by result; for a PATCH its duration and, on
+// error, its reason; after a successful sync the last-sync time, node_ready, the node_condition series
+// of the condition types nodeagent sets (others written to the Node by anyone are not exported, and a
+// type no longer on the Node loses its series) and, the first time the Node is Ready, the time from
+// process start.
+func (m *Metrics) ObserveSync(_ string, r statussync.SyncResult) {
+	m.NodeStatusSyncs.WithLabelValues(string(r.Result)).Inc()
+	if r.Patched {
+		if r.PatchReason == "" {
+			m.NodeStatusPatchDuration.WithLabelValues("success").Observe(r.PatchDuration.Seconds())
+		} else {
+			m.NodeStatusPatchDuration.WithLabelValues("error").Observe(r.PatchDuration.Seconds())
+			m.NodeStatusPatchErrors.WithLabelValues(r.PatchReason).Inc()
+		}
+	}
+	if r.Node == nil {
+		return
+	}
+	m.LastStatusSync.Set(float64(r.Time.Unix()))
+	present := map[v1.NodeConditionType]v1.ConditionStatus{}
+	for _, c := range r.Node.Status.Conditions {
+		present[c.Type] = c.Status
+	}
+	m.mu.Lock()
+	types := append([]v1.NodeConditionType(nil), m.conditionTypes...)
+	m.mu.Unlock()
+	for _, t := range types {
+		status, ok := present[t]
+		for _, s := range []v1.ConditionStatus{v1.ConditionTrue, v1.ConditionFalse, v1.ConditionUnknown} {
+			if !ok {
+				m.NodeCondition.DeleteLabelValues(string(t), string(s))
+				continue
+			}
+			m.NodeCondition.WithLabelValues(string(t), string(s)).Set(boolFloat(status == s))
+		}
+	}
+	ready := present[v1.NodeReady] == v1.ConditionTrue
+	m.NodeReady.Set(boolFloat(ready))
+	if ready {
+		m.readyOnce.Do(func() { m.StartupDuration.Set(r.Time.Sub(m.ProcessStart).Seconds()) })
+	}
+}
+
+// AddConditionTypes adds NodeCondition types to those exported by node_condition (e.g. a problem
+// monitor's). The kubelet's four (Ready and the three pressures) are there from New.
+func (m *Metrics) AddConditionTypes(types ...v1.NodeConditionType) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, t := range types {
+		if !slices.Contains(m.conditionTypes, t) {
+			m.conditionTypes = append(m.conditionTypes, t)
+		}
+	}
 }
 
 func boolFloat(b bool) float64 {

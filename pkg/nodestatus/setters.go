@@ -266,22 +266,22 @@ func IsExtendedResourceName(name v1.ResourceName) bool {
 }
 
 // VersionInfo returns a Setter that sets kernelVersion, osImage, containerRuntimeVersion
-// ("containerd://1.6.20", or "containerd://Unknown" when the runtime does not answer) and
-// kubeletVersion (the agent's version). Mirrors nodestatus.VersionInfo.
+// ("containerd://1.6.20", or "<type>://Unknown" when the runtime does not answer) and kubeletVersion
+// (agentVersion). Mirrors nodestatus.VersionInfo, except that the runtime's type and version come from
+// one func (one CRI Version answer) instead of two, so neither depends on the other being called first.
 func VersionInfo(kernelVersionFunc func() string, // typically cadvisor machine.KernelVersion
 	osImageFunc func() string, // typically cadvisor machine.ContainerOsVersion
-	runtimeTypeFunc func() string, // the runtime's name from its last Version answer, e.g. "containerd"
-	runtimeVersionFunc func(ctx context.Context) (string, error), // CRI Version: RuntimeVersion
+	runtimeVersionFunc func(ctx context.Context) (runtimeType, version string, err error), // typically criruntime.VersionSource.Version
 	agentVersion string,
 ) Setter {
 	return func(ctx context.Context, node *v1.Node) error {
 		node.Status.NodeInfo.KernelVersion = kernelVersionFunc()
 		node.Status.NodeInfo.OSImage = osImageFunc()
-		runtimeVersion := "Unknown"
-		if v, err := runtimeVersionFunc(ctx); err == nil {
-			runtimeVersion = v
+		runtimeType, runtimeVersion, err := runtimeVersionFunc(ctx)
+		if err != nil {
+			runtimeVersion = "Unknown"
 		}
-		node.Status.NodeInfo.ContainerRuntimeVersion = fmt.Sprintf("%s://%s", runtimeTypeFunc(), runtimeVersion)
+		node.Status.NodeInfo.ContainerRuntimeVersion = fmt.Sprintf("%s://%s", runtimeType, runtimeVersion)
 		node.Status.NodeInfo.KubeletVersion = agentVersion
 		return nil
 	}

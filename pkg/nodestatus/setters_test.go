@@ -691,8 +691,7 @@ func TestVersionInfo(t *testing.T) {
 			_, ctx := ktesting.NewTestContext(t)
 			node := &v1.Node{}
 			setter := VersionInfo(func() string { return "6.1.0-kernel" }, func() string { return "Debian GNU/Linux 12 (bookworm)" },
-				func() string { return "containerd" },
-				func(context.Context) (string, error) { return tc.runtimeVersion, tc.runtimeErr }, "v0.1.0")
+				func(context.Context) (string, string, error) { return "containerd", tc.runtimeVersion, tc.runtimeErr }, "v0.1.0")
 			if err := setter(ctx, node); err != nil {
 				t.Fatalf("unexpected error: %v", err)
 			}

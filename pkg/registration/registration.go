@@ -8,6 +8,7 @@ import (
 	"fmt"
 	goruntime "runtime"
 	"strings"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -53,8 +54,9 @@ type Config struct {
 	ExternalCloudProvider bool
 	// ProviderID is spec.providerID.
 	ProviderID string
-	// SetStatus fills the initial Node's status by running the setters (the kubelet's setNodeStatus).
-	SetStatus func(ctx context.Context, node *v1.Node)
+	// Funcs fills the initial Node's status: the same setter list the status syncer applies (the
+	// kubelet's initialNode calls setNodeStatus too). Nil leaves the status empty.
+	Funcs *nodestatus.Funcs
 	// Clock is injected for tests; default the real clock.
 	Clock clock.Clock
 	// InitialBackoff and MaxBackoff bound the retry sleep: 100 ms doubling to 7 s by default.
@@ -64,7 +66,21 @@ type Config struct {
 }
 
 // Registrar registers the Node. Build with New; Register blocks until registered or ctx ends.
-type Registrar struct{ cfg Config }
+type Registrar struct {
+	cfg Config
+
+	mu     sync.Mutex
+	status Status
+}
+
+// Status is what registration has done so far, for /debug/nodestatus.
+type Status struct {
+	// RegisteredAt is when the Node was last registered (created or found); zero before.
+	RegisteredAt time.Time `json:"registeredAt,omitzero"`
+	// Attempts counts registration attempts since start; LastError is the last failed one's error.
+	Attempts  int    `json:"attempts"`
+	LastError string `json:"lastError,omitempty"`
+}
 
 // New validates cfg and fills defaults. It errors when Client or NodeName is missing.
 func New(cfg Config) (*Registrar, error) {
@@ -82,9 +98,6 @@ func New(cfg Config) (*Registrar, error) {
 	}
 	if cfg.MaxBackoff <= 0 {
 		cfg.MaxBackoff = 7 * time.Second
-	}
-	if cfg.SetStatus == nil {
-		cfg.SetStatus = func(context.Context, *v1.Node) {}
 	}
 	return &Registrar{cfg: cfg}, nil
 }
@@ -143,7 +156,9 @@ func (r *Registrar) InitialNode(ctx context.Context) *v1.Node {
 	for k, v := range r.cfg.Labels {
 		node.Labels[k] = v
 	}
-	r.cfg.SetStatus(ctx, node)
+	if r.cfg.Funcs != nil {
+		r.cfg.Funcs.Apply(ctx, node)
+	}
 	return node
 }
 
@@ -155,20 +170,23 @@ func (r *Registrar) InitialNode(ctx context.Context) *v1.Node {
 func (r *Registrar) TryRegister(ctx context.Context, node *v1.Node) error {
 	_, err := r.cfg.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
 	if err == nil {
-		r.attempt("created")
+		r.attempt("created", nil)
 		return nil
 	}
 	if !apierrors.IsAlreadyExists(err) && !apierrors.IsForbidden(err) {
-		r.attempt("error")
-		return fmt.Errorf("creating node %q: %w", node.Name, err)
+		err = fmt.Errorf("creating node %q: %w", node.Name, err)
+		r.attempt("error", err)
+		return err
 	}
 	existing, getErr := r.cfg.Client.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
 	if getErr != nil {
-		r.attempt("error")
 		if apierrors.IsForbidden(err) {
-			return fmt.Errorf("creating node %q: %w; getting it: %w", node.Name, err, getErr)
+			err = fmt.Errorf("creating node %q: %w; getting it: %w", node.Name, err, getErr)
+		} else {
+			err = fmt.Errorf("getting existing node %q: %w", node.Name, getErr)
 		}
-		return fmt.Errorf("getting existing node %q: %w", node.Name, getErr)
+		r.attempt("error", err)
+		return err
 	}
 	klog.FromContext(ctx).Info("Node was previously registered", "node", klog.KObj(node))
 	original := existing.DeepCopy()
@@ -178,15 +196,32 @@ func (r *Registrar) TryRegister(ctx context.Context, node *v1.Node) error {
 	update = reconcileHugePages(node, existing) || update
 	if update {
 		if _, _, err := nodeutil.PatchNodeStatus(r.cfg.Client.CoreV1(), types.NodeName(node.Name), original, existing); err != nil {
-			r.attempt("error")
-			return fmt.Errorf("reconciling existing node %q: %w", node.Name, err)
+			err = fmt.Errorf("reconciling existing node %q: %w", node.Name, err)
+			r.attempt("error", err)
+			return err
 		}
 	}
-	r.attempt("existing")
+	r.attempt("existing", nil)
 	return nil
 }
 
-func (r *Registrar) attempt(result string) {
+// Status returns a copy of the registration status.
+func (r *Registrar) Status() Status {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.status
+}
+
+func (r *Registrar) attempt(result string, err error) {
+	r.mu.Lock()
+	r.status.Attempts++
+	if err != nil {
+		r.status.LastError = err.Error()
+	} else {
+		r.status.RegisteredAt = r.cfg.Clock.Now()
+		r.status.LastError = ""
+	}
+	r.mu.Unlock()
 	if r.cfg.OnAttempt != nil {
 		r.cfg.OnAttempt(result)
 	}

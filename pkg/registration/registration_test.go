@@ -21,6 +21,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	core "k8s.io/client-go/testing"
 	"k8s.io/klog/v2/ktesting"
+
+	"github.com/nodeagent/nodeagent/pkg/nodestatus"
 	testingclock "k8s.io/utils/clock/testing"
 )
 
@@ -126,10 +128,11 @@ func TestInitialNode(t *testing.T) {
 			_, ctx := ktesting.NewTestContext(t)
 			tc.cfg.Client = fake.NewClientset()
 			var setStatusCalls int
-			tc.cfg.SetStatus = func(_ context.Context, n *v1.Node) {
+			tc.cfg.Funcs = nodestatus.NewFuncs(nil, nodestatus.Func{Name: "test", Setter: func(_ context.Context, n *v1.Node) error {
 				setStatusCalls++
 				n.Status = *status.DeepCopy()
-			}
+				return nil
+			}})
 			configTaints := append([]v1.Taint(nil), tc.cfg.Taints...)
 			r := newRegistrar(t, tc.cfg)
 			got := r.InitialNode(ctx)
@@ -137,7 +140,7 @@ func TestInitialNode(t *testing.T) {
 				t.Errorf("initial node: %s", diff.Diff(tc.want, got))
 			}
 			if setStatusCalls != 1 {
-				t.Errorf("SetStatus called %d times, want 1", setStatusCalls)
+				t.Errorf("setters applied %d times, want 1", setStatusCalls)
 			}
 			if len(r.cfg.Taints) != len(configTaints) {
 				t.Errorf("InitialNode changed the configured taints: %v", r.cfg.Taints)

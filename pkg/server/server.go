@@ -32,6 +32,8 @@ type Config struct {
 	Registered func() error
 	// EnableProfiling serves /debug/pprof.
 	EnableProfiling bool
+	// Handlers are more paths to serve (path → handler), e.g. /debug/nodestatus.
+	Handlers map[string]http.Handler
 }
 
 // Server is the HTTP server. Build with New, run with Run.
@@ -55,6 +57,9 @@ func New(cfg Config) (*Server, error) {
 	healthz.InstallLivezHandler(mux, healthz.PingHealthz, healthz.LogHealthz)
 	if cfg.Metrics != nil {
 		mux.Handle("/metrics", cfg.Metrics)
+	}
+	for path, h := range cfg.Handlers {
+		mux.Handle(path, h)
 	}
 	if cfg.EnableProfiling {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)

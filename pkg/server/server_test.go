@@ -36,7 +36,7 @@ func newServer(t *testing.T, c *checks, profiling, withMetrics bool) *Server {
 		Registered: func() error { return *c.registered.Load() },
 	}
 	if withMetrics {
-		cfg.Metrics = metrics.New().Handler()
+		cfg.Metrics = metrics.New(time.Now()).Handler()
 	}
 	s, err := New(cfg)
 	if err != nil {

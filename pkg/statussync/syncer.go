@@ -29,11 +29,59 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/nodeagent/nodeagent/pkg/nodecache"
 	"github.com/nodeagent/nodeagent/pkg/nodestatus"
 )
 
 // NodeStatusUpdateRetry is how many tries one sync makes, as the kubelet's nodeStatusUpdateRetry.
 const NodeStatusUpdateRetry = 5
+
+// Result is the outcome of one status sync.
+type Result string
+
+// The results of a sync.
+const (
+	// ResultPatched: the status changed, or the report period expired, and was patched.
+	ResultPatched Result = "patched"
+	// ResultUnchanged: nothing changed; nothing was written.
+	ResultUnchanged Result = "unchanged"
+	// ResultError: registration or every try failed.
+	ResultError Result = "error"
+)
+
+// SyncResult describes one finished sync, for the OnSync hook (metrics, /debug/nodestatus).
+type SyncResult struct {
+	// Time is when the sync ended; Duration how long it took (registration included).
+	Time     time.Time     `json:"time"`
+	Duration time.Duration `json:"duration"`
+	// Result is patched, unchanged or error.
+	Result Result `json:"result"`
+	// Try is the 1-based try that ended the sync (1 to NodeStatusUpdateRetry); 0 when registration failed.
+	Try int `json:"try"`
+	// Fast is true for the fast start-up update.
+	Fast bool `json:"fast,omitempty"`
+	// Patched is true when a PATCH was sent (successfully or not); PatchDuration is how long the last
+	// one took, Patch its body, PatchError its error's API reason ("" on success or when none was sent).
+	Patched       bool          `json:"patched"`
+	PatchDuration time.Duration `json:"patchDuration,omitempty"`
+	Patch         string        `json:"patch,omitempty"`
+	PatchReason   string        `json:"patchReason,omitempty"`
+	// Err is why the sync failed; nil unless Result is ResultError.
+	Err error `json:"-"`
+	// Error is Err's text, for JSON.
+	Error string `json:"error,omitempty"`
+	// Node is the Node as the API server has it after a successful sync (the patch's answer, or the
+	// Node read when unchanged); nil on error. Not serialised.
+	Node *v1.Node `json:"-"`
+}
+
+// Cache is what the syncer needs to know about the Node informer's cache (nodecache.Node): whether
+// it is stale, and to tell it so.
+type Cache interface {
+	Stale() *nodecache.Staleness
+	MarkStale(reason string)
+	MarkFresh()
+}
 
 // Config configures a Syncer.
 type Config struct {
@@ -41,35 +89,24 @@ type Config struct {
 	Client kubernetes.Interface
 	// Lister reads the Node from an informer cache for the first try of each sync; required.
 	Lister corelisters.NodeLister
+	// Cache says whether Lister can be trusted; required.
+	Cache Cache
 	// NodeName is the Node's name; required.
 	NodeName string
-	// Setters compute the status, in order.
-	Setters []nodestatus.Setter
-	// Register registers the Node; nil when --register-node=false. It should block until registered or ctx ends.
+	// Funcs computes the status: the node's ordered setter list; required.
+	Funcs *nodestatus.Funcs
+	// Register registers the Node; nil when --register-node=false. It blocks until registered or ctx ends.
 	Register func(ctx context.Context) error
-	// UpdateRuntimeUp refreshes the runtime state; called by FastStatusUpdateOnce on each tick.
+	// UpdateRuntimeUp refreshes the runtime state; the fast start-up update calls it on each tick,
+	// holding no lock. It must bound its own CRI call.
 	UpdateRuntimeUp func(ctx context.Context)
 	// UpdateFrequency is --node-status-update-frequency (10 s); ReportFrequency is
 	// --node-status-report-frequency (5 m).
 	UpdateFrequency, ReportFrequency time.Duration
 	// OnRepeatedHeartbeatFailure runs after each failed try but the first (close idle connections).
 	OnRepeatedHeartbeatFailure func()
-	// CacheLive, if set, reports whether the Lister's informer is connected (its watch open now). A
-	// GET that finds the cache at the API server's resourceVersion clears the stale flag (see
-	// ListerMayBeStale) only while it is: a cache that matches while its watch is down misses the
-	// next change. Nil counts the informer as always connected.
-	CacheLive func() bool
-	// OnPatched is called with the Node the API server returned after each successful status patch.
-	OnPatched func(node *v1.Node)
-	// OnUnchanged is called after each sync that found the status unchanged and patched nothing, with
-	// the Node as read: its status is what the API server already has. Together with OnPatched it
-	// tells a caller the posted status after every successful sync (e.g. for a Ready gauge), also
-	// when the Node was created Ready at registration and nothing has changed since.
-	OnUnchanged func(node *v1.Node)
-	// OnSync is called after each sync with "patched", "unchanged" or "error".
-	OnSync func(result string)
-	// ObservePatch is called after each PATCH with its duration and, on error, the API reason.
-	ObservePatch func(d time.Duration, reason string)
+	// OnSync, if set, is called after every sync (periodic, triggered or fast) with its result.
+	OnSync func(SyncResult)
 	// Clock is injected for tests; default the real clock. Rand returns a float in [0,1); default math/rand.
 	Clock clock.WithTicker
 	Rand  func() float64
@@ -79,25 +116,26 @@ type Config struct {
 type Syncer struct {
 	cfg Config
 
-	mu                         sync.Mutex // the kubelet's syncNodeStatusMux; held for a whole sync
+	mu                         sync.Mutex // the kubelet's syncNodeStatusMux; held for a whole sync, never during a fast-path CRI call
 	lastStatusReportTime       time.Time
 	delayAfterNodeStatusChange time.Duration
 	trigger                    chan struct{}
 
-	// registered and lastSync (unix nanos) are read by health checks while a sync may be blocked in
-	// registration, so they are atomics rather than fields behind mu.
-	registered atomic.Bool
-	lastSync   atomic.Int64
-	// listerStale is set while the informer may have missed changes to the Node (see
-	// ListerMayBeStale); syncs then read the Node from the API server on their first try too.
-	listerStale atomic.Bool
+	// registeredCh is closed once the Node is first registered; registered says whether it is now
+	// (a deleted Node is registered again). Read by health checks while a sync may be blocked.
+	registeredCh   chan struct{}
+	registeredOnce sync.Once
+	registered     atomic.Bool
+
+	last atomic.Pointer[SyncResult] // the last finished sync
+	ok   atomic.Int64               // unix nanos of the last successful sync
 }
 
-// New validates cfg and fills defaults. It errors when Client, Lister or NodeName is missing or a
-// frequency is not positive.
+// New validates cfg and fills defaults. It errors when Client, Lister, Cache, Funcs or NodeName is
+// missing or a frequency is not positive.
 func New(cfg Config) (*Syncer, error) {
-	if cfg.Client == nil || cfg.Lister == nil || cfg.NodeName == "" {
-		return nil, fmt.Errorf("statussync: Config needs Client, Lister and NodeName")
+	if cfg.Client == nil || cfg.Lister == nil || cfg.Cache == nil || cfg.Funcs == nil || cfg.NodeName == "" {
+		return nil, fmt.Errorf("statussync: Config needs Client, Lister, Cache, Funcs and NodeName")
 	}
 	if cfg.UpdateFrequency <= 0 || cfg.ReportFrequency <= 0 {
 		return nil, fmt.Errorf("statussync: UpdateFrequency %v and ReportFrequency %v must be positive", cfg.UpdateFrequency, cfg.ReportFrequency)
@@ -111,8 +149,10 @@ func New(cfg Config) (*Syncer, error) {
 	if cfg.UpdateRuntimeUp == nil {
 		cfg.UpdateRuntimeUp = func(context.Context) {}
 	}
-	s := &Syncer{cfg: cfg, trigger: make(chan struct{}, 1)}
-	s.registered.Store(cfg.Register == nil)
+	s := &Syncer{cfg: cfg, trigger: make(chan struct{}, 1), registeredCh: make(chan struct{})}
+	if cfg.Register == nil {
+		s.setRegistered(true)
+	}
 	return s, nil
 }
 
@@ -135,7 +175,7 @@ func (s *Syncer) Run(ctx context.Context) {
 
 // Trigger asks Run to sync now rather than at the end of the period, e.g. when the runtime's
 // readiness changed, so a runtime that comes back shows Ready within one poll instead of one period.
-// It never blocks; triggers while a sync is pending coalesce.
+// It never blocks; triggers while one is pending coalesce into one sync.
 func (s *Syncer) Trigger() {
 	select {
 	case s.trigger <- struct{}{}:
@@ -143,116 +183,147 @@ func (s *Syncer) Trigger() {
 	}
 }
 
-// ListerMayBeStale tells the syncer that the informer may have missed changes to the Node because
-// the API server could not be reached (a heartbeat failed): its watch reconnects with a backoff of up
-// to a minute, during which the cached Node can be older than, say, the node lifecycle controller's
-// Ready=Unknown. Until ListerUpdated, every try reads the Node from the API server. A failed try of a
-// sync calls it too.
-func (s *Syncer) ListerMayBeStale() { s.listerStale.Store(true) }
+// Registered returns a channel closed once the Node has been registered (at once with registration
+// disabled): the Lease renewer starts on it.
+func (s *Syncer) Registered() <-chan struct{} { return s.registeredCh }
 
-// ListerUpdated tells the syncer that the informer delivered an event for the Node, so its cache is
-// current again; wire it to the Node informer's event handler.
-func (s *Syncer) ListerUpdated() { s.listerStale.Store(false) }
+// IsRegistered reports whether the Node is registered now.
+func (s *Syncer) IsRegistered() bool { return s.registered.Load() }
+
+func (s *Syncer) setRegistered(v bool) {
+	s.registered.Store(v)
+	if v {
+		s.registeredOnce.Do(func() { close(s.registeredCh) })
+	}
+}
 
 // LastSync returns when the status was last synced successfully (patched or found unchanged); zero before.
 func (s *Syncer) LastSync() time.Time {
-	n := s.lastSync.Load()
+	n := s.ok.Load()
 	if n == 0 {
 		return time.Time{}
 	}
 	return time.Unix(0, n)
 }
 
-// Registered reports whether the Node is registered (always true with registration disabled).
-func (s *Syncer) Registered() bool { return s.registered.Load() }
+// LastResult returns the last finished sync, or nil before the first.
+func (s *Syncer) LastResult() *SyncResult { return s.last.Load() }
 
 // SyncNodeStatus registers the Node if needed, then updates its status with retries; errors are
-// logged. Mirrors syncNodeStatus.
+// logged and reported through OnSync. Mirrors syncNodeStatus.
 func (s *Syncer) SyncNodeStatus(ctx context.Context) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.syncLocked(ctx)
+	s.syncLocked(ctx, s.cfg.Clock.Now())
 }
 
-func (s *Syncer) syncLocked(ctx context.Context) {
+func (s *Syncer) syncLocked(ctx context.Context, start time.Time) {
 	logger := klog.FromContext(ctx)
 	if !s.registered.Load() {
 		if err := s.cfg.Register(ctx); err != nil {
-			logger.Error(err, "Unable to register node", "node", s.cfg.NodeName)
-			s.onSync("error")
+			if ctx.Err() == nil {
+				logger.Error(err, "Unable to register node", "node", s.cfg.NodeName)
+				s.finish(start, SyncResult{Result: ResultError, Err: err})
+			}
 			return
 		}
-		s.registered.Store(true)
+		s.setRegistered(true)
 	}
-	if err := s.updateNodeStatus(ctx); err != nil {
+	r := s.updateNodeStatus(ctx)
+	if r.Err != nil {
 		if ctx.Err() != nil {
 			return // shutting down: nothing was posted, nothing to report
 		}
-		logger.Error(err, "Unable to update node status", "node", s.cfg.NodeName)
-		s.onSync("error")
+		logger.Error(r.Err, "Unable to update node status", "node", s.cfg.NodeName)
+	}
+	s.finish(start, r)
+}
+
+// finish stamps r and reports it.
+func (s *Syncer) finish(start time.Time, r SyncResult) {
+	r.Time = s.cfg.Clock.Now()
+	r.Duration = r.Time.Sub(start)
+	if r.Err != nil {
+		r.Result, r.Error = ResultError, r.Err.Error()
+	} else {
+		s.ok.Store(r.Time.UnixNano())
+	}
+	s.last.Store(&r)
+	if s.cfg.OnSync != nil {
+		s.cfg.OnSync(r)
 	}
 }
 
 // updateNodeStatus makes up to NodeStatusUpdateRetry tries. A Node the API server says is gone
 // (deleted by an admin) is registered again and the tries go on: the kubelet leaves it deleted; we
-// restore it. It returns an error wrapping the last try's error when every try failed.
-func (s *Syncer) updateNodeStatus(ctx context.Context) error {
+// restore it. When every try failed, the result's Err wraps the last try's error.
+func (s *Syncer) updateNodeStatus(ctx context.Context) SyncResult {
 	logger := klog.FromContext(ctx)
-	var err error
+	var r SyncResult
 	for i := 0; i < NodeStatusUpdateRetry; i++ {
-		if err = s.tryUpdateNodeStatus(ctx, i); err == nil {
-			return nil
+		r = s.tryUpdateNodeStatus(ctx, i)
+		r.Try = i + 1
+		if r.Err == nil {
+			return r
 		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("update node status: %w", err)
+			r.Err = fmt.Errorf("update node status: %w", r.Err)
+			return r
 		}
 		if i > 0 && s.cfg.OnRepeatedHeartbeatFailure != nil {
 			s.cfg.OnRepeatedHeartbeatFailure()
 		}
-		if i == 0 && apierrors.IsNotFound(err) {
+		if i == 0 && apierrors.IsNotFound(r.Err) {
 			// The informer has not seen the Node yet (just registered): the next try GETs it.
-			logger.V(2).Info("Node not in the informer cache yet, will get it from the API server", "err", err)
+			logger.V(2).Info("Node not in the informer cache yet, will get it from the API server", "err", r.Err)
 		} else {
-			logger.Error(err, "Error updating node status, will retry", "try", i+1)
-			s.ListerMayBeStale()
+			logger.Error(r.Err, "Error updating node status, will retry", "try", i+1)
+			s.cfg.Cache.MarkStale("node status update failed: " + r.Err.Error())
 		}
-		if errors.Is(err, errNodeGone) && s.cfg.Register != nil {
+		if errors.Is(r.Err, errNodeGone) && s.cfg.Register != nil {
 			logger.Info("Node object was deleted; registering it again", "node", s.cfg.NodeName)
 			s.registered.Store(false)
 			if rerr := s.cfg.Register(ctx); rerr != nil {
-				return fmt.Errorf("registering deleted node again: %w", rerr)
+				r.Err = fmt.Errorf("registering deleted node again: %w", rerr)
+				return r
 			}
-			s.registered.Store(true)
+			s.setRegistered(true)
 		}
 	}
-	return fmt.Errorf("update node status exceeds retry count: %w", err)
+	r.Err = fmt.Errorf("update node status exceeds retry count: %w", r.Err)
+	return r
 }
 
 var errNodeGone = errors.New("node not found on the API server")
 
-// tryUpdateNodeStatus reads the Node (try 0 from the lister unless it may be stale, later tries from
-// the API server), runs the setters, and patches if the status changed or the report period expired.
-// Mirrors tryUpdateNodeStatus.
-func (s *Syncer) tryUpdateNodeStatus(ctx context.Context, try int) error {
-	var original *v1.Node
-	var err error
-	if try == 0 && !s.listerStale.Load() {
-		original, err = s.cfg.Lister.Get(s.cfg.NodeName)
-	} else {
-		original, err = s.cfg.Client.CoreV1().Nodes().Get(ctx, s.cfg.NodeName, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return fmt.Errorf("getting node %q: %w: %w", s.cfg.NodeName, errNodeGone, err)
-		}
-		if err == nil && s.listerStale.Load() && (s.cfg.CacheLive == nil || s.cfg.CacheLive()) {
-			// The cache holds what the API server holds: it is current again, even if no event comes
-			// (an unchanged Node sends none), so later syncs read it and make no periodic GETs.
-			if cached, cerr := s.cfg.Lister.Get(s.cfg.NodeName); cerr == nil && original.ResourceVersion != "" && cached.ResourceVersion == original.ResourceVersion {
-				s.ListerUpdated()
-			}
-		}
+// getNode reads the Node: on try 0 from the lister unless the cache is stale, else from the API
+// server; a GET that finds the cache at the server's resourceVersion marks the cache current again,
+// so an unchanged Node is not read from the API server every sync after a transient failure.
+func (s *Syncer) getNode(ctx context.Context, try int) (*v1.Node, error) {
+	if try == 0 && s.cfg.Cache.Stale() == nil {
+		return s.cfg.Lister.Get(s.cfg.NodeName)
+	}
+	node, err := s.cfg.Client.CoreV1().Nodes().Get(ctx, s.cfg.NodeName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("getting node %q: %w: %w", s.cfg.NodeName, errNodeGone, err)
 	}
 	if err != nil {
-		return fmt.Errorf("getting node %q: %w", s.cfg.NodeName, err)
+		return nil, err
+	}
+	if s.cfg.Cache.Stale() != nil {
+		if cached, cerr := s.cfg.Lister.Get(s.cfg.NodeName); cerr == nil && node.ResourceVersion != "" && cached.ResourceVersion == node.ResourceVersion {
+			s.cfg.Cache.MarkFresh()
+		}
+	}
+	return node, nil
+}
+
+// tryUpdateNodeStatus reads the Node, runs the setters, and patches if the status changed or the
+// report period expired. Mirrors tryUpdateNodeStatus.
+func (s *Syncer) tryUpdateNodeStatus(ctx context.Context, try int) SyncResult {
+	original, err := s.getNode(ctx, try)
+	if err != nil {
+		return SyncResult{Err: fmt.Errorf("getting node %q: %w", s.cfg.NodeName, err)}
 	}
 	if s.lastStatusReportTime.IsZero() {
 		// No report of our own yet: the Node's Ready heartbeat is when its status was last posted (by
@@ -267,29 +338,17 @@ func (s *Syncer) tryUpdateNodeStatus(ctx context.Context, try int) error {
 	if err := ctx.Err(); err != nil {
 		// Shutting down: the setters' CRI calls failed on the cancelled context, so node would say
 		// "containerd://Unknown" and list no images. Post nothing rather than that.
-		return fmt.Errorf("node status not patched: %w", err)
+		return SyncResult{Err: fmt.Errorf("node status not patched: %w", err)}
 	}
 	if !changed && !s.isUpdateStatusPeriodExpired() {
-		s.lastSync.Store(s.cfg.Clock.Now().UnixNano())
-		if s.cfg.OnUnchanged != nil {
-			s.cfg.OnUnchanged(original)
-		}
-		s.onSync("unchanged")
-		return nil
+		return SyncResult{Result: ResultUnchanged, Node: original}
 	}
 	if changed || s.lastStatusReportTime.IsZero() {
 		s.delayAfterNodeStatusChange = s.calculateDelay()
 	} else {
 		s.delayAfterNodeStatusChange = 0
 	}
-	if _, err := s.patchNodeStatus(ctx, original, node); err != nil {
-		if apierrors.IsNotFound(err) {
-			return fmt.Errorf("patching node %q status: %w: %w", s.cfg.NodeName, errNodeGone, err)
-		}
-		return fmt.Errorf("patching node %q status: %w", s.cfg.NodeName, err)
-	}
-	s.onSync("patched")
-	return nil
+	return s.patchNodeStatus(ctx, original, node)
 }
 
 func (s *Syncer) isUpdateStatusPeriodExpired() bool {
@@ -316,53 +375,41 @@ func (s *Syncer) updateNode(ctx context.Context, original *v1.Node) (*v1.Node, b
 			labelsChanged = true
 		}
 	}
-	s.SetNodeStatus(ctx, node)
+	s.cfg.Funcs.Apply(ctx, node)
 	return node, labelsChanged || NodeStatusHasChanged(&original.Status, &node.Status)
-}
-
-// SetNodeStatus runs the setters in order on node, in place; an error is logged and the rest still
-// run (the kubelet's setNodeStatus). The registrar uses it for the initial Node's first status.
-func (s *Syncer) SetNodeStatus(ctx context.Context, node *v1.Node) {
-	logger := klog.FromContext(ctx)
-	for i, f := range s.cfg.Setters {
-		if err := f(ctx, node); err != nil {
-			logger.Error(err, "Failed to set some node status fields", "node", klog.KObj(node), "setter", i)
-		}
-	}
 }
 
 // patchNodeStatus sends a two-way strategic merge patch of original→node to nodes/status
 // (component-helpers PatchNodeStatus, with $patch: replace for addresses) and records the report time.
-// A failed patch returns an error wrapping the API error, so that its reason (Conflict, NotFound, ...)
-// reaches ObservePatch and the node-gone check.
-func (s *Syncer) patchNodeStatus(ctx context.Context, original, node *v1.Node) (*v1.Node, error) {
+// A failed patch's Err wraps the API error, so that its reason (Conflict, NotFound, ...) reaches the
+// result and the node-gone check.
+func (s *Syncer) patchNodeStatus(ctx context.Context, original, node *v1.Node) SyncResult {
 	start := s.cfg.Clock.Now()
 	nodes := &errorKeepingNodes{NodeInterface: s.cfg.Client.CoreV1().Nodes()}
 	updated, patch, err := nodeutil.PatchNodeStatus(nodesClient{s.cfg.Client.CoreV1(), nodes}, types.NodeName(s.cfg.NodeName), original, node)
-	if err != nil && nodes.err != nil {
-		// PatchNodeStatus formats the API error with %v, which drops its type: wrap it again.
-		err = fmt.Errorf("failed to patch status %q for node %q: %w", nodes.data, s.cfg.NodeName, nodes.err)
-	}
-	if s.cfg.ObservePatch != nil {
-		reason := ""
-		if err != nil {
-			reason = string(apierrors.ReasonForError(err))
-			if reason == "" {
-				reason = "Unknown"
-			}
-		}
-		s.cfg.ObservePatch(s.cfg.Clock.Since(start), reason)
-	}
+	r := SyncResult{Patched: true, PatchDuration: s.cfg.Clock.Since(start), Patch: string(patch)}
 	if err != nil {
-		return nil, err
+		if nodes.err != nil {
+			// PatchNodeStatus formats the API error with %v, which drops its type: wrap it again.
+			err = fmt.Errorf("failed to patch status %q for node %q: %w", nodes.data, s.cfg.NodeName, nodes.err)
+			r.Patch = string(nodes.data)
+		}
+		r.PatchReason = string(apierrors.ReasonForError(err))
+		if r.PatchReason == "" {
+			r.PatchReason = "Unknown"
+		}
+		if apierrors.IsNotFound(err) {
+			err = fmt.Errorf("patching node %q status: %w: %w", s.cfg.NodeName, errNodeGone, err)
+		} else {
+			err = fmt.Errorf("patching node %q status: %w", s.cfg.NodeName, err)
+		}
+		r.Err = err
+		return r
 	}
 	klog.FromContext(ctx).V(4).Info("Patched node status", "node", s.cfg.NodeName, "patchBytes", len(patch))
 	s.lastStatusReportTime = s.cfg.Clock.Now()
-	s.lastSync.Store(s.lastStatusReportTime.UnixNano())
-	if s.cfg.OnPatched != nil {
-		s.cfg.OnPatched(updated)
-	}
-	return updated, nil
+	r.Result, r.Node = ResultPatched, updated
+	return r
 }
 
 // nodesClient is a CoreV1Interface whose Nodes() is nodes.
@@ -386,16 +433,12 @@ func (n *errorKeepingNodes) Patch(ctx context.Context, name string, pt types.Pat
 	return updated, err
 }
 
-func (s *Syncer) onSync(result string) {
-	if s.cfg.OnSync != nil {
-		s.cfg.OnSync(result)
-	}
-}
-
 // FastStatusUpdateOnce checks every 100 ms until the Node is Ready or NodeReadyGracePeriod (120 s)
-// has passed: it reads the Node from the lister, refreshes the runtime state, runs the setters and, once
-// Ready is no longer False, patches once (falling back to a full SyncNodeStatus if that patch fails).
-// It returns when done or when ctx ends. Mirrors fastStatusUpdateOnce / fastNodeStatusUpdate.
+// has passed: it refreshes the runtime state (holding no lock), reads the Node from the lister, runs
+// the setters and, once Ready is no longer False, patches once (falling back to a full sync if that
+// patch fails). It returns when done or when ctx ends. Mirrors fastStatusUpdateOnce /
+// fastNodeStatusUpdate, whose updateRuntimeUp call runs under syncNodeStatusMux: here a runtime that
+// hangs cannot hold up the sync loop.
 func (s *Syncer) FastStatusUpdateOnce(ctx context.Context) {
 	const tick, grace = 100 * time.Millisecond, 120 * time.Second
 	deadline := s.cfg.Clock.Now().Add(grace)
@@ -416,23 +459,31 @@ func (s *Syncer) FastStatusUpdateOnce(ctx context.Context) {
 // fastNodeStatusUpdate makes one fast-path attempt and reports whether the fast path is finished.
 func (s *Syncer) fastNodeStatusUpdate(ctx context.Context, timeout bool) bool {
 	logger := klog.FromContext(ctx)
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if timeout {
 		logger.Error(nil, "Node not becoming ready in time after startup")
 		return true
 	}
-	original, err := s.cfg.Lister.Get(s.cfg.NodeName)
-	if err != nil {
-		logger.V(4).Info("Fast status update: node not in the informer cache yet", "err", err)
+	if ready, ok := s.cachedReady(); !ok {
 		return false
-	}
-	if _, ready := nodeutil.GetNodeCondition(&original.Status, v1.NodeReady); ready != nil && ready.Status == v1.ConditionTrue {
+	} else if ready {
 		return true
-	} else if ready == nil {
-		return false
 	}
 	s.cfg.UpdateRuntimeUp(ctx)
+	if ctx.Err() != nil {
+		return true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	start := s.cfg.Clock.Now()
+	original, err := s.cfg.Lister.Get(s.cfg.NodeName)
+	if err != nil {
+		return false
+	}
+	if _, ready := nodeutil.GetNodeCondition(&original.Status, v1.NodeReady); ready == nil {
+		return false
+	} else if ready.Status == v1.ConditionTrue {
+		return true
+	}
 	node, changed := s.updateNode(ctx, original)
 	if ctx.Err() != nil {
 		return true // shutting down: the setters saw a cancelled context; post nothing
@@ -445,13 +496,29 @@ func (s *Syncer) fastNodeStatusUpdate(ctx context.Context, timeout bool) bool {
 	}
 	logger.Info("Fast updating node status as it just became ready")
 	s.delayAfterNodeStatusChange = s.calculateDelay()
-	if _, err := s.patchNodeStatus(ctx, original, node); err != nil {
-		logger.Error(err, "Error updating node status, will retry with syncNodeStatus")
-		s.syncLocked(ctx)
-	} else {
-		s.onSync("patched")
+	r := s.patchNodeStatus(ctx, original, node)
+	if r.Err != nil {
+		logger.Error(r.Err, "Error updating node status, will retry with syncNodeStatus")
+		s.syncLocked(ctx, start)
+		return true
 	}
+	r.Try, r.Fast = 1, true
+	s.finish(start, r)
 	return true
+}
+
+// cachedReady reads the Node's Ready condition from the lister: ok is false when the Node or its
+// Ready condition is not there yet.
+func (s *Syncer) cachedReady() (ready, ok bool) {
+	node, err := s.cfg.Lister.Get(s.cfg.NodeName)
+	if err != nil {
+		return false, false
+	}
+	_, cond := nodeutil.GetNodeCondition(&node.Status, v1.NodeReady)
+	if cond == nil {
+		return false, false
+	}
+	return cond.Status == v1.ConditionTrue, true
 }
 
 // NodeStatusHasChanged reports whether status differs from original, ignoring condition heartbeat

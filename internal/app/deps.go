@@ -1,0 +1,141 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/connrotation"
+	"k8s.io/utils/clock"
+
+	"github.com/nodeagent/nodeagent/pkg/config"
+	"github.com/nodeagent/nodeagent/pkg/criruntime"
+	"github.com/nodeagent/nodeagent/pkg/eviction"
+	"github.com/nodeagent/nodeagent/pkg/host"
+	"github.com/nodeagent/nodeagent/pkg/metrics"
+	"github.com/nodeagent/nodeagent/pkg/node"
+	"github.com/nodeagent/nodeagent/pkg/nodecache"
+	"github.com/nodeagent/nodeagent/pkg/version"
+)
+
+// Dependencies are built once per process, as the kubelet's kubelet.Dependencies: the API clients
+// (sharing one rotating dialer), the Node informer and the cache tracker it feeds, the event
+// broadcaster, the CRI connection, the host and its eviction manager, metrics and the clock.
+type Dependencies struct {
+	Clock           clock.WithTicker
+	Client          kubernetes.Interface
+	HeartbeatClient kubernetes.Interface
+	// CloseAllConns closes every API connection (the kubelet's closeAllConns), which also resets the
+	// informer's watch.
+	CloseAllConns func()
+	Informers     informers.SharedInformerFactory
+	NodeCache     *nodecache.Tracker
+	Broadcaster   record.EventBroadcaster
+	Recorder      record.EventRecorder
+	Runtime       *criruntime.Client
+	Machine       *host.Machine
+	Eviction      *eviction.Manager
+	Metrics       *metrics.Metrics
+}
+
+// NewDependencies builds the Dependencies for cfg. It makes no API or CRI call. The error names the
+// flag and the value (--kubeconfig, --root-dir, --container-runtime-endpoint).
+func NewDependencies(ctx context.Context, cfg *config.Completed) (*Dependencies, error) {
+	c := cfg.Config
+	d := &Dependencies{Clock: clock.RealClock{}, Metrics: metrics.New(processStart)}
+	d.Metrics.NodeName.WithLabelValues(cfg.NodeName).Set(1)
+
+	restConfig, err := loadRESTConfig(cfg.Kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(c.RootDir, 0o750); err != nil {
+		return nil, fmt.Errorf("--root-dir %q: %w", c.RootDir, err)
+	}
+	// The main client (protobuf, rate-limited) registers and watches; the heartbeat client (no rate
+	// limit, timeout ≤ the lease duration) posts status and renews the Lease. One rotating dialer
+	// serves both, so closing its connections after repeated heartbeat failures also resets the watch.
+	dialer := connrotation.NewDialer((&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext)
+	d.CloseAllConns = dialer.CloseAll
+	restConfig.ContentType = "application/vnd.kubernetes.protobuf"
+	restConfig.UserAgent = "nodeagent/" + version.Get().GitVersion
+	restConfig.QPS, restConfig.Burst = *c.KubeAPIQPS, int(c.KubeAPIBurst)
+	restConfig.Dial = dialer.DialContext
+	if d.Client, err = kubernetes.NewForConfig(restConfig); err != nil {
+		return nil, fmt.Errorf("--kubeconfig %q: building client: %w", cfg.Kubeconfig, err)
+	}
+	heartbeatConfig := rest.CopyConfig(restConfig)
+	heartbeatConfig.QPS = -1
+	heartbeatConfig.Timeout = min(c.NodeStatusUpdateFrequency.Duration, time.Duration(c.NodeLeaseDurationSeconds)*time.Second)
+	if d.HeartbeatClient, err = kubernetes.NewForConfig(heartbeatConfig); err != nil {
+		return nil, fmt.Errorf("--kubeconfig %q: building heartbeat client: %w", cfg.Kubeconfig, err)
+	}
+
+	// One informer on this Node only; the tracker hears its events and watch errors.
+	d.NodeCache = nodecache.New(d.Clock)
+	d.Informers = informers.NewSharedInformerFactoryWithOptions(d.Client, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", cfg.NodeName).String()
+		}))
+	nodeInformer := d.Informers.Core().V1().Nodes().Informer()
+	if _, err := nodeInformer.AddEventHandler(d.NodeCache.EventHandler()); err != nil {
+		return nil, fmt.Errorf("node informer: %w", err)
+	}
+	if err := nodeInformer.SetWatchErrorHandlerWithContext(d.NodeCache.WatchErrorHandler()); err != nil {
+		return nil, fmt.Errorf("node informer: %w", err)
+	}
+
+	// Events on the Node, as the kubelet's recorder (component "nodeagent", host = node name).
+	d.Broadcaster = record.NewBroadcaster(record.WithContext(ctx))
+	d.Recorder = d.Broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: "nodeagent", Host: cfg.NodeName})
+
+	if d.Runtime, err = criruntime.Dial(c.ContainerRuntimeEndpoint, c.ImageServiceEndpoint, c.RuntimeRequestTimeout.Duration); err != nil {
+		return nil, fmt.Errorf("--container-runtime-endpoint %q: %w", c.ContainerRuntimeEndpoint, err)
+	}
+	if d.Machine, err = host.New(c.RootDir); err != nil {
+		return nil, err
+	}
+	observer := &eviction.HostObserver{FsInfo: d.Machine.FsInfo(), RootDir: c.RootDir,
+		ImageFsDir: host.ImageFsDir(d.Runtime, node.StatusCallTimeout)}
+	if d.Eviction, err = eviction.New(eviction.Config{
+		Thresholds: cfg.EvictionHard, Observe: observer.Observe, Clock: d.Clock,
+		Period: 10 * time.Second, PressureTransitionPeriod: 5 * time.Minute,
+	}); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// loadRESTConfig loads --kubeconfig, or the in-cluster config when it is empty. The error names the flag.
+func loadRESTConfig(path string) (*rest.Config, error) {
+	if path == "" {
+		cfg, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("--kubeconfig not set and no in-cluster config: %w", err)
+		}
+		return cfg, nil
+	}
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("--kubeconfig %q: %w", path, err)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		return nil, fmt.Errorf("--kubeconfig %q: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// processStart is taken when the package initialises, the closest the process can see to its own
+// start, for the time-to-Ready metric.
+var processStart = time.Now()

@@ -1,0 +1,159 @@
+package criruntime
+
+import (
+	"context"
+	"net"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"errors"
+
+	"google.golang.org/grpc"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// criServer is a real gRPC CRI server on a unix socket, answering Status and Version, or hanging.
+type criServer struct {
+	runtimeapi.UnimplementedRuntimeServiceServer
+	runtimeapi.UnimplementedImageServiceServer
+	hang chan struct{} // non-nil: Status blocks until it is closed or the call ends
+}
+
+func (s *criServer) Status(ctx context.Context, _ *runtimeapi.StatusRequest) (*runtimeapi.StatusResponse, error) {
+	if s.hang != nil {
+		select {
+		case <-s.hang:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return statusResp(cond(runtimeapi.RuntimeReady, true, "", "")), nil
+}
+
+func (s *criServer) Version(context.Context, *runtimeapi.VersionRequest) (*runtimeapi.VersionResponse, error) {
+	return &runtimeapi.VersionResponse{RuntimeName: "containerd", RuntimeVersion: "1.6.20~ds1"}, nil
+}
+
+func (s *criServer) ListImages(context.Context, *runtimeapi.ListImagesRequest) (*runtimeapi.ListImagesResponse, error) {
+	return &runtimeapi.ListImagesResponse{Images: []*runtimeapi.Image{{Id: "sha256:1", RepoTags: []string{"registry.k8s.io/pause:3.10"}}}}, nil
+}
+
+func serveCRI(t *testing.T, sock string, srv *criServer) {
+	t.Helper()
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer()
+	runtimeapi.RegisterRuntimeServiceServer(g, srv)
+	runtimeapi.RegisterImageServiceServer(g, srv)
+	go func() { _ = g.Serve(l) }()
+	t.Cleanup(g.Stop)
+}
+
+// TestClientRuntimeAbsentThenPresent: while the socket does not exist every call fails at once with
+// the dial error naming the socket, and the process does not grow (no connection per call, unlike
+// cri-client's NewRemoteRuntimeService); once a runtime listens, the same Client reaches it.
+func TestClientRuntimeAbsentThenPresent(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "containerd.sock")
+	c, err := Dial("unix://"+sock, "", 2*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := t.Context()
+
+	_, err = c.Status(ctx, false)
+	if err == nil {
+		t.Fatal("Status with no runtime: no error")
+	}
+	if want := "dial unix " + sock + ": connect: no such file or directory"; err.Error() != want {
+		t.Errorf("Status with no runtime: %q, want %q", err, want)
+	}
+	if !errors.Is(err, syscall.ENOENT) {
+		t.Errorf("error does not wrap ENOENT: %v", err)
+	}
+	before := runtime.NumGoroutine()
+	for range 300 {
+		if _, err := c.Status(ctx, false); err == nil {
+			t.Fatal("Status with no runtime: no error")
+		}
+		_, _ = c.Version(ctx, "v1")
+	}
+	if after := runtime.NumGoroutine(); after > before+5 {
+		t.Errorf("goroutines %d → %d after 600 calls with no runtime: connections leak", before, after)
+	}
+
+	serveCRI(t, sock, &criServer{})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := c.Status(ctx, false)
+		if err == nil && resp.GetStatus() != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Status after the runtime came up: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond) // gRPC's reconnect backoff (at most 3 s) runs in real time
+	}
+	v, err := c.Version(ctx, "v1")
+	if err != nil || v.RuntimeVersion != "1.6.20~ds1" {
+		t.Errorf("Version: %v, %v", v, err)
+	}
+	images, err := c.ListImages(ctx, nil)
+	if err != nil || len(images) != 1 {
+		t.Errorf("ListImages: %v, %v", images, err)
+	}
+}
+
+// TestClientHungRuntime: a runtime that never answers Status holds a call only until its context's
+// deadline, and the error names the endpoint and the call.
+func TestClientHungRuntime(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "hung.sock")
+	hang := make(chan struct{})
+	defer close(hang)
+	serveCRI(t, sock, &criServer{hang: hang})
+	c, err := Dial("unix://"+sock, "", 2*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	_, err = c.Status(ctx, false)
+	if err == nil || !strings.Contains(err.Error(), "unix://"+sock+": Status: ") || !strings.Contains(err.Error(), "DeadlineExceeded") {
+		t.Errorf("Status on a hung runtime: %v, want a deadline error naming the endpoint and the call", err)
+	}
+}
+
+func TestDialBadEndpoint(t *testing.T) {
+	if _, err := Dial("tcp://127.0.0.1:1", "", time.Second); err == nil || !strings.Contains(err.Error(), "tcp://127.0.0.1:1") {
+		t.Errorf("Dial(tcp://...) = %v, want an error naming the endpoint", err)
+	}
+}
+
+func TestVersionSource(t *testing.T) {
+	cases := []struct{ raw, want string }{
+		{"1.6.20~ds1", "1.6.20"},
+		{"1.7.24", "1.7.24"},
+		{"v2.0.0-rc.1", "2.0.0-rc.1"},
+		{"weird", "weird"},
+	}
+	for _, tc := range cases {
+		if got := runtimeVersionString(tc.raw); got != tc.want {
+			t.Errorf("runtimeVersionString(%q) = %q, want %q", tc.raw, got, tc.want)
+		}
+	}
+	v := NewVersionSource(&fakeRuntime{}, "unix:///run/crio/crio.sock", time.Second)
+	if v.Type() != "cri-o" {
+		t.Errorf("type before any answer = %q, want cri-o from the endpoint", v.Type())
+	}
+	typ, ver, err := v.Version(t.Context())
+	if err != nil || typ != "fake" || ver != "1.0" || v.Type() != "fake" {
+		t.Errorf("Version() = %q, %q, %v; Type() = %q", typ, ver, err, v.Type())
+	}
+}

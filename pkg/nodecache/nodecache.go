@@ -1,0 +1,132 @@
+// Package nodecache decides whether the Node informer's cache can be trusted for a Node: the one
+// place that knows it. A Node's cache turns stale when a heartbeat to the API server fails (the
+// connection, and so the informer's watch, may be gone: changes such as the node lifecycle
+// controller's Ready=Unknown can be missed) or when the informer's watch ends with an error; it is
+// current again when the informer delivers an event for that Node, or when a GET finds the cache at
+// the API server's resourceVersion. While stale, the status syncer reads the Node from the API server.
+//
+// One Tracker serves every Node of a process (one for the agent, N for the simulation) and is fed by
+// the one shared Node informer: wire EventHandler and WatchErrorHandler to it.
+package nodecache
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+)
+
+// Tracker tracks, per Node name, whether the informer cache is current. The zero value is not
+// usable; call New. Safe for concurrent use.
+type Tracker struct {
+	clock clock.PassiveClock
+
+	mu    sync.Mutex
+	stale map[string]Staleness
+	// allStale is set by MarkAllStale; it holds for every Node without a later event.
+	allStale    *Staleness
+	allStaleSeq uint64
+	freshSeq    map[string]uint64 // the allStaleSeq a Node's last MarkFresh saw
+}
+
+// Staleness says why and since when a Node's cache is not trusted.
+type Staleness struct {
+	Reason string    `json:"reason"`
+	Since  time.Time `json:"since"`
+}
+
+// New returns a Tracker in which every Node's cache is current.
+func New(clk clock.PassiveClock) *Tracker {
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	return &Tracker{clock: clk, stale: map[string]Staleness{}, freshSeq: map[string]uint64{}}
+}
+
+// MarkStale marks one Node's cache stale for reason (kept if it is already stale).
+func (t *Tracker) MarkStale(name, reason string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.stale[name]; !ok {
+		t.stale[name] = Staleness{Reason: reason, Since: t.clock.Now()}
+	}
+}
+
+// MarkAllStale marks every Node's cache stale for reason, e.g. when the shared watch failed.
+func (t *Tracker) MarkAllStale(reason string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.allStaleSeq++
+	t.allStale = &Staleness{Reason: reason, Since: t.clock.Now()}
+}
+
+// MarkFresh marks one Node's cache current.
+func (t *Tracker) MarkFresh(name string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.stale, name)
+	t.freshSeq[name] = t.allStaleSeq
+}
+
+// Stale returns why the Node's cache is not trusted, or nil when it is current.
+func (t *Tracker) Stale(name string) *Staleness {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s, ok := t.stale[name]; ok {
+		return &s
+	}
+	if t.allStale != nil && t.freshSeq[name] < t.allStaleSeq {
+		s := *t.allStale
+		return &s
+	}
+	return nil
+}
+
+// Node returns the view of one Node, for the status syncer and the Lease renewer of that Node.
+func (t *Tracker) Node(name string) *Node { return &Node{t: t, name: name} }
+
+// EventHandler returns the informer event handler that marks a Node current on each of its events
+// (a re-list after a broken watch delivers an update for every Node, changed or not).
+func (t *Tracker) EventHandler() cache.ResourceEventHandler {
+	fresh := func(obj any) {
+		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = tomb.Obj
+		}
+		if n, ok := obj.(*v1.Node); ok {
+			t.MarkFresh(n.Name)
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { fresh(obj) },
+		UpdateFunc: func(_, obj any) { fresh(obj) },
+		DeleteFunc: fresh,
+	}
+}
+
+// WatchErrorHandler returns the informer's watch error handler: it marks every Node stale, then
+// logs as client-go's DefaultWatchErrorHandler.
+func (t *Tracker) WatchErrorHandler() cache.WatchErrorHandlerWithContext {
+	return func(ctx context.Context, r *cache.Reflector, err error) {
+		t.MarkAllStale(fmt.Sprintf("node watch failed: %v", err))
+		cache.DefaultWatchErrorHandler(ctx, r, err)
+	}
+}
+
+// Node is one Node's view of a Tracker.
+type Node struct {
+	t    *Tracker
+	name string
+}
+
+// MarkStale marks this Node's cache stale for reason.
+func (n *Node) MarkStale(reason string) { n.t.MarkStale(n.name, reason) }
+
+// MarkFresh marks this Node's cache current.
+func (n *Node) MarkFresh() { n.t.MarkFresh(n.name) }
+
+// Stale returns why this Node's cache is not trusted, or nil.
+func (n *Node) Stale() *Staleness { return n.t.Stale(n.name) }

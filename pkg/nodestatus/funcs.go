@@ -1,0 +1,86 @@
+package nodestatus
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+)
+
+// Func is one named Setter of an ordered list, e.g. {"ReadyCondition", ReadyCondition(...)}.
+type Func struct {
+	Name   string
+	Setter Setter
+}
+
+// SetterStats is what the last run of one setter did, for /debug/nodestatus.
+type SetterStats struct {
+	// Name is the Func's name.
+	Name string `json:"name"`
+	// LastRun is when it last started; zero before its first run.
+	LastRun time.Time `json:"lastRun,omitzero"`
+	// Duration is how long its last run took.
+	Duration time.Duration `json:"duration"`
+	// LastError is its last run's error ("" when it succeeded).
+	LastError string `json:"lastError,omitempty"`
+}
+
+// Funcs is the ordered setter list of one Node and the one function that applies it, for both the
+// initial Node at registration and every status update: the kubelet's setNodeStatusFuncs and
+// setNodeStatus. It records each setter's last run. Safe for concurrent use.
+type Funcs struct {
+	clock clock.PassiveClock
+	funcs []Func
+
+	mu    sync.Mutex
+	stats []SetterStats
+}
+
+// NewFuncs returns the list funcs, run in order by Apply; clk times the runs (nil: the real clock).
+func NewFuncs(clk clock.PassiveClock, funcs ...Func) *Funcs {
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	stats := make([]SetterStats, len(funcs))
+	for i, f := range funcs {
+		stats[i].Name = f.Name
+	}
+	return &Funcs{clock: clk, funcs: funcs, stats: stats}
+}
+
+// Apply runs every setter in order on node, in place. A setter's error is logged with the setter's
+// name and the rest still run, as the kubelet's setNodeStatus.
+func (f *Funcs) Apply(ctx context.Context, node *v1.Node) {
+	logger := klog.FromContext(ctx)
+	for i, fn := range f.funcs {
+		start := f.clock.Now()
+		err := fn.Setter(ctx, node)
+		st := SetterStats{Name: fn.Name, LastRun: start, Duration: f.clock.Since(start)}
+		if err != nil {
+			st.LastError = err.Error()
+			logger.Error(err, "Failed to set some node status fields", "node", klog.KObj(node), "setter", fn.Name)
+		}
+		f.mu.Lock()
+		f.stats[i] = st
+		f.mu.Unlock()
+	}
+}
+
+// Names returns the setters' names in order.
+func (f *Funcs) Names() []string {
+	names := make([]string, len(f.funcs))
+	for i, fn := range f.funcs {
+		names[i] = fn.Name
+	}
+	return names
+}
+
+// Stats returns a copy of every setter's last run, in order.
+func (f *Funcs) Stats() []SetterStats {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]SetterStats(nil), f.stats...)
+}
