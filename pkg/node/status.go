@@ -52,18 +52,18 @@ type Status struct {
 
 // RuntimeStatus is runtimeState as the Ready setter reads it.
 type RuntimeStatus struct {
-	RuntimeError    string                `json:"runtimeError,omitempty"`
-	NetworkError    string                `json:"networkError,omitempty"`
-	StorageError    string                `json:"storageError,omitempty"`
-	LastRuntimeSync time.Time             `json:"lastRuntimeSync,omitzero"`
-	Age             time.Duration         `json:"age,omitempty"`
-	Handlers        []criruntime.Handler  `json:"handlers,omitempty"`
-	Features        *criruntime.Features  `json:"features,omitempty"`
+	RuntimeError    string               `json:"runtimeError,omitempty"`
+	NetworkError    string               `json:"networkError,omitempty"`
+	StorageError    string               `json:"storageError,omitempty"`
+	LastRuntimeSync time.Time            `json:"lastRuntimeSync,omitzero"`
+	Age             time.Duration        `json:"age,omitempty"`
+	Handlers        []criruntime.Handler `json:"handlers,omitempty"`
+	Features        *criruntime.Features `json:"features,omitempty"`
 }
 
 // NodeCacheStatus says whether the Node informer's cache is current for this Node.
 type NodeCacheStatus struct {
-	Current bool                  `json:"current"`
+	Current bool                 `json:"current"`
 	Stale   *nodecache.Staleness `json:"stale,omitempty"`
 }
 
