@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -14,19 +15,12 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/fake"
-	corelisters "k8s.io/client-go/listers/core/v1"
-	"k8s.io/client-go/tools/cache"
 	logsapi "k8s.io/component-base/logs/api/v1"
 	"k8s.io/klog/v2/ktesting"
-	testingclock "k8s.io/utils/clock/testing"
 
-	"github.com/nodeagent/nodeagent/pkg/config"
-	"github.com/nodeagent/nodeagent/pkg/eviction"
 	"github.com/nodeagent/nodeagent/pkg/lease"
-	"github.com/nodeagent/nodeagent/pkg/metrics"
+	"github.com/nodeagent/nodeagent/pkg/node"
 	"github.com/nodeagent/nodeagent/pkg/statussync"
 )
 
@@ -50,13 +44,14 @@ func runMain(t *testing.T, args []string) (int, string) {
 		t.Fatal(err)
 	}
 	defer devNull.Close()
-	savedErr, savedOut := os.Stderr, os.Stdout
-	os.Stderr, os.Stdout = f, devNull
+	// klog writes to os.Stderr directly: capture it too.
+	savedErr := os.Stderr
+	os.Stderr = f
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	code := Main(ctx, args)
-	os.Stderr, os.Stdout = savedErr, savedOut
+	code := Main(ctx, args, devNull, f)
+	os.Stderr = savedErr
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		t.Fatal(err)
 	}
@@ -188,321 +183,78 @@ func TestOneLine(t *testing.T) {
 	}
 }
 
-func rl(pairs ...string) v1.ResourceList {
-	out := v1.ResourceList{}
-	for i := 0; i < len(pairs); i += 2 {
-		out[v1.ResourceName(pairs[i])] = resource.MustParse(pairs[i+1])
-	}
-	return out
-}
 
-// TestAllocatableReservation checks the reservation against the kubelet's
-// GetNodeAllocatableReservation: system-reserved + kube-reserved + the hard eviction thresholds for
-// memory (memory.available) and ephemeral-storage (nodefs.available), against capacity.
-func TestAllocatableReservation(t *testing.T) {
-	thresholds := func(m map[string]string) []eviction.Threshold {
-		th, err := eviction.ParseThresholds(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return th
-	}
-	capacity := rl("cpu", "4", "memory", "8Gi", "ephemeral-storage", "100Gi", "pods", "110")
-	// The kubelet's GetThresholdQuantity for 10% of 100Gi: int64(capacity × float32(0.1)).
-	tenPercentOf100Gi := int64(float64(100<<30) * float64(float32(10)/100))
-	cases := []struct {
-		desc           string
-		capacity       v1.ResourceList
-		systemReserved v1.ResourceList
-		kubeReserved   v1.ResourceList
-		evictionHard   map[string]string
-		want           v1.ResourceList
-	}{
-		{desc: "nothing reserved", capacity: capacity, want: v1.ResourceList{}},
-		{
-			desc: "kubelet defaults: 100Mi memory and 10% of nodefs", capacity: capacity, evictionHard: config.DefaultEvictionHard,
-			want: v1.ResourceList{v1.ResourceMemory: resource.MustParse("100Mi"), v1.ResourceEphemeralStorage: *resource.NewQuantity(tenPercentOf100Gi, resource.BinarySI)},
-		},
-		{
-			desc: "system + kube reserved + eviction add up", capacity: capacity,
-			systemReserved: rl("cpu", "100m", "memory", "100Mi", "ephemeral-storage", "1Gi"),
-			kubeReserved:   rl("cpu", "200m", "memory", "200Mi"),
-			evictionHard:   map[string]string{"memory.available": "100Mi", "nodefs.available": "10%"},
-			want: v1.ResourceList{
-				v1.ResourceCPU:              resource.MustParse("300m"),
-				v1.ResourceMemory:           resource.MustParse("400Mi"),
-				v1.ResourceEphemeralStorage: *resource.NewQuantity(1<<30+tenPercentOf100Gi, resource.BinarySI),
-			},
-		},
-		{
-			desc: "memory threshold as a percentage of memory capacity", capacity: capacity,
-			evictionHard: map[string]string{"memory.available": "5%"},
-			want:         v1.ResourceList{v1.ResourceMemory: *resource.NewQuantity(int64(float64(8<<30)*float64(float32(5)/100)), resource.BinarySI)},
-		},
-		{
-			desc: "no ephemeral-storage capacity: no nodefs reservation", capacity: rl("cpu", "4", "memory", "8Gi"),
-			evictionHard: map[string]string{"nodefs.available": "10%"},
-			want:         v1.ResourceList{},
-		},
-		{
-			desc: "imagefs, inodes and pid thresholds reserve nothing", capacity: capacity,
-			evictionHard: map[string]string{"imagefs.available": "15%", "nodefs.inodesFree": "5%", "pid.available": "1000"},
-			want:         v1.ResourceList{},
-		},
-	}
-	for _, tc := range cases {
-		t.Run(tc.desc, func(t *testing.T) {
-			got := allocatableReservation(tc.capacity, tc.systemReserved, tc.kubeReserved, thresholds(tc.evictionHard))
-			for k, w := range tc.want {
-				if g, ok := got[k]; !ok || g.Cmp(w) != 0 {
-					t.Errorf("%s = %v, want %v", k, got[k], w)
-				}
-			}
-			for k, g := range got {
-				if _, ok := tc.want[k]; !ok && !g.IsZero() {
-					t.Errorf("unexpected reservation %s = %v", k, g)
-				}
-			}
-		})
-	}
-}
-
-func TestRuntimeTypeFromEndpoint(t *testing.T) {
-	for ep, want := range map[string]string{
-		"unix:///run/containerd/containerd.sock": "containerd",
-		"unix:///var/run/crio/crio.sock":         "cri-o",
-		"unix:///tmp/x/containerd.sock":          "containerd",
-	} {
-		if got := runtimeTypeFromEndpoint(ep); got != want {
-			t.Errorf("runtimeTypeFromEndpoint(%q) = %q, want %q", ep, got, want)
-		}
-	}
-}
-
-// testAgent builds an Agent with only what the health checks use: a status syncer and a lease renewer
-// on a fake clientset, the given fake clock and start time.
-func testAgent(t *testing.T, clk *testingclock.FakeClock, register func(context.Context) error) *Agent {
+// statusFixture serves /debug/nodestatus and /healthz?verbose as an agent would.
+func statusFixture(t *testing.T, ready v1.ConditionStatus, message string, problems []string, healthCode int) *httptest.Server {
 	t.Helper()
-	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}}
-	client := fake.NewClientset(node)
-	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
-	if err := indexer.Add(node); err != nil {
-		t.Fatal(err)
-	}
-	c := config.NewDefault() // status every 10s, lease 40s (renewed every 10s)
-	syncer, err := statussync.New(statussync.Config{
-		Client: client, Lister: corelisters.NewNodeLister(indexer), NodeName: "n", Register: register,
-		UpdateFrequency: c.NodeStatusUpdateFrequency.Duration, ReportFrequency: c.NodeStatusReportFrequency.Duration,
-		Clock: clk, Rand: func() float64 { return 0.5 },
+	now := time.Now()
+	report := node.Report{Version: "v1.36.3+nodeagent.test", StartedAt: now.Add(-time.Minute), Nodes: []node.Status{{
+		Node:     "n1",
+		Ready:    &v1.NodeCondition{Type: v1.NodeReady, Status: ready, Reason: "KubeletNotReady", Message: message, LastTransitionTime: metav1.NewTime(now.Add(-30 * time.Second))},
+		Problems: problems,
+		LastSync: &statussync.SyncResult{Time: now.Add(-2 * time.Second), Result: statussync.ResultUnchanged, Try: 1},
+		Lease:    lease.Status{LastRenew: now.Add(-3 * time.Second), Holder: "n1", RenewInterval: 10 * time.Second},
+	}}}
+	mux := http.NewServeMux()
+	mux.Handle(node.DebugPath, node.DebugHandler(func() node.Report { return report }))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(healthCode)
+		mark := "[+]syncloop ok"
+		if healthCode != http.StatusOK {
+			mark = "[-]syncloop failed: reason withheld"
+		}
+		fmt.Fprintf(w, "[+]ping ok\n[+]log ok\n%s\nhealthz check passed\n", mark)
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	renewer, err := lease.New(lease.Config{Client: client, NodeName: "n", LeaseDurationSeconds: c.NodeLeaseDurationSeconds, Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &Agent{opts: &config.Options{Config: c}, nodeName: "n", clock: clk, startTime: clk.Now(),
-		syncer: syncer, renewer: renewer, metrics: metrics.New()}
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv
 }
 
-// TestSyncLoopHealthy: /healthz's syncloop check fails once the last status sync or Lease renewal
-// (or the start, before the first) is older than three periods: 30 s each with the defaults.
-func TestSyncLoopHealthy(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	start := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+// TestStatusCommand: nodeagent status prints Ready or why not, and exits 0 healthy, 1 unhealthy, 2
+// when the agent does not answer; -o json prints the raw report.
+func TestStatusCommand(t *testing.T) {
+	down := "container runtime is down: dial unix /run/containerd/containerd.sock: connect: no such file or directory"
 	cases := []struct {
-		desc      string
-		syncAt    time.Duration // status synced this long after start (<0: never)
-		leaseAt   time.Duration // lease renewed this long after start (<0: never)
-		checkAt   time.Duration
-		want      []string // substrings of the error; none means healthy
-		notWanted []string
+		desc       string
+		ready      v1.ConditionStatus
+		message    string
+		problems   []string
+		healthCode int
+		args       []string
+		noAgent    bool
+		wantCode   int
+		want       []string
 	}{
-		{desc: "at start", syncAt: -1, leaseAt: -1, checkAt: 0},
-		{desc: "30s after start, nothing yet: still within the bound", syncAt: -1, leaseAt: -1, checkAt: 30 * time.Second},
-		{desc: "31s after start, nothing yet", syncAt: -1, leaseAt: -1, checkAt: 31 * time.Second,
-			want: []string{"last node status sync 31s ago, bound 30s", "last lease renewal 31s ago, bound 30s"}},
-		{desc: "both recent", syncAt: 25 * time.Second, leaseAt: 25 * time.Second, checkAt: 50 * time.Second},
-		{desc: "lease stale", syncAt: 40 * time.Second, leaseAt: 5 * time.Second, checkAt: 50 * time.Second,
-			want: []string{"last lease renewal 45s ago, bound 30s"}, notWanted: []string{"status"}},
-		{desc: "status stale", syncAt: 5 * time.Second, leaseAt: 40 * time.Second, checkAt: 50 * time.Second,
-			want: []string{"last node status sync 45s ago, bound 30s"}, notWanted: []string{"lease"}},
+		{desc: "ready and healthy", ready: v1.ConditionTrue, message: "kubelet is posting ready status", healthCode: 200,
+			wantCode: 0, want: []string{"Node n1: Ready", "Health: ping ok, log ok, syncloop ok", "Lease: renewed 3s ago"}},
+		{desc: "runtime down", ready: v1.ConditionFalse, message: down, problems: []string{"runtime: " + down}, healthCode: 200,
+			wantCode: 1, want: []string{"Node n1: NotReady", "Why:", "- runtime: " + down}},
+		{desc: "ready but the sync loop is unhealthy", ready: v1.ConditionTrue, healthCode: 500,
+			wantCode: 1, want: []string{"Node n1: Ready", "syncloop FAILED"}},
+		{desc: "json", ready: v1.ConditionFalse, message: down, healthCode: 200, args: []string{"-o", "json"},
+			wantCode: 1, want: []string{`"node": "n1"`, `"healthy": false`, `"message": "` + down + `"`}},
+		{desc: "agent unreachable", noAgent: true, wantCode: 2, want: []string{"did not answer"}},
+		{desc: "bad output format", args: []string{"-o", "yaml"}, noAgent: true, wantCode: 1, want: []string{`-o "yaml"`}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.desc, func(t *testing.T) {
-			clk := testingclock.NewFakeClock(start)
-			a := testAgent(t, clk, nil)
-			steps := []struct {
-				at time.Duration
-				do func()
-			}{
-				{tc.syncAt, func() { a.syncer.SyncNodeStatus(ctx) }},
-				{tc.leaseAt, func() { a.lastLeaseRenew.Store(clk.Now().UnixNano()) }},
+			port := "1" // nothing listens on port 1
+			if !tc.noAgent {
+				srv := statusFixture(t, tc.ready, tc.message, tc.problems, tc.healthCode)
+				port = srv.URL[strings.LastIndex(srv.URL, ":")+1:]
 			}
-			if tc.leaseAt < tc.syncAt {
-				steps[0], steps[1] = steps[1], steps[0]
+			var stdout, stderr bytes.Buffer
+			args := append([]string{"status", "--healthz-port", port}, tc.args...)
+			code := Main(t.Context(), args, &stdout, &stderr)
+			if code != tc.wantCode {
+				t.Errorf("exit code %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tc.wantCode, stdout.String(), stderr.String())
 			}
-			for _, s := range steps {
-				if s.at >= 0 {
-					clk.SetTime(start.Add(s.at))
-					s.do()
-				}
-			}
-			clk.SetTime(start.Add(tc.checkAt))
-			err := a.syncLoopHealthy()
-			if len(tc.want) == 0 {
-				if err != nil {
-					t.Errorf("syncLoopHealthy: %v, want healthy", err)
-				}
-				return
-			}
-			if err == nil {
-				t.Fatalf("syncLoopHealthy: healthy, want %q", tc.want)
-			}
+			out := stdout.String() + stderr.String()
 			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q lacks %q", err, w)
-				}
-			}
-			for _, w := range tc.notWanted {
-				if strings.Contains(err.Error(), w) {
-					t.Errorf("error %q has %q", err, w)
+				if !strings.Contains(out, w) {
+					t.Errorf("output lacks %q:\n%s", w, out)
 				}
 			}
 		})
-	}
-}
-
-// TestRegisteredHealthy: /readyz's check passes once the Node is registered and a status posted.
-func TestRegisteredHealthy(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	clk := testingclock.NewFakeClock(time.Now())
-	registerErr := errors.New("forbidden")
-	a := testAgent(t, clk, func(context.Context) error { return registerErr })
-	if err := a.registeredHealthy(); err == nil || !strings.Contains(err.Error(), `node "n" not registered yet`) {
-		t.Errorf("before registration: %v", err)
-	}
-	a.syncer.SyncNodeStatus(ctx) // registration fails
-	if err := a.registeredHealthy(); err == nil || !strings.Contains(err.Error(), "not registered yet") {
-		t.Errorf("after a failed registration: %v", err)
-	}
-	registerErr = nil
-	a.syncer.SyncNodeStatus(ctx) // registers and posts
-	if err := a.registeredHealthy(); err != nil {
-		t.Errorf("after registration and a posted status: %v", err)
-	}
-
-	b := testAgent(t, clk, nil) // --register-node=false
-	if err := b.registeredHealthy(); err == nil || !strings.Contains(err.Error(), "status not posted yet") {
-		t.Errorf("before the first status: %v", err)
-	}
-	b.firstPosted.Store(true)
-	if err := b.registeredHealthy(); err != nil {
-		t.Errorf("after the first posted status: %v", err)
-	}
-}
-
-// roundTripFunc answers requests for observeLeaseRequests tests.
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
-func scrape(t *testing.T, m *metrics.Metrics) string {
-	t.Helper()
-	rec := httptest.NewRecorder()
-	m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-	return rec.Body.String()
-}
-
-// TestObserveLeaseRequests: Lease writes through the heartbeat transport are timed, failures counted
-// by reason, and a successful write marks the renewal time for the syncloop check; reads and other
-// requests pass through untouched.
-func TestObserveLeaseRequests(t *testing.T) {
-	clk := testingclock.NewFakeClock(time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC))
-	a := testAgent(t, clk, nil)
-	leaseURL := "https://127.0.0.1:6443/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/n"
-	var status int
-	var transportErr error
-	rt := a.observeLeaseRequests(roundTripFunc(func(*http.Request) (*http.Response, error) {
-		if transportErr != nil {
-			return nil, transportErr
-		}
-		return &http.Response{StatusCode: status, Body: io.NopCloser(strings.NewReader(""))}, nil
-	}))
-	do := func(method, url string) {
-		t.Helper()
-		req := httptest.NewRequest(method, url, nil)
-		if resp, err := rt.RoundTrip(req); err == nil {
-			resp.Body.Close()
-		}
-	}
-	status = 200
-	do(http.MethodGet, leaseURL) // a read: not a renewal
-	do(http.MethodPatch, "https://127.0.0.1:6443/api/v1/nodes/n/status")
-	if a.lastLeaseRenew.Load() != 0 {
-		t.Fatalf("a GET or a node patch counted as a lease renewal")
-	}
-	do(http.MethodPut, leaseURL)
-	if got := time.Unix(0, a.lastLeaseRenew.Load()); !got.Equal(clk.Now()) {
-		t.Errorf("last renewal %v, want %v", got, clk.Now())
-	}
-	status = http.StatusConflict
-	do(http.MethodPut, leaseURL)
-	status = http.StatusNotFound
-	do(http.MethodGet, leaseURL) // ensure-lease looking before a create: 404 is expected, not an error
-	status = http.StatusServiceUnavailable
-	do(http.MethodGet, leaseURL) // ensure-lease failing: an error
-	transportErr = errors.New("connection reset")
-	do(http.MethodPost, "https://127.0.0.1:6443/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases")
-	do(http.MethodGet, leaseURL)
-	out := scrape(t, a.metrics)
-	for _, w := range []string{
-		`nodeagent_lease_renew_duration_seconds_count 1`,
-		`nodeagent_lease_renew_errors_total{reason="Conflict"} 1`,
-		`nodeagent_lease_renew_errors_total{reason="Service Unavailable"} 1`,
-		`nodeagent_lease_renew_errors_total{reason="Transport"} 2`,
-	} {
-		if !strings.Contains(out, w) {
-			t.Errorf("metrics lack %q", w)
-		}
-	}
-	if strings.Contains(out, `reason="Not Found"`) {
-		t.Errorf("a 404 on the ensure-lease GET was counted as an error")
-	}
-}
-
-// TestOnPatched: the Ready metrics follow the Node the API server returned; the start-up duration is
-// set once, at the first Ready.
-func TestOnPatched(t *testing.T) {
-	clk := testingclock.NewFakeClock(time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC))
-	a := testAgent(t, clk, nil)
-	withReady := func(s v1.ConditionStatus) *v1.Node {
-		return &v1.Node{Status: v1.NodeStatus{Conditions: []v1.NodeCondition{
-			{Type: v1.NodeMemoryPressure, Status: v1.ConditionFalse}, {Type: v1.NodeReady, Status: s},
-		}}}
-	}
-	clk.Step(3 * time.Second)
-	a.onPatched(withReady(v1.ConditionFalse))
-	out := scrape(t, a.metrics)
-	for _, w := range []string{"nodeagent_node_ready 0", `nodeagent_node_condition{condition="Ready",status="False"} 1`,
-		`nodeagent_node_condition{condition="MemoryPressure",status="False"} 1`, "nodeagent_startup_to_ready_duration_seconds 0"} {
-		if !strings.Contains(out, w) {
-			t.Errorf("after NotReady: metrics lack %q", w)
-		}
-	}
-	if !a.firstPosted.Load() {
-		t.Error("firstPosted not set")
-	}
-	clk.Step(2 * time.Second)
-	a.onPatched(withReady(v1.ConditionTrue))
-	clk.Step(time.Minute)
-	a.onPatched(withReady(v1.ConditionTrue))
-	out = scrape(t, a.metrics)
-	for _, w := range []string{"nodeagent_node_ready 1", `nodeagent_node_condition{condition="Ready",status="True"} 1`,
-		`nodeagent_node_condition{condition="Ready",status="False"} 0`, "nodeagent_startup_to_ready_duration_seconds 5"} {
-		if !strings.Contains(out, w) {
-			t.Errorf("after Ready: metrics lack %q", w)
-		}
 	}
 }
