@@ -160,12 +160,12 @@ func (m *Metrics) ObserveLeaseError(reason string) { m.LeaseRenewErrors.WithLabe
 // process start.
 func (m *Metrics) ObserveSync(_ string, r statussync.SyncResult) {
 	m.NodeStatusSyncs.WithLabelValues(string(r.Result)).Inc()
-	if r.Patched {
-		if r.PatchReason == "" {
-			m.NodeStatusPatchDuration.WithLabelValues("success").Observe(r.PatchDuration.Seconds())
+	for _, p := range r.Patches {
+		if p.Reason == "" {
+			m.NodeStatusPatchDuration.WithLabelValues("success").Observe(p.Duration.Seconds())
 		} else {
-			m.NodeStatusPatchDuration.WithLabelValues("error").Observe(r.PatchDuration.Seconds())
-			m.NodeStatusPatchErrors.WithLabelValues(r.PatchReason).Inc()
+			m.NodeStatusPatchDuration.WithLabelValues("error").Observe(p.Duration.Seconds())
+			m.NodeStatusPatchErrors.WithLabelValues(p.Reason).Inc()
 		}
 	}
 	if r.Node == nil {

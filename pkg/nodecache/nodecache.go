@@ -2,8 +2,10 @@
 // place that knows it. A Node's cache turns stale when a heartbeat to the API server fails (the
 // connection, and so the informer's watch, may be gone: changes such as the node lifecycle
 // controller's Ready=Unknown can be missed) or when the informer's watch ends with an error; it is
-// current again when the informer delivers an event for that Node, or when a GET finds the cache at
-// the API server's resourceVersion. While stale, the status syncer reads the Node from the API server.
+// current again only when the informer delivers an event for that Node, which proves its watch is
+// live again (a GET that finds the cache at the API server's resourceVersion does not: the watch may
+// still be down and miss the next change). While stale, the status syncer reads the Node from the API
+// server; the next status patch (at the latest after --node-status-report-frequency) brings the event.
 //
 // One Tracker serves every Node of a process (one for the agent, N for the simulation) and is fed by
 // the one shared Node informer: wire EventHandler and WatchErrorHandler to it.

@@ -66,6 +66,8 @@ type SyncResult struct {
 	PatchDuration time.Duration `json:"patchDuration,omitempty"`
 	Patch         string        `json:"patch,omitempty"`
 	PatchReason   string        `json:"patchReason,omitempty"`
+	// Patches are every PATCH the sync sent, in order (one per try that got that far).
+	Patches []PatchAttempt `json:"patches,omitempty"`
 	// Err is why the sync failed; nil unless Result is ResultError.
 	Err error `json:"-"`
 	// Error is Err's text, for JSON.
@@ -73,6 +75,13 @@ type SyncResult struct {
 	// Node is the Node as the API server has it after a successful sync (the patch's answer, or the
 	// Node read when unchanged); nil on error. Not serialised.
 	Node *v1.Node `json:"-"`
+}
+
+// PatchAttempt is one PATCH of nodes/status: how long it took and, if it failed, the API reason
+// ("Conflict", "Timeout", ...; "Unknown" for an error without one).
+type PatchAttempt struct {
+	Duration time.Duration `json:"duration"`
+	Reason   string        `json:"reason,omitempty"`
 }
 
 // Cache is what the syncer needs to know about the Node informer's cache (nodecache.Node): whether
@@ -217,19 +226,22 @@ func (s *Syncer) SyncNodeStatus(ctx context.Context) {
 	s.syncLocked(ctx, s.cfg.Clock.Now())
 }
 
-func (s *Syncer) syncLocked(ctx context.Context, start time.Time) {
+// syncLocked registers if needed and updates the status; earlier are PATCHes already sent for this
+// sync (by a failed fast update) and are reported with it.
+func (s *Syncer) syncLocked(ctx context.Context, start time.Time, earlier ...PatchAttempt) {
 	logger := klog.FromContext(ctx)
 	if !s.registered.Load() {
 		if err := s.cfg.Register(ctx); err != nil {
 			if ctx.Err() == nil {
 				logger.Error(err, "Unable to register node", "node", s.cfg.NodeName)
-				s.finish(start, SyncResult{Result: ResultError, Err: err})
+				s.finish(start, SyncResult{Result: ResultError, Err: err, Patches: earlier})
 			}
 			return
 		}
 		s.setRegistered(true)
 	}
 	r := s.updateNodeStatus(ctx)
+	r.Patches = append(earlier, r.Patches...)
 	if r.Err != nil {
 		if ctx.Err() != nil {
 			return // shutting down: nothing was posted, nothing to report
@@ -260,9 +272,14 @@ func (s *Syncer) finish(start time.Time, r SyncResult) {
 func (s *Syncer) updateNodeStatus(ctx context.Context) SyncResult {
 	logger := klog.FromContext(ctx)
 	var r SyncResult
+	var patches []PatchAttempt
 	for i := 0; i < NodeStatusUpdateRetry; i++ {
 		r = s.tryUpdateNodeStatus(ctx, i)
 		r.Try = i + 1
+		if r.Patched {
+			patches = append(patches, PatchAttempt{Duration: r.PatchDuration, Reason: r.PatchReason})
+		}
+		r.Patches = patches
 		if r.Err == nil {
 			return r
 		}
@@ -297,8 +314,9 @@ func (s *Syncer) updateNodeStatus(ctx context.Context) SyncResult {
 var errNodeGone = errors.New("node not found on the API server")
 
 // getNode reads the Node: on try 0 from the lister unless the cache is stale, else from the API
-// server; a GET that finds the cache at the server's resourceVersion marks the cache current again,
-// so an unchanged Node is not read from the API server every sync after a transient failure.
+// server. Only an informer event makes the cache current again (see pkg/nodecache): a GET that finds
+// the cache at the API server's resourceVersion proves nothing about the watch, which may still be
+// down and miss the next change (the node lifecycle controller's Ready=Unknown right after an outage).
 func (s *Syncer) getNode(ctx context.Context, try int) (*v1.Node, error) {
 	if try == 0 && s.cfg.Cache.Stale() == nil {
 		return s.cfg.Lister.Get(s.cfg.NodeName)
@@ -309,11 +327,6 @@ func (s *Syncer) getNode(ctx context.Context, try int) (*v1.Node, error) {
 	}
 	if err != nil {
 		return nil, err
-	}
-	if s.cfg.Cache.Stale() != nil {
-		if cached, cerr := s.cfg.Lister.Get(s.cfg.NodeName); cerr == nil && node.ResourceVersion != "" && cached.ResourceVersion == node.ResourceVersion {
-			s.cfg.Cache.MarkFresh()
-		}
 	}
 	return node, nil
 }
@@ -497,9 +510,10 @@ func (s *Syncer) fastNodeStatusUpdate(ctx context.Context, timeout bool) bool {
 	logger.Info("Fast updating node status as it just became ready")
 	s.delayAfterNodeStatusChange = s.calculateDelay()
 	r := s.patchNodeStatus(ctx, original, node)
+	r.Patches = []PatchAttempt{{Duration: r.PatchDuration, Reason: r.PatchReason}}
 	if r.Err != nil {
 		logger.Error(r.Err, "Error updating node status, will retry with syncNodeStatus")
-		s.syncLocked(ctx, start)
+		s.syncLocked(ctx, start, r.Patches...) // the failed fast patch is reported with the full sync
 		return true
 	}
 	r.Try, r.Fast = 1, true

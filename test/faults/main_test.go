@@ -44,6 +44,9 @@ const (
 	nodeKilled      = "fault-killed"
 	nodeBadInput    = "fault-bad-input"
 	nodeSoak        = "fault-soak"
+	// Issue 16's runtime cases.
+	nodeRuntimeAbsent = "fault-runtime-absent"
+	nodeRuntimeHung   = "fault-runtime-hung"
 )
 
 // suite is what TestMain starts once for every case: a control plane with kube-controller-manager
@@ -99,7 +102,7 @@ func startSuite() error {
 	suite.cp, err = framework.StartControlPlane(ctx, framework.ControlPlaneOptions{
 		Dir: filepath.Join(suite.dir, "controlplane"),
 		NodeNames: []string{nodeAPIServer, nodeEtcd, nodeRuntime, nodeDeleteNode, nodeDeleteLease, nodeAdminEdit,
-			nodeAPIErrors, nodeKilled, nodeBadInput, nodeSoak},
+			nodeAPIErrors, nodeKilled, nodeBadInput, nodeSoak, nodeRuntimeAbsent, nodeRuntimeHung},
 		ControllerManager:      true,
 		NodeMonitorGracePeriod: nodeMonitorGracePeriod,
 	})

@@ -26,6 +26,9 @@ type AgentOptions struct {
 	HealthzPort int
 	// Args are appended to the command line (see docs/flags.md); a later flag overrides an earlier one.
 	Args []string
+	// Env is added to the agent's environment (which is otherwise the test process's), e.g.
+	// NOTIFY_SOCKET=... to receive its sd_notify messages.
+	Env []string
 }
 
 // Agent is a running nodeagent process.
@@ -84,7 +87,7 @@ func StartAgent(ctx context.Context, opts AgentOptions) (*Agent, error) {
 		"-v=2",
 	}, opts.Args...)
 	a.Cmdline = append([]string{bin}, args...)
-	if a.proc, err = startProcess("nodeagent", a.LogPath, bin, args...); err != nil {
+	if a.proc, err = startProcessEnv("nodeagent", a.LogPath, opts.Env, bin, args...); err != nil {
 		return nil, fmt.Errorf("start nodeagent: %w", err)
 	}
 	a.PID = a.proc.pid()

@@ -23,12 +23,20 @@ type process struct {
 
 // startProcess starts bin with args, logging to logPath (appended to, so restarts keep earlier output).
 func startProcess(name, logPath, bin string, args ...string) (*process, error) {
+	return startProcessEnv(name, logPath, nil, bin, args...)
+}
+
+// startProcessEnv is startProcess with env added to the test process's environment.
+func startProcessEnv(name, logPath string, env []string, bin string, args ...string) (*process, error) {
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("open %s log: %w", name, err)
 	}
 	fmt.Fprintf(logf, "=== %s: %s %s\n", time.Now().Format(time.RFC3339Nano), bin, strings.Join(args, " "))
 	cmd := exec.Command(bin, args...)
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {

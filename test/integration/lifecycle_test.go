@@ -60,8 +60,9 @@ func TestContainerdDownAndUp(t *testing.T) {
 	const name = nodeRuntimeDown
 	client := e.cp.AdminClient
 	c := startContainerd(t, true)
-	startAgent(t, e.cp, name, c)
+	a := startAgent(t, e.cp, name, c)
 	waitReady(t, client, name)
+	checkStatus(t, a, 0, "Node "+name+": Ready", "Health: ping ok, log ok, syncloop ok")
 
 	stopped := time.Now()
 	if err := c.Stop(); err != nil {
@@ -83,6 +84,8 @@ func TestContainerdDownAndUp(t *testing.T) {
 	if !strings.Contains(cond.Message, "container runtime is down") && !strings.Contains(cond.Message, "container runtime not ready") {
 		t.Errorf("Ready message = %q, want it to say the container runtime is down", cond.Message)
 	}
+	// nodeagent status names the reason (issue 12).
+	checkStatus(t, a, 1, "Node "+name+": NotReady", "Why:", "- runtime: container runtime is down")
 
 	started := time.Now()
 	if err := c.Start(t.Context()); err != nil {
@@ -104,7 +107,7 @@ func TestCNIConfigRemoved(t *testing.T) {
 	const name = nodeCNI
 	client := e.cp.AdminClient
 	c := startContainerd(t, true)
-	startAgent(t, e.cp, name, c)
+	a := startAgent(t, e.cp, name, c)
 	waitReady(t, client, name)
 
 	if err := c.SetCNI(false); err != nil {
@@ -121,6 +124,7 @@ func TestCNIConfigRemoved(t *testing.T) {
 			t.Errorf("Ready message = %q, want it to contain %q", msg, want)
 		}
 	}
+	checkStatus(t, a, 1, "Node "+name+": NotReady", "- network: container runtime network not ready: NetworkReady=false")
 
 	if err := c.SetCNI(true); err != nil {
 		t.Fatal(err)
@@ -181,7 +185,7 @@ func badTaint(n *corev1.Node) string {
 	return ""
 }
 
-// TestSIGTERMExitsCleanly: SIGTERM makes the agent exit 0 within 5 s. The node lifecycle controller then
+// TestSIGTERMExitsCleanly: SIGTERM makes the agent exit 0 within 2 s, every loop stopped. The node lifecycle controller then
 // notices the silence and marks the node Unknown and unreachable, which also shows that it is really judging
 // the nodes of the soak test above.
 func TestSIGTERMExitsCleanly(t *testing.T) {
@@ -200,11 +204,17 @@ func TestSIGTERMExitsCleanly(t *testing.T) {
 	if err != nil {
 		t.Errorf("agent exit after SIGTERM: %v, want exit status 0", err)
 	}
-	if took > 5*time.Second {
-		t.Errorf("agent took %v to exit after SIGTERM, want ≤ 5 s", took)
+	// Run gives its loops 5 s and then exits anyway: a clean stop is well inside that, and says nothing
+	// about loops left running.
+	if took > 2*time.Second {
+		t.Errorf("agent took %v to exit after SIGTERM, want ≤ 2 s (Run's own bound is 5 s)", took)
 	}
-	if log := a.Logs(); !strings.Contains(log, "Shutting down") {
+	log := a.Logs()
+	if !strings.Contains(log, "Shutting down") {
 		t.Errorf("agent log has no shutdown line:\n%s", tailLines(log, 20))
+	}
+	if strings.Contains(log, "did not stop") {
+		t.Errorf("agent's loops did not all stop after SIGTERM:\n%s", tailLines(log, 20))
 	}
 
 	node, d := waitNode(t, client, name, 3*time.Minute, "Ready=Unknown from the node lifecycle controller", func(n *corev1.Node) bool {

@@ -141,6 +141,8 @@ func TestHealthzAPIServerDown(t *testing.T) {
 		syncErrs, _ := ms.get("nodeagent_node_status_syncs_total", map[string]string{"result": "error"})
 		return leaseErrs > 0 && syncErrs > 0
 	})
+	// nodeagent status says why (issue 12): the Lease is stale and failing, the sync fails, syncloop fails.
+	checkStatus(t, a, 1, "last lease renewal", "- lease renewal failing", "- last status sync failed", "syncloop FAILED")
 
 	restarted := time.Now()
 	if err := cp.StartAPIServer(ctx); err != nil {
