@@ -24,8 +24,8 @@ import (
 	"sync"
 	"time"
 
-	logtypes "k8s.io/node-problem-detector/pkg/systemlogmonitor/types"
 	"k8s.io/klog/v2"
+	logtypes "k8s.io/node-problem-detector/pkg/systemlogmonitor/types"
 	"k8s.io/utils/clock"
 )
 
