@@ -20,7 +20,8 @@ type Reporter interface {
 	// Report receives a new status: all of the monitor's conditions and the events of one plugin
 	// result. The Monitor does not touch the status after the call.
 	Report(status *types.Status)
-	// Observe is called after each plugin run, with an error when the result was Unknown.
+	// Observe is called with a nil error after each plugin run, and once more with an error when
+	// the result was Unknown.
 	Observe(at time.Time, err error)
 }
 
@@ -109,7 +110,11 @@ func (m *Monitor) Run(ctx context.Context, r Reporter) error {
 			if len(status.Events) > 0 {
 				logger.V(2).Info("Problem status changed", "source", status.Source, "events", status.Events)
 			}
-			r.Observe(m.clock.Now(), err)
+			now := m.clock.Now()
+			r.Observe(now, nil)
+			if err != nil {
+				r.Observe(now, err)
+			}
 			r.Report(status)
 		}
 	}
