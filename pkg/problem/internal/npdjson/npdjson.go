@@ -55,7 +55,7 @@ func Decode(kind, path string, data []byte, v any) error {
 	}
 	var syn *json.SyntaxError
 	if errors.As(err, &syn) {
-		line, col := position(data, syn.Offset)
+		line, col := position(data, max(syn.Offset-1, 0)) // Offset is just past the bad byte
 		return &FieldError{Kind: kind, File: path, Reason: fmt.Sprintf("invalid JSON at line %d, column %d: %v", line, col, syn)}
 	}
 	var typ *json.UnmarshalTypeError
