@@ -250,7 +250,7 @@ func TestMergeConditions(t *testing.T) {
 	}}}
 	MergeConditions(node, []v1.NodeCondition{
 		{Type: "KernelDeadlock", Status: v1.ConditionFalse, LastTransitionTime: t2, Reason: "KernelHasNoDeadlock"}, // same status: keeps t1
-		{Type: "NTPProblem", Status: v1.ConditionTrue, LastTransitionTime: t2, Reason: "NTPIsDown"},            // flipped: t2
+		{Type: "NTPProblem", Status: v1.ConditionTrue, LastTransitionTime: t2, Reason: "NTPIsDown"},                // flipped: t2
 		{Type: "New", Status: v1.ConditionFalse, LastTransitionTime: t2},
 	}, now)
 	want := []v1.NodeCondition{
