@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -281,10 +282,9 @@ func TestKmsgMonitor(t *testing.T) {
 			t.Fatal(err)
 		}
 		fw := &fakeWatcher{ch: make(chan *logtypes.Log)}
-		attempts := 0
+		var attempts atomic.Int32
 		m.newWatcher = func(func(error)) (watchertypes.LogWatcher, error) {
-			attempts++
-			if attempts == 1 {
+			if attempts.Add(1) == 1 {
 				return nil, os.ErrPermission
 			}
 			return fw, nil
@@ -294,13 +294,16 @@ func TestKmsgMonitor(t *testing.T) {
 		done := make(chan error)
 		go func() { done <- m.Run(ctx, c) }()
 		synctest.Wait()
-		if attempts != 1 || len(c.errs) != 1 || !strings.Contains(c.errs[0], "starting kmsg log source: permission denied") {
-			t.Fatalf("attempts %d errs %q", attempts, c.errs)
+		c.mu.Lock()
+		errs := c.errs
+		c.mu.Unlock()
+		if attempts.Load() != 1 || len(errs) != 1 || !strings.Contains(errs[0], "starting kmsg log source: permission denied") {
+			t.Fatalf("attempts %d errs %q", attempts.Load(), errs)
 		}
 		time.Sleep(startRetryDelay)
 		synctest.Wait()
-		if attempts != 2 {
-			t.Fatalf("attempts = %d, want a retry after %v", attempts, startRetryDelay)
+		if n := attempts.Load(); n != 2 {
+			t.Fatalf("attempts = %d, want a retry after %v", n, startRetryDelay)
 		}
 		fw.ch <- &logtypes.Log{Timestamp: time.Now(), Message: "XFS (sda1): Corruption detected. Shutting down filesystem"}
 		synctest.Wait()
