@@ -231,7 +231,7 @@ func New(ctx context.Context, opts *config.Options) (*Agent, error) {
 	// The setters, in the kubelet's order (defaultNodeStatusFuncs).
 	setters := []nodestatus.Setter{
 		nodestatus.NodeAddress(nodeIPs, nodestatus.ValidateNodeIP, hostname, c.CloudProvider == "external", utilnet.ResolveBindAddress, net.LookupIP),
-		nodestatus.MachineInfo(a.nodeName, int(c.MaxPods), machineInfo, ephemeralCapacity, reservation, recordEvent),
+		nodestatus.MachineInfo(a.nodeName, int(c.EffectiveMaxPods()), machineInfo, ephemeralCapacity, reservation, recordEvent),
 		nodestatus.VersionInfo(machine.KernelVersion, machine.ContainerOsVersion, func() string { return runtimeName.Load().(string) },
 			runtimeVersion, version.Get().GitVersion),
 		nodestatus.DaemonEndpoints(&v1.NodeDaemonEndpoints{}),

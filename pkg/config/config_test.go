@@ -29,7 +29,8 @@ func TestDefaults(t *testing.T) {
 		{"registerSchedulable", *c.RegisterSchedulable, true},
 		{"containerRuntimeEndpoint", c.ContainerRuntimeEndpoint, "unix:///run/containerd/containerd.sock"},
 		{"runtimeRequestTimeout", c.RuntimeRequestTimeout.Duration, 2 * time.Minute},
-		{"maxPods", c.MaxPods, int32(110)},
+		{"maxPods (unset)", c.MaxPods, (*int32)(nil)},
+		{"effective maxPods", c.EffectiveMaxPods(), int32(0)},
 		{"evictionHard", c.EvictionHard, DefaultEvictionHard},
 		{"nodeStatusUpdateFrequency", c.NodeStatusUpdateFrequency.Duration, 10 * time.Second},
 		{"nodeStatusReportFrequency", c.NodeStatusReportFrequency.Duration, 5 * time.Minute},
@@ -77,6 +78,7 @@ func TestValidate(t *testing.T) {
 			c.HealthzPort = ptr.To[int32](0)
 			c.HealthzBindAddress = "::"
 			c.KubeAPIQPS = ptr.To[float32](0)
+			c.MaxPods = ptr.To[int32](0)
 		}},
 		{desc: "apiVersion", mutate: func(c *NodeAgentConfiguration) { c.APIVersion = "v1" }, want: []string{`invalid apiVersion/kind "v1/NodeAgentConfiguration"`}},
 		{desc: "hostnameOverride", mutate: func(c *NodeAgentConfiguration) { c.HostnameOverride = "bad_name" }, want: []string{`invalid hostnameOverride "bad_name"`}},
@@ -97,7 +99,7 @@ func TestValidate(t *testing.T) {
 		{desc: "runtimeRequestTimeout", mutate: func(c *NodeAgentConfiguration) { c.RuntimeRequestTimeout.Duration = -time.Second },
 			want: []string{`invalid runtimeRequestTimeout "-1s"`}},
 		{desc: "rootDir", mutate: func(c *NodeAgentConfiguration) { c.RootDir = "" }, want: []string{`invalid rootDir ""`}},
-		{desc: "maxPods", mutate: func(c *NodeAgentConfiguration) { c.MaxPods = -1 }, want: []string{`invalid maxPods "-1"`}},
+		{desc: "maxPods", mutate: func(c *NodeAgentConfiguration) { c.MaxPods = ptr.To[int32](-1) }, want: []string{`invalid maxPods "-1"`}},
 		{desc: "systemReserved", mutate: func(c *NodeAgentConfiguration) { c.SystemReserved = map[string]string{"gpu": "1"} },
 			want: []string{`invalid systemReserved "gpu=1": unknown resource "gpu"`}},
 		{desc: "kubeReserved", mutate: func(c *NodeAgentConfiguration) { c.KubeReserved = map[string]string{"memory": "-1Gi"} },
@@ -122,7 +124,7 @@ func TestValidate(t *testing.T) {
 			desc: "every problem at once",
 			mutate: func(c *NodeAgentConfiguration) {
 				c.ContainerRuntimeEndpoint = "npipe://./pipe/containerd"
-				c.MaxPods = -5
+				c.MaxPods = ptr.To[int32](-5)
 				c.NodeLeaseDurationSeconds = -1
 				c.HealthzBindAddress = "nowhere"
 				c.EvictionHard = map[string]string{"memory.free": "1Gi"}
@@ -209,7 +211,7 @@ func TestLoadPrecedence(t *testing.T) {
 			desc: "flags over defaults",
 			args: []string{"--max-pods=30", "--node-ip=10.0.0.1", "--kubeconfig=/etc/kubeconfig", "--healthz-port=0"},
 			check: func(t *testing.T, o *Options) {
-				if o.Config.MaxPods != 30 || o.Config.NodeIP != "10.0.0.1" || *o.Config.HealthzPort != 0 || o.Kubeconfig != "/etc/kubeconfig" {
+				if *o.Config.MaxPods != 30 || o.Config.NodeIP != "10.0.0.1" || *o.Config.HealthzPort != 0 || o.Kubeconfig != "/etc/kubeconfig" {
 					t.Errorf("config = %+v, kubeconfig %q", o.Config, o.Kubeconfig)
 				}
 			},
@@ -219,7 +221,7 @@ func TestLoadPrecedence(t *testing.T) {
 			args: []string{"--config", path},
 			check: func(t *testing.T, o *Options) {
 				c := o.Config
-				if c.HostnameOverride != "from-file" || c.MaxPods != 50 || c.NodeStatusUpdateFrequency.Duration != 20*time.Second ||
+				if c.HostnameOverride != "from-file" || *c.MaxPods != 50 || c.NodeStatusUpdateFrequency.Duration != 20*time.Second ||
 					*c.HealthzPort != 12345 || c.NodeLabels["from"] != "file" || len(c.RegisterWithTaints) != 1 {
 					t.Errorf("file values not applied: %+v", c)
 				}
@@ -240,8 +242,8 @@ func TestLoadPrecedence(t *testing.T) {
 			args: []string{"--max-pods=110", "--config=" + path, "--node-status-update-frequency=7s", "--hostname-override=from-flag"},
 			check: func(t *testing.T, o *Options) {
 				c := o.Config
-				if c.MaxPods != 110 {
-					t.Errorf("maxPods = %d, want the flag's 110 even though it is the default", c.MaxPods)
+				if *c.MaxPods != 110 {
+					t.Errorf("maxPods = %d, want the flag's 110", *c.MaxPods)
 				}
 				if c.NodeStatusUpdateFrequency.Duration != 7*time.Second || c.HostnameOverride != "from-flag" {
 					t.Errorf("flags did not override the file: %+v", c)
@@ -503,8 +505,11 @@ func TestBindFlagsNames(t *testing.T) {
 		}
 	}
 	var f *pflag.Flag = fs.Lookup("max-pods")
-	if f != nil && f.DefValue != "110" {
-		t.Errorf("--max-pods default = %q, want 110", f.DefValue)
+	if f != nil && f.DefValue != "0" {
+		t.Errorf("--max-pods default = %q, want 0", f.DefValue)
+	}
+	if f != nil && !strings.Contains(f.Usage, "Default 0: nodeagent runs no pods, so no pod is scheduled here; set --max-pods for a node whose pods something else runs") {
+		t.Errorf("--max-pods usage does not state the default and how to change it: %q", f.Usage)
 	}
 }
 

@@ -21,6 +21,9 @@ type Options struct {
 	Kubeconfig string
 	// Config is the effective configuration: defaults < file < flags.
 	Config *NodeAgentConfiguration
+	// Flags is the parsed flag set, bound to Config: each flag's value is the effective one (a value
+	// from the config file shows under its flag's name). Load sets it; nodeagent serves it at /flagz.
+	Flags *pflag.FlagSet
 }
 
 // BindFlags returns a flag set whose flags write into o. Each flag's default is the field's current
@@ -47,7 +50,7 @@ func BindFlags(o *Options) *pflag.FlagSet {
 	fs.DurationVar(&c.RuntimeRequestTimeout.Duration, "runtime-request-timeout", c.RuntimeRequestTimeout.Duration, "Timeout of each CRI request.")
 	fs.StringVar(&c.RootDir, "root-dir", c.RootDir, "Directory for the agent's files; its filesystem is the nodefs.")
 
-	fs.Int32Var(&c.MaxPods, "max-pods", c.MaxPods, "Pods capacity of the node.")
+	fs.Var(optionalInt32Value{&c.MaxPods}, "max-pods", maxPodsUsage)
 	fs.Var(cliflag.NewMapStringString(&c.SystemReserved), "system-reserved", "Resources reserved for the system (cpu=100m,memory=100Mi,ephemeral-storage=1Gi,pid=100).")
 	fs.Var(cliflag.NewMapStringString(&c.KubeReserved), "kube-reserved", "Resources reserved for Kubernetes components (same keys as --system-reserved).")
 	fs.Var(cliflag.NewLangleSeparatedMapStringString(&c.EvictionHard), "eviction-hard", "Hard eviction thresholds (memory.available<100Mi,nodefs.available<10%,...).")
@@ -86,10 +89,12 @@ func Load(args []string) (*Options, error) {
 			return nil, err
 		}
 		o = &Options{Config: fileCfg}
-		if err := BindFlags(o).Parse(args); err != nil {
+		fs = BindFlags(o)
+		if err := fs.Parse(args); err != nil {
 			return nil, err
 		}
 	}
+	o.Flags = fs
 	if err := Validate(o.Config); err != nil {
 		return nil, err
 	}

@@ -67,8 +67,8 @@ func Validate(c *NodeAgentConfiguration) error {
 	if c.RootDir == "" {
 		add("rootDir", c.RootDir, "must not be empty")
 	}
-	if c.MaxPods < 0 {
-		add("maxPods", c.MaxPods, "must not be negative")
+	if c.MaxPods != nil && *c.MaxPods < 0 {
+		add("maxPods", *c.MaxPods, "must not be negative")
 	}
 	for field, m := range map[string]map[string]string{"systemReserved": c.SystemReserved, "kubeReserved": c.KubeReserved} {
 		if _, err := ParseReserved(m); err != nil {
