@@ -35,7 +35,7 @@ func New(cfg *config.Completed, deps *Dependencies) (*Agent, error) {
 		NodeName: cfg.NodeName, Hostname: cfg.NodeName, RegisterNode: *c.RegisterNode,
 		Labels: c.NodeLabels, Taints: c.RegisterWithTaints, Unschedulable: !*c.RegisterSchedulable,
 		ExternalCloudProvider: c.CloudProvider == "external", ProviderID: c.ProviderID, NodeIPs: cfg.NodeIPs,
-		MaxPods: int(c.MaxPods), Reservation: cfg.Reservation,
+		MaxPods: int(c.EffectiveMaxPods()), Reservation: cfg.Reservation,
 		NodeStatusUpdateFrequency: c.NodeStatusUpdateFrequency.Duration, NodeStatusReportFrequency: c.NodeStatusReportFrequency.Duration,
 		NodeLeaseDurationSeconds: c.NodeLeaseDurationSeconds, NodeStatusMaxImages: *c.NodeStatusMaxImages,
 		RuntimeEndpoint: c.ContainerRuntimeEndpoint, AgentVersion: version.Get().GitVersion,
@@ -52,7 +52,7 @@ func New(cfg *config.Completed, deps *Dependencies) (*Agent, error) {
 	if *c.HealthzPort > 0 {
 		a.server, err = server.New(server.Config{
 			BindAddress: c.HealthzBindAddress, Port: int(*c.HealthzPort), Metrics: deps.Metrics.Handler(),
-			SyncLoop: ctrl.Healthy, Registered: ctrl.Registered, EnableProfiling: c.EnableProfilingHandler,
+			SyncLoop: ctrl.Healthy, Registered: ctrl.Registered, EnableProfiling: c.EnableProfilingHandler, Flags: cfg.Flags,
 			Handlers: map[string]http.Handler{node.DebugPath: node.DebugHandler(a.report)},
 		})
 		if err != nil {

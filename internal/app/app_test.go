@@ -87,6 +87,16 @@ func TestMainBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	rootDir := filepath.Join(dir, "root")
+	kubeconfig := filepath.Join(dir, "nowhere.kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		desc string
 		args []string
@@ -108,6 +118,12 @@ func TestMainBadInput(t *testing.T) {
 		{desc: "no kubeconfig and not in a cluster", args: []string{"--root-dir", rootDir},
 			want: []string{"--kubeconfig not set and no in-cluster config"}},
 		{desc: "bad logging format", args: []string{"--logging-format=xml"}, want: []string{"xml"}},
+		{desc: "reservation larger than the machine", args: []string{"--kubeconfig", kubeconfig, "--root-dir", rootDir,
+			"--system-reserved=memory=1000Ti"}, want: []string{`resource "memory"`, "expected capacity >= reservation", "--system-reserved"}},
+		{desc: "a label the kubelet may not set", args: []string{"--node-labels=node-role.kubernetes.io/master="},
+			want: []string{"node-role.kubernetes.io/master"}},
+		{desc: "duplicate taints", args: []string{"--register-with-taints=a=b:NoSchedule,a=c:NoSchedule"},
+			want: []string{"duplicated taints with the same key and effect"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.desc, func(t *testing.T) {
@@ -182,7 +198,6 @@ func TestOneLine(t *testing.T) {
 		}
 	}
 }
-
 
 // statusFixture serves /debug/nodestatus and /healthz?verbose as an agent would.
 func statusFixture(t *testing.T, ready v1.ConditionStatus, message string, problems []string, healthCode int) *httptest.Server {

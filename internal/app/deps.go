@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/connrotation"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"github.com/nodeagent/nodeagent/pkg/config"
@@ -26,6 +27,7 @@ import (
 	"github.com/nodeagent/nodeagent/pkg/metrics"
 	"github.com/nodeagent/nodeagent/pkg/node"
 	"github.com/nodeagent/nodeagent/pkg/nodecache"
+	"github.com/nodeagent/nodeagent/pkg/nodestatus"
 	"github.com/nodeagent/nodeagent/pkg/version"
 )
 
@@ -106,6 +108,9 @@ func NewDependencies(ctx context.Context, cfg *config.Completed) (*Dependencies,
 	if d.Machine, err = host.New(c.RootDir); err != nil {
 		return nil, err
 	}
+	if err := checkNodeAllocatable(ctx, cfg, d.Machine); err != nil {
+		return nil, err
+	}
 	observer := &eviction.HostObserver{FsInfo: d.Machine.FsInfo(), RootDir: c.RootDir,
 		ImageFsDir: host.ImageFsDir(d.Runtime, node.StatusCallTimeout)}
 	if d.Eviction, err = eviction.New(eviction.Config{
@@ -115,6 +120,22 @@ func NewDependencies(ctx context.Context, cfg *config.Completed) (*Dependencies,
 		return nil, err
 	}
 	return d, nil
+}
+
+// checkNodeAllocatable refuses reservations larger than the machine's capacity, as the kubelet's
+// validateNodeAllocatable does at start (it exits). A machine whose capacity cannot be read is not
+// checked here: the MachineInfo setter reports it.
+func checkNodeAllocatable(ctx context.Context, cfg *config.Completed, m *host.Machine) error {
+	info, err := m.MachineInfo()
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Cannot check the reservations against the node's capacity")
+		return nil
+	}
+	capacity := nodestatus.CapacityFromMachineInfo(info)
+	if q, err := m.EphemeralStorageCapacity(); err == nil {
+		capacity[v1.ResourceEphemeralStorage] = q
+	}
+	return config.ValidateNodeAllocatable(capacity, cfg.Reservation(capacity))
 }
 
 // loadRESTConfig loads --kubeconfig, or the in-cluster config when it is empty. The error names the flag.

@@ -5,7 +5,6 @@ import (
 	"net"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	nodeutil "k8s.io/component-helpers/node/util"
 
 	"github.com/nodeagent/nodeagent/pkg/eviction"
@@ -53,30 +52,8 @@ func Complete(o *Options) (*Completed, error) {
 		KubeReserved: kubeReserved, EvictionHard: thresholds}, nil
 }
 
-// Reservation returns what is subtracted from capacity for allocatable: system-reserved +
-// kube-reserved + the hard eviction thresholds for memory and ephemeral-storage, as the kubelet's
-// GetNodeAllocatableReservation (pkg/kubelet/cm/node_container_manager_linux.go).
+// Reservation returns what is subtracted from capacity for allocatable (NodeAllocatableReservation
+// of the completed reservations and thresholds): the kubelet's GetNodeAllocatableReservation.
 func (c *Completed) Reservation(capacity v1.ResourceList) v1.ResourceList {
-	out := v1.ResourceList{}
-	add := func(name v1.ResourceName, q resource.Quantity) {
-		v := out[name]
-		v.Add(q)
-		out[name] = v
-	}
-	for _, rl := range []v1.ResourceList{c.SystemReserved, c.KubeReserved} {
-		for k, v := range rl {
-			add(k, v)
-		}
-	}
-	if mem, ok := capacity[v1.ResourceMemory]; ok {
-		if v := eviction.ReservedMemory(c.EvictionHard, mem.Value()); v > 0 {
-			add(v1.ResourceMemory, *resource.NewQuantity(v, resource.BinarySI))
-		}
-	}
-	if eph, ok := capacity[v1.ResourceEphemeralStorage]; ok {
-		if v := eviction.ReservedEphemeralStorage(c.EvictionHard, eph.Value()); v > 0 {
-			add(v1.ResourceEphemeralStorage, *resource.NewQuantity(v, resource.BinarySI))
-		}
-	}
-	return out
+	return NodeAllocatableReservation(capacity, c.SystemReserved, c.KubeReserved, c.EvictionHard)
 }

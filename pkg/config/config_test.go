@@ -29,7 +29,8 @@ func TestDefaults(t *testing.T) {
 		{"registerSchedulable", *c.RegisterSchedulable, true},
 		{"containerRuntimeEndpoint", c.ContainerRuntimeEndpoint, "unix:///run/containerd/containerd.sock"},
 		{"runtimeRequestTimeout", c.RuntimeRequestTimeout.Duration, 2 * time.Minute},
-		{"maxPods", c.MaxPods, int32(110)},
+		{"maxPods (unset)", c.MaxPods, (*int32)(nil)},
+		{"effective maxPods", c.EffectiveMaxPods(), int32(0)},
 		{"evictionHard", c.EvictionHard, DefaultEvictionHard},
 		{"nodeStatusUpdateFrequency", c.NodeStatusUpdateFrequency.Duration, 10 * time.Second},
 		{"nodeStatusReportFrequency", c.NodeStatusReportFrequency.Duration, 5 * time.Minute},
@@ -66,8 +67,12 @@ func TestValidate(t *testing.T) {
 		{desc: "valid everything", mutate: func(c *NodeAgentConfiguration) {
 			c.HostnameOverride = "Node-1.example.com"
 			c.NodeIP = "10.0.0.1,fd00::1"
-			c.NodeLabels = map[string]string{"example.com/role": "edge", "zone": ""}
-			c.RegisterWithTaints = []v1.Taint{{Key: "example.com/dedicated", Value: "x", Effect: v1.TaintEffectNoSchedule}}
+			c.NodeLabels = map[string]string{"example.com/role": "edge", "zone": "", "topology.kubernetes.io/zone": "a",
+				"kubernetes.io/hostname": "n", "node.kubernetes.io/instance-type": "m", "kubelet.kubernetes.io/x": "",
+				"x.node.kubernetes.io/y": "", "node-role.example.com/infra": "", "kubernetes.io.example.com/z": ""}
+			c.RegisterWithTaints = []v1.Taint{{Key: "example.com/dedicated", Value: "x", Effect: v1.TaintEffectNoSchedule},
+				{Key: "example.com/dedicated", Value: "x", Effect: v1.TaintEffectNoExecute}, {Key: "other", Effect: v1.TaintEffectNoSchedule}}
+			c.MaxPods = ptr.To[int32](0)
 			c.CloudProvider = "external"
 			c.ImageServiceEndpoint = "unix:///run/other.sock"
 			c.SystemReserved = map[string]string{"cpu": "100m", "memory": "100Mi", "ephemeral-storage": "1Gi", "pid": "100"}
@@ -97,7 +102,26 @@ func TestValidate(t *testing.T) {
 		{desc: "runtimeRequestTimeout", mutate: func(c *NodeAgentConfiguration) { c.RuntimeRequestTimeout.Duration = -time.Second },
 			want: []string{`invalid runtimeRequestTimeout "-1s"`}},
 		{desc: "rootDir", mutate: func(c *NodeAgentConfiguration) { c.RootDir = "" }, want: []string{`invalid rootDir ""`}},
-		{desc: "maxPods", mutate: func(c *NodeAgentConfiguration) { c.MaxPods = -1 }, want: []string{`invalid maxPods "-1"`}},
+		{desc: "maxPods", mutate: func(c *NodeAgentConfiguration) { c.MaxPods = ptr.To[int32](-1) }, want: []string{`invalid maxPods "-1"`}},
+		{desc: "nodeLabels in kubernetes.io and k8s.io a kubelet may not set", mutate: func(c *NodeAgentConfiguration) {
+			c.NodeLabels = map[string]string{"kubernetes.io/role": "master", "node-role.kubernetes.io/control-plane": "",
+				"example.k8s.io/x": "y", "k8s.io/y": "", "example.com/fine": "", "topology.kubernetes.io/zone": "a"}
+		}, want: []string{`invalid nodeLabels "example.k8s.io/x,k8s.io/y,kubernetes.io/role,node-role.kubernetes.io/control-plane": ` +
+			`unknown 'kubernetes.io' or 'k8s.io' labels specified with --node-labels; --node-labels in the 'kubernetes.io' namespace must begin with an allowed prefix ` +
+			`(kubelet.kubernetes.io, node.kubernetes.io) or be in the specifically allowed set (beta.kubernetes.io/arch, `}},
+		{desc: "nodeLabels in node-restriction.kubernetes.io", mutate: func(c *NodeAgentConfiguration) {
+			c.NodeLabels = map[string]string{"node-restriction.kubernetes.io/pool": "a", "team.node-restriction.kubernetes.io/x": "b", "example.com/fine": ""}
+		}, want: []string{`invalid nodeLabels "node-restriction.kubernetes.io/pool,team.node-restriction.kubernetes.io/x": labels in the "node-restriction.kubernetes.io" namespace are for administrators only`}},
+		{desc: "nodeLabels of both kinds", mutate: func(c *NodeAgentConfiguration) {
+			c.NodeLabels = map[string]string{"node-restriction.kubernetes.io/pool": "a", "kubernetes.io/role": "master"}
+		}, want: []string{`invalid nodeLabels "node-restriction.kubernetes.io/pool": labels in`, `invalid nodeLabels "kubernetes.io/role": unknown 'kubernetes.io' or 'k8s.io' labels`}},
+		{desc: "registerWithTaints same key and effect", mutate: func(c *NodeAgentConfiguration) {
+			c.RegisterWithTaints = []v1.Taint{{Key: "k", Value: "a", Effect: v1.TaintEffectNoSchedule}, {Key: "k", Effect: v1.TaintEffectNoExecute},
+				{Key: "k", Value: "b", Effect: v1.TaintEffectNoSchedule}}
+		}, want: []string{`invalid registerWithTaints[2] "k=b:NoSchedule": duplicated taints with the same key and effect: registerWithTaints[0] is "k=a:NoSchedule"`}},
+		{desc: "registerWithTaints timeAdded", mutate: func(c *NodeAgentConfiguration) {
+			c.RegisterWithTaints = []v1.Taint{{Key: "k", Effect: v1.TaintEffectNoExecute, TimeAdded: &metav1.Time{Time: time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC)}}}
+		}, want: []string{`invalid registerWithTaints[0] "k:NoExecute": taint.TimeAdded is not nil (timeAdded "2024-01-02T03:04:05Z")`}},
 		{desc: "systemReserved", mutate: func(c *NodeAgentConfiguration) { c.SystemReserved = map[string]string{"gpu": "1"} },
 			want: []string{`invalid systemReserved "gpu=1": unknown resource "gpu"`}},
 		{desc: "kubeReserved", mutate: func(c *NodeAgentConfiguration) { c.KubeReserved = map[string]string{"memory": "-1Gi"} },
@@ -122,7 +146,7 @@ func TestValidate(t *testing.T) {
 			desc: "every problem at once",
 			mutate: func(c *NodeAgentConfiguration) {
 				c.ContainerRuntimeEndpoint = "npipe://./pipe/containerd"
-				c.MaxPods = -5
+				c.MaxPods = ptr.To[int32](-5)
 				c.NodeLeaseDurationSeconds = -1
 				c.HealthzBindAddress = "nowhere"
 				c.EvictionHard = map[string]string{"memory.free": "1Gi"}
@@ -209,7 +233,7 @@ func TestLoadPrecedence(t *testing.T) {
 			desc: "flags over defaults",
 			args: []string{"--max-pods=30", "--node-ip=10.0.0.1", "--kubeconfig=/etc/kubeconfig", "--healthz-port=0"},
 			check: func(t *testing.T, o *Options) {
-				if o.Config.MaxPods != 30 || o.Config.NodeIP != "10.0.0.1" || *o.Config.HealthzPort != 0 || o.Kubeconfig != "/etc/kubeconfig" {
+				if *o.Config.MaxPods != 30 || o.Config.NodeIP != "10.0.0.1" || *o.Config.HealthzPort != 0 || o.Kubeconfig != "/etc/kubeconfig" {
 					t.Errorf("config = %+v, kubeconfig %q", o.Config, o.Kubeconfig)
 				}
 			},
@@ -219,7 +243,7 @@ func TestLoadPrecedence(t *testing.T) {
 			args: []string{"--config", path},
 			check: func(t *testing.T, o *Options) {
 				c := o.Config
-				if c.HostnameOverride != "from-file" || c.MaxPods != 50 || c.NodeStatusUpdateFrequency.Duration != 20*time.Second ||
+				if c.HostnameOverride != "from-file" || *c.MaxPods != 50 || c.NodeStatusUpdateFrequency.Duration != 20*time.Second ||
 					*c.HealthzPort != 12345 || c.NodeLabels["from"] != "file" || len(c.RegisterWithTaints) != 1 {
 					t.Errorf("file values not applied: %+v", c)
 				}
@@ -240,8 +264,8 @@ func TestLoadPrecedence(t *testing.T) {
 			args: []string{"--max-pods=110", "--config=" + path, "--node-status-update-frequency=7s", "--hostname-override=from-flag"},
 			check: func(t *testing.T, o *Options) {
 				c := o.Config
-				if c.MaxPods != 110 {
-					t.Errorf("maxPods = %d, want the flag's 110 even though it is the default", c.MaxPods)
+				if *c.MaxPods != 110 {
+					t.Errorf("maxPods = %d, want the flag's 110", *c.MaxPods)
 				}
 				if c.NodeStatusUpdateFrequency.Duration != 7*time.Second || c.HostnameOverride != "from-flag" {
 					t.Errorf("flags did not override the file: %+v", c)
@@ -308,6 +332,10 @@ func TestLoadErrors(t *testing.T) {
 		{desc: "invalid value in the file", args: []string{"--config", bad}, wantErr: `invalid maxPods "-3"`},
 		{desc: "invalid flag value after the file", args: []string{"--config", bad, "--max-pods=4", "--node-lease-duration-seconds=0"},
 			wantErr: `invalid nodeLeaseDurationSeconds "0"`},
+		{desc: "duplicated taints flag", args: []string{"--register-with-taints=a=x:NoSchedule,b:NoSchedule,a=y:NoSchedule"},
+			wantErr: `taint "a=y:NoSchedule": duplicated taints with the same key and effect: "a=x:NoSchedule" and "a=y:NoSchedule"`},
+		{desc: "node-labels flag a kubelet may not set", args: []string{"--node-labels=node-role.kubernetes.io/worker=,example.com/x=y"},
+			wantErr: `invalid nodeLabels "node-role.kubernetes.io/worker": unknown 'kubernetes.io' or 'k8s.io' labels specified with --node-labels`},
 		{desc: "help", args: []string{"--help"}, is: ErrHelp},
 	}
 	for _, tc := range cases {
@@ -405,6 +433,13 @@ func TestParseTaints(t *testing.T) {
 		{in: "key=a=b:NoSchedule", wantErr: `value "a=b"`},
 		{in: "k:NoSchedule:extra", wantErr: `effect "NoSchedule:extra"`},
 		{in: "key1:NoSchedule,", wantErr: `taint ""`},
+		{in: "k=a:NoSchedule,k=b:NoExecute,k:PreferNoSchedule", want: []v1.Taint{
+			{Key: "k", Value: "a", Effect: v1.TaintEffectNoSchedule},
+			{Key: "k", Value: "b", Effect: v1.TaintEffectNoExecute},
+			{Key: "k", Effect: v1.TaintEffectPreferNoSchedule},
+		}},
+		{in: "k=a:NoSchedule,k=b:NoSchedule", wantErr: `taint "k=b:NoSchedule": duplicated taints with the same key and effect: "k=a:NoSchedule" and "k=b:NoSchedule"`},
+		{in: "k:NoExecute,other:NoExecute,k:NoExecute", wantErr: `duplicated taints with the same key and effect: "k:NoExecute" and "k:NoExecute"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.in, func(t *testing.T) {
@@ -503,8 +538,11 @@ func TestBindFlagsNames(t *testing.T) {
 		}
 	}
 	var f *pflag.Flag = fs.Lookup("max-pods")
-	if f != nil && f.DefValue != "110" {
-		t.Errorf("--max-pods default = %q, want 110", f.DefValue)
+	if f != nil && f.DefValue != "0" {
+		t.Errorf("--max-pods default = %q, want 0", f.DefValue)
+	}
+	if f != nil && !strings.Contains(f.Usage, "Default 0: nodeagent runs no pods, so no pod is scheduled here; set --max-pods for a node whose pods something else runs") {
+		t.Errorf("--max-pods usage does not state the default and how to change it: %q", f.Usage)
 	}
 }
 

@@ -42,9 +42,6 @@ func SetDefaults(c *NodeAgentConfiguration) {
 	if c.RootDir == "" {
 		c.RootDir = "/var/lib/nodeagent"
 	}
-	if c.MaxPods == 0 {
-		c.MaxPods = 110
-	}
 	if c.EvictionHard == nil {
 		c.EvictionHard = make(map[string]string, len(DefaultEvictionHard))
 		for k, v := range DefaultEvictionHard {

@@ -21,6 +21,9 @@ type Options struct {
 	Kubeconfig string
 	// Config is the effective configuration: defaults < file < flags.
 	Config *NodeAgentConfiguration
+	// Flags is the parsed flag set, bound to Config: each flag's value is the effective one (a value
+	// from the config file shows under its flag's name). Load sets it; nodeagent serves it at /flagz.
+	Flags *pflag.FlagSet
 }
 
 // BindFlags returns a flag set whose flags write into o. Each flag's default is the field's current
@@ -35,9 +38,9 @@ func BindFlags(o *Options) *pflag.FlagSet {
 
 	fs.StringVar(&c.HostnameOverride, "hostname-override", c.HostnameOverride, "Node name to use instead of the OS hostname.")
 	fs.StringVar(&c.NodeIP, "node-ip", c.NodeIP, "Comma-separated IPs (at most one per family) to report as the node's InternalIP.")
-	fs.Var(cliflag.NewMapStringString(&c.NodeLabels), "node-labels", "Labels to add when registering the node (key=value,...).")
+	fs.Var(cliflag.NewMapStringString(&c.NodeLabels), "node-labels", "Labels to add when registering the node (key=value,...). Keys in the kubernetes.io and k8s.io namespaces must be ones a kubelet may set.")
 	fs.BoolVar(c.RegisterNode, "register-node", *c.RegisterNode, "Register the node with the API server.")
-	fs.Var(taintsValue{&c.RegisterWithTaints}, "register-with-taints", "Taints to register the node with (key=value:Effect,...).")
+	fs.Var(taintsValue{&c.RegisterWithTaints}, "register-with-taints", "Taints to register the node with (key=value:Effect,...), at most one per key and effect.")
 	fs.BoolVar(c.RegisterSchedulable, "register-schedulable", *c.RegisterSchedulable, "Register the node as schedulable.")
 	fs.StringVar(&c.CloudProvider, "cloud-provider", c.CloudProvider, `"external" taints the node uninitialized until a cloud controller initializes it.`)
 	fs.StringVar(&c.ProviderID, "provider-id", c.ProviderID, "Unique identifier of the node in the machine database (spec.providerID).")
@@ -47,7 +50,7 @@ func BindFlags(o *Options) *pflag.FlagSet {
 	fs.DurationVar(&c.RuntimeRequestTimeout.Duration, "runtime-request-timeout", c.RuntimeRequestTimeout.Duration, "Timeout of each CRI request.")
 	fs.StringVar(&c.RootDir, "root-dir", c.RootDir, "Directory for the agent's files; its filesystem is the nodefs.")
 
-	fs.Int32Var(&c.MaxPods, "max-pods", c.MaxPods, "Pods capacity of the node.")
+	fs.Var(optionalInt32Value{&c.MaxPods}, "max-pods", maxPodsUsage)
 	fs.Var(cliflag.NewMapStringString(&c.SystemReserved), "system-reserved", "Resources reserved for the system (cpu=100m,memory=100Mi,ephemeral-storage=1Gi,pid=100).")
 	fs.Var(cliflag.NewMapStringString(&c.KubeReserved), "kube-reserved", "Resources reserved for Kubernetes components (same keys as --system-reserved).")
 	fs.Var(cliflag.NewLangleSeparatedMapStringString(&c.EvictionHard), "eviction-hard", "Hard eviction thresholds (memory.available<100Mi,nodefs.available<10%,...).")
@@ -57,9 +60,9 @@ func BindFlags(o *Options) *pflag.FlagSet {
 	fs.Int32Var(&c.NodeLeaseDurationSeconds, "node-lease-duration-seconds", c.NodeLeaseDurationSeconds, "Duration of the node Lease; it is renewed every quarter of it.")
 	fs.Int32Var(c.NodeStatusMaxImages, "node-status-max-images", *c.NodeStatusMaxImages, "Maximum number of images in node status; -1 for no cap.")
 
-	fs.StringVar(&c.HealthzBindAddress, "healthz-bind-address", c.HealthzBindAddress, "IP the /healthz and /metrics server listens on.")
+	fs.StringVar(&c.HealthzBindAddress, "healthz-bind-address", c.HealthzBindAddress, "IP the /healthz, /metrics, /statusz and /flagz server listens on; a non-loopback address logs a warning.")
 	fs.Int32Var(c.HealthzPort, "healthz-port", *c.HealthzPort, "Port of the /healthz and /metrics server; 0 disables it.")
-	fs.BoolVar(&c.EnableProfilingHandler, "enable-profiling-handler", c.EnableProfilingHandler, "Serve /debug/pprof on the healthz server.")
+	fs.BoolVar(&c.EnableProfilingHandler, "enable-profiling-handler", c.EnableProfilingHandler, "Serve /debug/pprof on the healthz server, to loopback clients only (others get 403).")
 
 	fs.Float32Var(c.KubeAPIQPS, "kube-api-qps", *c.KubeAPIQPS, "QPS of the API client.")
 	fs.Int32Var(&c.KubeAPIBurst, "kube-api-burst", c.KubeAPIBurst, "Burst of the API client.")
@@ -86,10 +89,12 @@ func Load(args []string) (*Options, error) {
 			return nil, err
 		}
 		o = &Options{Config: fileCfg}
-		if err := BindFlags(o).Parse(args); err != nil {
+		fs = BindFlags(o)
+		if err := fs.Parse(args); err != nil {
 			return nil, err
 		}
 	}
+	o.Flags = fs
 	if err := Validate(o.Config); err != nil {
 		return nil, err
 	}

@@ -37,6 +37,8 @@ func FuzzDecodeValidate(f *testing.F) {
 		minimalConfig + "logging:\n  format: json\n  verbosity: 10\n  options: {json: {infoBufferSize: 1Ki}}\n",
 		minimalConfig + "nodeLabels: {\"\": \"\", \"a/b/c\": \"x\"}\nhostnameOverride: \"..\"\n",
 		minimalConfig + "maxPods: 1\nmaxPods: 2\n",
+		minimalConfig + "maxPods: 0\nnodeLabels: {kubernetes.io/role: x, node-restriction.kubernetes.io/a: b, k8s.io/c: \"\"}\n" +
+			"registerWithTaints:\n- {key: a, effect: NoSchedule, timeAdded: \"2024-01-01T00:00:00Z\"}\n- {key: a, value: b, effect: NoSchedule}\n",
 		"apiVersion: v1\nkind: Pod\n",
 		"",
 		"null",

@@ -8,8 +8,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
-// ParseTaints parses the --register-with-taints value, "key[=value]:Effect,...", as the kubelet does.
-// It returns an error naming the first malformed taint.
+// ParseTaints parses the --register-with-taints value, "key[=value]:Effect,...", as the kubelet does
+// (pkg/util/taints.ParseTaints). It returns an error naming the first malformed taint, or the second of
+// two taints with the same key and effect ("duplicated taints with the same key and effect", the
+// kubelet's words).
 func ParseTaints(s string) ([]v1.Taint, error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, nil
@@ -24,6 +26,9 @@ func ParseTaints(s string) ([]v1.Taint, error) {
 		t := v1.Taint{Key: key, Value: value, Effect: v1.TaintEffect(effect)}
 		if err := validateTaint(t); err != nil {
 			return nil, fmt.Errorf("taint %q: %w", spec, err)
+		}
+		if i := duplicateTaint(taints, t); i >= 0 {
+			return nil, fmt.Errorf("taint %q: duplicated taints with the same key and effect: %q and %q", spec, taintString(taints[i]), taintString(t))
 		}
 		taints = append(taints, t)
 	}
@@ -42,6 +47,17 @@ func validateTaint(t v1.Taint) error {
 		return nil
 	}
 	return fmt.Errorf("effect %q: must be NoSchedule, PreferNoSchedule or NoExecute", t.Effect)
+}
+
+// duplicateTaint returns the index of the first taint in taints with t's key and effect, or -1.
+// The kubelet allows one taint per key and effect (pkg/util/taints.ParseTaints), as does the API.
+func duplicateTaint(taints []v1.Taint, t v1.Taint) int {
+	for i, o := range taints {
+		if o.Key == t.Key && o.Effect == t.Effect {
+			return i
+		}
+	}
+	return -1
 }
 
 func taintString(t v1.Taint) string {

@@ -48,8 +48,10 @@ type NodeAgentConfiguration struct {
 	// RootDir is the agent's directory; its filesystem is the nodefs (ephemeral-storage, DiskPressure).
 	RootDir string `json:"rootDir,omitempty"`
 
-	// MaxPods is the pods capacity.
-	MaxPods int32 `json:"maxPods,omitempty"`
+	// MaxPods is the pods capacity (capacity.pods and allocatable.pods). nil means not set, and then
+	// nodeagent reports DefaultMaxPods (0: it runs no pods, so none is scheduled here); an explicit
+	// value, 0 included, is kept. Read it through EffectiveMaxPods or MaxPodsOr, not directly.
+	MaxPods *int32 `json:"maxPods,omitempty"`
 	// SystemReserved and KubeReserved are subtracted from capacity for allocatable
 	// (keys cpu, memory, ephemeral-storage, pid; values resource quantities).
 	SystemReserved map[string]string `json:"systemReserved,omitempty"`

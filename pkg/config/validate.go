@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"sort"
 	"strings"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -37,6 +38,7 @@ func Validate(c *NodeAgentConfiguration) error {
 	} else if len(invalid) > 0 {
 		add("nodeIP", c.NodeIP, "not IP addresses: %s", strings.Join(invalid, ", "))
 	}
+	errs = append(errs, validateKubeletLabels(c.NodeLabels)...)
 	for _, k := range sortedKeys(c.NodeLabels) {
 		for _, msg := range validation.IsQualifiedName(k) {
 			add("nodeLabels", k, "%s", msg)
@@ -46,8 +48,16 @@ func Validate(c *NodeAgentConfiguration) error {
 		}
 	}
 	for i, t := range c.RegisterWithTaints {
+		field := fmt.Sprintf("registerWithTaints[%d]", i)
 		if err := validateTaint(t); err != nil {
-			add(fmt.Sprintf("registerWithTaints[%d]", i), taintString(t), "%v", err)
+			add(field, taintString(t), "%v", err)
+		}
+		if j := duplicateTaint(c.RegisterWithTaints[:i], t); j >= 0 {
+			add(field, taintString(t), "duplicated taints with the same key and effect: registerWithTaints[%d] is %q", j, taintString(c.RegisterWithTaints[j]))
+		}
+		// The kubelet's ValidateKubeletConfiguration: timeAdded is the API's to set, not the config's.
+		if t.TimeAdded != nil {
+			add(field, taintString(t), "taint.TimeAdded is not nil (timeAdded %q): remove timeAdded", t.TimeAdded.UTC().Format(time.RFC3339))
 		}
 	}
 	if c.CloudProvider != "" && c.CloudProvider != "external" {
@@ -67,8 +77,8 @@ func Validate(c *NodeAgentConfiguration) error {
 	if c.RootDir == "" {
 		add("rootDir", c.RootDir, "must not be empty")
 	}
-	if c.MaxPods < 0 {
-		add("maxPods", c.MaxPods, "must not be negative")
+	if c.MaxPods != nil && *c.MaxPods < 0 {
+		add("maxPods", *c.MaxPods, "must not be negative")
 	}
 	for field, m := range map[string]map[string]string{"systemReserved": c.SystemReserved, "kubeReserved": c.KubeReserved} {
 		if _, err := ParseReserved(m); err != nil {

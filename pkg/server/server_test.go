@@ -46,10 +46,21 @@ func newServer(t *testing.T, c *checks, profiling, withMetrics bool) *Server {
 	return s
 }
 
+// loopbackPeer is a request's RemoteAddr from the node itself (httptest's default, 192.0.2.1, is remote).
+const loopbackPeer = "127.0.0.1:40000"
+
 func get(t *testing.T, h http.Handler, path string) (int, string) {
 	t.Helper()
+	return getFrom(t, h, loopbackPeer, path)
+}
+
+// getFrom sends GET path to h from the peer remoteAddr ("host:port").
+func getFrom(t *testing.T, h http.Handler, remoteAddr, path string) (int, string) {
+	t.Helper()
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+	req := httptest.NewRequest(http.MethodGet, path, nil)
+	req.RemoteAddr = remoteAddr
+	h.ServeHTTP(rec, req)
 	return rec.Code, rec.Body.String()
 }
 
@@ -122,10 +133,14 @@ func TestHealthzFollowsTheCheck(t *testing.T) {
 	}
 }
 
+// TestMetricsAndProfiling: /metrics for anyone; /debug/pprof only when enabled, and then only to
+// loopback peers whatever the bind address: a remote peer gets 403 with a body saying why.
 func TestMetricsAndProfiling(t *testing.T) {
+	const remote = "10.1.2.3:5555"
 	cases := []struct {
 		desc                   string
 		profiling, withMetrics bool
+		peer                   string // RemoteAddr; loopbackPeer when empty
 		path                   string
 		wantCode               int
 		wantBody               string
@@ -139,15 +154,34 @@ func TestMetricsAndProfiling(t *testing.T) {
 		{desc: "pprof goroutine profile when enabled", profiling: true, path: "/debug/pprof/goroutine?debug=1", wantCode: 200, wantBody: "goroutine profile"},
 		{desc: "pprof cmdline when enabled", profiling: true, path: "/debug/pprof/cmdline", wantCode: 200},
 		{desc: "pprof symbol when enabled", profiling: true, path: "/debug/pprof/symbol", wantCode: 200},
+		{desc: "pprof from IPv6 loopback", profiling: true, peer: "[::1]:5555", path: "/debug/pprof/", wantCode: 200, wantBody: "goroutine"},
+		{desc: "pprof from another 127/8 address", profiling: true, peer: "127.3.4.5:5555", path: "/debug/pprof/", wantCode: 200},
+		{desc: "pprof index refused to a remote peer", profiling: true, peer: remote, path: "/debug/pprof/", wantCode: 403,
+			wantBody: "forbidden: /debug/pprof/ is served to loopback clients only, not to 10.1.2.3:5555"},
+		{desc: "pprof profile refused to a remote peer", profiling: true, peer: remote, path: "/debug/pprof/profile?seconds=1", wantCode: 403, wantBody: "loopback clients only"},
+		{desc: "pprof named profile refused to a remote peer", profiling: true, peer: remote, path: "/debug/pprof/heap", wantCode: 403, wantBody: "loopback clients only"},
+		{desc: "pprof cmdline refused to a remote peer", profiling: true, peer: remote, path: "/debug/pprof/cmdline", wantCode: 403},
+		{desc: "pprof trace refused to a remote peer", profiling: true, peer: remote, path: "/debug/pprof/trace?seconds=1", wantCode: 403},
+		{desc: "pprof symbol refused to a remote peer", profiling: true, peer: remote, path: "/debug/pprof/symbol", wantCode: 403},
+		{desc: "pprof refused to a remote IPv6 peer", profiling: true, peer: "[2001:db8::1]:5555", path: "/debug/pprof/", wantCode: 403},
+		{desc: "pprof refused to the unspecified address", profiling: true, peer: "0.0.0.0:5555", path: "/debug/pprof/", wantCode: 403},
+		{desc: "pprof refused to a peer that does not parse", profiling: true, peer: "somewhere", path: "/debug/pprof/", wantCode: 403},
+		{desc: "pprof off: 404 for a remote peer too", peer: remote, path: "/debug/pprof/", wantCode: 404},
+		{desc: "metrics still served to a remote peer", profiling: true, withMetrics: true, peer: remote, path: "/metrics", wantCode: 200, wantBody: "go_goroutines"},
+		{desc: "healthz still served to a remote peer", profiling: true, peer: remote, path: "/healthz", wantCode: 200, wantBody: "ok"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.desc, func(t *testing.T) {
 			c := &checks{}
 			c.set(nil, nil)
 			s := newServer(t, c, tc.profiling, tc.withMetrics)
-			code, body := get(t, s.Handler(), tc.path)
+			peer := tc.peer
+			if peer == "" {
+				peer = loopbackPeer
+			}
+			code, body := getFrom(t, s.Handler(), peer, tc.path)
 			if code != tc.wantCode {
-				t.Errorf("GET %s = %d, want %d", tc.path, code, tc.wantCode)
+				t.Errorf("GET %s from %s = %d, want %d", tc.path, peer, code, tc.wantCode)
 			}
 			if tc.wantBody != "" && !strings.Contains(body, tc.wantBody) {
 				t.Errorf("GET %s body lacks %q", tc.path, tc.wantBody)
