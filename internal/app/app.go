@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/klog/v2"
 
@@ -70,7 +72,20 @@ type machineHost struct {
 
 // report is /debug/nodestatus's answer.
 func (a *Agent) report() node.Report {
-	return node.Report{Version: version.Get().GitVersion, StartedAt: processStart, Nodes: []node.Status{a.node.Status()}}
+	return node.Report{Version: version.Get().GitVersion, StartedAt: processStart, Nodes: []node.Status{a.node.Status()},
+		Notes: a.notes()}
+}
+
+// noPodsNote says why capacity.pods is 0 (issue 14), or "" when --max-pods was set.
+const noPodsNote = "capacity.pods is 0: nodeagent runs no pods, so no pod is scheduled on this node; " +
+	"set --max-pods (maxPods) if something else runs this node's pods"
+
+// notes are the configuration facts an operator should know.
+func (a *Agent) notes() []string {
+	if a.cfg.Config.MaxPods == nil {
+		return []string{noPodsNote}
+	}
+	return nil
 }
 
 // Run starts the server, tells systemd it is ready, and runs the event sink, the Node informer, the
@@ -102,6 +117,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	})
 	a.deps.Broadcaster.StartStructuredLogging(3)
 	a.deps.Broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: a.deps.Client.CoreV1().Events("")})
+	for _, note := range a.notes() {
+		logger.Info(note)
+		a.deps.Recorder.Event(&v1.ObjectReference{Kind: "Node", Name: a.cfg.NodeName, UID: types.UID(a.cfg.NodeName)},
+			v1.EventTypeNormal, "NoPodsCapacity", note)
+	}
 	a.deps.Informers.Start(ctx.Done())
 	wg.Go(func() { a.deps.Eviction.Run(ctx) })
 	wg.Go(func() { a.node.Run(ctx) })

@@ -236,5 +236,8 @@ func printSummary(w io.Writer, now time.Time, r node.Report, checks []healthChec
 		parts = append(parts, c.Name+" "+mark)
 	}
 	fmt.Fprintf(w, "Health: %s\n", strings.Join(parts, ", "))
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "Note: %s\n", n)
+	}
 	fmt.Fprintf(w, "Agent: %s, up %s\n", r.Version, now.Sub(r.StartedAt).Round(time.Second))
 }

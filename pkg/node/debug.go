@@ -16,6 +16,9 @@ type Report struct {
 	Version   string         `json:"version"`
 	StartedAt time.Time      `json:"startedAt"`
 	Nodes     []Status       `json:"nodes"`
+	// Notes are facts about the configuration an operator should know, one sentence each (e.g. that
+	// capacity.pods is 0 because nodeagent runs no pods).
+	Notes []string `json:"notes,omitempty"`
 	Extra     map[string]any `json:"extra,omitempty"`
 }
 
