@@ -76,13 +76,13 @@ func (a *Agent) report() node.Report {
 		Notes: a.notes()}
 }
 
-// noPodsNote says why capacity.pods is 0 (issue 14), or "" when --max-pods was set.
+// noPodsNote says why capacity.pods is 0 (issue 14).
 const noPodsNote = "capacity.pods is 0: nodeagent runs no pods, so no pod is scheduled on this node; " +
 	"set --max-pods (maxPods) if something else runs this node's pods"
 
 // notes are the configuration facts an operator should know.
 func (a *Agent) notes() []string {
-	if a.cfg.Config.MaxPods == nil {
+	if a.cfg.Config.EffectiveMaxPods() == 0 {
 		return []string{noPodsNote}
 	}
 	return nil
