@@ -401,14 +401,10 @@ func TestHealthy(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, ctx := ktesting.NewTestContext(t)
 		e := newEnv(t, nil)
-		stop := e.run(ctx)
-		synctest.Wait()
-		if err := e.ctrl.Healthy(); err != nil {
-			t.Fatalf("Healthy() after registration = %v", err)
-		}
-		last := e.ctrl.LastSync()
+		// The fake clientset's reactor chain is not safe to change while the loops use it: install
+		// the reactors first, refusing nothing until down is set.
 		var mu sync.Mutex
-		down := true
+		down := false
 		refuse := func(core.Action) (bool, runtime.Object, error) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -419,6 +415,15 @@ func TestHealthy(t *testing.T) {
 		}
 		e.client.PrependReactor("get", "nodes", refuse)
 		e.client.PrependReactor("patch", "nodes", refuse)
+		stop := e.run(ctx)
+		synctest.Wait()
+		if err := e.ctrl.Healthy(); err != nil {
+			t.Fatalf("Healthy() after registration = %v", err)
+		}
+		last := e.ctrl.LastSync()
+		mu.Lock()
+		down = true
+		mu.Unlock()
 
 		time.Sleep(last.Add(30 * time.Second).Sub(time.Now()))
 		synctest.Wait()
