@@ -3,7 +3,10 @@ package lease
 import (
 	"context"
 	"errors"
+	"strings"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -12,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/diff"
 	"k8s.io/client-go/kubernetes/fake"
@@ -19,7 +23,9 @@ import (
 	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 )
 
 const nodeName = "node-1"
@@ -133,96 +139,395 @@ func TestNew(t *testing.T) {
 	}
 }
 
-// waitForLease polls (generously, in real time) until the Lease in kube-node-lease satisfies ok.
-func waitForLease(ctx context.Context, t *testing.T, client *fake.Clientset, ok func(*coordinationv1.Lease) bool) *coordinationv1.Lease {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		l, err := client.CoordinationV1().Leases(v1.NamespaceNodeLease).Get(ctx, nodeName, metav1.GetOptions{})
-		if err == nil && ok(l) {
-			return l
+// recorder is an Observer plus the OnHeartbeatFailure, OnHeartbeatRecovered and
+// OnRepeatedHeartbeatFailure hooks, recording every call in order.
+type recorder struct {
+	mu        sync.Mutex
+	events    []string        // "renewal", "error:<reason>", "failure:<reason>", "recovered", "repeated"
+	durations []time.Duration // of each renewal
+}
+
+func (r *recorder) add(e string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, e)
+}
+
+func (r *recorder) ObserveLeaseRenewal(d time.Duration) {
+	r.mu.Lock()
+	r.durations = append(r.durations, d)
+	r.mu.Unlock()
+	r.add("renewal")
+}
+
+func (r *recorder) ObserveLeaseError(reason string) { r.add("error:" + reason) }
+
+// take returns the events since the last call.
+func (r *recorder) take() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := r.events
+	r.events = nil
+	return e
+}
+
+// hook wires the recorder into cfg: OnHeartbeatFailure records "failure:<reason>" with full, else
+// "failure".
+func (r *recorder) hook(cfg *Config, full bool) {
+	cfg.Observer = r
+	cfg.OnHeartbeatFailure = func(reason string) {
+		if full {
+			r.add("failure:" + reason)
+		} else {
+			r.add("failure")
 		}
-		if err != nil && !apierrors.IsNotFound(err) {
-			t.Fatalf("get lease: %v", err)
+	}
+	cfg.OnHeartbeatRecovered = func() { r.add("recovered") }
+	cfg.OnRepeatedHeartbeatFailure = func() { r.add("repeated") }
+}
+
+// TestObservedLeases drives the decorated LeaseInterface the lease controller is given, call by call:
+// Create and Update are renewals (duration and time recorded, holder kept); a failed write or read
+// is an error with its API reason, or Transport when the error is not from the API server; a Get
+// answered NotFound (the controller looking for a Lease that does not exist yet) is not an error.
+func TestObservedLeases(t *testing.T) {
+	gr := schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}
+	start := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	lease := func() *coordinationv1.Lease {
+		return &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: nodeName, Namespace: Namespace},
+			Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To(nodeName)},
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("lease never satisfied the condition; last %+v, %v", l, err)
-		}
-		time.Sleep(5 * time.Millisecond)
+	}
+	type call struct {
+		verb string // create, update, get
+		err  error  // the API server's answer (nil: success)
+	}
+	cases := []struct {
+		desc       string
+		existing   bool // the Lease exists before the calls
+		calls      []call
+		wantEvents []string
+		wantStatus Status // RenewInterval is not compared
+	}{
+		{desc: "create: a renewal", calls: []call{{verb: "create"}},
+			wantEvents: []string{"renewal"}, wantStatus: Status{LastRenew: start.Add(20 * time.Millisecond), Holder: nodeName}},
+		{desc: "update: a renewal", existing: true, calls: []call{{verb: "update"}},
+			wantEvents: []string{"renewal"}, wantStatus: Status{LastRenew: start.Add(20 * time.Millisecond), Holder: nodeName}},
+		{desc: "get NotFound: not an error", calls: []call{{verb: "get"}}},
+		{desc: "get found: nothing recorded", existing: true, calls: []call{{verb: "get"}}},
+		{desc: "update Forbidden", existing: true, calls: []call{{verb: "update", err: apierrors.NewForbidden(gr, nodeName, errors.New("no RBAC"))}},
+			wantEvents: []string{"error:Forbidden", "failure"},
+			wantStatus: Status{Errors: 1, LastError: `leases.coordination.k8s.io "node-1" is forbidden: no RBAC`, ErrorTime: start}},
+		{desc: "create with a transport error", calls: []call{{verb: "create", err: errors.New("dial tcp 10.0.0.1:6443: connect: connection refused")}},
+			wantEvents: []string{"error:Transport", "failure"},
+			wantStatus: Status{Errors: 1, LastError: "dial tcp 10.0.0.1:6443: connect: connection refused", ErrorTime: start}},
+		{desc: "get Timeout: an error", calls: []call{{verb: "get", err: apierrors.NewTimeoutError("slow", 1)}},
+			wantEvents: []string{"error:Timeout", "failure"},
+			wantStatus: Status{Errors: 1, LastError: "Timeout: slow", ErrorTime: start}},
+		{desc: "an API error without a reason: Unknown", existing: true,
+			calls:      []call{{verb: "update", err: &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Message: "odd"}}}},
+			wantEvents: []string{"error:Unknown", "failure"}, wantStatus: Status{Errors: 1, LastError: "odd", ErrorTime: start}},
+		{desc: "failures then a renewal: errors counted, last error kept", existing: true,
+			calls:      []call{{verb: "update", err: apierrors.NewServiceUnavailable("down")}, {verb: "update", err: apierrors.NewConflict(gr, nodeName, errors.New("changed"))}, {verb: "update"}},
+			wantEvents: []string{"error:ServiceUnavailable", "failure", "error:Conflict", "failure", "renewal", "recovered"},
+			wantStatus: Status{LastRenew: start.Add(20 * time.Millisecond), Holder: nodeName, Errors: 2,
+				LastError: `Operation cannot be fulfilled on leases.coordination.k8s.io "node-1": changed`, ErrorTime: start}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.desc, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			var objs []runtime.Object
+			if tc.existing {
+				objs = append(objs, lease())
+			}
+			client := fake.NewClientset(objs...)
+			clk := testingclock.NewFakeClock(start)
+			var errs []error
+			client.PrependReactor("*", "leases", func(a core.Action) (bool, runtime.Object, error) {
+				err := errs[0]
+				errs = errs[1:]
+				if err != nil {
+					return true, nil, err
+				}
+				clk.Step(20 * time.Millisecond) // a successful call takes 20 ms
+				return false, nil, nil
+			})
+			rec := &recorder{}
+			cfg := Config{Client: client, NodeName: nodeName, LeaseDurationSeconds: 40, Clock: clk}
+			rec.hook(&cfg, false)
+			r, err := New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			leases := observedClient{Interface: client, r: r}.CoordinationV1().Leases(Namespace)
+			for _, c := range tc.calls {
+				errs = append(errs, c.err)
+				clk.SetTime(start)
+				var err error
+				switch c.verb {
+				case "create":
+					_, err = leases.Create(ctx, lease(), metav1.CreateOptions{})
+				case "update":
+					_, err = leases.Update(ctx, lease(), metav1.UpdateOptions{})
+				case "get":
+					_, err = leases.Get(ctx, nodeName, metav1.GetOptions{})
+				}
+				if c.err != nil && err != c.err {
+					t.Errorf("%s returned %v, want the API server's %v unchanged", c.verb, err, c.err)
+				}
+			}
+			if got := rec.take(); strings.Join(got, ",") != strings.Join(tc.wantEvents, ",") {
+				t.Errorf("events %v, want %v", got, tc.wantEvents)
+			}
+			for i, d := range rec.durations {
+				if d != 20*time.Millisecond {
+					t.Errorf("renewal %d observed as taking %v, want 20ms", i, d)
+				}
+			}
+			st := r.Status()
+			if st.RenewInterval != 10*time.Second {
+				t.Errorf("Status().RenewInterval = %v, want 10s", st.RenewInterval)
+			}
+			w := tc.wantStatus
+			if !st.LastRenew.Equal(w.LastRenew) || st.Holder != w.Holder || st.Errors != w.Errors || st.LastError != w.LastError || !st.ErrorTime.Equal(w.ErrorTime) {
+				t.Errorf("Status() = %+v, want %+v", st, w)
+			}
+			if !r.LastRenew().Equal(tc.wantStatus.LastRenew) {
+				t.Errorf("LastRenew() = %v, want %v", r.LastRenew(), tc.wantStatus.LastRenew)
+			}
+		})
 	}
 }
 
-// TestRenewal: Run creates the Lease in kube-node-lease (name and holder = node name, the configured
-// duration, renewTime from the clock, owner = the Node) and renews it, as the kubelet's lease controller.
-func TestRenewal(t *testing.T) {
+// TestHeartbeatHooks: OnHeartbeatFailure runs after each failed Lease write with "lease <reason>:
+// <error>"; OnHeartbeatRecovered runs once after the first successful write that follows a run of
+// failures, and not after a success that follows a success.
+func TestHeartbeatHooks(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	clk := testingclock.NewFakeClock(time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC))
-	client := fake.NewClientset(node("uid-1"))
-	// 1 s leases renew every 250 ms of real time (the lease controller's loop uses wait.JitterUntil).
-	r, err := New(Config{Client: client, Lister: listerWith(t, node("uid-1")), NodeName: nodeName, LeaseDurationSeconds: 1, Clock: clk})
+	client := fake.NewClientset(&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: nodeName, Namespace: Namespace}})
+	var fail error
+	client.PrependReactor("update", "leases", func(core.Action) (bool, runtime.Object, error) {
+		if fail != nil {
+			return true, nil, fail
+		}
+		return false, nil, nil
+	})
+	rec := &recorder{}
+	cfg := Config{Client: client, NodeName: nodeName, LeaseDurationSeconds: 40, Clock: testingclock.NewFakeClock(time.Unix(1000, 0))}
+	rec.hook(&cfg, true)
+	r, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	leases := observedClient{Interface: client, r: r}.CoordinationV1().Leases(Namespace)
+	timeout := apierrors.NewTimeoutError("request timed out", 1)
+	steps := []struct {
+		err  error
+		want []string
+	}{
+		{nil, []string{"renewal"}},
+		{nil, []string{"renewal"}},
+		{timeout, []string{"error:Timeout", "failure:lease Timeout: Timeout: request timed out"}},
+		{timeout, []string{"error:Timeout", "failure:lease Timeout: Timeout: request timed out"}},
+		{errors.New("EOF"), []string{"error:Transport", "failure:lease Transport: EOF"}},
+		{nil, []string{"renewal", "recovered"}},
+		{nil, []string{"renewal"}},
+		{timeout, []string{"error:Timeout", "failure:lease Timeout: Timeout: request timed out"}},
+		{nil, []string{"renewal", "recovered"}},
+	}
+	for i, s := range steps {
+		fail = s.err
+		_, _ = leases.Update(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: nodeName, Namespace: Namespace}}, metav1.UpdateOptions{})
+		if got := rec.take(); strings.Join(got, "|") != strings.Join(s.want, "|") {
+			t.Errorf("step %d (error %v): events %q, want %q", i, s.err, got, s.want)
+		}
+	}
+	if st := r.Status(); st.Errors != 4 {
+		t.Errorf("Status().Errors = %d, want 4", st.Errors)
+	}
+}
+
+// getLease returns the node's Lease from the fake API server, or nil.
+func getLease(ctx context.Context, t *testing.T, client *fake.Clientset) *coordinationv1.Lease {
+	t.Helper()
+	l, err := client.CoordinationV1().Leases(v1.NamespaceNodeLease).Get(ctx, nodeName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatalf("get lease: %v", err)
+	}
+	return l
+}
+
+// startRun starts r.Run in a goroutine; stop cancels its context and waits for Run to return.
+func startRun(ctx context.Context, r *Renewer) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { r.Run(ctx); close(done) }()
+	return func() { cancel(); <-done }
+}
 
-	first := waitForLease(ctx, t, client, func(*coordinationv1.Lease) bool { return true })
-	if first.Namespace != "kube-node-lease" || first.Spec.HolderIdentity == nil || *first.Spec.HolderIdentity != nodeName {
-		t.Errorf("lease %s/%s holder %v, want kube-node-lease/%s held by %s", first.Namespace, first.Name, first.Spec.HolderIdentity, nodeName, nodeName)
-	}
-	if first.Spec.LeaseDurationSeconds == nil || *first.Spec.LeaseDurationSeconds != 1 {
-		t.Errorf("leaseDurationSeconds = %v, want 1", first.Spec.LeaseDurationSeconds)
-	}
-	if first.Spec.RenewTime == nil || !first.Spec.RenewTime.Time.Equal(clk.Now()) {
-		t.Errorf("renewTime = %v, want the clock's %v", first.Spec.RenewTime, clk.Now())
-	}
-	if !apiequality.Semantic.DeepEqual(ownerRef("uid-1"), first.OwnerReferences) {
-		t.Errorf("owners: %s", diff.Diff(ownerRef("uid-1"), first.OwnerReferences))
-	}
+// TestRenewal: Run creates the Lease in kube-node-lease at once (name and holder = node name, the
+// configured duration, renewTime from the clock, owner = the Node) and renews it every quarter of
+// the duration with up to 4 % jitter, as the kubelet's lease controller; Run returns when ctx ends.
+func TestRenewal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, ctx := ktesting.NewTestContext(t)
+		client := fake.NewClientset(node("uid-1"))
+		rec := &recorder{}
+		cfg := Config{Client: client, Lister: listerWith(t, node("uid-1")), NodeName: nodeName, LeaseDurationSeconds: 40, Clock: clock.RealClock{}}
+		rec.hook(&cfg, true)
+		r, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		stop := startRun(ctx, r)
+		synctest.Wait()
 
-	clk.Step(10 * time.Second)
-	want := clk.Now()
-	renewed := waitForLease(ctx, t, client, func(l *coordinationv1.Lease) bool {
-		return l.Spec.RenewTime != nil && l.Spec.RenewTime.Time.Equal(want)
+		first := getLease(ctx, t, client)
+		if first == nil {
+			t.Fatal("no Lease right after Run started")
+		}
+		if first.Namespace != "kube-node-lease" || first.Spec.HolderIdentity == nil || *first.Spec.HolderIdentity != nodeName {
+			t.Errorf("lease %s/%s holder %v, want kube-node-lease/%s held by %s", first.Namespace, first.Name, first.Spec.HolderIdentity, nodeName, nodeName)
+		}
+		if first.Spec.LeaseDurationSeconds == nil || *first.Spec.LeaseDurationSeconds != 40 {
+			t.Errorf("leaseDurationSeconds = %v, want 40", first.Spec.LeaseDurationSeconds)
+		}
+		if first.Spec.RenewTime == nil || !first.Spec.RenewTime.Time.Equal(start) {
+			t.Errorf("renewTime = %v, want %v", first.Spec.RenewTime, start)
+		}
+		if !apiequality.Semantic.DeepEqual(ownerRef("uid-1"), first.OwnerReferences) {
+			t.Errorf("owners: %s", diff.Diff(ownerRef("uid-1"), first.OwnerReferences))
+		}
+		if got := rec.take(); strings.Join(got, ",") != "renewal" {
+			t.Errorf("events after the first renewal %v, want one renewal", got)
+		}
+		if st := r.Status(); !st.LastRenew.Equal(start) || st.Holder != nodeName || st.Errors != 0 {
+			t.Errorf("Status() %+v", st)
+		}
+
+		time.Sleep(10*time.Second - time.Nanosecond)
+		synctest.Wait()
+		if got := rec.take(); len(got) != 0 {
+			t.Errorf("events before the renew interval: %v", got)
+		}
+		time.Sleep(400*time.Millisecond + time.Nanosecond)
+		synctest.Wait()
+		renewed := getLease(ctx, t, client)
+		if got := rec.take(); strings.Join(got, ",") != "renewal" {
+			t.Errorf("events after one renew interval %v, want one renewal", got)
+		}
+		if renewed.Spec.RenewTime == nil || !renewed.Spec.RenewTime.Time.Equal(r.LastRenew()) || r.LastRenew().Sub(start) < 10*time.Second {
+			t.Errorf("renewTime %v, LastRenew %v: want equal, 10 s to 10.4 s after %v", renewed.Spec.RenewTime, r.LastRenew(), start)
+		}
+		if !apiequality.Semantic.DeepEqual(ownerRef("uid-1"), renewed.OwnerReferences) {
+			t.Errorf("owners after renewal: %s", diff.Diff(ownerRef("uid-1"), renewed.OwnerReferences))
+		}
+		stop() // a Run that did not return would deadlock the bubble
 	})
-	if !apiequality.Semantic.DeepEqual(ownerRef("uid-1"), renewed.OwnerReferences) {
-		t.Errorf("owners after renewal: %s", diff.Diff(ownerRef("uid-1"), renewed.OwnerReferences))
-	}
-	cancel()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("Run did not return after cancel")
-	}
+}
+
+// TestRenewalFailuresAndRecovery runs the lease controller against an API server that refuses Lease
+// updates for one renew interval: the Observer sees each failed write with its reason, the hooks
+// report each failure and, once, the recovery; Status counts the errors and keeps the last one.
+func TestRenewalFailuresAndRecovery(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, ctx := ktesting.NewTestContext(t)
+		client := fake.NewClientset(node("uid-1"))
+		var mu sync.Mutex
+		var refuse error
+		client.PrependReactor("update", "leases", func(core.Action) (bool, runtime.Object, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return refuse != nil, nil, refuse
+		})
+		rec := &recorder{}
+		cfg := Config{Client: client, Lister: listerWith(t, node("uid-1")), NodeName: nodeName, LeaseDurationSeconds: 40, Clock: clock.RealClock{}}
+		rec.hook(&cfg, false)
+		r, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := startRun(ctx, r)
+		synctest.Wait()
+		if got := rec.take(); strings.Join(got, ",") != "renewal" {
+			t.Fatalf("first renewal: events %v", got)
+		}
+
+		gr := schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}
+		mu.Lock()
+		refuse = apierrors.NewForbidden(gr, nodeName, errors.New("no RBAC"))
+		mu.Unlock()
+		time.Sleep(10400 * time.Millisecond)
+		synctest.Wait()
+		// The controller's sync: 5 updates of its latest Lease, then a GET (found) and 5 more updates;
+		// OnRepeatedHeartbeatFailure after each failed update but the first of each round.
+		var want []string
+		for range 2 {
+			for i := range 5 {
+				want = append(want, "error:Forbidden", "failure")
+				if i > 0 {
+					want = append(want, "repeated")
+				}
+			}
+		}
+		if got := rec.take(); strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Errorf("a renewal refused:\n events %v\n want   %v", got, want)
+		}
+		st := r.Status()
+		if st.Errors != 10 || !strings.Contains(st.LastError, "forbidden: no RBAC") || st.ErrorTime.Before(st.LastRenew) {
+			t.Errorf("Status() after the refusals: %+v", st)
+		}
+
+		mu.Lock()
+		refuse = nil
+		mu.Unlock()
+		time.Sleep(10400 * time.Millisecond)
+		synctest.Wait()
+		if got := rec.take(); strings.Join(got, ",") != "renewal,recovered" {
+			t.Errorf("the next renewal: events %v, want renewal,recovered", got)
+		}
+		time.Sleep(10400 * time.Millisecond)
+		synctest.Wait()
+		if got := rec.take(); strings.Join(got, ",") != "renewal" {
+			t.Errorf("a renewal after a renewal: events %v, want renewal only", got)
+		}
+		if st := r.Status(); st.Errors != 10 || !st.LastRenew.After(st.ErrorTime) {
+			t.Errorf("Status() after recovery: %+v", st)
+		}
+		stop()
+	})
 }
 
 // TestRenewalWithoutNode: the Lease is written before the Node exists, with no owner (the kubelet
-// would hold the Lease back until it could GET the Node).
+// would hold the Lease back until it could GET the Node); once the Node exists, the next renewal
+// adds the owner.
 func TestRenewalWithoutNode(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	client := fake.NewClientset()
-	r, err := New(Config{Client: client, Lister: listerWith(t), NodeName: nodeName, LeaseDurationSeconds: 1,
-		Clock: testingclock.NewFakeClock(time.Now())})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { r.Run(ctx); close(done) }()
-	l := waitForLease(ctx, t, client, func(*coordinationv1.Lease) bool { return true })
-	if len(l.OwnerReferences) != 0 {
-		t.Errorf("owners = %v, want none without a Node", l.OwnerReferences)
-	}
-	// Once the Node exists, a later renewal adds the owner.
-	if _, err := client.CoreV1().Nodes().Create(ctx, node("uid-9"), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitForLease(ctx, t, client, func(l *coordinationv1.Lease) bool {
-		return apiequality.Semantic.DeepEqual(ownerRef("uid-9"), l.OwnerReferences)
+	synctest.Test(t, func(t *testing.T) {
+		_, ctx := ktesting.NewTestContext(t)
+		client := fake.NewClientset()
+		r, err := New(Config{Client: client, Lister: listerWith(t), NodeName: nodeName, LeaseDurationSeconds: 40, Clock: clock.RealClock{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := startRun(ctx, r)
+		synctest.Wait()
+		l := getLease(ctx, t, client)
+		if l == nil || len(l.OwnerReferences) != 0 {
+			t.Fatalf("lease %+v, want one without owners", l)
+		}
+		if _, err := client.CoreV1().Nodes().Create(ctx, node("uid-9"), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10400 * time.Millisecond)
+		synctest.Wait()
+		if l := getLease(ctx, t, client); !apiequality.Semantic.DeepEqual(ownerRef("uid-9"), l.OwnerReferences) {
+			t.Errorf("owners after the Node appeared: %s", diff.Diff(ownerRef("uid-9"), l.OwnerReferences))
+		}
+		stop()
 	})
-	cancel()
-	<-done
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -22,8 +23,10 @@ import (
 	core "k8s.io/client-go/testing"
 	"k8s.io/klog/v2/ktesting"
 
-	"github.com/nodeagent/nodeagent/pkg/nodestatus"
+	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/nodeagent/nodeagent/pkg/nodestatus"
 )
 
 const (
@@ -646,104 +649,105 @@ func TestReconcileExtendedResources(t *testing.T) {
 	}
 }
 
-// waitForWaiter polls (in real time, generously) until the registrar sleeps on the fake clock.
-func waitForWaiter(t *testing.T, clk *testingclock.FakeClock, done <-chan error) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !clk.HasWaiters() {
+// TestRegisterBackoff: Register retries with 100 ms doubling to 7 s between attempts (the kubelet's
+// registerWithAPIServer steps) until an attempt succeeds; Status counts the attempts and keeps the
+// last error until the Node is registered. Runs in a synctest bubble on its clock.
+func TestRegisterBackoff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, ctx := ktesting.NewTestContext(t)
+		const failures = 10
+		client := fake.NewClientset()
+		counts := &reactorCounts{counts: map[string]int{}}
+		client.PrependReactor("create", "nodes", func(core.Action) (bool, runtime.Object, error) {
+			counts.inc("create")
+			if counts.get("create") <= failures {
+				return true, nil, apierrors.NewServiceUnavailable("apiserver starting")
+			}
+			return false, nil, nil
+		})
+		var mu sync.Mutex
+		var results []string
+		r := newRegistrar(t, Config{Client: client, Clock: clock.RealClock{}, OnAttempt: func(res string) {
+			mu.Lock()
+			defer mu.Unlock()
+			results = append(results, res)
+		}})
+		start := time.Now()
+		done := make(chan error, 1)
+		go func() { done <- r.Register(ctx) }()
+
+		wantSteps := []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond,
+			1600 * time.Millisecond, 3200 * time.Millisecond, 6400 * time.Millisecond, 7 * time.Second, 7 * time.Second, 7 * time.Second}
+		var total time.Duration
+		for i, step := range wantSteps {
+			synctest.Wait()
+			if got := counts.get("create"); got != i+1 {
+				t.Fatalf("before sleep %d: %d attempts, want %d", i, got, i+1)
+			}
+			if st := r.Status(); st.Attempts != i+1 || !strings.Contains(st.LastError, "apiserver starting") || !st.RegisteredAt.IsZero() {
+				t.Errorf("Status() after %d failed attempts: %+v", i+1, st)
+			}
+			time.Sleep(step - time.Nanosecond)
+			synctest.Wait()
+			if got := counts.get("create"); got != i+1 {
+				t.Fatalf("sleep %d ended before %v", i, step)
+			}
+			time.Sleep(time.Nanosecond)
+			total += step
+		}
+		synctest.Wait()
 		select {
 		case err := <-done:
-			t.Fatalf("Register returned early: %v", err)
+			if err != nil {
+				t.Fatalf("Register: %v", err)
+			}
 		default:
+			t.Fatal("Register did not return after the API server accepted the node")
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("Register never waited on the clock")
+		if took := time.Since(start); took != total {
+			t.Errorf("registered after %v, want %v", took, total)
 		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
-// TestRegisterBackoff: Register retries with 100 ms doubling to 7 s between attempts (the kubelet's
-// registerWithAPIServer steps) until an attempt succeeds.
-func TestRegisterBackoff(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	const failures = 10
-	client := fake.NewClientset()
-	counts := &reactorCounts{counts: map[string]int{}}
-	client.PrependReactor("create", "nodes", func(core.Action) (bool, runtime.Object, error) {
-		counts.inc("create")
-		if counts.get("create") <= failures {
-			return true, nil, apierrors.NewServiceUnavailable("apiserver starting")
+		if got := counts.get("create"); got != failures+1 {
+			t.Errorf("%d create attempts, want %d", got, failures+1)
 		}
-		return false, nil, nil
-	})
-	clk := testingclock.NewFakeClock(time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC))
-	var mu sync.Mutex
-	var results []string
-	r := newRegistrar(t, Config{Client: client, Clock: clk, OnAttempt: func(res string) {
+		if st := r.Status(); st.Attempts != failures+1 || st.LastError != "" || !st.RegisteredAt.Equal(start.Add(total)) {
+			t.Errorf("Status() after registering: %+v", st)
+		}
 		mu.Lock()
 		defer mu.Unlock()
-		results = append(results, res)
-	}})
-	done := make(chan error, 1)
-	go func() { done <- r.Register(ctx) }()
-
-	wantSteps := []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond,
-		1600 * time.Millisecond, 3200 * time.Millisecond, 6400 * time.Millisecond, 7 * time.Second, 7 * time.Second, 7 * time.Second}
-	for i, step := range wantSteps {
-		waitForWaiter(t, clk, done)
-		if got := counts.get("create"); got != i+1 {
-			t.Fatalf("before sleep %d: %d attempts, want %d", i, got, i+1)
+		if len(results) != failures+1 || results[failures] != "created" || results[0] != "error" {
+			t.Errorf("OnAttempt results = %v, want %d errors then created", results, failures)
 		}
-		clk.Step(step - time.Millisecond)
-		if !clk.HasWaiters() {
-			t.Fatalf("sleep %d ended before %v", i, step)
+		if _, err := client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{}); err != nil {
+			t.Errorf("node not created: %v", err)
 		}
-		clk.Step(time.Millisecond)
-	}
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("Register: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("Register did not return after the API server accepted the node")
-	}
-	if got := counts.get("create"); got != failures+1 {
-		t.Errorf("%d create attempts, want %d", got, failures+1)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(results) != failures+1 || results[failures] != "created" || results[0] != "error" {
-		t.Errorf("OnAttempt results = %v, want %d errors then created", results, failures)
-	}
-	if _, err := client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{}); err != nil {
-		t.Errorf("node not created: %v", err)
-	}
+	})
 }
 
-// TestRegisterCancel: Register returns the context's error when cancelled while backing off.
+// TestRegisterCancel: Register returns the context's error at once when cancelled while backing off.
 func TestRegisterCancel(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	ctx, cancel := context.WithCancel(ctx)
-	client := fake.NewClientset()
-	client.PrependReactor("create", "nodes", func(core.Action) (bool, runtime.Object, error) {
-		return true, nil, apierrors.NewServiceUnavailable("down")
-	})
-	clk := testingclock.NewFakeClock(time.Now())
-	r := newRegistrar(t, Config{Client: client, Clock: clk})
-	done := make(chan error, 1)
-	go func() { done <- r.Register(ctx) }()
-	waitForWaiter(t, clk, done)
-	cancel()
-	select {
-	case err := <-done:
-		if !errors.Is(err, context.Canceled) {
-			t.Errorf("Register error = %v, want context.Canceled", err)
+	synctest.Test(t, func(t *testing.T) {
+		_, ctx := ktesting.NewTestContext(t)
+		ctx, cancel := context.WithCancel(ctx)
+		client := fake.NewClientset()
+		client.PrependReactor("create", "nodes", func(core.Action) (bool, runtime.Object, error) {
+			return true, nil, apierrors.NewServiceUnavailable("down")
+		})
+		r := newRegistrar(t, Config{Client: client, Clock: clock.RealClock{}})
+		done := make(chan error, 1)
+		go func() { done <- r.Register(ctx) }()
+		synctest.Wait()
+		cancel()
+		synctest.Wait()
+		select {
+		case err := <-done:
+			if !errors.Is(err, context.Canceled) {
+				t.Errorf("Register error = %v, want context.Canceled", err)
+			}
+		default:
+			t.Fatal("Register did not return after cancel")
 		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("Register did not return after cancel")
-	}
+	})
 }
 
 // TestRegisterImmediateSuccess: the first attempt is made at once, without sleeping.

@@ -3,6 +3,7 @@ package statussync
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,15 +16,17 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2/ktesting"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/nodeagent/nodeagent/pkg/nodecache"
 	"github.com/nodeagent/nodeagent/pkg/nodestatus"
 )
 
-// TestPatchErrorKeepsAPIReason checks that a failed status patch reports the API error's reason to
-// ObservePatch (the nodeagent_node_status_patch_errors_total label), and that a NotFound patch
-// counts as the Node being gone (it is registered again), although component-helpers'
-// PatchNodeStatus formats the API error with %v.
+// TestPatchErrorKeepsAPIReason checks that a failed status patch reports the API error's reason in
+// the SyncResult (the nodeagent_node_status_patch_errors_total label) and keeps the API error in Err,
+// and that a NotFound patch counts as the Node being gone (it is registered again), although
+// component-helpers' PatchNodeStatus formats the API error with %v.
 func TestPatchErrorKeepsAPIReason(t *testing.T) {
 	const name = "n1"
 	gr := schema.GroupResource{Resource: "nodes"}
@@ -40,49 +43,79 @@ func TestPatchErrorKeepsAPIReason(t *testing.T) {
 		{name: "timeout", err: apierrors.NewTimeoutError("slow", 1), wantReason: "Timeout"},
 		{name: "forbidden", err: apierrors.NewForbidden(gr, name, errors.New("no")), wantReason: "Forbidden"},
 		{name: "not found", err: apierrors.NewNotFound(gr, name), wantReason: "NotFound", wantRegister: true},
+		{name: "not an API error", err: errors.New("connection reset by peer"), wantReason: "Unknown"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
 			node := &v1.Node{
 				ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{v1.LabelOSStable: "linux", v1.LabelArchStable: "amd64"}},
 				Status:     v1.NodeStatus{Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionFalse}}},
 			}
-			client := fake.NewSimpleClientset(node)
+			client := fake.NewClientset(node)
+			patches := 0
 			client.PrependReactor("patch", "nodes", func(clienttesting.Action) (bool, runtime.Object, error) {
+				patches++
 				return true, nil, tc.err
 			})
 			indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 			if err := indexer.Add(node); err != nil {
 				t.Fatal(err)
 			}
-			var reasons []string
+			clk := testingclock.NewFakeClock(time.Unix(1000, 0))
+			var results []SyncResult
 			registers := 0
 			s, err := New(Config{
-				Client: client, Lister: corelisters.NewNodeLister(indexer), NodeName: name,
-				Setters: []nodestatus.Setter{func(_ context.Context, n *v1.Node) error {
+				Client: client, Lister: corelisters.NewNodeLister(indexer), Cache: nodecache.New(clk).Node(name), NodeName: name,
+				Funcs: nodestatus.NewFuncs(clk, nodestatus.Func{Name: "Ready", Setter: func(_ context.Context, n *v1.Node) error {
 					n.Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue}}
 					return nil
-				}},
+				}}),
 				Register:        func(context.Context) error { registers++; return nil },
 				UpdateFrequency: 10 * time.Second, ReportFrequency: 5 * time.Minute,
-				ObservePatch: func(_ time.Duration, reason string) { reasons = append(reasons, reason) },
-				Clock:        testingclock.NewFakeClock(time.Unix(1000, 0)), Rand: func() float64 { return 0.5 },
+				OnSync: func(r SyncResult) { results = append(results, r) },
+				Clock:  clk, Rand: func() float64 { return 0.5 },
 			})
 			if err != nil {
 				t.Fatal(err)
 			}
-			s.registered.Store(true)
-			s.SyncNodeStatus(context.Background())
-			if len(reasons) != NodeStatusUpdateRetry {
-				t.Fatalf("ObservePatch called %d times, want %d (one per try)", len(reasons), NodeStatusUpdateRetry)
+			s.SyncNodeStatus(ctx) // the first sync registers (Register succeeds without an API call)
+			if patches != NodeStatusUpdateRetry {
+				t.Errorf("%d patches, want %d (one per try)", patches, NodeStatusUpdateRetry)
 			}
-			for i, r := range reasons {
-				if r != tc.wantReason {
-					t.Errorf("try %d: ObservePatch reason %q, want %q", i, r, tc.wantReason)
+			if len(results) != 1 {
+				t.Fatalf("OnSync called %d times, want once", len(results))
+			}
+			r := results[0]
+			if r.Result != ResultError || !r.Patched || r.Try != NodeStatusUpdateRetry || r.PatchReason != tc.wantReason {
+				t.Errorf("result %s patched %v try %d reason %q, want error, patched, try %d, reason %q",
+					r.Result, r.Patched, r.Try, r.PatchReason, NodeStatusUpdateRetry, tc.wantReason)
+			}
+			// Every PATCH of the sync is reported, each with its reason (the metrics count them all).
+			if len(r.Patches) != NodeStatusUpdateRetry {
+				t.Errorf("result lists %d PATCHes, want %d", len(r.Patches), NodeStatusUpdateRetry)
+			}
+			for i, p := range r.Patches {
+				if p.Reason != tc.wantReason {
+					t.Errorf("PATCH %d reason %q, want %q", i+1, p.Reason, tc.wantReason)
 				}
 			}
-			if got := registers > 0; got != tc.wantRegister {
-				t.Errorf("registered again: %v (%d times), want %v", got, registers, tc.wantRegister)
+			if !strings.Contains(r.Patch, `"status":"True"`) {
+				t.Errorf("failed patch body %q, want the patch sent", r.Patch)
+			}
+			if got := string(apierrors.ReasonForError(r.Err)); got != tc.wantReason && tc.wantReason != "Unknown" {
+				t.Errorf("reason of the sync's Err %q, want %q (the API error is wrapped, not formatted): %v", got, tc.wantReason, r.Err)
+			}
+			if !errors.Is(r.Err, tc.err) {
+				t.Errorf("Err %v does not wrap %v", r.Err, tc.err)
+			}
+			// Register is called once by the first sync, and after each NotFound try.
+			wantRegisters := 1
+			if tc.wantRegister {
+				wantRegisters += NodeStatusUpdateRetry
+			}
+			if registers != wantRegisters {
+				t.Errorf("Register called %d times, want %d", registers, wantRegisters)
 			}
 		})
 	}

@@ -12,12 +12,13 @@ import (
 	"k8s.io/client-go/tools/cache"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/nodeagent/nodeagent/pkg/nodecache"
 	"github.com/nodeagent/nodeagent/pkg/nodestatus"
 )
 
 // TestNoPatchAfterContextEnds checks that a sync running while the agent shuts down (its context
-// cancelled, so the setters' CRI calls fail and report "Unknown") posts nothing, on the periodic path
-// and on the fast start-up path, while a live context still patches.
+// cancelled, so the setters' CRI calls fail and report "Unknown") posts nothing and reports nothing,
+// on the periodic path and on the fast start-up path, while a live context still patches.
 func TestNoPatchAfterContextEnds(t *testing.T) {
 	const name = "n1"
 	// runtimeVersion mimics the VersionInfo setter: the CRI call fails once ctx is cancelled.
@@ -52,16 +53,20 @@ func TestNoPatchAfterContextEnds(t *testing.T) {
 					Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionFalse}},
 				},
 			}
-			client := fake.NewSimpleClientset(node)
+			client := fake.NewClientset(node)
 			indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 			if err := indexer.Add(node); err != nil {
 				t.Fatal(err)
 			}
+			clk := testingclock.NewFakeClock(time.Unix(1000, 0))
+			var results []SyncResult
 			s, err := New(Config{
-				Client: client, Lister: corelisters.NewNodeLister(indexer), NodeName: name,
-				Setters:         []nodestatus.Setter{runtimeVersion, ready},
+				Client: client, Lister: corelisters.NewNodeLister(indexer), Cache: nodecache.New(clk).Node(name), NodeName: name,
+				Funcs: nodestatus.NewFuncs(clk, nodestatus.Func{Name: "VersionInfo", Setter: runtimeVersion},
+					nodestatus.Func{Name: "ReadyCondition", Setter: ready}),
 				UpdateFrequency: 10 * time.Second, ReportFrequency: 5 * time.Minute,
-				Clock: testingclock.NewFakeClock(time.Unix(1000, 0)), Rand: func() float64 { return 0.5 },
+				OnSync: func(r SyncResult) { results = append(results, r) },
+				Clock:  clk, Rand: func() float64 { return 0.5 },
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -84,6 +89,9 @@ func TestNoPatchAfterContextEnds(t *testing.T) {
 			}
 			if got := patches > 0; got != tc.wantPatch {
 				t.Errorf("patched = %v (%d patches), want %v; actions %v", got, patches, tc.wantPatch, client.Actions())
+			}
+			if got := len(results) > 0; got != tc.wantPatch {
+				t.Errorf("OnSync results %+v, want one only when patched", results)
 			}
 		})
 	}

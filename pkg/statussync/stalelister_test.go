@@ -13,81 +13,117 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2/ktesting"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/nodeagent/nodeagent/pkg/nodecache"
 	"github.com/nodeagent/nodeagent/pkg/nodestatus"
 )
 
-// TestStaleListerReadsFromAPIServer checks the first try of a sync: from the informer cache normally,
-// from the API server while the cache may be stale (after ListerMayBeStale or a failed try, until
-// ListerUpdated). The case: the cache still holds Ready=True while the node lifecycle controller
-// has set Ready=Unknown on the API server during an outage; only a fresh read sees that the status
-// must be posted again.
-func TestStaleListerReadsFromAPIServer(t *testing.T) {
-	const name = "n1"
-	labels := map[string]string{v1.LabelOSStable: "linux", v1.LabelArchStable: "amd64"}
-	ready := func(status v1.ConditionStatus) *v1.Node {
-		return &v1.Node{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
-			Status:     v1.NodeStatus{Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Status: status, Reason: "R"}}},
+// staleWorld is a Syncer whose only setter posts Ready=True reason R, over a fake clock, with its
+// Node in the API server and in the informer cache, and the nodecache Tracker the agent feeds.
+type staleWorld struct {
+	client  *fake.Clientset
+	clock   *testingclock.FakeClock
+	tracker *nodecache.Tracker
+	syncer  *Syncer
+}
+
+const staleNodeName = "n1"
+
+func newStaleWorld(t *testing.T, inAPI, inCache *v1.Node) *staleWorld {
+	t.Helper()
+	w := &staleWorld{client: fake.NewClientset(inAPI), clock: testingclock.NewFakeClock(time.Unix(1000, 0))}
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	if err := indexer.Add(inCache); err != nil {
+		t.Fatal(err)
+	}
+	w.tracker = nodecache.New(w.clock)
+	s, err := New(Config{
+		Client: w.client, Lister: corelisters.NewNodeLister(indexer), Cache: w.tracker.Node(staleNodeName), NodeName: staleNodeName,
+		Funcs: nodestatus.NewFuncs(w.clock, nodestatus.Func{Name: "Ready", Setter: func(_ context.Context, n *v1.Node) error {
+			n.Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue, Reason: "R"}}
+			return nil
+		}}),
+		UpdateFrequency: 10 * time.Second, ReportFrequency: 5 * time.Minute,
+		Clock: w.clock, Rand: func() float64 { return 0.5 },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.syncer = s
+	s.lastStatusReportTime = w.clock.Now() // reported just now: an unchanged status is not patched
+	return w
+}
+
+// calls counts the GETs and PATCHes made, and resets the record.
+func (w *staleWorld) calls() (gets, patches int) {
+	for _, a := range w.client.Actions() {
+		switch a.GetVerb() {
+		case "get":
+			gets++
+		case "patch":
+			patches++
 		}
 	}
+	w.client.ClearActions()
+	return gets, patches
+}
+
+func readyNode(status v1.ConditionStatus, rv string) *v1.Node {
+	return &v1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: staleNodeName, ResourceVersion: rv,
+			Labels: map[string]string{v1.LabelOSStable: "linux", v1.LabelArchStable: "amd64"}},
+		Status: v1.NodeStatus{Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Status: status, Reason: "R"}}},
+	}
+}
+
+// TestStaleCacheReadsFromAPIServer checks the first try of a sync: from the informer cache normally,
+// from the API server while the nodecache says the cache is stale (a heartbeat failure, a failed
+// watch, a failed try), until an informer event marks it current. The case: the cache still holds
+// Ready=True while the node lifecycle controller has set Ready=Unknown on the API server during an
+// outage; only a fresh read sees that the status must be posted again.
+func TestStaleCacheReadsFromAPIServer(t *testing.T) {
 	tests := []struct {
 		name      string
-		prepare   func(s *Syncer, client *fake.Clientset)
+		prepare   func(w *staleWorld)
 		wantGet   bool
 		wantPatch bool
 	}{
-		{name: "fresh cache: no read, no patch", prepare: func(*Syncer, *fake.Clientset) {}},
-		{name: "may be stale: read, patch", prepare: func(s *Syncer, _ *fake.Clientset) { s.ListerMayBeStale() }, wantGet: true, wantPatch: true},
-		{name: "stale then updated: no read", prepare: func(s *Syncer, _ *fake.Clientset) { s.ListerMayBeStale(); s.ListerUpdated() }},
-		{name: "a failed try marks the cache stale", prepare: func(s *Syncer, client *fake.Clientset) {
-			failed := false
-			client.PrependReactor("patch", "nodes", func(clienttesting.Action) (bool, runtime.Object, error) {
-				if failed {
-					return false, nil, nil
-				}
-				failed = true
-				return true, nil, errors.New("connection refused")
-			})
-			s.lastStatusReportTime = time.Time{} // the next sync patches, and its first try fails
-			s.SyncNodeStatus(context.Background())
-			client.ClearActions()
-		}, wantGet: true}, // the retry already posted Ready=True: read, nothing to patch
+		{name: "current cache: no read, no patch", prepare: func(*staleWorld) {}},
+		{name: "marked stale (heartbeat failure): read, patch",
+			prepare: func(w *staleWorld) { w.tracker.Node(staleNodeName).MarkStale("lease Timeout: i/o timeout") }, wantGet: true, wantPatch: true},
+		{name: "watch failed (all Nodes stale): read, patch",
+			prepare: func(w *staleWorld) { w.tracker.MarkAllStale("node watch failed: EOF") }, wantGet: true, wantPatch: true},
+		{name: "stale, then an informer event for the Node: no read",
+			prepare: func(w *staleWorld) {
+				w.tracker.MarkAllStale("node watch failed: EOF")
+				w.tracker.EventHandler().OnUpdate(readyNode(v1.ConditionTrue, ""), readyNode(v1.ConditionTrue, ""))
+			}},
+		{name: "a failed try marks the cache stale",
+			prepare: func(w *staleWorld) {
+				failed := false
+				w.client.PrependReactor("patch", "nodes", func(clienttesting.Action) (bool, runtime.Object, error) {
+					if failed {
+						return false, nil, nil
+					}
+					failed = true
+					return true, nil, errors.New("connection refused")
+				})
+				w.syncer.lastStatusReportTime = time.Time{} // the next sync patches, and its first try fails
+				_, ctx := ktesting.NewTestContext(t)
+				w.syncer.SyncNodeStatus(ctx)
+				w.client.ClearActions()
+				w.syncer.lastStatusReportTime = w.clock.Now()
+			}, wantGet: true}, // the retry already posted Ready=True: read, nothing to patch
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			client := fake.NewSimpleClientset(ready(v1.ConditionUnknown))
-			indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
-			if err := indexer.Add(ready(v1.ConditionTrue)); err != nil {
-				t.Fatal(err)
-			}
-			clk := testingclock.NewFakeClock(time.Unix(1000, 0))
-			s, err := New(Config{
-				Client: client, Lister: corelisters.NewNodeLister(indexer), NodeName: name,
-				Setters: []nodestatus.Setter{func(_ context.Context, n *v1.Node) error {
-					n.Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue, Reason: "R"}}
-					return nil
-				}},
-				UpdateFrequency: 10 * time.Second, ReportFrequency: 5 * time.Minute,
-				Clock: clk, Rand: func() float64 { return 0.5 },
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			s.lastStatusReportTime = clk.Now() // reported just now: an unchanged status is not patched
-			tc.prepare(s, client)
-			s.lastStatusReportTime = clk.Now()
-			s.SyncNodeStatus(context.Background())
-			gets, patches := 0, 0
-			for _, a := range client.Actions() {
-				switch a.GetVerb() {
-				case "get":
-					gets++
-				case "patch":
-					patches++
-				}
-			}
+			_, ctx := ktesting.NewTestContext(t)
+			w := newStaleWorld(t, readyNode(v1.ConditionUnknown, ""), readyNode(v1.ConditionTrue, ""))
+			tc.prepare(w)
+			w.syncer.SyncNodeStatus(ctx)
+			gets, patches := w.calls()
 			if (gets > 0) != tc.wantGet || (patches > 0) != tc.wantPatch {
 				t.Errorf("gets %d, patches %d; want a get %v, a patch %v", gets, patches, tc.wantGet, tc.wantPatch)
 			}
@@ -95,66 +131,32 @@ func TestStaleListerReadsFromAPIServer(t *testing.T) {
 	}
 }
 
-// TestStaleFlagKeptWhileWatchDown: a GET finding the cache at the API server's resourceVersion
-// clears the stale flag only while the informer's watch is open (CacheLive), so an unchanged Node
-// (which sends no informer events) is not read from the API server on every later sync; with the
-// watch down (after an API server restart it reconnects with a backoff of up to a minute), or the
-// cache behind, the matching cache would still miss the next change, so every sync keeps reading
-// from the API server.
-func TestStaleFlagKeptWhileWatchDown(t *testing.T) {
-	const name = "n1"
-	node := &v1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: "7",
-			Labels: map[string]string{v1.LabelOSStable: "linux", v1.LabelArchStable: "amd64"}},
-		Status: v1.NodeStatus{Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue, Reason: "R"}}},
-	}
-	tests := []struct {
-		name     string
-		live     bool
-		cachedRV string
-		wantGets int // over three syncs
-	}{
-		{name: "watch open: one GET, then the cache", live: true, cachedRV: "7", wantGets: 1},
-		{name: "watch down: GET every sync", live: false, cachedRV: "7", wantGets: 3},
-		{name: "watch open, cache behind: GET every sync", live: true, cachedRV: "6", wantGets: 3},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			client := fake.NewSimpleClientset(node.DeepCopy())
-			indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
-			cached := node.DeepCopy()
-			cached.ResourceVersion = tc.cachedRV
-			if err := indexer.Add(cached); err != nil {
-				t.Fatal(err)
-			}
-			clk := testingclock.NewFakeClock(time.Unix(1000, 0))
-			s, err := New(Config{
-				Client: client, Lister: corelisters.NewNodeLister(indexer), NodeName: name,
-				Setters: []nodestatus.Setter{func(_ context.Context, n *v1.Node) error {
-					n.Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue, Reason: "R"}}
-					return nil
-				}},
-				CacheLive:       func() bool { return tc.live },
-				UpdateFrequency: 10 * time.Second, ReportFrequency: 5 * time.Minute,
-				Clock: clk, Rand: func() float64 { return 0.5 },
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			s.lastStatusReportTime = clk.Now()
-			s.ListerMayBeStale()
-			for range 3 {
-				clk.Step(10 * time.Second)
-				s.SyncNodeStatus(context.Background())
-			}
-			gets := 0
-			for _, a := range client.Actions() {
-				if a.GetVerb() == "get" {
-					gets++
+// TestStaleCacheClearedOnlyByAnEvent: a GET finding the cache at the API server's resourceVersion
+// does not make a stale cache current (the watch may still be down and miss the next change, such as
+// the lifecycle controller's Ready=Unknown right after an outage); every sync reads the API server
+// until the informer delivers an event for the Node, and then reads the cache again.
+func TestStaleCacheClearedOnlyByAnEvent(t *testing.T) {
+	for _, cachedRV := range []string{"7", "6"} {
+		t.Run("cached resourceVersion "+cachedRV, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			w := newStaleWorld(t, readyNode(v1.ConditionTrue, "7"), readyNode(v1.ConditionTrue, cachedRV))
+			w.tracker.Node(staleNodeName).MarkStale("node status update failed: EOF")
+			for i, want := range []int{1, 1, 1} {
+				w.clock.Step(10 * time.Second)
+				w.syncer.SyncNodeStatus(ctx)
+				if gets, patches := w.calls(); gets != want || patches != 0 {
+					t.Errorf("sync %d: %d GETs, %d patches; want %d GETs, no patch", i, gets, patches, want)
 				}
 			}
-			if gets != tc.wantGets {
-				t.Errorf("%d GETs over three syncs, want %d", gets, tc.wantGets)
+			if w.tracker.Stale(staleNodeName) == nil {
+				t.Fatal("a GET made the stale cache current")
+			}
+			// The informer's event handler sees the Node: the cache is current again.
+			w.tracker.EventHandler().OnUpdate(nil, readyNode(v1.ConditionTrue, "7"))
+			w.clock.Step(10 * time.Second)
+			w.syncer.SyncNodeStatus(ctx)
+			if gets, _ := w.calls(); gets != 0 {
+				t.Errorf("after an informer event: %d GETs, want the cache read", gets)
 			}
 		})
 	}

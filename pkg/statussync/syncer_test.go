@@ -7,8 +7,8 @@ import (
 	goruntime "runtime"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -24,8 +24,10 @@ import (
 	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/nodeagent/nodeagent/pkg/nodecache"
 	"github.com/nodeagent/nodeagent/pkg/nodestatus"
 )
 
@@ -37,24 +39,27 @@ var (
 )
 
 // world is the fake environment of one Syncer: API server (fake clientset), informer cache (an
-// indexer behind a lister), fake clock, and the inputs of the setters.
+// indexer behind a lister, and a nodecache.Tracker saying whether it is current), a clock, and the
+// inputs of the setters. With worldOpts.bubble the clock is the synctest bubble's (clock.RealClock
+// inside synctest.Test), else a fake clock.
 type world struct {
 	t       *testing.T
 	client  *fake.Clientset
 	indexer cache.Indexer
-	lister  *countingLister
-	clock   *testingclock.FakeClock
+	lister  corelisters.NodeLister
+	clock   clock.WithTicker
+	fake    *testingclock.FakeClock // nil in a bubble
+	cache   *nodecache.Node
 	syncer  *Syncer
 
 	mu             sync.Mutex
-	kernel         string // NodeInfo.KernelVersion the setters report
-	runtimeErr     error  // the Ready setter's runtime error
+	kernel         string        // NodeInfo.KernelVersion the setters report
+	runtimeErr     error         // the Ready setter's runtime error
+	block          chan struct{} // when set, the next setter run waits for it to be closed (a slow sync)
 	registerCalls  int
 	registerErr    error
 	heartbeatFails int
-	syncResults    []string
-	patchReasons   []string
-	patched        []*v1.Node
+	syncs          []SyncResult
 	runtimeUps     int
 }
 
@@ -62,17 +67,8 @@ type worldOpts struct {
 	inAPI, inLister *v1.Node
 	rand            float64
 	register        bool
-}
-
-// countingLister counts Get calls: each fast-path tick and each first try reads the cache once.
-type countingLister struct {
-	corelisters.NodeLister
-	gets atomic.Int32
-}
-
-func (l *countingLister) Get(name string) (*v1.Node, error) {
-	l.gets.Add(1)
-	return l.NodeLister.Get(name)
+	bubble          bool                  // running inside synctest.Test: use the bubble's clock
+	updateRuntimeUp func(context.Context) // replaces the counting UpdateRuntimeUp
 }
 
 func baseNode() *v1.Node {
@@ -83,9 +79,24 @@ func baseNode() *v1.Node {
 	}
 }
 
+// capacitySetter sets the four capacities the Ready setter requires.
+func capacitySetter(_ context.Context, n *v1.Node) error {
+	n.Status.Capacity = v1.ResourceList{
+		v1.ResourceCPU: resource.MustParse("2"), v1.ResourceMemory: resource.MustParse("4Gi"),
+		v1.ResourcePods: resource.MustParse("110"), v1.ResourceEphemeralStorage: resource.MustParse("10Gi"),
+	}
+	return nil
+}
+
 func newWorld(t *testing.T, o worldOpts) *world {
 	t.Helper()
-	w := &world{t: t, kernel: "6.1.0", clock: testingclock.NewFakeClock(time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC))}
+	w := &world{t: t, kernel: "6.1.0"}
+	if o.bubble {
+		w.clock = clock.RealClock{}
+	} else {
+		w.fake = testingclock.NewFakeClock(time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC))
+		w.clock = w.fake
+	}
 	var objs []runtime.Object
 	if o.inAPI != nil {
 		objs = append(objs, o.inAPI.DeepCopy())
@@ -97,14 +108,15 @@ func newWorld(t *testing.T, o worldOpts) *world {
 			t.Fatal(err)
 		}
 	}
-	capacity := func(_ context.Context, n *v1.Node) error {
-		n.Status.Capacity = v1.ResourceList{
-			v1.ResourceCPU: resource.MustParse("2"), v1.ResourceMemory: resource.MustParse("4Gi"),
-			v1.ResourcePods: resource.MustParse("110"), v1.ResourceEphemeralStorage: resource.MustParse("10Gi"),
-		}
-		return nil
-	}
+	w.lister = corelisters.NewNodeLister(w.indexer)
+	w.cache = nodecache.New(w.clock).Node(nodeName)
 	kernel := func(_ context.Context, n *v1.Node) error {
+		w.mu.Lock()
+		block := w.block
+		w.mu.Unlock()
+		if block != nil {
+			<-block
+		}
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		n.Status.NodeInfo.KernelVersion = w.kernel
@@ -115,38 +127,34 @@ func newWorld(t *testing.T, o worldOpts) *world {
 		defer w.mu.Unlock()
 		return w.runtimeErr
 	}, func() error { return nil }, func() error { return nil }, func(string, string) {})
-	w.lister = &countingLister{NodeLister: corelisters.NewNodeLister(w.indexer)}
-	cfg := Config{
-		Client: w.client, Lister: w.lister, NodeName: nodeName,
-		Setters:         []nodestatus.Setter{capacity, kernel, ready},
-		UpdateFrequency: 10 * time.Second, ReportFrequency: 5 * time.Minute,
-		UpdateRuntimeUp: func(context.Context) {
+	updateRuntimeUp := o.updateRuntimeUp
+	if updateRuntimeUp == nil {
+		updateRuntimeUp = func(context.Context) {
 			w.mu.Lock()
 			defer w.mu.Unlock()
 			w.runtimeUps++
-		},
+		}
+	}
+	cfg := Config{
+		Client: w.client, Lister: w.lister, Cache: w.cache, NodeName: nodeName,
+		Funcs: nodestatus.NewFuncs(w.clock,
+			nodestatus.Func{Name: "Capacity", Setter: capacitySetter},
+			nodestatus.Func{Name: "Kernel", Setter: kernel},
+			nodestatus.Func{Name: "ReadyCondition", Setter: ready}),
+		UpdateFrequency: 10 * time.Second, ReportFrequency: 5 * time.Minute,
+		UpdateRuntimeUp: updateRuntimeUp,
 		OnRepeatedHeartbeatFailure: func() {
 			w.mu.Lock()
 			defer w.mu.Unlock()
 			w.heartbeatFails++
 		},
-		OnPatched: func(n *v1.Node) {
+		OnSync: func(r SyncResult) {
 			w.mu.Lock()
 			defer w.mu.Unlock()
-			w.patched = append(w.patched, n)
-		},
-		OnSync: func(r string) {
-			w.mu.Lock()
-			defer w.mu.Unlock()
-			w.syncResults = append(w.syncResults, r)
-		},
-		ObservePatch: func(d time.Duration, reason string) {
-			w.mu.Lock()
-			defer w.mu.Unlock()
-			if d < 0 {
-				t.Errorf("ObservePatch duration %v < 0", d)
+			if r.Duration < 0 || r.PatchDuration < 0 {
+				t.Errorf("OnSync: negative duration in %+v", r)
 			}
-			w.patchReasons = append(w.patchReasons, reason)
+			w.syncs = append(w.syncs, r)
 		},
 		Clock: w.clock,
 		Rand:  func() float64 { return o.rand },
@@ -181,6 +189,15 @@ func (w *world) set(f func(w *world)) {
 	f(w)
 }
 
+// step advances the clock: the fake clock, or the bubble's by sleeping.
+func (w *world) step(d time.Duration) {
+	if w.fake != nil {
+		w.fake.Step(d)
+		return
+	}
+	time.Sleep(d)
+}
+
 // actions returns the API calls as "verb" or "verb/subresource", and resets them.
 func (w *world) actions() []string {
 	var out []string
@@ -213,15 +230,34 @@ func (w *world) syncInformer() {
 	}
 }
 
-func (w *world) results() []string {
+// takeSyncs returns the results OnSync received since the last call.
+func (w *world) takeSyncs() []SyncResult {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	r := w.syncResults
-	w.syncResults = nil
+	r := w.syncs
+	w.syncs = nil
 	return r
 }
 
+// results returns the Result of each sync since the last call.
+func (w *world) results() []string {
+	var out []string
+	for _, r := range w.takeSyncs() {
+		out = append(out, string(r.Result))
+	}
+	return out
+}
+
 func join(s []string) string { return strings.Join(s, ",") }
+
+func getReady(n *v1.Node) (int, *v1.NodeCondition) {
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == v1.NodeReady {
+			return i, &n.Status.Conditions[i]
+		}
+	}
+	return -1, nil
+}
 
 // TestSyncNodeStatusPatchesOnlyWhenNeeded follows the kubelet's tryUpdateNodeStatus over several
 // syncs: a change is patched at once; an unchanged status (heartbeat times only) is not, until the
@@ -249,7 +285,7 @@ func TestSyncNodeStatusPatchesOnlyWhenNeeded(t *testing.T) {
 			wantActions: []string{"patch/status"}, wantResult: "patched"},
 	}
 	for i, s := range steps {
-		w.clock.Step(s.advance)
+		w.step(s.advance)
 		if s.change != nil {
 			w.set(s.change)
 		}
@@ -263,6 +299,9 @@ func TestSyncNodeStatusPatchesOnlyWhenNeeded(t *testing.T) {
 		if !w.syncer.LastSync().Equal(w.clock.Now()) {
 			t.Errorf("step %d: LastSync %v, want %v", i, w.syncer.LastSync(), w.clock.Now())
 		}
+		if r := w.syncer.LastResult(); r == nil || string(r.Result) != s.wantResult {
+			t.Errorf("step %d: LastResult %+v, want %s", i, r, s.wantResult)
+		}
 		w.syncInformer()
 	}
 	n := w.apiNode()
@@ -271,20 +310,11 @@ func TestSyncNodeStatusPatchesOnlyWhenNeeded(t *testing.T) {
 	}
 	_, ready := getReady(n)
 	if ready == nil || ready.Status != v1.ConditionFalse || ready.Message != "container runtime is down" {
-		t.Errorf("Ready in the API server = %+v", ready)
+		t.Fatalf("Ready in the API server = %+v", ready)
 	}
 	if !ready.LastHeartbeatTime.Time.Equal(w.clock.Now()) {
 		t.Errorf("heartbeat %v, want %v", ready.LastHeartbeatTime, w.clock.Now())
 	}
-}
-
-func getReady(n *v1.Node) (int, *v1.NodeCondition) {
-	for i := range n.Status.Conditions {
-		if n.Status.Conditions[i].Type == v1.NodeReady {
-			return i, &n.Status.Conditions[i]
-		}
-	}
-	return -1, nil
 }
 
 // TestRandomDelay: a negative random delay reports earlier than the report frequency (kubernetes#130919).
@@ -294,12 +324,12 @@ func TestRandomDelay(t *testing.T) {
 	w.syncer.SyncNodeStatus(ctx)
 	w.syncInformer()
 	w.actions()
-	w.clock.Step(3*time.Minute - time.Second)
+	w.step(3*time.Minute - time.Second)
 	w.syncer.SyncNodeStatus(ctx)
 	if got := w.actions(); len(got) != 0 {
 		t.Errorf("2m59s after a change with a −2m delay: actions %v, want none", got)
 	}
-	w.clock.Step(time.Second)
+	w.step(time.Second)
 	w.syncer.SyncNodeStatus(ctx)
 	if got := w.actions(); join(got) != "patch/status" {
 		t.Errorf("3m after a change with a −2m delay: actions %v, want a patch", got)
@@ -344,7 +374,9 @@ func TestCalculateDelay(t *testing.T) {
 }
 
 // TestUpdateNodeStatusTries mirrors the kubelet's retry loop: up to 5 tries, the first from the
-// informer cache and the others from a GET; OnRepeatedHeartbeatFailure after each failed try but the first.
+// informer cache and the others from a GET; OnRepeatedHeartbeatFailure after each failed try but the
+// first; a failed try (but a first-try NotFound from the cache) marks the cache stale. One sync
+// reports one SyncResult: the try that ended it and the last PATCH's reason.
 func TestUpdateNodeStatusTries(t *testing.T) {
 	conflict := apierrors.NewConflict(nodesResource, nodeName, errors.New("the object has been modified"))
 	cases := []struct {
@@ -355,37 +387,41 @@ func TestUpdateNodeStatusTries(t *testing.T) {
 		wantActions       []string
 		wantErr           string
 		wantHeartbeatFail int
-		wantResults       []string
-		wantReasons       []string
+		wantResult        Result
+		wantTry           int
+		wantPatched       bool
+		wantReason        string // of the last try's PATCH
+		wantStale         bool
 	}{
 		{
 			desc: "first try from the lister", inLister: true,
-			wantActions: []string{"patch/status"}, wantResults: []string{"patched"}, wantReasons: []string{""},
+			wantActions: []string{"patch/status"}, wantResult: ResultPatched, wantTry: 1, wantPatched: true,
 		},
 		{
 			desc: "conflict on the first patch, then a GET and success", inLister: true, patchFailures: 1,
-			wantActions: []string{"patch/status", "get", "patch/status"}, wantResults: []string{"patched"}, wantReasons: []string{"Conflict", ""},
+			wantActions: []string{"patch/status", "get", "patch/status"}, wantResult: ResultPatched, wantTry: 2, wantPatched: true,
+			wantStale: true,
 		},
 		{
 			desc: "conflict twice: one repeated-failure callback", inLister: true, patchFailures: 2,
 			wantActions:       []string{"patch/status", "get", "patch/status", "get", "patch/status"},
-			wantHeartbeatFail: 1, wantResults: []string{"patched"}, wantReasons: []string{"Conflict", "Conflict", ""},
+			wantHeartbeatFail: 1, wantResult: ResultPatched, wantTry: 3, wantPatched: true, wantStale: true,
 		},
 		{
 			desc: "every try fails", inLister: true, patchFailures: 100,
 			wantActions: []string{"patch/status", "get", "patch/status", "get", "patch/status", "get", "patch/status", "get", "patch/status"},
-			wantErr:     "update node status exceeds retry count", wantHeartbeatFail: 4, wantResults: []string{"error"},
-			wantReasons: []string{"Conflict", "Conflict", "Conflict", "Conflict", "Conflict"},
+			wantErr:     "update node status exceeds retry count", wantHeartbeatFail: 4, wantResult: ResultError, wantTry: 5,
+			wantPatched: true, wantReason: "Conflict", wantStale: true,
 		},
 		{
-			desc: "not in the informer cache yet: the second try GETs it", inLister: false,
-			wantActions: []string{"get", "patch/status"}, wantResults: []string{"patched"}, wantReasons: []string{""},
+			desc: "not in the informer cache yet: the second try GETs it; the cache is not marked stale", inLister: false,
+			wantActions: []string{"get", "patch/status"}, wantResult: ResultPatched, wantTry: 2, wantPatched: true,
 		},
 		{
 			desc: "GET fails on every later try", inLister: true, patchFailures: 100,
 			getErr:      apierrors.NewTimeoutError("request timed out", 1),
 			wantActions: []string{"patch/status", "get", "get", "get", "get"},
-			wantErr:     "request timed out", wantHeartbeatFail: 4, wantResults: []string{"error"}, wantReasons: []string{"Conflict"},
+			wantErr:     "request timed out", wantHeartbeatFail: 4, wantResult: ResultError, wantTry: 5, wantStale: true,
 		},
 	}
 	for _, tc := range cases {
@@ -407,32 +443,39 @@ func TestUpdateNodeStatusTries(t *testing.T) {
 			if tc.getErr != nil {
 				w.client.PrependReactor("get", "nodes", func(core.Action) (bool, runtime.Object, error) { return true, nil, tc.getErr })
 			}
-			w.syncer.mu.Lock()
-			err := w.syncer.updateNodeStatus(ctx)
-			w.syncer.mu.Unlock()
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Errorf("updateNodeStatus error = %v, want one containing %q", err, tc.wantErr)
-				}
-			} else if err != nil {
-				t.Errorf("updateNodeStatus: %v", err)
-			}
+			w.syncer.SyncNodeStatus(ctx)
 			if got := w.actions(); join(got) != join(tc.wantActions) {
 				t.Errorf("actions %v, want %v", got, tc.wantActions)
 			}
 			if w.heartbeatFails != tc.wantHeartbeatFail {
 				t.Errorf("OnRepeatedHeartbeatFailure called %d times, want %d", w.heartbeatFails, tc.wantHeartbeatFail)
 			}
-			if join(w.patchReasons) != join(tc.wantReasons) {
-				t.Errorf("ObservePatch reasons %q, want %q", w.patchReasons, tc.wantReasons)
+			syncs := w.takeSyncs()
+			if len(syncs) != 1 {
+				t.Fatalf("OnSync called %d times for one sync: %+v", len(syncs), syncs)
 			}
-			// The full sync reports one result per sync.
-			w.syncResults = nil
-			w.syncer.SyncNodeStatus(ctx)
-			if got := w.results(); len(got) != 1 {
-				t.Errorf("OnSync results for one sync: %v", got)
-			} else if tc.wantErr != "" && got[0] != "error" {
-				t.Errorf("OnSync after failing tries = %v, want error", got)
+			r := syncs[0]
+			if r.Result != tc.wantResult || r.Try != tc.wantTry || r.Patched != tc.wantPatched || r.PatchReason != tc.wantReason {
+				t.Errorf("result %s try %d patched %v reason %q, want %s try %d patched %v reason %q",
+					r.Result, r.Try, r.Patched, r.PatchReason, tc.wantResult, tc.wantTry, tc.wantPatched, tc.wantReason)
+			}
+			if tc.wantErr != "" {
+				if r.Err == nil || !strings.Contains(r.Err.Error(), tc.wantErr) || r.Error != r.Err.Error() || r.Node != nil {
+					t.Errorf("Err %v (Error %q, Node %v), want one containing %q and no Node", r.Err, r.Error, r.Node, tc.wantErr)
+				}
+				if !w.syncer.LastSync().IsZero() {
+					t.Errorf("LastSync %v after a failed sync, want zero", w.syncer.LastSync())
+				}
+			} else {
+				if r.Err != nil || r.Node == nil {
+					t.Errorf("Err %v Node %v, want no error and the patched Node", r.Err, r.Node)
+				}
+			}
+			if got := w.cache.Stale() != nil; got != tc.wantStale {
+				t.Errorf("cache stale = %v (%+v), want %v", got, w.cache.Stale(), tc.wantStale)
+			}
+			if s := w.cache.Stale(); s != nil && !strings.HasPrefix(s.Reason, "node status update failed: ") {
+				t.Errorf("stale reason %q", s.Reason)
 			}
 		})
 	}
@@ -443,12 +486,21 @@ func TestUpdateNodeStatusTries(t *testing.T) {
 func TestRegistrationAndDeletedNode(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	w := newWorld(t, worldOpts{register: true, rand: 0.5})
-	if w.syncer.Registered() {
-		t.Fatal("Registered() before the first sync")
+	registered := func() bool {
+		select {
+		case <-w.syncer.Registered():
+			return true
+		default:
+			return false
+		}
+	}
+	if w.syncer.IsRegistered() || registered() {
+		t.Fatal("registered before the first sync")
 	}
 	w.syncer.SyncNodeStatus(ctx)
-	if !w.syncer.Registered() || w.registerCalls != 1 {
-		t.Fatalf("after the first sync: registered %v, Register called %d times", w.syncer.Registered(), w.registerCalls)
+	if !w.syncer.IsRegistered() || !registered() || w.registerCalls != 1 {
+		t.Fatalf("after the first sync: IsRegistered %v, Registered() closed %v, Register called %d times",
+			w.syncer.IsRegistered(), registered(), w.registerCalls)
 	}
 	if got := w.actions(); join(got) != "create,get,patch/status" {
 		t.Errorf("first sync actions %v, want create (register), get (not in the cache yet), patch", got)
@@ -460,7 +512,7 @@ func TestRegistrationAndDeletedNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.set(func(w *world) { w.kernel = "6.9" })
-	w.clock.Step(10 * time.Second)
+	w.step(10 * time.Second)
 	w.syncer.SyncNodeStatus(ctx)
 	if w.registerCalls != 2 {
 		t.Errorf("Register called %d times, want 2 (once more after the deletion)", w.registerCalls)
@@ -475,22 +527,27 @@ func TestRegistrationAndDeletedNode(t *testing.T) {
 		t.Errorf("OnSync %v", got)
 	}
 
-	// A failed re-registration ends the sync with an error.
+	// A failed re-registration ends the sync with an error; the Node counts as not registered, but
+	// Registered() stays closed (it says the Node was registered once).
 	if err := w.client.Tracker().Delete(nodesGVR, "", nodeName); err != nil {
 		t.Fatal(err)
 	}
 	w.set(func(w *world) { w.registerErr = errors.New("forbidden") })
-	w.clock.Step(10 * time.Second)
+	w.step(10 * time.Second)
 	w.syncer.SyncNodeStatus(ctx)
-	if got := w.results(); join(got) != "error" {
-		t.Errorf("OnSync %v, want error", got)
+	syncs := w.takeSyncs()
+	if len(syncs) != 1 || syncs[0].Result != ResultError || !strings.Contains(syncs[0].Error, "registering deleted node again: forbidden") {
+		t.Errorf("OnSync %+v, want one error naming the failed re-registration", syncs)
+	}
+	if w.syncer.IsRegistered() || !registered() {
+		t.Errorf("after a failed re-registration: IsRegistered %v, Registered() closed %v; want false, true", w.syncer.IsRegistered(), registered())
 	}
 	// The next sync registers first.
 	w.set(func(w *world) { w.registerErr = nil })
-	w.clock.Step(10 * time.Second)
+	w.step(10 * time.Second)
 	calls := w.registerCalls
 	w.syncer.SyncNodeStatus(ctx)
-	if w.registerCalls != calls+1 || !w.syncer.Registered() {
+	if w.registerCalls != calls+1 || !w.syncer.IsRegistered() {
 		t.Errorf("Register not retried by the next sync")
 	}
 }
@@ -504,8 +561,14 @@ func TestRegisterErrorSkipsStatus(t *testing.T) {
 	if got := w.actions(); len(got) != 0 {
 		t.Errorf("actions %v, want none", got)
 	}
-	if got := w.results(); join(got) != "error" || w.syncer.Registered() {
-		t.Errorf("OnSync %v registered %v", got, w.syncer.Registered())
+	syncs := w.takeSyncs()
+	if len(syncs) != 1 || syncs[0].Result != ResultError || syncs[0].Try != 0 || syncs[0].Error != "connection refused" || w.syncer.IsRegistered() {
+		t.Errorf("OnSync %+v registered %v, want one error at try 0", syncs, w.syncer.IsRegistered())
+	}
+	select {
+	case <-w.syncer.Registered():
+		t.Error("Registered() closed although registration failed")
+	default:
 	}
 	if !w.syncer.LastSync().IsZero() {
 		t.Errorf("LastSync = %v, want zero", w.syncer.LastSync())
@@ -528,7 +591,7 @@ func TestOSArchLabels(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.syncInformer()
-	w.clock.Step(10 * time.Second)
+	w.step(10 * time.Second)
 	w.syncer.SyncNodeStatus(ctx)
 	if got := w.actions(); join(got) != "patch/status" {
 		t.Errorf("actions %v, want a patch for the labels", got)
@@ -540,23 +603,69 @@ func TestOSArchLabels(t *testing.T) {
 	}
 	// Labels right, status unchanged: nothing to do.
 	w.syncInformer()
-	w.clock.Step(10 * time.Second)
+	w.step(10 * time.Second)
 	w.syncer.SyncNodeStatus(ctx)
 	if got := w.actions(); len(got) != 0 {
 		t.Errorf("actions %v, want none", got)
 	}
 }
 
-// TestOnPatched: OnPatched receives the Node the API server returned.
-func TestOnPatched(t *testing.T) {
+// TestOnSyncResult: OnSync receives, for a sync that patched, the Node the API server returned, the
+// patch, its timing and the try; for a sync that patched nothing, the Node as read (the status the
+// API server has), so that callers tracking the posted status (the Ready gauge, /debug/nodestatus)
+// stay current without a patch.
+func TestOnSyncResult(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	w := newWorld(t, worldOpts{inAPI: baseNode(), inLister: baseNode(), rand: 0.5})
+	// The PATCH takes 30 ms on the fake clock.
+	w.client.PrependReactor("patch", "nodes", func(core.Action) (bool, runtime.Object, error) {
+		w.fake.Step(30 * time.Millisecond)
+		return false, nil, nil
+	})
+	start := w.clock.Now()
 	w.syncer.SyncNodeStatus(ctx)
-	if len(w.patched) != 1 || w.patched[0].Status.NodeInfo.KernelVersion != "6.1.0" {
-		t.Fatalf("OnPatched: %v", w.patched)
+	syncs := w.takeSyncs()
+	if len(syncs) != 1 {
+		t.Fatalf("OnSync called %d times", len(syncs))
 	}
-	if _, ready := getReady(w.patched[0]); ready == nil || ready.Status != v1.ConditionTrue {
-		t.Errorf("patched node Ready = %+v", ready)
+	p := syncs[0]
+	if p.Result != ResultPatched || !p.Patched || p.Try != 1 || p.Fast || p.Err != nil || p.PatchReason != "" {
+		t.Errorf("patched sync result %+v", p)
+	}
+	if p.PatchDuration != 30*time.Millisecond || p.Duration != 30*time.Millisecond || !p.Time.Equal(start.Add(30*time.Millisecond)) {
+		t.Errorf("timing: patch %v, sync %v, time %v; want 30ms, 30ms, %v", p.PatchDuration, p.Duration, p.Time, start.Add(30*time.Millisecond))
+	}
+	if !strings.Contains(p.Patch, `"kernelVersion":"6.1.0"`) {
+		t.Errorf("patch body %s, want the kernel version", p.Patch)
+	}
+	if p.Node == nil || p.Node.Status.NodeInfo.KernelVersion != "6.1.0" {
+		t.Fatalf("patched sync Node %+v", p.Node)
+	}
+	if _, ready := getReady(p.Node); ready == nil || ready.Status != v1.ConditionTrue {
+		t.Errorf("patched Node Ready = %+v", ready)
+	}
+	if last := w.syncer.LastResult(); last == nil || last.Time != p.Time {
+		t.Errorf("LastResult %+v, want the sync reported to OnSync", last)
+	}
+
+	for i := range 2 {
+		w.syncInformer()
+		w.step(10 * time.Second)
+		w.syncer.SyncNodeStatus(ctx)
+		syncs := w.takeSyncs()
+		if len(syncs) != 1 {
+			t.Fatalf("unchanged sync %d: OnSync called %d times", i, len(syncs))
+		}
+		u := syncs[0]
+		if u.Result != ResultUnchanged || u.Patched || u.Patch != "" || u.Try != 1 || u.Err != nil {
+			t.Errorf("unchanged sync %d result %+v", i, u)
+		}
+		if u.Node == nil || u.Node.Status.NodeInfo.KernelVersion != "6.1.0" {
+			t.Fatalf("unchanged sync %d Node %+v, want the posted one", i, u.Node)
+		}
+		if _, ready := getReady(u.Node); ready == nil || ready.Status != v1.ConditionTrue {
+			t.Errorf("unchanged sync %d Node Ready = %+v, want True", i, ready)
+		}
 	}
 }
 
@@ -626,39 +735,31 @@ func TestNodeStatusHasChanged(t *testing.T) {
 	}
 }
 
-// runFast runs FastStatusUpdateOnce until it returns, stepping the fake clock one 100 ms tick at a
-// time once each tick's work is done. onTick runs before each step with the number of ticks done. It
-// returns the number of ticks.
-func runFast(ctx context.Context, t *testing.T, w *world, onTick func(tick int)) int {
-	t.Helper()
+// notReadyNode is the Node as registered before the runtime was ready.
+func notReadyNode() *v1.Node {
+	n := baseNode()
+	n.Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionFalse, Reason: "NotReady", Message: "Node not ready"}}
+	return n
+}
+
+// runFast runs FastStatusUpdateOnce inside the synctest bubble until it returns. After each attempt,
+// once the fast path waits for its next 100 ms tick, it calls onTick with the number of attempts made
+// so far, then lets the tick pass. It returns the number of attempts and the bubble time they took.
+func runFast(ctx context.Context, w *world, onTick func(attempt int)) (attempts int, took time.Duration) {
+	start := time.Now()
 	done := make(chan struct{})
 	go func() { w.syncer.FastStatusUpdateOnce(ctx); close(done) }()
-	deadline := time.Now().Add(60 * time.Second)
-	for tick := 0; ; tick++ {
-		// Each tick but the timed-out one reads the cache first, holding s.mu for its whole work:
-		// once the read is seen, taking s.mu waits for the tick to finish.
-		for int(w.lister.gets.Load()) <= tick {
-			select {
-			case <-done:
-				return tick
-			default:
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("FastStatusUpdateOnce did not run tick %d", tick+1)
-			}
-			time.Sleep(time.Millisecond)
-		}
-		w.syncer.mu.Lock()
-		w.syncer.mu.Unlock() //nolint:staticcheck // empty critical section: wait for the tick's work
+	for attempts = 1; ; attempts++ {
+		synctest.Wait()
 		select {
 		case <-done:
-			return tick + 1
+			return attempts, time.Since(start)
 		default:
 		}
 		if onTick != nil {
-			onTick(tick + 1)
+			onTick(attempts)
 		}
-		w.clock.Step(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
@@ -667,185 +768,302 @@ func runFast(ctx context.Context, t *testing.T, w *world, onTick func(tick int))
 // patches once when Ready stops being False (falling back to a full sync if that patch fails), stops
 // when the cached Node is already Ready, and gives up after 120 s.
 func TestFastStatusUpdateOnce(t *testing.T) {
-	notReady := func() *v1.Node {
-		n := baseNode()
-		n.Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionFalse, Reason: "NotReady", Message: "Node not ready"}}
-		return n
-	}
 	cases := []struct {
-		desc          string
-		readyAfter    int  // the runtime turns ready after this many ticks
-		cacheReadyAt  int  // the informer cache sees Ready True at this tick (0: never)
-		timeoutAt     int  // the clock jumps past 120 s at this tick (0: never)
-		noCondition   bool // the cached Node has no Ready condition
-		patchFailures int
-		wantPatches   int
-		wantSync      bool // a full sync ran after the fast patch failed
-		wantTicks     int  // ticks that read the cache
+		desc           string
+		readyAfter     int  // the runtime turns ready after this many attempts (0: never)
+		cacheReadyAt   int  // the informer cache sees Ready True after this many attempts (0: never)
+		noCondition    bool // the cached Node has no Ready condition
+		patchFailures  int
+		wantAttempts   int
+		wantTook       time.Duration
+		wantPatches    int
+		wantRuntimeUps int
+		wantResults    []string // the Result of each OnSync, "fast:" for the fast path's own patch
 	}{
-		{desc: "turns ready on the third tick: one patch", readyAfter: 2, wantPatches: 1, wantTicks: 3},
-		{desc: "already ready in the cache: no patch", readyAfter: 100, cacheReadyAt: 2, wantPatches: 0, wantTicks: 3},
-		{desc: "timeout: no patch", readyAfter: 100, timeoutAt: 3, wantPatches: 0, wantTicks: 3},
-		{desc: "no Ready condition yet: waits, then times out", noCondition: true, readyAfter: 0, timeoutAt: 3, wantPatches: 0, wantTicks: 3},
-		{desc: "ready, first patch fails: a full sync patches", readyAfter: 1, patchFailures: 1, wantPatches: 2, wantSync: true, wantTicks: 2},
+		{desc: "turns ready after two attempts: the third patches once", readyAfter: 2,
+			wantAttempts: 3, wantTook: 200 * time.Millisecond, wantPatches: 1, wantRuntimeUps: 3, wantResults: []string{"fast:patched"}},
+		{desc: "already ready in the cache: no patch", cacheReadyAt: 2,
+			wantAttempts: 3, wantTook: 200 * time.Millisecond, wantRuntimeUps: 2},
+		{desc: "never ready: gives up after 120 s without a patch",
+			wantAttempts: 1201, wantTook: 120 * time.Second, wantRuntimeUps: 1200},
+		{desc: "no Ready condition yet: waits without refreshing the runtime, then gives up", noCondition: true,
+			wantAttempts: 1201, wantTook: 120 * time.Second},
+		{desc: "ready, the fast patch fails: a full sync patches", readyAfter: 1, patchFailures: 1,
+			wantAttempts: 2, wantTook: 100 * time.Millisecond, wantPatches: 2, wantRuntimeUps: 2, wantResults: []string{"patched"}},
 		{desc: "ready, every patch fails: the full sync's 5 tries, then done", readyAfter: 1, patchFailures: 100,
-			wantPatches: 1 + NodeStatusUpdateRetry, wantSync: true, wantTicks: 2},
+			wantAttempts: 2, wantTook: 100 * time.Millisecond, wantPatches: 1 + NodeStatusUpdateRetry, wantRuntimeUps: 2, wantResults: []string{"error"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.desc, func(t *testing.T) {
-			_, ctx := ktesting.NewTestContext(t)
-			cached := notReady()
-			if tc.noCondition {
-				cached.Status.Conditions = nil
-			}
-			w := newWorld(t, worldOpts{inAPI: cached, inLister: cached, rand: 0.5})
-			w.set(func(w *world) { w.runtimeErr = errors.New("container runtime network not ready") })
-			patches := 0
-			w.client.PrependReactor("patch", "nodes", func(a core.Action) (bool, runtime.Object, error) {
-				patches++
-				if !strings.Contains(string(a.(core.PatchAction).GetPatch()), `"type":"Ready"`) {
-					t.Errorf("patch %d without the Ready condition: %s", patches, a.(core.PatchAction).GetPatch())
+			synctest.Test(t, func(t *testing.T) {
+				_, ctx := ktesting.NewTestContext(t)
+				cached := notReadyNode()
+				if tc.noCondition {
+					cached.Status.Conditions = nil
 				}
-				if patches <= tc.patchFailures {
-					return true, nil, errors.New("try again")
-				}
-				return false, nil, nil
-			})
-			if tc.noCondition {
-				// Without a Ready condition in the cache the fast path never runs the setters.
-				w.set(func(w *world) { w.runtimeErr = nil })
-			}
-			ticks := runFast(ctx, t, w, func(tick int) {
-				if tick == tc.readyAfter && !tc.noCondition {
+				w := newWorld(t, worldOpts{inAPI: cached, inLister: cached, rand: 0.5, bubble: true})
+				w.set(func(w *world) { w.runtimeErr = errors.New("container runtime network not ready") })
+				if tc.noCondition {
+					// The setters would say Ready: the fast path must still not run them.
 					w.set(func(w *world) { w.runtimeErr = nil })
 				}
-				if tc.cacheReadyAt != 0 && tick == tc.cacheReadyAt {
-					n := cached.DeepCopy()
-					n.Status.Conditions[0].Status = v1.ConditionTrue
-					if err := w.indexer.Update(n); err != nil {
-						t.Fatal(err)
+				patches := 0
+				w.client.PrependReactor("patch", "nodes", func(a core.Action) (bool, runtime.Object, error) {
+					patches++
+					if !strings.Contains(string(a.(core.PatchAction).GetPatch()), `"type":"Ready"`) {
+						t.Errorf("patch %d without the Ready condition: %s", patches, a.(core.PatchAction).GetPatch())
+					}
+					if patches <= tc.patchFailures {
+						return true, nil, errors.New("try again")
+					}
+					return false, nil, nil
+				})
+				attempts, took := runFast(ctx, w, func(attempt int) {
+					if attempt == tc.readyAfter {
+						w.set(func(w *world) { w.runtimeErr = nil })
+					}
+					if attempt == tc.cacheReadyAt {
+						n := cached.DeepCopy()
+						n.Status.Conditions[0].Status = v1.ConditionTrue
+						if err := w.indexer.Update(n); err != nil {
+							t.Fatal(err)
+						}
+					}
+				})
+				if attempts != tc.wantAttempts || took != tc.wantTook {
+					t.Errorf("%d attempts in %v, want %d in %v", attempts, took, tc.wantAttempts, tc.wantTook)
+				}
+				if patches != tc.wantPatches {
+					t.Errorf("%d patches, want %d", patches, tc.wantPatches)
+				}
+				if w.runtimeUps != tc.wantRuntimeUps {
+					t.Errorf("UpdateRuntimeUp called %d times, want %d", w.runtimeUps, tc.wantRuntimeUps)
+				}
+				var results []string
+				for _, r := range w.takeSyncs() {
+					s := string(r.Result)
+					if r.Fast {
+						s = "fast:" + s
+						if r.Try != 1 || !r.Patched || r.Node == nil {
+							t.Errorf("fast result %+v", r)
+						}
+					}
+					results = append(results, s)
+				}
+				if join(results) != join(tc.wantResults) {
+					t.Errorf("OnSync %v, want %v", results, tc.wantResults)
+				}
+				if tc.wantPatches > tc.patchFailures {
+					_, ready := getReady(w.apiNode())
+					if ready == nil || ready.Status != v1.ConditionTrue {
+						t.Errorf("Ready in the API server = %+v, want True", ready)
 					}
 				}
-				if tc.timeoutAt != 0 && tick == tc.timeoutAt {
-					w.clock.Step(120 * time.Second)
+				if tc.wantPatches == 0 {
+					if got := w.actions(); len(got) != 0 {
+						t.Errorf("API calls %v, want none", got)
+					}
 				}
 			})
-			if ticks != tc.wantTicks {
-				t.Errorf("%d ticks, want %d", ticks, tc.wantTicks)
-			}
-			if patches != tc.wantPatches {
-				t.Errorf("%d patches, want %d (after %d ticks)", patches, tc.wantPatches, ticks)
-			}
-			if tc.wantPatches > 0 && tc.patchFailures < tc.wantPatches {
-				_, ready := getReady(w.apiNode())
-				if ready == nil || ready.Status != v1.ConditionTrue {
-					t.Errorf("Ready in the API server = %+v, want True", ready)
-				}
-			}
-			if tc.wantPatches == 0 {
-				for _, a := range w.actions() {
-					if a != "get" {
-						t.Errorf("unexpected API call %s", a)
-					}
-				}
-			}
-			gotSync := false
-			for _, r := range w.syncResults {
-				if r == "error" || (r == "patched" && tc.patchFailures > 0) {
-					gotSync = true
-				}
-			}
-			if gotSync != tc.wantSync {
-				t.Errorf("full sync after a failed fast patch: %v, want %v (results %v)", gotSync, tc.wantSync, w.syncResults)
-			}
-			if tc.noCondition && w.runtimeUps != 0 {
-				t.Errorf("UpdateRuntimeUp called %d times without a Ready condition", w.runtimeUps)
-			}
 		})
 	}
 }
 
-// TestFastStatusUpdateOnceCancel: it returns when the context ends.
+// TestFastStatusUpdateOnceCancel: it returns at once when the context ends.
 func TestFastStatusUpdateOnceCancel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, ctx := ktesting.NewTestContext(t)
+		ctx, cancel := context.WithCancel(ctx)
+		w := newWorld(t, worldOpts{inAPI: notReadyNode(), inLister: notReadyNode(), bubble: true})
+		w.set(func(w *world) { w.runtimeErr = errors.New("container runtime not ready") })
+		start := time.Now()
+		done := make(chan struct{})
+		go func() { w.syncer.FastStatusUpdateOnce(ctx); close(done) }()
+		synctest.Wait()
+		cancel()
+		synctest.Wait()
+		select {
+		case <-done:
+		default:
+			t.Fatal("FastStatusUpdateOnce did not return after cancel")
+		}
+		if took := time.Since(start); took != 0 {
+			t.Errorf("returned after %v, want at once", took)
+		}
+	})
+}
+
+// TestHungRuntimeDoesNotBlockSync: the fast start-up update calls UpdateRuntimeUp holding no lock, so
+// a runtime that does not answer delays the fast path only, and SyncNodeStatus still runs (the
+// kubelet's fastNodeStatusUpdate holds syncNodeStatusMux across updateRuntimeUp). Not in a synctest
+// bubble: a goroutine waiting for a sync.Mutex is not durably blocked, so there the regression would
+// hang the bubble instead of failing; channels with a generous real-time bound (no polling) instead.
+func TestHungRuntimeDoesNotBlockSync(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
-	w := newWorld(t, worldOpts{})
-	done := make(chan struct{})
-	go func() { w.syncer.FastStatusUpdateOnce(ctx); close(done) }()
-	cancel()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("FastStatusUpdateOnce did not return after cancel")
+	defer cancel()
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	w := newWorld(t, worldOpts{inAPI: notReadyNode(), inLister: notReadyNode(), rand: 0.5,
+		updateRuntimeUp: func(ctx context.Context) {
+			once.Do(func() { close(entered) })
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		}})
+	wait := func(ch <-chan struct{}, what string) {
+		t.Helper()
+		select {
+		case <-ch:
+		case <-time.After(time.Minute):
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+	fastDone := make(chan struct{})
+	go func() { w.syncer.FastStatusUpdateOnce(ctx); close(fastDone) }()
+	wait(entered, "the fast path to call UpdateRuntimeUp")
+
+	syncDone := make(chan struct{})
+	go func() { w.syncer.SyncNodeStatus(ctx); close(syncDone) }()
+	wait(syncDone, "SyncNodeStatus while the fast path's UpdateRuntimeUp hangs")
+	if got := w.results(); join(got) != "patched" {
+		t.Errorf("sync during the hung runtime call: OnSync %v, want patched", got)
+	}
+
+	// The runtime answers: the fast path goes on from the cached (NotReady) Node and patches once.
+	close(release)
+	wait(fastDone, "the fast path to finish after the runtime answered")
+	syncs := w.takeSyncs()
+	if len(syncs) != 1 || !syncs[0].Fast || syncs[0].Result != ResultPatched {
+		t.Errorf("fast path OnSync %+v, want one fast patch", syncs)
 	}
 }
 
-// TestRunAndTrigger: Run syncs at once, a Trigger syncs again without waiting for the period, and
-// Run returns when the context ends.
+// TestRunAndTrigger: Run syncs at once, a Trigger syncs again without waiting for the period, the
+// period (10 s with up to 4 % jitter, counted from the end of the last sync) starts the next sync,
+// and Run returns when the context ends.
 func TestRunAndTrigger(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	ctx, cancel := context.WithCancel(ctx)
-	w := newWorld(t, worldOpts{inAPI: baseNode(), inLister: baseNode(), rand: 0.5})
-	done := make(chan struct{})
-	go func() { w.syncer.Run(ctx); close(done) }()
-	waitFor := func(n int) {
-		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			w.mu.Lock()
-			got := len(w.syncResults)
-			w.mu.Unlock()
-			if got >= n {
-				return
+	synctest.Test(t, func(t *testing.T) {
+		_, ctx := ktesting.NewTestContext(t)
+		w := newWorld(t, worldOpts{inAPI: baseNode(), inLister: baseNode(), rand: 0.5, bubble: true})
+		start := time.Now()
+		stop := startRun(ctx, w.syncer)
+		count := func(want int, when string) {
+			t.Helper()
+			synctest.Wait()
+			if got := len(w.takeSyncs()); got != want {
+				t.Fatalf("%s (at %v): %d syncs, want %d", when, time.Since(start), got, want)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%d syncs, want %d", got, n)
-			}
-			time.Sleep(time.Millisecond)
 		}
-	}
-	waitFor(1)
-	w.syncer.Trigger()
-	w.syncer.Trigger() // coalesces
-	waitFor(2)
-	// The period (10 s ± 4 %) on the fake clock starts the next one.
-	deadline := time.Now().Add(30 * time.Second)
-	for !w.clock.HasWaiters() && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-	w.clock.Step(11 * time.Second)
-	waitFor(3)
-	cancel()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("Run did not return after cancel")
-	}
+		count(1, "at start")
+
+		time.Sleep(3 * time.Second)
+		w.syncer.Trigger()
+		count(1, "at once after a Trigger")
+
+		time.Sleep(10*time.Second - time.Nanosecond)
+		count(0, "just before the period after the triggered sync")
+		time.Sleep(400*time.Millisecond + time.Nanosecond)
+		count(1, "once the period with its jitter has passed")
+
+		stop() // a Run that did not return would deadlock the bubble
+	})
+}
+
+// startRun starts s.Run in a goroutine; stop cancels its context and waits for Run to return.
+func startRun(ctx context.Context, s *Syncer) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { s.Run(ctx); close(done) }()
+	return func() { cancel(); <-done }
+}
+
+// TestTriggerCoalesces: Trigger never blocks, and any number of Triggers while a sync runs make
+// exactly one more sync, not one each.
+func TestTriggerCoalesces(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, ctx := ktesting.NewTestContext(t)
+		w := newWorld(t, worldOpts{inAPI: baseNode(), inLister: baseNode(), rand: 0.5, bubble: true})
+		stop := startRun(ctx, w.syncer)
+		synctest.Wait()
+		if got := len(w.takeSyncs()); got != 1 {
+			t.Fatalf("%d syncs at start, want 1", got)
+		}
+
+		// A sync that blocks in a setter.
+		block := make(chan struct{})
+		w.set(func(w *world) { w.block = block })
+		w.syncer.Trigger()
+		synctest.Wait()
+		w.set(func(w *world) { w.block = nil })
+		for range 5 {
+			w.syncer.Trigger()
+		}
+		close(block)
+		synctest.Wait()
+		if got := len(w.takeSyncs()); got != 2 {
+			t.Errorf("%d syncs for a Trigger plus 5 Triggers during its sync, want 2 (the blocked one and one more)", got)
+		}
+		time.Sleep(10*time.Second - time.Nanosecond)
+		synctest.Wait()
+		if got := len(w.takeSyncs()); got != 0 {
+			t.Errorf("%d syncs before the period, want 0: triggers left pending", got)
+		}
+
+		// Without Run receiving, Triggers do not block; they too make one sync.
+		stop()
+		for range 3 {
+			w.syncer.Trigger()
+		}
+		stop = startRun(ctx, w.syncer)
+		synctest.Wait()
+		if got := len(w.takeSyncs()); got != 2 {
+			t.Errorf("%d syncs after Run started with 3 pending Triggers, want 2 (the first sync and one more)", got)
+		}
+		stop()
+	})
 }
 
 func TestNew(t *testing.T) {
 	lister := corelisters.NewNodeLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}))
 	client := fake.NewClientset()
-	for i, cfg := range []Config{
-		{Lister: lister, NodeName: nodeName, UpdateFrequency: time.Second, ReportFrequency: time.Minute},
-		{Client: client, NodeName: nodeName, UpdateFrequency: time.Second, ReportFrequency: time.Minute},
-		{Client: client, Lister: lister, UpdateFrequency: time.Second, ReportFrequency: time.Minute},
-		{Client: client, Lister: lister, NodeName: nodeName, ReportFrequency: time.Minute},
-		{Client: client, Lister: lister, NodeName: nodeName, UpdateFrequency: time.Second},
+	nc := nodecache.New(nil).Node(nodeName)
+	funcs := nodestatus.NewFuncs(nil)
+	valid := Config{Client: client, Lister: lister, Cache: nc, Funcs: funcs, NodeName: nodeName, UpdateFrequency: time.Second, ReportFrequency: time.Minute}
+	for name, mutate := range map[string]func(*Config){
+		"no Client":            func(c *Config) { c.Client = nil },
+		"no Lister":            func(c *Config) { c.Lister = nil },
+		"no Cache":             func(c *Config) { c.Cache = nil },
+		"no Funcs":             func(c *Config) { c.Funcs = nil },
+		"no NodeName":          func(c *Config) { c.NodeName = "" },
+		"no UpdateFrequency":   func(c *Config) { c.UpdateFrequency = 0 },
+		"no ReportFrequency":   func(c *Config) { c.ReportFrequency = 0 },
+		"negative frequencies": func(c *Config) { c.UpdateFrequency, c.ReportFrequency = -time.Second, -time.Second },
 	} {
+		cfg := valid
+		mutate(&cfg)
 		if _, err := New(cfg); err == nil {
-			t.Errorf("config %d: no error", i)
+			t.Errorf("%s: no error", name)
 		}
 	}
-	s, err := New(Config{Client: client, Lister: lister, NodeName: nodeName, UpdateFrequency: time.Second, ReportFrequency: time.Minute})
+	s, err := New(valid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !s.Registered() {
+	if !s.IsRegistered() {
 		t.Error("without Register the node counts as registered")
+	}
+	select {
+	case <-s.Registered():
+	default:
+		t.Error("without Register, Registered() is not closed")
 	}
 	if d := s.calculateDelay(); d.Abs() > 30*time.Second {
 		t.Errorf("default Rand delay %v", d)
+	}
+	if s.LastResult() != nil || !s.LastSync().IsZero() {
+		t.Errorf("before any sync: LastResult %v, LastSync %v", s.LastResult(), s.LastSync())
 	}
 	_ = fmt.Sprint(s)
 }

@@ -1,0 +1,178 @@
+package nodecache
+
+import (
+	"errors"
+	"io"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2/ktesting"
+	testingclock "k8s.io/utils/clock/testing"
+)
+
+func node(name string) *v1.Node { return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}} }
+
+// TestTracker runs a sequence of calls on a Tracker over a fake clock, one second apart, and checks
+// every Node's staleness after each.
+func TestTracker(t *testing.T) {
+	t0 := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	type op func(tr *Tracker)
+	stale := func(name, reason string) op { return func(tr *Tracker) { tr.MarkStale(name, reason) } }
+	allStale := func(reason string) op { return func(tr *Tracker) { tr.MarkAllStale(reason) } }
+	fresh := func(name string) op { return func(tr *Tracker) { tr.MarkFresh(name) } }
+	cases := []struct {
+		desc string
+		ops  []op // op i runs at t0 + i s
+		want map[string]*Staleness
+	}{
+		{desc: "new: every Node current", want: map[string]*Staleness{"a": nil, "b": nil}},
+		{desc: "MarkStale marks one Node",
+			ops:  []op{stale("a", "lease Timeout")},
+			want: map[string]*Staleness{"a": {Reason: "lease Timeout", Since: at(0)}, "b": nil}},
+		{desc: "MarkStale keeps the first reason and time",
+			ops:  []op{stale("a", "lease Timeout"), stale("a", "node status update failed: EOF")},
+			want: map[string]*Staleness{"a": {Reason: "lease Timeout", Since: at(0)}}},
+		{desc: "MarkFresh clears MarkStale; a later MarkStale starts again",
+			ops:  []op{stale("a", "first"), fresh("a"), stale("a", "second")},
+			want: map[string]*Staleness{"a": {Reason: "second", Since: at(2)}}},
+		{desc: "MarkFresh clears MarkStale",
+			ops:  []op{stale("a", "first"), fresh("a")},
+			want: map[string]*Staleness{"a": nil}},
+		{desc: "MarkAllStale marks every Node, known or not",
+			ops:  []op{fresh("a"), allStale("node watch failed: EOF")},
+			want: map[string]*Staleness{"a": {Reason: "node watch failed: EOF", Since: at(1)}, "never-seen": {Reason: "node watch failed: EOF", Since: at(1)}}},
+		{desc: "MarkAllStale: a Node with a later event is current, the others stay stale",
+			ops:  []op{allStale("node watch failed: EOF"), fresh("a")},
+			want: map[string]*Staleness{"a": nil, "b": {Reason: "node watch failed: EOF", Since: at(0)}}},
+		{desc: "a second MarkAllStale marks again a Node fresh since the first, with the new reason",
+			ops:  []op{allStale("first watch failure"), fresh("a"), allStale("second watch failure")},
+			want: map[string]*Staleness{"a": {Reason: "second watch failure", Since: at(2)}, "b": {Reason: "second watch failure", Since: at(2)}}},
+		{desc: "a Node's own staleness wins over MarkAllStale's",
+			ops:  []op{stale("a", "lease Timeout"), allStale("node watch failed: EOF")},
+			want: map[string]*Staleness{"a": {Reason: "lease Timeout", Since: at(0)}, "b": {Reason: "node watch failed: EOF", Since: at(1)}}},
+		{desc: "MarkFresh clears both its own and MarkAllStale's staleness",
+			ops:  []op{stale("a", "lease Timeout"), allStale("node watch failed: EOF"), fresh("a")},
+			want: map[string]*Staleness{"a": nil, "b": {Reason: "node watch failed: EOF", Since: at(1)}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.desc, func(t *testing.T) {
+			clk := testingclock.NewFakeClock(t0)
+			tr := New(clk)
+			for _, o := range tc.ops {
+				o(tr)
+				clk.Step(time.Second)
+			}
+			for name, want := range tc.want {
+				got := tr.Stale(name)
+				if (got == nil) != (want == nil) || (got != nil && (got.Reason != want.Reason || !got.Since.Equal(want.Since))) {
+					t.Errorf("Stale(%q) = %+v, want %+v", name, got, want)
+				}
+				if viaNode := tr.Node(name).Stale(); (viaNode == nil) != (got == nil) || (viaNode != nil && *viaNode != *got) {
+					t.Errorf("Node(%q).Stale() = %+v, Tracker.Stale = %+v", name, viaNode, got)
+				}
+			}
+		})
+	}
+}
+
+// TestStaleReturnsACopy: changing what Stale returned does not change the Tracker.
+func TestStaleReturnsACopy(t *testing.T) {
+	tr := New(testingclock.NewFakeClock(time.Unix(0, 0)))
+	tr.MarkStale("a", "mine")
+	tr.MarkAllStale("all")
+	tr.Stale("a").Reason = "changed"
+	tr.Stale("b").Reason = "changed"
+	if got := tr.Stale("a").Reason; got != "mine" {
+		t.Errorf("Stale(a).Reason = %q after changing a returned copy", got)
+	}
+	if got := tr.Stale("b").Reason; got != "all" {
+		t.Errorf("Stale(b).Reason = %q after changing a returned copy", got)
+	}
+}
+
+// TestNodeView: Node(name) marks and reads that one Node only.
+func TestNodeView(t *testing.T) {
+	tr := New(nil)
+	a := tr.Node("a")
+	a.MarkStale("lease Timeout")
+	if s := tr.Stale("a"); s == nil || s.Reason != "lease Timeout" {
+		t.Errorf("Stale(a) = %+v after Node(a).MarkStale", s)
+	}
+	if s := tr.Stale("b"); s != nil {
+		t.Errorf("Stale(b) = %+v after Node(a).MarkStale", s)
+	}
+	a.MarkFresh()
+	if s := a.Stale(); s != nil {
+		t.Errorf("Node(a).Stale() = %+v after MarkFresh", s)
+	}
+}
+
+// TestEventHandler: every informer event for a Node marks that Node current, including a delete
+// whose final state is unknown (a tombstone); other objects and other Nodes are left alone.
+func TestEventHandler(t *testing.T) {
+	cases := []struct {
+		desc    string
+		deliver func(h cache.ResourceEventHandler)
+		fresh   bool // whether Node a is current afterwards
+	}{
+		{desc: "add", deliver: func(h cache.ResourceEventHandler) { h.OnAdd(node("a"), false) }, fresh: true},
+		{desc: "add in the initial list", deliver: func(h cache.ResourceEventHandler) { h.OnAdd(node("a"), true) }, fresh: true},
+		{desc: "update (also a re-list's)", deliver: func(h cache.ResourceEventHandler) { h.OnUpdate(node("a"), node("a")) }, fresh: true},
+		{desc: "delete", deliver: func(h cache.ResourceEventHandler) { h.OnDelete(node("a")) }, fresh: true},
+		{desc: "delete with a tombstone", deliver: func(h cache.ResourceEventHandler) {
+			h.OnDelete(cache.DeletedFinalStateUnknown{Key: "a", Obj: node("a")})
+		}, fresh: true},
+		{desc: "another Node's event", deliver: func(h cache.ResourceEventHandler) { h.OnUpdate(node("b"), node("b")) }},
+		{desc: "a tombstone without a Node", deliver: func(h cache.ResourceEventHandler) {
+			h.OnDelete(cache.DeletedFinalStateUnknown{Key: "a", Obj: &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a"}}})
+		}},
+		{desc: "not a Node", deliver: func(h cache.ResourceEventHandler) { h.OnAdd(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "a"}}, false) }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.desc, func(t *testing.T) {
+			tr := New(nil)
+			tr.MarkStale("a", "lease Timeout")
+			tr.MarkAllStale("node watch failed: EOF")
+			tc.deliver(tr.EventHandler())
+			if got := tr.Stale("a") == nil; got != tc.fresh {
+				t.Errorf("Node a current = %v (%+v), want %v", got, tr.Stale("a"), tc.fresh)
+			}
+			if tr.Stale("c") == nil {
+				t.Error("an unrelated Node became current")
+			}
+		})
+	}
+}
+
+// TestWatchErrorHandler: a failed watch of the shared Node informer marks every Node stale, saying
+// why, and still logs as client-go's default handler.
+func TestWatchErrorHandler(t *testing.T) {
+	for _, err := range []error{io.EOF, errors.New("very short watch: connection refused")} {
+		t.Run(err.Error(), func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			clk := testingclock.NewFakeClock(time.Unix(100, 0))
+			tr := New(clk)
+			tr.MarkFresh("a")
+			r := cache.NewNamedReflector("nodes", &cache.ListWatch{}, &v1.Node{}, cache.NewStore(cache.MetaNamespaceKeyFunc), 0)
+			tr.WatchErrorHandler()(ctx, r, err)
+			for _, name := range []string{"a", "b"} {
+				s := tr.Stale(name)
+				if s == nil || s.Reason != "node watch failed: "+err.Error() || !s.Since.Equal(clk.Now()) {
+					t.Errorf("Stale(%q) = %+v, want node watch failed: %v at %v", name, s, err, clk.Now())
+				}
+			}
+			// The re-list after the watch failed delivers an event per Node: each is current again.
+			tr.EventHandler().OnUpdate(node("a"), node("a"))
+			if s := tr.Stale("a"); s != nil {
+				t.Errorf("Stale(a) = %+v after the re-list's event", s)
+			}
+			if s := tr.Stale("b"); s == nil {
+				t.Error("Stale(b) = nil without an event for b")
+			}
+		})
+	}
+}
