@@ -8,7 +8,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/klog/v2"
 
@@ -16,24 +15,62 @@ import (
 	"github.com/nodeagent/nodeagent/pkg/eviction"
 	"github.com/nodeagent/nodeagent/pkg/host"
 	"github.com/nodeagent/nodeagent/pkg/node"
+	"github.com/nodeagent/nodeagent/pkg/nodestatus"
 	"github.com/nodeagent/nodeagent/pkg/server"
 	"github.com/nodeagent/nodeagent/pkg/systemd"
 	"github.com/nodeagent/nodeagent/pkg/version"
 )
 
-// Agent is one wired nodeagent: one per-node controller over this machine, and the HTTP server.
-// Build with New, run with Run.
+// Agent is one wired nodeagent: standalone, one per-node controller over this machine; with
+// --companion, the runtime and problem conditions patched onto the kubelet's Node. Build with New,
+// run with Run.
 type Agent struct {
-	cfg    *config.Completed
-	deps   *Dependencies
-	node   *node.Controller
-	server *server.Server // nil with --healthz-port=0
+	cfg       *config.Completed
+	deps      *Dependencies
+	node      *node.Controller // standalone
+	companion *companionMode   // --companion
+	server    *server.Server   // nil with --healthz-port=0
 }
 
 // New composes the agent from cfg and deps; it makes no API or CRI call. Errors name the flag.
 func New(cfg *config.Completed, deps *Dependencies) (*Agent, error) {
 	c := cfg.Config
-	ctrl, err := node.New(node.Config{
+	a := &Agent{cfg: cfg, deps: deps}
+	var err error
+	healthy, ready := func() error { return nil }, func() error { return nil }
+	if c.Companion {
+		if a.companion, err = newCompanionMode(cfg.NodeName, c.K8sExporterHeartbeatPeriod.Duration, deps); err != nil {
+			return nil, err
+		}
+		healthy, ready = a.companion.healthy, a.companion.patched
+	} else {
+		if a.node, err = node.New(nodeConfig(cfg, deps), node.Dependencies{
+			Client: deps.Client, HeartbeatClient: deps.HeartbeatClient, NodeLister: deps.Informers.Core().V1().Nodes().Lister(),
+			Cache: deps.NodeCache, Recorder: deps.Recorder, Clock: deps.Clock, OnHeartbeatFailure: deps.CloseAllConns,
+			Observer: deps.Metrics,
+		}); err != nil {
+			return nil, err
+		}
+		healthy, ready = a.node.Healthy, a.node.Registered
+	}
+	if *c.HealthzPort > 0 {
+		a.server, err = server.New(server.Config{
+			BindAddress: c.HealthzBindAddress, Port: int(*c.HealthzPort), Metrics: deps.Metrics.Handler(),
+			SyncLoop: healthy, Registered: ready, EnableProfiling: c.EnableProfilingHandler, Flags: cfg.Flags,
+			Handlers: map[string]http.Handler{node.DebugPath: node.DebugHandler(a.report)},
+		})
+		if err != nil {
+			return nil, fmt.Errorf("--healthz-bind-address %q --healthz-port %d: %w", c.HealthzBindAddress, *c.HealthzPort, err)
+		}
+	}
+	return a, nil
+}
+
+// nodeConfig is the standalone Node's configuration: the flags, this machine and its runtime, and
+// the problem monitors' setters after the kubelet's.
+func nodeConfig(cfg *config.Completed, deps *Dependencies) node.Config {
+	c := cfg.Config
+	nc := node.Config{
 		NodeName: cfg.NodeName, Hostname: cfg.NodeName, RegisterNode: *c.RegisterNode,
 		Labels: c.NodeLabels, Taints: c.RegisterWithTaints, Unschedulable: !*c.RegisterSchedulable,
 		ExternalCloudProvider: c.CloudProvider == "external", ProviderID: c.ProviderID, NodeIPs: cfg.NodeIPs,
@@ -42,26 +79,14 @@ func New(cfg *config.Completed, deps *Dependencies) (*Agent, error) {
 		NodeLeaseDurationSeconds: c.NodeLeaseDurationSeconds, NodeStatusMaxImages: *c.NodeStatusMaxImages,
 		RuntimeEndpoint: c.ContainerRuntimeEndpoint, AgentVersion: version.Get().GitVersion,
 		Host: machineHost{deps.Machine, deps.Eviction}, Runtime: deps.Runtime,
-	}, node.Dependencies{
-		Client: deps.Client, HeartbeatClient: deps.HeartbeatClient, NodeLister: deps.Informers.Core().V1().Nodes().Lister(),
-		Cache: deps.NodeCache, Recorder: deps.Recorder, Clock: deps.Clock, OnHeartbeatFailure: deps.CloseAllConns,
-		Observer: deps.Metrics,
-	})
-	if err != nil {
-		return nil, err
 	}
-	a := &Agent{cfg: cfg, deps: deps, node: ctrl}
-	if *c.HealthzPort > 0 {
-		a.server, err = server.New(server.Config{
-			BindAddress: c.HealthzBindAddress, Port: int(*c.HealthzPort), Metrics: deps.Metrics.Handler(),
-			SyncLoop: ctrl.Healthy, Registered: ctrl.Registered, EnableProfiling: c.EnableProfilingHandler, Flags: cfg.Flags,
-			Handlers: map[string]http.Handler{node.DebugPath: node.DebugHandler(a.report)},
-		})
-		if err != nil {
-			return nil, fmt.Errorf("--healthz-bind-address %q --healthz-port %d: %w", c.HealthzBindAddress, *c.HealthzPort, err)
+	if deps.Problems != nil {
+		for i, setter := range deps.Problems.Setters() {
+			nc.ExtraFuncs = append(nc.ExtraFuncs, nodestatus.Func{Name: "ProblemMonitor(" + deps.Problems.Status()[i].Source + ")", Setter: setter})
 		}
+		nc.Triggers = deps.ProblemChanges
 	}
-	return a, nil
+	return nc
 }
 
 // machineHost is the real machine as a node.Host: cadvisor and the eviction manager's pressure.
@@ -72,8 +97,25 @@ type machineHost struct {
 
 // report is /debug/nodestatus's answer.
 func (a *Agent) report() node.Report {
-	return node.Report{Version: version.Get().GitVersion, StartedAt: processStart, Nodes: []node.Status{a.node.Status()},
-		Notes: a.notes()}
+	r := node.Report{Version: version.Get().GitVersion, StartedAt: processStart, Notes: a.notes(), Extra: map[string]any{}}
+	if a.node != nil {
+		r.Nodes = []node.Status{a.node.Status()}
+	}
+	if a.companion != nil {
+		r.Extra["companion"] = a.companion.patcher.Status()
+		r.Extra["runtime"] = map[string]string{"error": errText(a.companion.runtimeError())}
+	}
+	if a.deps.Problems != nil {
+		r.Extra["problemMonitors"] = a.deps.Problems.Status()
+	}
+	return r
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
 
 // noPodsNote says why capacity.pods is 0 (issue 14).
@@ -82,23 +124,30 @@ const noPodsNote = "capacity.pods is 0: nodeagent runs no pods, so no pod is sch
 
 // notes are the configuration facts an operator should know.
 func (a *Agent) notes() []string {
-	if a.cfg.Config.EffectiveMaxPods() == 0 {
+	if a.node != nil && a.cfg.Config.EffectiveMaxPods() == 0 {
 		return []string{noPodsNote}
 	}
 	return nil
 }
 
 // Run starts the server, tells systemd it is ready, and runs the event sink, the Node informer, the
-// eviction manager and the per-node controller until ctx ends; then it stops them, waiting at most
-// 5 s, flushes events and returns nil. Nothing waits on the container runtime before the server
-// answers and READY=1 is sent (the kubelet's health server and READY=1 do not either).
+// eviction manager, the problem monitors and the per-node controller (or companion mode) until ctx
+// ends; then it stops them, waiting at most 5 s, flushes events and returns nil. Nothing waits on the
+// container runtime before the server answers and READY=1 is sent (the kubelet's health server and
+// READY=1 do not either).
 func (a *Agent) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx).WithValues("node", a.cfg.NodeName)
 	ctx = klog.NewContext(ctx, logger)
 	c := a.cfg.Config
-	logger.Info("Starting nodeagent", "version", version.Get().GitVersion, "runtimeEndpoint", c.ContainerRuntimeEndpoint,
-		"imageServiceEndpoint", c.ImageServiceEndpoint, "kubeconfig", a.cfg.Kubeconfig)
+	logger.Info("Starting nodeagent", "version", version.Get().GitVersion, "companion", c.Companion,
+		"runtimeEndpoint", c.ContainerRuntimeEndpoint, "imageServiceEndpoint", c.ImageServiceEndpoint, "kubeconfig", a.cfg.Kubeconfig)
 
+	healthy := func() error { return nil }
+	if a.node != nil {
+		healthy = a.node.Healthy
+	} else {
+		healthy = a.companion.healthy
+	}
 	var wg sync.WaitGroup
 	if a.server != nil {
 		wg.Go(func() {
@@ -111,7 +160,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		if err := systemd.Ready(ctx); err != nil {
 			logger.Error(err, "sd_notify READY failed")
 		}
-		if err := systemd.RunWatchdog(ctx, a.deps.Clock, a.node.Healthy); err != nil {
+		if err := systemd.RunWatchdog(ctx, a.deps.Clock, healthy); err != nil {
 			logger.Error(err, "systemd watchdog stopped")
 		}
 	})
@@ -119,12 +168,23 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.deps.Broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: a.deps.Client.CoreV1().Events("")})
 	for _, note := range a.notes() {
 		logger.Info(note)
-		a.deps.Recorder.Event(&v1.ObjectReference{Kind: "Node", Name: a.cfg.NodeName, UID: types.UID(a.cfg.NodeName)},
-			v1.EventTypeNormal, "NoPodsCapacity", note)
+		a.deps.Recorder.Event(nodeRef(a.cfg.NodeName), v1.EventTypeNormal, "NoPodsCapacity", note)
 	}
-	a.deps.Informers.Start(ctx.Done())
-	wg.Go(func() { a.deps.Eviction.Run(ctx) })
-	wg.Go(func() { a.node.Run(ctx) })
+	if a.deps.Problems != nil {
+		wg.Go(func() {
+			if err := a.deps.Problems.Run(ctx); err != nil {
+				logger.Error(err, "Problem monitors stopped")
+			}
+		})
+	}
+	if a.node != nil {
+		a.deps.Informers.Start(ctx.Done())
+		wg.Go(func() { a.deps.Eviction.Run(ctx) })
+		wg.Go(func() { a.node.Run(ctx) })
+	} else {
+		a.deps.Recorder.Eventf(nodeRef(a.cfg.NodeName), v1.EventTypeNormal, "Starting", "Starting nodeagent (companion).")
+		wg.Go(func() { a.companion.run(ctx, a.deps.ProblemChanges) })
+	}
 
 	<-ctx.Done()
 	logger.Info("Shutting down nodeagent")

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -28,6 +30,7 @@ import (
 	"github.com/nodeagent/nodeagent/pkg/node"
 	"github.com/nodeagent/nodeagent/pkg/nodecache"
 	"github.com/nodeagent/nodeagent/pkg/nodestatus"
+	"github.com/nodeagent/nodeagent/pkg/problem"
 	"github.com/nodeagent/nodeagent/pkg/version"
 )
 
@@ -49,13 +52,35 @@ type Dependencies struct {
 	Machine       *host.Machine
 	Eviction      *eviction.Manager
 	Metrics       *metrics.Metrics
+	// Problems runs the node-problem-detector monitors of --config.custom-plugin-monitor and
+	// --config.system-log-monitor; nil without any. ProblemChanges receives (coalesced) when one of
+	// their conditions changed.
+	Problems       *problem.Manager
+	ProblemChanges chan struct{}
+
+	recordersMu sync.Mutex
+	recorders   map[string]record.EventRecorder
+}
+
+// RecorderFor returns the event recorder whose source component is component (e.g. a problem
+// monitor's "kernel-monitor"), host the node name, as NPD records its events.
+func (d *Dependencies) RecorderFor(component, host string) record.EventRecorder {
+	d.recordersMu.Lock()
+	defer d.recordersMu.Unlock()
+	if r, ok := d.recorders[component]; ok {
+		return r
+	}
+	r := d.Broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: component, Host: host})
+	d.recorders[component] = r
+	return r
 }
 
 // NewDependencies builds the Dependencies for cfg. It makes no API or CRI call. The error names the
 // flag and the value (--kubeconfig, --root-dir, --container-runtime-endpoint).
 func NewDependencies(ctx context.Context, cfg *config.Completed) (*Dependencies, error) {
 	c := cfg.Config
-	d := &Dependencies{Clock: clock.RealClock{}, Metrics: metrics.New(processStart)}
+	d := &Dependencies{Clock: clock.RealClock{}, Metrics: metrics.New(processStart), recorders: map[string]record.EventRecorder{},
+		ProblemChanges: make(chan struct{}, 1)}
 	d.Metrics.NodeName.WithLabelValues(cfg.NodeName).Set(1)
 
 	restConfig, err := loadRESTConfig(cfg.Kubeconfig)
@@ -100,7 +125,28 @@ func NewDependencies(ctx context.Context, cfg *config.Completed) (*Dependencies,
 
 	// Events on the Node, as the kubelet's recorder (component "nodeagent", host = node name).
 	d.Broadcaster = record.NewBroadcaster(record.WithContext(ctx))
-	d.Recorder = d.Broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: "nodeagent", Host: cfg.NodeName})
+	d.Recorder = d.RecorderFor("nodeagent", cfg.NodeName)
+
+	// Problem monitors: their configs are checked here, before anything touches the cluster.
+	if len(c.CustomPluginMonitors)+len(c.SystemLogMonitors) > 0 {
+		nodeRef := &v1.ObjectReference{Kind: "Node", Name: cfg.NodeName, UID: types.UID(cfg.NodeName)}
+		if d.Problems, err = problem.New(problem.Config{
+			CustomPluginMonitors: c.CustomPluginMonitors, SystemLogMonitors: c.SystemLogMonitors, Clock: d.Clock,
+			Recorder: func(eventType, reason, message, source string) {
+				d.RecorderFor(source, cfg.NodeName).Event(nodeRef, eventType, reason, message)
+			},
+			Metrics: d.Metrics.Registry,
+			OnChange: func() {
+				select {
+				case d.ProblemChanges <- struct{}{}:
+				default:
+				}
+			},
+		}); err != nil {
+			return nil, err
+		}
+		d.Metrics.AddConditionTypes(d.Problems.ConditionTypes()...)
+	}
 
 	if d.Runtime, err = criruntime.Dial(c.ContainerRuntimeEndpoint, c.ImageServiceEndpoint, c.RuntimeRequestTimeout.Duration); err != nil {
 		return nil, fmt.Errorf("--container-runtime-endpoint %q: %w", c.ContainerRuntimeEndpoint, err)

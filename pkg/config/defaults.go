@@ -69,6 +69,9 @@ func SetDefaults(c *NodeAgentConfiguration) {
 	if c.KubeAPIQPS == nil {
 		c.KubeAPIQPS = ptr.To[float32](50)
 	}
+	if c.K8sExporterHeartbeatPeriod.Duration == 0 {
+		c.K8sExporterHeartbeatPeriod = metav1.Duration{Duration: 5 * time.Minute}
+	}
 	logsapi.SetRecommendedLoggingConfiguration(&c.Logging)
 	if c.KubeAPIBurst == 0 {
 		c.KubeAPIBurst = 100

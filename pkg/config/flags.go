@@ -67,6 +67,10 @@ func BindFlags(o *Options) *pflag.FlagSet {
 	fs.Float32Var(c.KubeAPIQPS, "kube-api-qps", *c.KubeAPIQPS, "QPS of the API client.")
 	fs.Int32Var(&c.KubeAPIBurst, "kube-api-burst", c.KubeAPIBurst, "Burst of the API client.")
 
+	fs.BoolVar(&c.Companion, "companion", c.Companion, "Run beside the node's kubelet (as a DaemonSet): do not register the Node or renew its Lease, write only nodeagent's own conditions and Events.")
+	fs.StringSliceVar(&c.CustomPluginMonitors, "config.custom-plugin-monitor", c.CustomPluginMonitors, "Comma-separated node-problem-detector custom plugin monitor configs (as NPD's flag).")
+	fs.StringSliceVar(&c.SystemLogMonitors, "config.system-log-monitor", c.SystemLogMonitors, "Comma-separated node-problem-detector system log monitor configs (as NPD's flag).")
+	fs.DurationVar(&c.K8sExporterHeartbeatPeriod.Duration, "k8s-exporter-heartbeat-period", c.K8sExporterHeartbeatPeriod.Duration, "In companion mode, how often nodeagent's conditions are patched when unchanged (as NPD's flag).")
 	logsapi.AddFlags(&c.Logging, fs)
 	return fs
 }

@@ -80,6 +80,18 @@ type NodeAgentConfiguration struct {
 	KubeAPIQPS   *float32 `json:"kubeAPIQPS,omitempty"`
 	KubeAPIBurst int32    `json:"kubeAPIBurst,omitempty"`
 
+	// Companion runs nodeagent beside the node's own kubelet (a DaemonSet): it neither registers the
+	// Node nor renews its Lease and writes none of the kubelet's fields, only its own conditions
+	// (problem monitors, ContainerRuntimeUnhealthy) and Events.
+	Companion bool `json:"companion,omitempty"`
+	// CustomPluginMonitors and SystemLogMonitors are paths of node-problem-detector monitor configs
+	// (NPD's --config.custom-plugin-monitor and --config.system-log-monitor), read as NPD reads them.
+	CustomPluginMonitors []string `json:"customPluginMonitors,omitempty"`
+	SystemLogMonitors    []string `json:"systemLogMonitors,omitempty"`
+	// K8sExporterHeartbeatPeriod is how often, in companion mode, the conditions are patched even when
+	// unchanged (NPD's --k8s-exporter-heartbeat-period, 5m).
+	K8sExporterHeartbeatPeriod metav1.Duration `json:"k8sExporterHeartbeatPeriod,omitempty"`
+
 	// Logging configures k8s.io/component-base logging (format, verbosity), as in KubeletConfiguration.
 	Logging logsapi.LoggingConfiguration `json:"logging,omitempty"`
 }

@@ -109,6 +109,9 @@ func Validate(c *NodeAgentConfiguration) error {
 	if c.KubeAPIQPS != nil && *c.KubeAPIQPS < 0 {
 		add("kubeAPIQPS", *c.KubeAPIQPS, "must not be negative")
 	}
+	if c.K8sExporterHeartbeatPeriod.Duration <= 0 {
+		add("k8sExporterHeartbeatPeriod", c.K8sExporterHeartbeatPeriod.Duration, "must be greater than 0")
+	}
 	if c.KubeAPIBurst < 0 {
 		add("kubeAPIBurst", c.KubeAPIBurst, "must not be negative")
 	}

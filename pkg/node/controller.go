@@ -107,6 +107,9 @@ type Config struct {
 	ExtraFuncs []nodestatus.Func
 	// RuntimePollPeriod is how often CRI Status is called (5 s when 0).
 	RuntimePollPeriod time.Duration
+	// Triggers, if set, asks for a status sync now on each receive (e.g. a problem monitor's
+	// condition changed).
+	Triggers <-chan struct{}
 
 	// Host and Runtime are this Node's machine and container runtime; required.
 	Host    Host
@@ -277,6 +280,18 @@ func (c *Controller) Run(ctx context.Context) {
 		}
 		c.renewer.Run(ctx)
 	})
+	if c.cfg.Triggers != nil {
+		wg.Go(func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-c.cfg.Triggers:
+					c.syncer.Trigger()
+				}
+			}
+		})
+	}
 	wg.Wait()
 }
 
