@@ -117,7 +117,7 @@ func TestObserveSync(t *testing.T) {
 	t1 := processStart.Add(2 * time.Second)
 	m.ObserveSync("n1", statussync.SyncResult{Time: t1, Result: statussync.ResultPatched, Try: 1, Patched: true, PatchDuration: 20 * time.Millisecond,
 		Patches: []statussync.PatchAttempt{{Duration: 20 * time.Millisecond}},
-		Node: nodeWith(conds{ready: F, mem: F, disk: F, pid: F, v1.NodeNetworkUnavailable: F, kernelDeadlock: F})})
+		Node:    nodeWith(conds{ready: F, mem: F, disk: F, pid: F, v1.NodeNetworkUnavailable: F, kernelDeadlock: F})})
 	compare(t, m, syncWant{syncs: map[string]int{"patched": 1}, conditions: conditionSeries(disk, F, mem, F, pid, F, ready, F),
 		lastSync: t1}.text(), names...)
 
@@ -125,7 +125,7 @@ func TestObserveSync(t *testing.T) {
 	t2 := processStart.Add(12 * time.Second)
 	m.ObserveSync("n1", statussync.SyncResult{Time: t2, Result: statussync.ResultPatched, Try: 1, Patched: true, PatchDuration: 30 * time.Millisecond, Fast: true,
 		Patches: []statussync.PatchAttempt{{Duration: 30 * time.Millisecond}},
-		Node: nodeWith(conds{ready: T, mem: F, disk: F, pid: F})})
+		Node:    nodeWith(conds{ready: T, mem: F, disk: F, pid: F})})
 	// 3. Two tries' PATCHes fail with a conflict, the others' GETs fail: an error, each failed PATCH
 	// counted by reason; the gauges keep the posted status.
 	m.ObserveSync("n1", statussync.SyncResult{Time: t2.Add(10 * time.Second), Result: statussync.ResultError, Try: 5, Patched: true,
@@ -150,7 +150,7 @@ func TestObserveSync(t *testing.T) {
 	t6 := t5.Add(10 * time.Second)
 	m.ObserveSync("n1", statussync.SyncResult{Time: t6, Result: statussync.ResultPatched, Try: 1, Patched: true,
 		Patches: []statussync.PatchAttempt{{}},
-		Node: nodeWith(conds{ready: T, mem: F, disk: F, pid: F, kernelDeadlock: T})})
+		Node:    nodeWith(conds{ready: T, mem: F, disk: F, pid: F, kernelDeadlock: T})})
 	compare(t, m, syncWant{syncs: map[string]int{"patched": 3, "error": 2, "unchanged": 1}, patchErrors: map[string]int{"Conflict": 2}, ready: 1,
 		conditions: conditionSeries(disk, F, mem, F, pid, F, ready, T, kernelDeadlock, T), startup: 12, lastSync: t6}.text(), names...)
 

@@ -13,13 +13,13 @@ const DebugPath = "/debug/nodestatus"
 // of each Node it keeps (one for the agent, N for the simulation). Extra holds sections added by
 // other components (e.g. problem monitors, the client certificate), keyed by name.
 type Report struct {
-	Version   string         `json:"version"`
-	StartedAt time.Time      `json:"startedAt"`
-	Nodes     []Status       `json:"nodes"`
+	Version   string    `json:"version"`
+	StartedAt time.Time `json:"startedAt"`
+	Nodes     []Status  `json:"nodes"`
 	// Notes are facts about the configuration an operator should know, one sentence each (e.g. that
 	// capacity.pods is 0 because nodeagent runs no pods).
-	Notes []string `json:"notes,omitempty"`
-	Extra     map[string]any `json:"extra,omitempty"`
+	Notes []string       `json:"notes,omitempty"`
+	Extra map[string]any `json:"extra,omitempty"`
 }
 
 // DebugHandler serves report() as indented JSON on GET; other methods get 405.
