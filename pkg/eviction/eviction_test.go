@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -152,9 +153,16 @@ func TestReserved(t *testing.T) {
 
 // fakeObserver returns the observations and error it holds.
 type fakeObserver struct {
-	mu  sync.Mutex
-	obs Observations
-	err error
+	mu    sync.Mutex
+	obs   Observations
+	err   error
+	calls int
+}
+
+func (f *fakeObserver) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls
 }
 
 func (f *fakeObserver) set(obs Observations, err error) {
@@ -166,6 +174,7 @@ func (f *fakeObserver) set(obs Observations, err error) {
 func (f *fakeObserver) Observe(context.Context) (Observations, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.calls++
 	return f.obs, f.err
 }
 
@@ -321,31 +330,36 @@ func TestNew(t *testing.T) {
 	}
 }
 
-// TestManagerRun: Run observes at once and stops with the context.
+// TestManagerRun: Run observes at once, then every Period, and stops with the context.
 func TestManagerRun(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	ctx, cancel := context.WithCancel(ctx)
-	thresholds, _ := ParseThresholds(map[string]string{"memory.available": "100Mi"})
-	obs := &fakeObserver{obs: Observations{SignalMemoryAvailable: {Available: 1, Capacity: 2}}, err: errors.New("partial")}
-	m, err := New(Config{Thresholds: thresholds, Observe: obs.Observe, Period: time.Hour, PressureTransitionPeriod: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { m.Run(ctx); close(done) }()
-	deadline := time.Now().Add(30 * time.Second)
-	for !m.IsUnderMemoryPressure() {
-		if time.Now().After(deadline) {
-			t.Fatal("Run did not observe")
+	synctest.Test(t, func(t *testing.T) {
+		_, ctx := ktesting.NewTestContext(t)
+		ctx, cancel := context.WithCancel(ctx)
+		thresholds, _ := ParseThresholds(map[string]string{"memory.available": "100Mi"})
+		obs := &fakeObserver{obs: Observations{SignalMemoryAvailable: {Available: 1, Capacity: 2}}, err: errors.New("partial")}
+		m, err := New(Config{Thresholds: thresholds, Observe: obs.Observe, Period: 10 * time.Second, PressureTransitionPeriod: time.Hour})
+		if err != nil {
+			t.Fatal(err)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	cancel()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("Run did not return after cancel")
-	}
+		done := make(chan struct{})
+		go func() { m.Run(ctx); close(done) }()
+		synctest.Wait()
+		if !m.IsUnderMemoryPressure() || obs.count() != 1 {
+			t.Fatalf("after start: pressure %v, %d observations; want pressure after one", m.IsUnderMemoryPressure(), obs.count())
+		}
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if n := obs.count(); n != 2 {
+			t.Errorf("after one period: %d observations, want 2", n)
+		}
+		cancel()
+		synctest.Wait()
+		select {
+		case <-done:
+		default:
+			t.Fatal("Run did not return after cancel")
+		}
+	})
 }
 
 // writeFiles writes path → content under root.
