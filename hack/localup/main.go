@@ -126,10 +126,10 @@ func run(ctx context.Context, nodeName, dir string, exitWhenReady bool, readyTim
 			return false, fmt.Errorf("nodeagent exited: %w", framework.ErrStop)
 		}
 		node, err = cp.AdminClient.CoreV1().Nodes().Get(rctx, nodeName, metav1.GetOptions{})
-		return err == nil && isReady(node), err
+		return err == nil && framework.IsReady(node), err
 	})
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "--- last lines of %s:\n%s\n", agent.LogPath, lastLines(agent.Logs(), 30))
+		fmt.Fprintf(os.Stderr, "--- last lines of %s:\n%s\n", agent.LogPath, framework.TailLines(agent.Logs(), 30))
 		return fmt.Errorf("node %q not Ready: %w", nodeName, err)
 	}
 	fmt.Printf("\n$ kubectl --kubeconfig %s get nodes -o wide\n", cp.AdminKubeconfig)
@@ -161,22 +161,13 @@ func say(format string, args ...any) {
 	fmt.Printf("localup: "+format+"\n", args...)
 }
 
-func isReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
 // printNodesWide prints node in the columns of `kubectl get nodes -o wide`.
 func printNodesWide(n *corev1.Node) {
 	w := tabwriter.NewWriter(os.Stdout, 0, 8, 3, ' ', 0)
 	defer w.Flush()
 	fmt.Fprintln(w, "NAME\tSTATUS\tROLES\tAGE\tVERSION\tINTERNAL-IP\tEXTERNAL-IP\tOS-IMAGE\tKERNEL-VERSION\tCONTAINER-RUNTIME")
 	status := "NotReady"
-	if isReady(n) {
+	if framework.IsReady(n) {
 		status = "Ready"
 	}
 	if n.Spec.Unschedulable {
@@ -213,12 +204,4 @@ func orNone(s string) string {
 		return "<none>"
 	}
 	return s
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }

@@ -59,11 +59,11 @@ func TestCase08RBACRevoked(t *testing.T) {
 		Dir: agentDir(t, name), NodeName: name, Kubeconfig: kubeconfig, RuntimeEndpoint: suite.ctrd.Endpoint,
 		Args: append(agentArgs(), "--node-status-report-frequency=1s"),
 	})
-	node := waitReady(ctx, t, name)
+	node := framework.WaitReady(ctx, t, suite.cp.AdminClient, name, time.Minute)
 	pid := a.PID
 	statusPatches := func(want int) int {
 		return len(auditEvents(t, saUser, func(e framework.AuditEvent) bool {
-			return isRequest(e, "patch", "nodes", "status") && e.ObjectRef.Name == name && code(e) == want
+			return e.Is("patch", "nodes", "status") && e.ObjectRef.Name == name && e.Code() == want
 		}))
 	}
 	err = framework.WaitFor(ctx, 100*time.Millisecond, func() (bool, error) { return statusPatches(http.StatusOK) > 0, nil })
@@ -145,7 +145,10 @@ func TestCase08RBACRevoked(t *testing.T) {
 	}
 
 	// The Lease (a separate Role) is still renewed: the node does not go Unknown.
-	waitLease(ctx, t, name, renewInterval+slack, "renewal while status is Forbidden", func(l *coordinationv1.Lease) bool { return renewedAfter(l, time.Now().Add(-renewInterval)) })
+	framework.WaitLease(ctx, t, suite.cp.AdminClient, name, renewInterval+slack, "renewal while status is Forbidden",
+		func(l *coordinationv1.Lease) bool {
+			return framework.LeaseRenewedAfter(time.Now().Add(-renewInterval))(l)
+		})
 
 	// Restore: status patches succeed again.
 	okBefore := statusPatches(http.StatusOK)
@@ -156,10 +159,11 @@ func TestCase08RBACRevoked(t *testing.T) {
 		t.Fatalf("no successful status patch after the rule was restored: %v", err)
 	}
 	t.Logf("status patched again %v after the rule was restored", time.Since(restored).Round(time.Millisecond))
-	after := waitNode(ctx, t, name, 30*time.Second, "a Ready heartbeat after the restore", func(n *corev1.Node) bool {
-		c := readyCondition(n)
-		return c != nil && c.Status == corev1.ConditionTrue && c.LastHeartbeatTime.After(restored.Add(-time.Second))
-	})
+	after, _ := framework.WaitNode(ctx, t, suite.cp.AdminClient, name, 30*time.Second, "a Ready heartbeat after the restore",
+		func(n *corev1.Node) bool {
+			c := framework.NodeCondition(n, corev1.NodeReady)
+			return c != nil && c.Status == corev1.ConditionTrue && c.LastHeartbeatTime.After(restored.Add(-time.Second))
+		})
 	if after.UID != node.UID {
 		t.Errorf("Node UID changed from %s to %s", node.UID, after.UID)
 	}

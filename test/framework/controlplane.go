@@ -218,8 +218,14 @@ func (cp *ControlPlane) restConfig(token string) *rest.Config {
 
 // writeKubeconfig writes a kubeconfig for the API server authenticating with token as user.
 func (cp *ControlPlane) writeKubeconfig(path, user, token string) error {
+	return WriteKubeconfig(path, cp.APIServerURL, cp.CAData, user, token)
+}
+
+// WriteKubeconfig writes a kubeconfig file at path for server, trusting the PEM certificates caData,
+// authenticating with bearer token as user (a name for the kubeconfig's user entry).
+func WriteKubeconfig(path, server string, caData []byte, user, token string) error {
 	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["local"] = &clientcmdapi.Cluster{Server: cp.APIServerURL, CertificateAuthorityData: cp.CAData}
+	cfg.Clusters["local"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: caData}
 	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{Token: token}
 	cfg.Contexts["local"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: user}
 	cfg.CurrentContext = "local"

@@ -3,6 +3,7 @@ package integration_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -84,26 +85,26 @@ func TestDeployManifestsRBAC(t *testing.T) {
 	}
 	t.Logf("running nodeagent as %s with the DaemonSet's extra args %q", user, args)
 	c := startContainerd(t, true)
-	a := startAgentWith(t, framework.AgentOptions{
+	a := framework.StartTestAgent(t.Context(), t, framework.AgentOptions{
 		Dir: t.TempDir(), NodeName: name, Kubeconfig: kubeconfig, RuntimeEndpoint: c.Endpoint, Args: args,
 	})
-	waitReady(t, admin, name)
+	framework.WaitReady(t.Context(), t, admin, name, 2*time.Minute)
 	// A status change, so that nodes/status is patched (an unchanged status is only re-posted every
 	// --node-status-report-frequency, 5 m): the runtime network goes away and comes back.
 	if err := c.SetCNI(false); err != nil {
 		t.Fatal(err)
 	}
-	waitNode(t, admin, name, 2*time.Minute, "Ready=False without a CNI config", func(n *corev1.Node) bool {
-		c := nodeCondition(n, corev1.NodeReady)
+	framework.WaitNode(t.Context(), t, admin, name, 2*time.Minute, "Ready=False without a CNI config", func(n *corev1.Node) bool {
+		c := framework.NodeCondition(n, corev1.NodeReady)
 		return c != nil && c.Status == corev1.ConditionFalse
 	})
 	if err := c.SetCNI(true); err != nil {
 		t.Fatal(err)
 	}
-	node := waitReady(t, admin, name)
-	times := waitLeaseRenewals(t, admin, name, 2, 90*time.Second)
+	node := framework.WaitReady(t.Context(), t, admin, name, 2*time.Minute)
+	times := framework.WaitLeaseRenewals(t.Context(), t, admin, name, 2, 90*time.Second)
 	t.Logf("lease renewed at %v", times)
-	l, err := getLease(ctx, admin, name)
+	l, err := framework.GetLease(ctx, admin, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,28 +116,22 @@ func TestDeployManifestsRBAC(t *testing.T) {
 	}
 	// A few status periods, so that whatever the agent does periodically is in the audit log (an unchanged
 	// status is read from the informer and not patched until --node-status-report-frequency).
-	waitMetric(t, a.HealthzURL, time.Minute, "three status syncs without error", func(ms *metricSet) bool {
-		errs, _ := ms.get("nodeagent_node_status_syncs_total", map[string]string{"result": "error"})
-		return ms.sum("nodeagent_node_status_syncs_total") >= 3 && errs == 0
+	framework.WaitMetrics(t.Context(), t, a, time.Minute, "three status syncs without error", func(ms *framework.Metrics) bool {
+		errs, _ := ms.Get("nodeagent_node_status_syncs_total", map[string]string{"result": "error"})
+		return ms.Sum("nodeagent_node_status_syncs_total", nil) >= 3 && errs == 0
 	})
 	if !a.Running() {
 		t.Fatal("agent exited")
 	}
 
 	// The audit log: every request of the account succeeded (no 403), and the writes it needs were made.
-	events, err := framework.ReadAuditEvents(e.cp.AuditLogPath)
+	events, err := framework.ReadAuditEventsBy(e.cp.AuditLogPath, user, func(e framework.AuditEvent) bool { return e.ObjectRef != nil })
 	if err != nil {
 		t.Fatal(err)
 	}
 	seen := map[string]bool{}
 	for _, ev := range events {
-		if ev.User.Username != user || ev.Stage != "ResponseComplete" || ev.ObjectRef == nil {
-			continue
-		}
-		code := 0
-		if ev.ResponseStatus != nil {
-			code = ev.ResponseStatus.Code
-		}
+		code := ev.Code()
 		res := ev.ObjectRef.Resource
 		if ev.ObjectRef.Subresource != "" {
 			res += "/" + ev.ObjectRef.Subresource
@@ -278,11 +273,11 @@ func createObject(t *testing.T, c kubernetes.Interface, obj runtime.Object) erro
 // waitEventsWith waits for an event with reason on Node name.
 func waitEventsWith(t *testing.T, c kubernetes.Interface, name, reason string) {
 	t.Helper()
-	ctx, cancel := context2m(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	err := framework.WaitFor(ctx, 250*time.Millisecond, func() (bool, error) {
-		evs, err := listNodeEvents(ctx, c, name)
-		return err == nil && eventCount(evs, reason) > 0, err
+		evs, err := framework.ListNodeEvents(ctx, c, name)
+		return err == nil && framework.EventCount(evs, reason) > 0, err
 	})
 	if err != nil {
 		t.Fatalf("no %s event on node %s: %v", reason, name, err)
