@@ -7,7 +7,8 @@ INTEGRATION_PKGS := ./test/...
 
 .PHONY: tools build up test test-unit test-integration vet fmt
 
-## tools: install containerd/CNI plugins if missing and build etcd, kube-apiserver, kube-controller-manager, kubelet into _output/bin
+## tools: install containerd/CNI plugins if missing and build etcd, kube-apiserver, kube-controller-manager,
+## kube-scheduler, kubelet and kubectl into _output/bin
 tools:
 	hack/install-deps.sh
 

@@ -26,7 +26,7 @@
 // (a /metrics scrape parsed with expfmt: Agent.Metrics, WaitMetrics); ReadAuditEventsBy. Each waits by polling
 // against a deadline, never by sleeping.
 //
-// Binaries (etcd, kube-apiserver, kube-controller-manager, kubelet) come from hack/install-deps.sh, which
-// builds them from the hack/tools module into _output/bin once; call EnsureBinaries first (Start functions
-// call it themselves).
+// Binaries (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl) come from
+// hack/install-deps.sh, which builds them from the hack/tools module into _output/bin once; call
+// EnsureBinaries first (Start functions call it themselves).
 package framework
