@@ -18,6 +18,9 @@ type AuditEvent struct {
 	User       struct {
 		Username string   `json:"username"`
 		Groups   []string `json:"groups"`
+		// Extra holds, for a service account token bound to a pod, authentication.kubernetes.io/pod-name
+		// and node-name among others.
+		Extra map[string][]string `json:"extra"`
 	} `json:"user"`
 	ObjectRef *struct {
 		Resource    string `json:"resource"`

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -384,26 +385,88 @@ func (cp *ControlPlane) Stop() {
 // ServiceAccountKubeconfig creates namespace and service account name in it if missing, mints a token for
 // it with the TokenRequest API (valid 24 h), and writes a kubeconfig with that token under
 // Dir/kubeconfig/sa-<namespace>-<name>.kubeconfig, whose path it returns. The account gets no RBAC
-// permissions here: bind what the caller needs.
+// permissions here: bind what the caller needs. The token is bound to nothing, so it names no node.
 func (cp *ControlPlane) ServiceAccountKubeconfig(ctx context.Context, namespace, name string) (path string, err error) {
+	if err := cp.ensureServiceAccount(ctx, namespace, name); err != nil {
+		return "", err
+	}
+	path = filepath.Join(cp.Dir, "kubeconfig", fmt.Sprintf("sa-%s-%s.kubeconfig", namespace, name))
+	return path, cp.writeTokenKubeconfig(ctx, path, namespace, name, nil)
+}
+
+// PodServiceAccountKubeconfig is ServiceAccountKubeconfig for a token bound to a pod on node nodeName, as
+// the kubelet mounts one into each pod: it creates (if missing) pod "<name>-<nodeName>" in namespace, run
+// by service account name, with spec.nodeName nodeName (no kubelet runs it; the node need not exist), and
+// requests the token with that pod as its bound object. The API server then authenticates the token with
+// the user info extras authentication.kubernetes.io/pod-name and node-name, as it would a DaemonSet pod's.
+// The token is valid while the pod exists. The kubeconfig is Dir/kubeconfig/sa-<namespace>-<name>-<nodeName>.kubeconfig.
+func (cp *ControlPlane) PodServiceAccountKubeconfig(ctx context.Context, namespace, name, nodeName string) (path string, err error) {
+	if err := cp.ensureServiceAccount(ctx, namespace, name); err != nil {
+		return "", err
+	}
+	no := false
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-" + nodeName},
+		Spec: corev1.PodSpec{
+			NodeName:                     nodeName,
+			ServiceAccountName:           name,
+			AutomountServiceAccountToken: &no,
+			Containers:                   []corev1.Container{{Name: "pause", Image: "registry.k8s.io/pause:3.10"}},
+		},
+	}
+	pods := cp.AdminClient.CoreV1().Pods(namespace)
+	created, err := pods.Create(ctx, pod, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		created, err = pods.Get(ctx, pod.Name, metav1.GetOptions{})
+	}
+	if err != nil {
+		return "", fmt.Errorf("create pod %s/%s: %w", namespace, pod.Name, err)
+	}
+	if created.Spec.NodeName != nodeName || created.Spec.ServiceAccountName != name {
+		return "", fmt.Errorf("pod %s/%s exists on node %q with service account %q", namespace, pod.Name,
+			created.Spec.NodeName, created.Spec.ServiceAccountName)
+	}
+	path = filepath.Join(cp.Dir, "kubeconfig", fmt.Sprintf("sa-%s-%s-%s.kubeconfig", namespace, name, nodeName))
+	return path, cp.writeTokenKubeconfig(ctx, path, namespace, name, created)
+}
+
+// ensureServiceAccount creates namespace and service account name in it, each unless it exists.
+func (cp *ControlPlane) ensureServiceAccount(ctx context.Context, namespace, name string) error {
 	c := cp.AdminClient.CoreV1()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}
 	if _, err := c.Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return "", fmt.Errorf("create namespace %s: %w", namespace, err)
+		return fmt.Errorf("create namespace %s: %w", namespace, err)
 	}
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	if _, err := c.ServiceAccounts(namespace).Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return "", fmt.Errorf("create service account %s/%s: %w", namespace, name, err)
+		return fmt.Errorf("create service account %s/%s: %w", namespace, name, err)
 	}
+	return nil
+}
+
+// writeTokenKubeconfig requests a 24 h token for service account namespace/name, bound to pod if not nil,
+// and writes a kubeconfig with it at path.
+func (cp *ControlPlane) writeTokenKubeconfig(ctx context.Context, path, namespace, name string, pod *corev1.Pod) error {
 	exp := int64(24 * 3600)
-	tr, err := c.ServiceAccounts(namespace).CreateToken(ctx, name,
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &exp}}, metav1.CreateOptions{})
+	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &exp}}
+	if pod != nil {
+		req.Spec.BoundObjectRef = &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID}
+	}
+	tr, err := cp.AdminClient.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name, req, metav1.CreateOptions{})
 	if err != nil {
-		return "", fmt.Errorf("request token for service account %s/%s: %w", namespace, name, err)
+		return fmt.Errorf("request token for service account %s/%s: %w", namespace, name, err)
 	}
-	path = filepath.Join(cp.Dir, "kubeconfig", fmt.Sprintf("sa-%s-%s.kubeconfig", namespace, name))
-	if err := cp.writeKubeconfig(path, "system:serviceaccount:"+namespace+":"+name, tr.Status.Token); err != nil {
-		return "", err
+	return cp.writeKubeconfig(path, "system:serviceaccount:"+namespace+":"+name, tr.Status.Token)
+}
+
+// Kubectl runs kubectl (built into the binaries directory by EnsureBinaries) with the admin kubeconfig and
+// args, for instance "apply", "-k", dir. It returns kubectl's combined output; the error, if kubectl fails,
+// includes that output.
+func (cp *ControlPlane) Kubectl(ctx context.Context, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, filepath.Join(cp.binDir, "kubectl"), append([]string{"--kubeconfig=" + cp.AdminKubeconfig}, args...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("kubectl %s: %w\n%s", strings.Join(args, " "), err, out)
 	}
-	return path, nil
+	return string(out), nil
 }

@@ -36,6 +36,10 @@ const (
 	nodeBadConfig     = "bad-config"        // TestInvalidConfigRefusesToStart
 	nodeServiceAcct   = "deploy-sa"         // TestDeployManifestsRBAC (a ServiceAccount, not a node identity)
 	nodeHealthz       = "healthz-apiserver" // TestHealthzAPIServerDown (dedicated control plane)
+	// TestDaemonSetIdentityOwnNodeOnly: Nodes written as the DaemonSet's ServiceAccount, not node identities.
+	nodeIdentityA = "identity-a"
+	nodeIdentityB = "identity-b"
+	nodeIdentityC = "identity-c"
 )
 
 var sharedNodeNames = []string{
