@@ -52,7 +52,7 @@ if [[ -z $reason && "$(cat "$BIN/.tools.stamp" 2>/dev/null)" != "$stamp" ]]; the
   reason="hack/tools changed since the last build (or no stamp)"
 fi
 if [[ -n $reason ]]; then
-  log "building ${BINARIES[*]} into _output/bin: $reason (cold: about 25 min on 2 cores, module downloads included)"
+  log "building ${BINARIES[*]} into _output/bin: $reason (cold: about 35 min on 2 cores, module downloads included)"
   start=$SECONDS
   (cd "$TOOLS" && go build -o "$BIN/" "${BINARIES[@]/#/./}")
   echo "$stamp" >"$BIN/.tools.stamp"

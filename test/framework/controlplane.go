@@ -36,6 +36,9 @@ type ControlPlaneOptions struct {
 	ControllerManager bool
 	// NodeMonitorGracePeriod is kube-controller-manager's --node-monitor-grace-period; 0 means 40s.
 	NodeMonitorGracePeriod time.Duration
+	// KubeconfigDir is where the kubeconfig files go: admin.kubeconfig, node-<name>.kubeconfig and those of
+	// service accounts. Default: Dir/kubeconfig. Created if missing.
+	KubeconfigDir string
 	// ExtraAPIServerArgs are appended to kube-apiserver's arguments (a later flag overrides an earlier one).
 	ExtraAPIServerArgs []string
 	// ExtraControllerManagerArgs are appended to kube-controller-manager's arguments.
@@ -87,6 +90,9 @@ func StartControlPlane(ctx context.Context, opts ControlPlaneOptions) (*ControlP
 	if opts.NodeMonitorGracePeriod == 0 {
 		opts.NodeMonitorGracePeriod = 40 * time.Second
 	}
+	if opts.KubeconfigDir == "" {
+		opts.KubeconfigDir = filepath.Join(opts.Dir, "kubeconfig")
+	}
 	binDir, err := EnsureBinaries()
 	if err != nil {
 		return nil, fmt.Errorf("start control plane: %w", err)
@@ -119,7 +125,7 @@ func StartControlPlane(ctx context.Context, opts ControlPlaneOptions) (*ControlP
 // writeFiles creates the certificates, token file, audit policy and kubeconfigs, and fixes the arguments.
 func (cp *ControlPlane) writeFiles() error {
 	dir := cp.Dir
-	for _, d := range []string{dir, filepath.Join(dir, "pki"), filepath.Join(dir, "kubeconfig")} {
+	for _, d := range []string{dir, filepath.Join(dir, "pki"), cp.opts.KubeconfigDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return fmt.Errorf("create %s: %w", d, err)
 		}
@@ -179,7 +185,7 @@ func (cp *ControlPlane) writeFiles() error {
 	if cp.AdminClient, err = kubernetes.NewForConfig(cp.AdminConfig); err != nil {
 		return fmt.Errorf("admin client: %w", err)
 	}
-	cp.AdminKubeconfig = filepath.Join(dir, "kubeconfig", "admin.kubeconfig")
+	cp.AdminKubeconfig = filepath.Join(cp.opts.KubeconfigDir, "admin.kubeconfig")
 	if err := cp.writeKubeconfig(cp.AdminKubeconfig, "admin", adminToken); err != nil {
 		return err
 	}
@@ -242,7 +248,7 @@ func (cp *ControlPlane) KubeconfigFor(nodeName string) string {
 	if _, ok := cp.nodeTokens[nodeName]; !ok {
 		return ""
 	}
-	return filepath.Join(cp.Dir, "kubeconfig", "node-"+nodeName+".kubeconfig")
+	return filepath.Join(cp.opts.KubeconfigDir, "node-"+nodeName+".kubeconfig")
 }
 
 // NodeConfig returns a client config authenticating as node nodeName, or nil if nodeName was not in
@@ -384,13 +390,13 @@ func (cp *ControlPlane) Stop() {
 
 // ServiceAccountKubeconfig creates namespace and service account name in it if missing, mints a token for
 // it with the TokenRequest API (valid 24 h), and writes a kubeconfig with that token under
-// Dir/kubeconfig/sa-<namespace>-<name>.kubeconfig, whose path it returns. The account gets no RBAC
+// KubeconfigDir/sa-<namespace>-<name>.kubeconfig, whose path it returns. The account gets no RBAC
 // permissions here: bind what the caller needs. The token is bound to nothing, so it names no node.
 func (cp *ControlPlane) ServiceAccountKubeconfig(ctx context.Context, namespace, name string) (path string, err error) {
 	if err := cp.ensureServiceAccount(ctx, namespace, name); err != nil {
 		return "", err
 	}
-	path = filepath.Join(cp.Dir, "kubeconfig", fmt.Sprintf("sa-%s-%s.kubeconfig", namespace, name))
+	path = filepath.Join(cp.opts.KubeconfigDir, fmt.Sprintf("sa-%s-%s.kubeconfig", namespace, name))
 	return path, cp.writeTokenKubeconfig(ctx, path, namespace, name, nil)
 }
 
@@ -399,7 +405,8 @@ func (cp *ControlPlane) ServiceAccountKubeconfig(ctx context.Context, namespace,
 // by service account name, with spec.nodeName nodeName (no kubelet runs it; the node need not exist), and
 // requests the token with that pod as its bound object. The API server then authenticates the token with
 // the user info extras authentication.kubernetes.io/pod-name and node-name, as it would a DaemonSet pod's.
-// The token is valid while the pod exists. The kubeconfig is Dir/kubeconfig/sa-<namespace>-<name>-<nodeName>.kubeconfig.
+// The token is valid while the pod exists. The kubeconfig is
+// KubeconfigDir/sa-<namespace>-<name>-<nodeName>.kubeconfig.
 func (cp *ControlPlane) PodServiceAccountKubeconfig(ctx context.Context, namespace, name, nodeName string) (path string, err error) {
 	if err := cp.ensureServiceAccount(ctx, namespace, name); err != nil {
 		return "", err
@@ -426,7 +433,7 @@ func (cp *ControlPlane) PodServiceAccountKubeconfig(ctx context.Context, namespa
 		return "", fmt.Errorf("pod %s/%s exists on node %q with service account %q", namespace, pod.Name,
 			created.Spec.NodeName, created.Spec.ServiceAccountName)
 	}
-	path = filepath.Join(cp.Dir, "kubeconfig", fmt.Sprintf("sa-%s-%s-%s.kubeconfig", namespace, name, nodeName))
+	path = filepath.Join(cp.opts.KubeconfigDir, fmt.Sprintf("sa-%s-%s-%s.kubeconfig", namespace, name, nodeName))
 	return path, cp.writeTokenKubeconfig(ctx, path, namespace, name, created)
 }
 
