@@ -2,6 +2,7 @@ package framework
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/http"
@@ -78,6 +79,7 @@ type ControlPlane struct {
 	etcd      *process
 	apiserver *process
 	kcm       *process
+	scheduler *process
 }
 
 // StartControlPlane starts etcd and kube-apiserver (and kube-controller-manager if asked), building the
@@ -110,11 +112,7 @@ func StartControlPlane(ctx context.Context, opts ControlPlaneOptions) (*ControlP
 		return nil, fmt.Errorf("start control plane: %w", err)
 	}
 	if opts.ControllerManager {
-		cp.mu.Lock()
-		cp.kcm, err = startProcess("kube-controller-manager", filepath.Join(opts.Dir, "kube-controller-manager.log"),
-			filepath.Join(binDir, "kube-controller-manager"), cp.kcmArgs...)
-		cp.mu.Unlock()
-		if err != nil {
+		if _, err := cp.startComponent(&cp.kcm, "kube-controller-manager", cp.kcmArgs...); err != nil {
 			cp.Stop()
 			return nil, fmt.Errorf("start control plane: %w", err)
 		}
@@ -286,25 +284,32 @@ func (cp *ControlPlane) startEtcd(ctx context.Context) error {
 	return nil
 }
 
+// startComponent starts the binary name from the binaries directory with args, logging to Dir/<name>.log,
+// and records it in *slot, unless the process in *slot is still running (an error).
+func (cp *ControlPlane) startComponent(slot **process, name string, args ...string) (*process, error) {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	if *slot != nil {
+		if done, _ := (*slot).exited(); !done {
+			return nil, fmt.Errorf("start %s: already running", name)
+		}
+	}
+	p, err := startProcess(name, filepath.Join(cp.Dir, name+".log"), filepath.Join(cp.binDir, name), args...)
+	if err != nil {
+		return nil, err
+	}
+	*slot = p
+	return p, nil
+}
+
 // StartAPIServer starts kube-apiserver (again, after StopAPIServer) with the same etcd, port,
 // certificates and tokens, and waits until GET /readyz answers ok or ctx is done. It errors if the API
 // server is already running, exits during start-up, or does not get ready in time.
 func (cp *ControlPlane) StartAPIServer(ctx context.Context) error {
-	cp.mu.Lock()
-	if cp.apiserver != nil {
-		if done, _ := cp.apiserver.exited(); !done {
-			cp.mu.Unlock()
-			return errors.New("start kube-apiserver: already running")
-		}
-	}
-	p, err := startProcess("kube-apiserver", filepath.Join(cp.Dir, "kube-apiserver.log"),
-		filepath.Join(cp.binDir, "kube-apiserver"), cp.apiArgs...)
+	p, err := cp.startComponent(&cp.apiserver, "kube-apiserver", cp.apiArgs...)
 	if err != nil {
-		cp.mu.Unlock()
 		return err
 	}
-	cp.apiserver = p
-	cp.mu.Unlock()
 	probe := cp.AdminClient.Discovery().RESTClient()
 	err = WaitFor(ctx, 100*time.Millisecond, func() (bool, error) {
 		if err := p.exitedErr(); err != nil {
@@ -335,6 +340,65 @@ func (cp *ControlPlane) StopAPIServer() error {
 	}
 	if err := p.stop(10 * time.Second); err != nil && !errors.Is(err, errKilled) {
 		return fmt.Errorf("stop kube-apiserver: %w", err)
+	}
+	return nil
+}
+
+// StartScheduler starts kube-scheduler (the default profile, no leader election) with the admin
+// kubeconfig, serving on a free 127.0.0.1 port with a self-signed certificate, and waits until its /readyz
+// answers 200 (its informers have synced) or ctx is done. It logs to Dir/kube-scheduler.log. It errors if
+// the scheduler is already running or exits during start-up. Stop (or StopScheduler) ends it.
+func (cp *ControlPlane) StartScheduler(ctx context.Context) error {
+	port := FreePort()
+	p, err := cp.startComponent(&cp.scheduler, "kube-scheduler",
+		"--kubeconfig="+cp.AdminKubeconfig, "--leader-elect=false",
+		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", port),
+		"--cert-dir="+filepath.Join(cp.Dir, "kube-scheduler-pki"))
+	if err != nil {
+		return err
+	}
+	// Its serving certificate is self-signed and generated at start; this is loopback only.
+	probe := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // loopback, self-signed
+	}}
+	url := fmt.Sprintf("https://127.0.0.1:%d/readyz", port)
+	err = WaitFor(ctx, 100*time.Millisecond, func() (bool, error) {
+		if err := p.exitedErr(); err != nil {
+			return false, err
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return false, err
+		}
+		resp, err := probe.Do(req)
+		if err != nil {
+			return false, err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return false, fmt.Errorf("kube-scheduler /readyz answered %d", resp.StatusCode)
+		}
+		return true, nil
+	})
+	if err != nil {
+		p.kill()
+		return fmt.Errorf("wait for kube-scheduler /readyz: %w", err)
+	}
+	return nil
+}
+
+// StopScheduler stops kube-scheduler (SIGTERM, SIGKILL after 10 s) if it was started. Without leader
+// election kube-scheduler exits with status 1 on SIGTERM ("finished without leader elect"): only a
+// scheduler that had to be killed is an error.
+func (cp *ControlPlane) StopScheduler() error {
+	cp.mu.Lock()
+	p := cp.scheduler
+	cp.mu.Unlock()
+	if p == nil {
+		return nil
+	}
+	if err := p.stop(10 * time.Second); errors.Is(err, errKilled) {
+		return fmt.Errorf("stop kube-scheduler: %w", err)
 	}
 	return nil
 }
@@ -375,13 +439,13 @@ func allThreadsStopped(pid int) (bool, error) {
 // ResumeEtcd continues etcd after PauseEtcd (SIGCONT).
 func (cp *ControlPlane) ResumeEtcd() error { return cp.etcd.signal(syscall.SIGCONT) }
 
-// Stop stops kube-controller-manager, kube-apiserver and etcd, in that order (each SIGTERM, then SIGKILL
+// Stop stops kube-scheduler (if started), kube-controller-manager, kube-apiserver and etcd, in that order (each SIGTERM, then SIGKILL
 // after 10 s). It is safe to call more than once and on a partly started control plane. Files
 // in Dir are left for the caller (t.TempDir removes them).
 func (cp *ControlPlane) Stop() {
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
-	for _, p := range []*process{cp.kcm, cp.apiserver, cp.etcd} {
+	for _, p := range []*process{cp.scheduler, cp.kcm, cp.apiserver, cp.etcd} {
 		if p != nil {
 			_ = p.stop(10 * time.Second)
 		}

@@ -26,6 +26,9 @@
 // (a /metrics scrape parsed with expfmt: Agent.Metrics, WaitMetrics); ReadAuditEventsBy. Each waits by polling
 // against a deadline, never by sleeping.
 //
+// ControlPlane.StartScheduler adds the real kube-scheduler to a running control plane, ControlPlane.Kubectl runs
+// kubectl as admin, and PodServiceAccountKubeconfig mints a service-account token bound to a pod on a node.
+//
 // Binaries (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl) come from
 // hack/install-deps.sh, which builds them from the hack/tools module into _output/bin once; call
 // EnsureBinaries first (Start functions call it themselves).

@@ -34,6 +34,8 @@ const (
 	nodeMetricsErrors = "metrics-errors"    // TestMetricsErrorsByReason (a ServiceAccount, not a node identity)
 	nodeEvents        = "events"            // TestEvents
 	nodeBadConfig     = "bad-config"        // TestInvalidConfigRefusesToStart
+	nodeSchedDefault  = "sched-default"     // TestSchedulerNoPodsOnStandaloneNode
+	nodeSchedMaxPods  = "sched-max-pods"    // TestSchedulerNoPodsOnStandaloneNode
 	nodeServiceAcct   = "deploy-sa"         // TestDeployManifestsRBAC (a ServiceAccount, not a node identity)
 	nodeHealthz       = "healthz-apiserver" // TestHealthzAPIServerDown (dedicated control plane)
 	// TestDaemonSetIdentityOwnNodeOnly: Nodes written as the DaemonSet's ServiceAccount, not node identities.
@@ -44,7 +46,7 @@ const (
 
 var sharedNodeNames = []string{
 	nodeRegistration, nodeRestart, nodeNoRegister, nodeStatus, nodeImages, nodeLease, nodeRuntimeDown, nodeCNI,
-	nodeLifecycle, nodeSigterm, nodeMetrics, nodeEvents, nodeBadConfig,
+	nodeLifecycle, nodeSigterm, nodeMetrics, nodeEvents, nodeBadConfig, nodeSchedDefault, nodeSchedMaxPods,
 }
 
 // sharedEnv is the package's shared control plane and containerd.
