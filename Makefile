@@ -5,9 +5,10 @@ GOTEST_FLAGS ?= -count=1 -timeout 30m
 # Everything under test/ runs real components (or whole builds); the rest are unit tests.
 INTEGRATION_PKGS := ./test/...
 
-.PHONY: tools build up test test-unit test-integration vet fmt
+.PHONY: tools build up cluster test test-unit test-integration vet fmt
 
-## tools: install containerd/CNI plugins if missing and build etcd, kube-apiserver, kube-controller-manager, kubelet into _output/bin
+## tools: install containerd/CNI plugins if missing and build etcd, kube-apiserver, kube-controller-manager,
+## kube-scheduler, kubelet and kubectl into _output/bin
 tools:
 	hack/install-deps.sh
 
@@ -15,9 +16,18 @@ tools:
 build:
 	$(GO) build -tags grpcnotrace -o _output/bin/nodeagent ./cmd/nodeagent
 
-## up: local control plane + containerd + nodeagent until Ctrl-C (ARGS="--exit-when-ready" to stop once Ready)
+## up: local control plane + containerd + nodeagent until Ctrl-C (ARGS="--exit-when-ready" to stop once Ready);
+## kubeconfigs in _output/local-up (admin.kubeconfig, node-<name>.kubeconfig)
 up:
 	hack/local-up.sh $(ARGS)
+
+## cluster: the control plane and containerd of `make up` without nodeagent, until Ctrl-C, to run
+## _output/bin/nodeagent by hand: writes _output/cluster/admin.kubeconfig and one
+## _output/cluster/node-<name>.kubeconfig per name in NODES (default: this host's name), and prints the
+## command line for each node
+NODES ?=
+cluster:
+	hack/local-up.sh --control-plane-only $(if $(strip $(NODES)),--nodes="$(NODES)") $(ARGS)
 
 ## test: all tests, unit and integration (installs dependencies first)
 test: tools

@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # Installs what nodeagent's tests and hack/local-up.sh need, only what is missing (idempotent):
 #   - Debian packages: containerd (with runc and ctr), containernetworking-plugins (/usr/lib/cni), iproute2;
-#   - etcd, kube-apiserver, kube-controller-manager and kubelet built from the hack/tools module into
-#     _output/bin, rebuilt when a binary is missing or hack/tools (go.mod, go.sum, *.go) changed, as recorded
-#     by the stamp file _output/bin/.tools.stamp.
+#   - etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet and kubectl built from the
+#     hack/tools module into _output/bin, rebuilt when a binary is missing or hack/tools (go.mod, go.sum,
+#     *.go) changed, as recorded by the stamp file _output/bin/.tools.stamp.
 # A lock (_output/bin/.install-deps.lock) serialises concurrent runs, e.g. parallel test packages.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BIN="$ROOT/_output/bin"
 TOOLS="$ROOT/hack/tools"
-BINARIES=(etcd kube-apiserver kube-controller-manager kubelet)
+BINARIES=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl)
 
 log() { echo "install-deps: $*"; }
 
@@ -52,7 +52,7 @@ if [[ -z $reason && "$(cat "$BIN/.tools.stamp" 2>/dev/null)" != "$stamp" ]]; the
   reason="hack/tools changed since the last build (or no stamp)"
 fi
 if [[ -n $reason ]]; then
-  log "building ${BINARIES[*]} into _output/bin: $reason (cold: ~5-8 min on 2 cores)"
+  log "building ${BINARIES[*]} into _output/bin: $reason (cold: about 35 min on 2 cores, module downloads included)"
   start=$SECONDS
   (cd "$TOOLS" && go build -o "$BIN/" "${BINARIES[@]/#/./}")
   echo "$stamp" >"$BIN/.tools.stamp"

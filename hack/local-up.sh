@@ -3,7 +3,8 @@
 # containerd with a bridge CNI config, until Ctrl-C. Arguments go to hack/localup, e.g.
 #   hack/local-up.sh --exit-when-ready            # CI: exit 0 once the node is Ready
 #   hack/local-up.sh --node-name n1 -- --max-pods=50   # flags after -- go to nodeagent
-# State, kubeconfigs and logs: _output/local-up (printed at start).
+#   hack/local-up.sh --control-plane-only --nodes "a b c"   # no nodeagent: run it by hand (make cluster)
+# State, kubeconfigs and logs: _output/local-up, or _output/cluster with --control-plane-only (printed at start).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"

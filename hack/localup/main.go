@@ -1,11 +1,20 @@
-// Command localup runs nodeagent against a local control plane, for trying it out by hand or in CI:
-// etcd + kube-apiserver + kube-controller-manager, a private containerd with a bridge CNI config, and
-// nodeagent registered as one node. It prints where the kubeconfigs and logs are, prints the node the way
-// `kubectl get nodes -o wide` would once it is Ready, and runs until SIGINT/SIGTERM, then stops everything.
+// Command localup runs a local cluster for trying nodeagent out by hand or in CI: etcd + kube-apiserver +
+// kube-controller-manager and a private containerd with a bridge CNI config (test/framework), and then
+// either
+//
+//   - nodeagent registered as one node (`make up`): it waits for the node to be Ready and shows it with
+//     kubectl, or
+//   - nothing more (--control-plane-only, `make cluster`): it writes a kubeconfig for each of --nodes and
+//     prints the command line that runs _output/bin/nodeagent by hand as each of them.
+//
+// Kubeconfigs are written to fixed paths under the directory: admin.kubeconfig and node-<name>.kubeconfig.
+// It runs until SIGINT/SIGTERM, then stops everything.
 //
 //	go run ./hack/localup [--node-name NAME] [--dir DIR] [--exit-when-ready] [-- extra nodeagent flags]
+//	go run ./hack/localup --control-plane-only [--nodes "a b c"] [--dir DIR] [--exit-when-ready]
 //
-// Exit status: 0 after a clean stop (or, with --exit-when-ready, once the node is Ready); 1 on failure.
+// Exit status: 0 after a clean stop (or, with --exit-when-ready, once the node is Ready or, with
+// --control-plane-only, once the control plane is); 1 on failure.
 package main
 
 import (
@@ -15,50 +24,81 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"sort"
 	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/duration"
 
 	"github.com/nodeagent/nodeagent/test/framework"
 )
 
+// options are localup's command line.
+type options struct {
+	nodeName         string   // the node nodeagent registers (agent mode)
+	nodes            []string // the nodes to write kubeconfigs for (--control-plane-only)
+	controlPlaneOnly bool
+	dir              string
+	exitWhenReady    bool
+	readyTimeout     time.Duration
+	agentArgs        []string
+}
+
 func main() {
 	hostname, _ := os.Hostname()
-	nodeName := flag.String("node-name", strings.ToLower(hostname), "name of the node nodeagent registers")
-	dir := flag.String("dir", "", "directory for state, kubeconfigs and logs, emptied first (default <repo>/_output/local-up)")
-	exitWhenReady := flag.Bool("exit-when-ready", os.Getenv("LOCALUP_EXIT_WHEN_READY") != "",
-		"stop everything and exit 0 once the node is Ready (also: env LOCALUP_EXIT_WHEN_READY=1)")
-	readyTimeout := flag.Duration("ready-timeout", 2*time.Minute, "how long to wait for the node to be Ready")
+	var o options
+	var nodes string
+	flag.StringVar(&o.nodeName, "node-name", strings.ToLower(hostname), "name of the node nodeagent registers")
+	flag.BoolVar(&o.controlPlaneOnly, "control-plane-only", false,
+		"start no nodeagent: write a kubeconfig for each of --nodes and print how to run nodeagent by hand")
+	flag.StringVar(&nodes, "nodes", "", "with --control-plane-only: node names, separated by spaces or commas (default --node-name)")
+	flag.StringVar(&o.dir, "dir", "", "directory for state, kubeconfigs and logs, emptied first "+
+		"(default <repo>/_output/local-up, or <repo>/_output/cluster with --control-plane-only)")
+	flag.BoolVar(&o.exitWhenReady, "exit-when-ready", os.Getenv("LOCALUP_EXIT_WHEN_READY") != "",
+		"stop everything and exit 0 once the node (with --control-plane-only: the control plane) is Ready "+
+			"(also: env LOCALUP_EXIT_WHEN_READY=1)")
+	flag.DurationVar(&o.readyTimeout, "ready-timeout", 2*time.Minute, "how long to wait for the node to be Ready")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: localup [flags] [-- nodeagent flags]\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
+	o.agentArgs = flag.Args()
+	o.nodes = strings.FieldsFunc(nodes, func(r rune) bool { return r == ' ' || r == ',' })
+	if len(o.nodes) == 0 {
+		o.nodes = []string{o.nodeName}
+	}
+	if !o.controlPlaneOnly && nodes != "" {
+		fmt.Fprintln(os.Stderr, "localup: --nodes goes with --control-plane-only (use --node-name for the agent's node)")
+		os.Exit(2)
+	}
+	if o.controlPlaneOnly && len(o.agentArgs) > 0 {
+		fmt.Fprintln(os.Stderr, "localup: nodeagent flags after -- go with the agent mode, not --control-plane-only")
+		os.Exit(2)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *nodeName, *dir, *exitWhenReady, *readyTimeout, flag.Args()); err != nil {
+	if err := run(ctx, o); err != nil {
 		fmt.Fprintf(os.Stderr, "localup: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, nodeName, dir string, exitWhenReady bool, readyTimeout time.Duration, agentArgs []string) error {
-	if dir == "" {
-		root, err := framework.RepoRoot()
-		if err != nil {
-			return err
-		}
+func run(ctx context.Context, o options) error {
+	root, err := framework.RepoRoot()
+	if err != nil {
+		return err
+	}
+	dir := o.dir
+	switch {
+	case dir != "":
+	case o.controlPlaneOnly:
+		dir = filepath.Join(root, "_output", "cluster")
+	default:
 		dir = filepath.Join(root, "_output", "local-up")
 	}
-	dir, err := filepath.Abs(dir)
-	if err != nil {
+	if dir, err = filepath.Abs(dir); err != nil {
 		return fmt.Errorf("directory: %w", err)
 	}
 	if err := framework.UnmountAll(dir); err != nil {
@@ -68,16 +108,22 @@ func run(ctx context.Context, nodeName, dir string, exitWhenReady bool, readyTim
 		return fmt.Errorf("clean %s: %w", dir, err)
 	}
 	say("building binaries (hack/install-deps.sh, go build ./cmd/nodeagent)")
-	if _, err := framework.EnsureBinaries(); err != nil {
+	binDir, err := framework.EnsureBinaries()
+	if err != nil {
 		return err
 	}
-	if _, err := framework.BuildAgent(); err != nil {
+	agentBin, err := framework.BuildAgent()
+	if err != nil {
 		return err
 	}
 
+	names := []string{o.nodeName}
+	if o.controlPlaneOnly {
+		names = o.nodes
+	}
 	say("starting etcd, kube-apiserver, kube-controller-manager")
 	cp, err := framework.StartControlPlane(ctx, framework.ControlPlaneOptions{
-		Dir: filepath.Join(dir, "controlplane"), NodeNames: []string{nodeName}, ControllerManager: true,
+		Dir: filepath.Join(dir, "controlplane"), KubeconfigDir: dir, NodeNames: names, ControllerManager: true,
 	})
 	if err != nil {
 		return err
@@ -89,10 +135,57 @@ func run(ctx context.Context, nodeName, dir string, exitWhenReady bool, readyTim
 		return err
 	}
 	defer ctrd.Close()
-	say("starting nodeagent as node %q", nodeName)
+
+	// The kubeconfigs are at fixed paths: <dir>/admin.kubeconfig, <dir>/node-<name>.kubeconfig.
+	admin := cp.AdminKubeconfig
+	kubectl := fmt.Sprintf("%s --kubeconfig=%s", filepath.Join(binDir, "kubectl"), admin)
+	fmt.Printf(`
+  API server         %s
+  admin kubeconfig   %s
+  node kubeconfigs   %s
+  container runtime  %s  (this run's own containerd, not the system's
+                     /run/containerd/containerd.sock that Debian's containerd package may also run)
+  logs               %s
+                     %s/{etcd,kube-apiserver,kube-controller-manager,audit}.log
+`, cp.APIServerURL, admin, filepath.Join(dir, "node-<name>.kubeconfig")+" for "+strings.Join(names, ", "),
+		ctrd.Endpoint, ctrd.LogPath, cp.Dir)
+
+	if o.controlPlaneOnly {
+		return runControlPlaneOnly(ctx, o, cp, dir, agentBin, kubectl, ctrd.Endpoint)
+	}
+	return runAgent(ctx, o, cp, ctrd, dir, kubectl)
+}
+
+// runControlPlaneOnly prints how to run nodeagent by hand as each node and waits for ctx to end.
+func runControlPlaneOnly(ctx context.Context, o options, cp *framework.ControlPlane, dir, agentBin, kubectl, endpoint string) error {
+	fmt.Printf("\nRun nodeagent by hand, each node in a terminal of its own (root dir and health port of its own):\n\n")
+	for _, n := range o.nodes {
+		rootDir := filepath.Join(dir, "nodes", n)
+		if err := os.MkdirAll(rootDir, 0o755); err != nil {
+			return err
+		}
+		fmt.Printf("  %s --kubeconfig=%s --hostname-override=%s \\\n      --container-runtime-endpoint=%s \\\n"+
+			"      --root-dir=%s --healthz-port=%d\n\n", agentBin, cp.KubeconfigFor(n), n, endpoint, rootDir, framework.FreePort())
+	}
+	fmt.Printf("Then:\n\n  %s get nodes\n\n", kubectl)
+	if o.exitWhenReady {
+		say("control plane ready; exiting (--exit-when-ready)")
+		return nil
+	}
+	say("control plane ready for nodes %s; press Ctrl-C to stop", strings.Join(o.nodes, ", "))
+	<-ctx.Done()
+	say("stopping")
+	return nil
+}
+
+// runAgent starts nodeagent as o.nodeName, waits for its node to be Ready, shows it with kubectl and runs
+// until ctx ends or the agent exits.
+func runAgent(ctx context.Context, o options, cp *framework.ControlPlane, ctrd *framework.Containerd, dir, kubectl string) error {
+	name := o.nodeName
+	say("starting nodeagent as node %q", name)
 	agent, err := framework.StartAgent(ctx, framework.AgentOptions{
-		Dir: filepath.Join(dir, "agent"), NodeName: nodeName, Kubeconfig: cp.KubeconfigFor(nodeName),
-		RuntimeEndpoint: ctrd.Endpoint, Args: agentArgs,
+		Dir: filepath.Join(dir, "agent"), NodeName: name, Kubeconfig: cp.KubeconfigFor(name),
+		RuntimeEndpoint: ctrd.Endpoint, Args: o.agentArgs,
 	})
 	if err != nil {
 		return err
@@ -103,122 +196,43 @@ func run(ctx context.Context, nodeName, dir string, exitWhenReady bool, readyTim
 			say("nodeagent exited with %v", err)
 		}
 	}()
+	fmt.Printf("  nodeagent          %s  (healthz, metrics)\n  nodeagent log      %s\n\n", agent.HealthzURL, agent.LogPath)
 
-	fmt.Printf(`
-  API server         %s
-  admin kubeconfig   %s
-  node kubeconfig    %s
-  container runtime  %s
-  nodeagent          %s  (healthz, metrics)
-  logs               %s
-                     %s
-                     %s/{etcd,kube-apiserver,kube-controller-manager,audit}.log
-
-`, cp.APIServerURL, cp.AdminKubeconfig, cp.KubeconfigFor(nodeName), ctrd.Endpoint, agent.HealthzURL,
-		agent.LogPath, ctrd.LogPath, cp.Dir)
-
-	say("waiting up to %v for node %q to be Ready", readyTimeout, nodeName)
-	rctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	say("waiting up to %v for node %q to be Ready", o.readyTimeout, name)
+	rctx, cancel := context.WithTimeout(ctx, o.readyTimeout)
 	defer cancel()
-	var node *corev1.Node
 	err = framework.WaitFor(rctx, 200*time.Millisecond, func() (bool, error) {
 		if !agent.Running() {
 			return false, fmt.Errorf("nodeagent exited: %w", framework.ErrStop)
 		}
-		node, err = cp.AdminClient.CoreV1().Nodes().Get(rctx, nodeName, metav1.GetOptions{})
-		return err == nil && isReady(node), err
+		node, err := cp.AdminClient.CoreV1().Nodes().Get(rctx, name, metav1.GetOptions{})
+		return err == nil && framework.IsReady(node), err
 	})
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "--- last lines of %s:\n%s\n", agent.LogPath, lastLines(agent.Logs(), 30))
-		return fmt.Errorf("node %q not Ready: %w", nodeName, err)
+		fmt.Fprintf(os.Stderr, "--- last lines of %s:\n%s\n", agent.LogPath, framework.TailLines(agent.Logs(), 30))
+		return fmt.Errorf("node %q not Ready: %w", name, err)
 	}
-	fmt.Printf("\n$ kubectl --kubeconfig %s get nodes -o wide\n", cp.AdminKubeconfig)
-	printNodesWide(node)
-	fmt.Println()
-	if exitWhenReady {
-		say("node %q is Ready; exiting (--exit-when-ready)", nodeName)
+	fmt.Printf("\n$ %s get nodes -o wide\n", kubectl)
+	out, err := cp.Kubectl(ctx, "get", "nodes", "-o", "wide")
+	if err != nil {
+		return err
+	}
+	fmt.Println(out)
+	if o.exitWhenReady {
+		say("node %q is Ready; exiting (--exit-when-ready)", name)
 		return nil
 	}
-	say("node %q is Ready; press Ctrl-C to stop", nodeName)
+	say("node %q is Ready; press Ctrl-C to stop", name)
+	exited := make(chan error, 1)
+	go func() { exited <- agent.Wait(context.Background()) }()
 	select {
 	case <-ctx.Done():
-	case <-agentExited(agent):
-		return fmt.Errorf("nodeagent exited: %w", agent.Wait(context.Background()))
+	case err := <-exited:
+		return fmt.Errorf("nodeagent exited (%v)", err)
 	}
 	return nil
 }
 
-func agentExited(a *framework.Agent) <-chan struct{} {
-	ch := make(chan struct{})
-	go func() {
-		_ = a.Wait(context.Background())
-		close(ch)
-	}()
-	return ch
-}
-
 func say(format string, args ...any) {
 	fmt.Printf("localup: "+format+"\n", args...)
-}
-
-func isReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
-// printNodesWide prints node in the columns of `kubectl get nodes -o wide`.
-func printNodesWide(n *corev1.Node) {
-	w := tabwriter.NewWriter(os.Stdout, 0, 8, 3, ' ', 0)
-	defer w.Flush()
-	fmt.Fprintln(w, "NAME\tSTATUS\tROLES\tAGE\tVERSION\tINTERNAL-IP\tEXTERNAL-IP\tOS-IMAGE\tKERNEL-VERSION\tCONTAINER-RUNTIME")
-	status := "NotReady"
-	if isReady(n) {
-		status = "Ready"
-	}
-	if n.Spec.Unschedulable {
-		status += ",SchedulingDisabled"
-	}
-	var roles []string
-	for k := range n.Labels {
-		if r, ok := strings.CutPrefix(k, "node-role.kubernetes.io/"); ok && r != "" {
-			roles = append(roles, r)
-		}
-	}
-	sort.Strings(roles)
-	addr := func(t corev1.NodeAddressType) string {
-		for _, a := range n.Status.Addresses {
-			if a.Type == t {
-				return a.Address
-			}
-		}
-		return "<none>"
-	}
-	info := n.Status.NodeInfo
-	kernel := orNone(info.KernelVersion)
-	if info.Architecture != "" {
-		kernel += " (" + info.Architecture + ")"
-	}
-	fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Name, status, orNone(strings.Join(roles, ",")),
-		duration.HumanDuration(time.Since(n.CreationTimestamp.Time)), info.KubeletVersion,
-		addr(corev1.NodeInternalIP), addr(corev1.NodeExternalIP), orNone(info.OSImage), kernel,
-		orNone(info.ContainerRuntimeVersion))
-}
-
-func orNone(s string) string {
-	if s == "" {
-		return "<none>"
-	}
-	return s
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }

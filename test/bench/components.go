@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -193,34 +192,15 @@ func (k *kubelet) goroutines(ctx context.Context) (int, error) {
 	return scrapeGoroutines(ctx, kubeletHTTP, "https://127.0.0.1:"+strconv.Itoa(k.port)+"/metrics")
 }
 
-// scrapeGoroutines GETs a Prometheus text endpoint and returns the value of go_goroutines.
+// scrapeGoroutines scrapes a Prometheus text endpoint and returns the value of go_goroutines.
 func scrapeGoroutines(ctx context.Context, c *http.Client, url string) (int, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	m, err := framework.ScrapeMetrics(ctx, c, url)
 	if err != nil {
 		return 0, err
 	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return 0, fmt.Errorf("scrape %s: %w", url, err)
+	v, ok := m.Get("go_goroutines", nil)
+	if !ok {
+		return 0, errors.New("scrape " + url + ": no go_goroutines")
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, fmt.Errorf("scrape %s: %w", url, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("scrape %s: HTTP %d", url, resp.StatusCode)
-	}
-	for _, line := range strings.Split(string(body), "\n") {
-		if v, ok := strings.CutPrefix(line, "go_goroutines "); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err != nil {
-				return 0, fmt.Errorf("scrape %s: go_goroutines %q: %w", url, v, err)
-			}
-			return int(f), nil
-		}
-	}
-	return 0, errors.New("scrape " + url + ": no go_goroutines")
+	return int(v), nil
 }

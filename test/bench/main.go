@@ -562,7 +562,7 @@ func watchReady(ctx context.Context, cs kubernetes.Interface, node string) (<-ch
 				ch <- readyEvent{err: fmt.Errorf("watch node %s: %v", node, apierrors.FromObject(ev.Object))}
 				return
 			}
-			if n, ok := ev.Object.(*corev1.Node); ok && ev.Type != watch.Deleted && nodeReady(n) {
+			if n, ok := ev.Object.(*corev1.Node); ok && ev.Type != watch.Deleted && framework.IsReady(n) {
 				ch <- readyEvent{at: now}
 				return
 			}
@@ -589,10 +589,10 @@ func waitNodesReady(ctx context.Context, cs kubernetes.Interface, nodes []string
 			if err != nil {
 				return false, err
 			}
-			if nodeReady(n) == want {
+			if framework.IsReady(n) == want {
 				took[name] = time.Since(start)
 			} else {
-				waiting = fmt.Errorf("node %s Ready=%v, waiting for %v", name, nodeReady(n), want)
+				waiting = fmt.Errorf("node %s Ready=%v, waiting for %v", name, framework.IsReady(n), want)
 			}
 		}
 		return waiting == nil, waiting
@@ -600,31 +600,13 @@ func waitNodesReady(ctx context.Context, cs kubernetes.Interface, nodes []string
 	return took, err
 }
 
-func nodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
 // deleteNodeObjects deletes node's Node, its Lease in kube-node-lease and its CSINode (the kubelet
 // creates one; nothing garbage-collects it here), and waits until the Node and Lease are gone.
 func deleteNodeObjects(ctx context.Context, cs kubernetes.Interface, node string) error {
-	ignore := func(err error) error {
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
+	if err := framework.DeleteNode(ctx, cs, node); err != nil {
 		return err
 	}
-	if err := ignore(cs.CoreV1().Nodes().Delete(ctx, node, metav1.DeleteOptions{})); err != nil {
-		return fmt.Errorf("delete node %s: %w", node, err)
-	}
-	if err := ignore(cs.CoordinationV1().Leases(leaseNS).Delete(ctx, node, metav1.DeleteOptions{})); err != nil {
-		return fmt.Errorf("delete lease %s: %w", node, err)
-	}
-	if err := ignore(cs.StorageV1().CSINodes().Delete(ctx, node, metav1.DeleteOptions{})); err != nil {
+	if err := cs.StorageV1().CSINodes().Delete(ctx, node, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete csinode %s: %w", node, err)
 	}
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -94,6 +95,8 @@ type manifests struct {
 	roles               []*rbacv1.Role
 	roleBindings        []*rbacv1.RoleBinding
 	daemonSets          []*appsv1.DaemonSet
+	policies            []*admissionregistrationv1.ValidatingAdmissionPolicy
+	policyBindings      []*admissionregistrationv1.ValidatingAdmissionPolicyBinding
 }
 
 // loadManifests strictly decodes every manifest, failing the test on any
@@ -122,6 +125,10 @@ func loadManifests(t *testing.T) manifests {
 				m.roleBindings = append(m.roleBindings, o)
 			case *appsv1.DaemonSet:
 				m.daemonSets = append(m.daemonSets, o)
+			case *admissionregistrationv1.ValidatingAdmissionPolicy:
+				m.policies = append(m.policies, o)
+			case *admissionregistrationv1.ValidatingAdmissionPolicyBinding:
+				m.policyBindings = append(m.policyBindings, o)
 			default:
 				t.Fatalf("%s: unexpected object %T", f, obj)
 			}
@@ -182,13 +189,21 @@ func TestManifestsDecode(t *testing.T) {
 	for _, o := range m.daemonSets {
 		all = append(all, named{"DaemonSet", o.Namespace, o.Name, o.Labels})
 	}
+	for _, o := range m.policies {
+		all = append(all, named{"ValidatingAdmissionPolicy", o.Namespace, o.Name, o.Labels})
+	}
+	for _, o := range m.policyBindings {
+		all = append(all, named{"ValidatingAdmissionPolicyBinding", o.Namespace, o.Name, o.Labels})
+	}
 
 	wantNamespace := map[string][]string{
-		"Namespace":          {""},
-		"ClusterRole":        {""},
-		"ClusterRoleBinding": {""},
-		"ServiceAccount":     {namespace},
-		"DaemonSet":          {namespace},
+		"Namespace":                        {""},
+		"ClusterRole":                      {""},
+		"ClusterRoleBinding":               {""},
+		"ValidatingAdmissionPolicy":        {""},
+		"ValidatingAdmissionPolicyBinding": {""},
+		"ServiceAccount":                   {namespace},
+		"DaemonSet":                        {namespace},
 		// Leases are in kube-node-lease; Events about a Node go to default.
 		"Role":        {"kube-node-lease", "default"},
 		"RoleBinding": {"kube-node-lease", "default"},
@@ -205,7 +220,7 @@ func TestManifestsDecode(t *testing.T) {
 	}
 	wantCounts := map[string]int{
 		"Namespace": 1, "ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1,
-		"Role": 2, "RoleBinding": 2, "DaemonSet": 1,
+		"Role": 2, "RoleBinding": 2, "DaemonSet": 1, "ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1,
 	}
 	for kind, want := range wantCounts {
 		if counts[kind] != want {
@@ -366,14 +381,14 @@ func TestRBAC(t *testing.T) {
 		verbs                      []string
 	}{
 		// Registration and the Node informer.
-		{"", "", "nodes", []string{"get", "list", "watch", "create", "patch"}},
-		// Status sync.
+		{"", "", "nodes", []string{"get", "list", "watch", "create"}},
+		// Status sync, and registration's reconciliation of labels and annotations (as the kubelet's,
+		// through nodes/status).
 		{"", "", "nodes/status", []string{"patch"}},
 		// Heartbeat Lease, only in kube-node-lease.
 		{"kube-node-lease", "coordination.k8s.io", "leases", []string{"get", "create", "update"}},
-		// Events about the Node, which land in default; both Event APIs.
-		{"default", "", "events", []string{"create", "patch", "update"}},
-		{"default", "events.k8s.io", "events", []string{"create", "patch", "update"}},
+		// Events about the Node, which land in default: client-go's recorder creates and patches core/v1 Events.
+		{"default", "", "events", []string{"create", "patch"}},
 	}
 	var wantGrants []string
 	for _, w := range want {
@@ -744,4 +759,115 @@ func podSelector(ds *appsv1.DaemonSet) (labels.Selector, error) {
 		return nil, fmt.Errorf("selector: %w", err)
 	}
 	return sel, nil
+}
+
+// companionWrites are the writes nodeagent makes in companion mode (beside a kubelet, see rbac.yaml),
+// which the admission policy must cover whether or not the RBAC grants them yet.
+var companionWrites = []grant{
+	{Group: "", Resource: "nodes/status", Verb: "patch"},
+	{Namespace: "default", Group: "", Resource: "events", Verb: "create"},
+	{Namespace: "default", Group: "", Resource: "events", Verb: "patch"},
+}
+
+// admissionOperation is the admission operation of a write verb ("" for a read).
+func admissionOperation(verb string) admissionregistrationv1.OperationType {
+	switch verb {
+	case "create":
+		return admissionregistrationv1.Create
+	case "update", "patch":
+		return admissionregistrationv1.Update
+	case "delete", "deletecollection":
+		return admissionregistrationv1.Delete
+	}
+	return ""
+}
+
+// covers reports whether one of rules matches operation op on resource res of API group group.
+func covers(rules []admissionregistrationv1.NamedRuleWithOperations, group, res string, op admissionregistrationv1.OperationType) bool {
+	for _, r := range rules {
+		if (slices.Contains(r.APIGroups, group) || slices.Contains(r.APIGroups, "*")) &&
+			(slices.Contains(r.APIVersions, "*") || slices.Contains(r.APIVersions, "v1")) &&
+			slices.Contains(r.Resources, res) &&
+			(slices.Contains(r.Operations, op) || slices.Contains(r.Operations, admissionregistrationv1.OperationAll)) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestAdmissionPolicy checks the ValidatingAdmissionPolicy that keeps each agent pod to its own node's
+// objects: it is bound with Deny and fails closed, applies to the DaemonSet's ServiceAccount, and covers
+// every write the ServiceAccount's RBAC allows plus those of companion mode. (What it allows and refuses
+// is tested against the real API server in test/integration, TestDaemonSetIdentityOwnNodeOnly.)
+func TestAdmissionPolicy(t *testing.T) {
+	m := loadManifests(t)
+	if len(m.policies) != 1 || len(m.policyBindings) != 1 {
+		t.Fatalf("%d ValidatingAdmissionPolicies and %d bindings, want 1 and 1", len(m.policies), len(m.policyBindings))
+	}
+	p, b := m.policies[0], m.policyBindings[0]
+	ds, _ := daemonSet(t)
+	user := "system:serviceaccount:" + ds.Namespace + ":" + ds.Spec.Template.Spec.ServiceAccountName
+
+	t.Run("binding", func(t *testing.T) {
+		if b.Spec.PolicyName != p.Name {
+			t.Errorf("binding %s binds policy %q, want %q", b.Name, b.Spec.PolicyName, p.Name)
+		}
+		if !slices.Equal(b.Spec.ValidationActions, []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}) {
+			t.Errorf("validationActions %v, want [Deny]", b.Spec.ValidationActions)
+		}
+		if b.Spec.MatchResources != nil || b.Spec.ParamRef != nil {
+			t.Errorf("binding narrows the policy (matchResources %+v, paramRef %+v); want it everywhere", b.Spec.MatchResources, b.Spec.ParamRef)
+		}
+	})
+	t.Run("fails closed", func(t *testing.T) {
+		if p.Spec.FailurePolicy == nil || *p.Spec.FailurePolicy != admissionregistrationv1.Fail {
+			t.Errorf("failurePolicy %v, want Fail", p.Spec.FailurePolicy)
+		}
+	})
+	t.Run("applies to the DaemonSet's ServiceAccount", func(t *testing.T) {
+		want := "request.userInfo.username == '" + user + "'"
+		if len(p.Spec.MatchConditions) != 1 || strings.TrimSpace(p.Spec.MatchConditions[0].Expression) != want {
+			t.Errorf("matchConditions %+v, want exactly %q", p.Spec.MatchConditions, want)
+		}
+	})
+	t.Run("covers every write", func(t *testing.T) {
+		if p.Spec.MatchConstraints == nil {
+			t.Fatal("no matchConstraints")
+		}
+		rules := p.Spec.MatchConstraints.ResourceRules
+		writes := slices.Clone(companionWrites)
+		for _, g := range grantsTo(t, m, namespace, saName) {
+			if admissionOperation(g.Verb) != "" && !slices.Contains(writes, g) {
+				writes = append(writes, g)
+			}
+		}
+		for _, g := range writes {
+			if !covers(rules, g.Group, g.Resource, admissionOperation(g.Verb)) {
+				t.Errorf("%s is not covered by the policy's resourceRules", g)
+			}
+		}
+		// Deleting a Node or Lease is never granted, and would be refused for other nodes' anyway.
+		for _, res := range [][2]string{{"", "nodes"}, {"coordination.k8s.io", "leases"}} {
+			if !covers(rules, res[0], res[1], admissionregistrationv1.Delete) {
+				t.Errorf("DELETE of %s/%s not covered", res[0], res[1])
+			}
+		}
+	})
+	t.Run("checks the token's node", func(t *testing.T) {
+		var text strings.Builder
+		for _, v := range p.Spec.Variables {
+			text.WriteString(v.Expression + "\n")
+		}
+		for _, v := range p.Spec.Validations {
+			text.WriteString(v.Expression + "\n")
+			if v.Reason == nil || *v.Reason != metav1.StatusReasonForbidden {
+				t.Errorf("validation %q: reason %v, want Forbidden", v.Expression, v.Reason)
+			}
+		}
+		for _, want := range []string{"authentication.kubernetes.io/node-name", "node-restriction", "kube-node-lease", "involvedObject"} {
+			if !strings.Contains(text.String(), want) {
+				t.Errorf("no variable or validation mentions %q", want)
+			}
+		}
+	})
 }

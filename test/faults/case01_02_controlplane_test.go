@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -61,8 +60,9 @@ func runOutage(t *testing.T, name string, o outage) {
 	admin := suite.cp.AdminClient
 
 	a := startAgent(ctx, t, name)
-	node := waitReady(ctx, t, name)
-	lease := waitLease(ctx, t, name, 30*time.Second, "owner reference to the Node", func(l *coordinationv1.Lease) bool { return ownedBy(l, node) })
+	node := framework.WaitReady(ctx, t, suite.cp.AdminClient, name, time.Minute)
+	lease := framework.WaitLease(ctx, t, suite.cp.AdminClient, name, 30*time.Second, "owner reference to the Node",
+		framework.LeaseOwnedBy(node))
 	waitHealthz(ctx, t, a, "/healthz/syncloop", http.StatusOK, 30*time.Second)
 	pid := a.PID
 
@@ -82,7 +82,7 @@ func runOutage(t *testing.T, name string, o outage) {
 		if !a.Running() {
 			t.Fatalf("nodeagent exited during the outage: %v", a.Wait(ctx))
 		}
-		code, body, err := healthz(ctx, a, "/healthz/syncloop")
+		code, body, err := a.Get(ctx, "/healthz/syncloop")
 		if err != nil {
 			t.Fatalf("nodeagent /healthz/syncloop unreachable during the outage: %v", err)
 		}
@@ -105,7 +105,7 @@ func runOutage(t *testing.T, name string, o outage) {
 	go func() {
 		for probeCtx.Err() == nil {
 			rctx, cancel := context.WithTimeout(probeCtx, time.Second)
-			_, err := getLease(rctx, name)
+			_, err := framework.GetLease(rctx, suite.cp.AdminClient, name)
 			cancel()
 			if err == nil {
 				servingAt <- time.Now()
@@ -132,7 +132,8 @@ func runOutage(t *testing.T, name string, o outage) {
 	// the update, so no round trip is counted; an update sent during an etcd pause and applied on
 	// resume carries an older renewTime and does not count) comes within one renew interval, plus
 	// slack for the lease controller's 4 % jitter and the GET it may make first.
-	renewed := waitLease(ctx, t, name, time.Minute, "renewal after the outage", func(l *coordinationv1.Lease) bool { return renewedAfter(l, serving) })
+	renewed := framework.WaitLease(ctx, t, suite.cp.AdminClient, name, time.Minute, "renewal after the outage",
+		framework.LeaseRenewedAfter(serving))
 	resumed := renewed.Spec.RenewTime.Sub(serving)
 	t.Logf("first Lease renewal started after the outage: renewTime %s, %v after the control plane served again (renew interval %v)",
 		renewed.Spec.RenewTime.Format(time.RFC3339Nano), resumed.Round(time.Millisecond), renewInterval)
@@ -168,7 +169,7 @@ func runOutage(t *testing.T, name string, o outage) {
 		t.Errorf("Lease UID changed from %s to %s", lease.UID, renewed.UID)
 	}
 	creates := auditEvents(t, nodeUser(name), func(e framework.AuditEvent) bool {
-		return e.ObjectRef != nil && e.ObjectRef.Resource == "nodes" && (e.Verb == "create" && code(e) < 300 || e.Verb == "delete")
+		return e.ObjectRef != nil && e.ObjectRef.Resource == "nodes" && (e.Verb == "create" && e.Code() < 300 || e.Verb == "delete")
 	})
 	if len(creates) != 1 {
 		t.Errorf("audit log: %d successful creates/deletes of nodes by %s, want the 1 registration: %+v", len(creates), nodeUser(name), creates)
@@ -188,9 +189,9 @@ func checkStaysReady(t *testing.T, w *nodeWatch, current *corev1.Node, window ti
 	t.Helper()
 	start := time.Now()
 	var notReadySince time.Time
-	if !isReady(current) {
+	if !framework.IsReady(current) {
 		notReadySince = start
-		t.Logf("node not Ready when the control plane came back: %s", describeReady(current))
+		t.Logf("node not Ready when the control plane came back: %s", framework.DescribeReady(current))
 	}
 	last, flips := current, 0
 	deadline := time.NewTimer(window)
@@ -203,11 +204,11 @@ func checkStaysReady(t *testing.T, w *nodeWatch, current *corev1.Node, window ti
 			}
 			last = ev.Node
 			switch {
-			case !isReady(ev.Node) && notReadySince.IsZero():
+			case !framework.IsReady(ev.Node) && notReadySince.IsZero():
 				notReadySince = ev.Time
 				flips++
-				t.Logf("node not Ready at %s: %s", ev.Time.Format(time.RFC3339Nano), describeReady(ev.Node))
-			case isReady(ev.Node) && !notReadySince.IsZero():
+				t.Logf("node not Ready at %s: %s", ev.Time.Format(time.RFC3339Nano), framework.DescribeReady(ev.Node))
+			case framework.IsReady(ev.Node) && !notReadySince.IsZero():
 				d := ev.Time.Sub(notReadySince)
 				t.Logf("node Ready again %v later", d.Round(time.Millisecond))
 				if d > statusFrequency+slack {
@@ -220,9 +221,10 @@ func checkStaysReady(t *testing.T, w *nodeWatch, current *corev1.Node, window ti
 			done = true
 		}
 	}
-	if !isReady(last) {
+	if !framework.IsReady(last) {
 		t.Errorf("node not Ready %v after the control plane came back (since %s): %s", window,
-			notReadySince.Format(time.RFC3339Nano), describeReady(last))
+			notReadySince.Format(time.RFC3339Nano), framework.DescribeReady(last))
 	}
-	t.Logf("node %s over %v after the outage: %d times not Ready; now %s", current.Name, time.Since(start).Round(time.Second), flips, describeReady(last))
+	t.Logf("node %s over %v after the outage: %d times not Ready; now %s", current.Name, time.Since(start).Round(time.Second), flips,
+		framework.DescribeReady(last))
 }

@@ -26,14 +26,14 @@ func TestCase03ContainerdKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(ctrd.Close)
-	if err := waitNetworkReady(ctx, ctrd); err != nil {
+	if err := ctrd.WaitNetwork(ctx, true); err != nil {
 		t.Fatal(err)
 	}
 	a := startAgentWith(ctx, t, framework.AgentOptions{
 		Dir: agentDir(t, nodeRuntime), NodeName: nodeRuntime, Kubeconfig: suite.cp.KubeconfigFor(nodeRuntime),
 		RuntimeEndpoint: ctrd.Endpoint, Args: agentArgs(),
 	})
-	waitReady(ctx, t, nodeRuntime)
+	framework.WaitReady(ctx, t, suite.cp.AdminClient, nodeRuntime, time.Minute)
 	pid := a.PID
 	before := mustScrape(ctx, t, a)
 
@@ -44,41 +44,44 @@ func TestCase03ContainerdKilled(t *testing.T) {
 	// The kubelet's runtimeState reports "container runtime is down" once the last successful
 	// Status is older than maxWaitForContainerRuntime (30 s); the poller runs every 5 s and the
 	// status every 2 s, so NotReady is expected about 30–37 s after the kill.
-	notReady := waitNode(ctx, t, nodeRuntime, 90*time.Second, "Ready=False with \"container runtime is down\"", func(n *corev1.Node) bool {
-		c := readyCondition(n)
-		return c != nil && c.Status == corev1.ConditionFalse && strings.Contains(c.Message, "container runtime is down")
-	})
-	t.Logf("NotReady %v after the kill: %s", time.Since(killed).Round(time.Millisecond), describeReady(notReady))
-	if c := readyCondition(notReady); c.Reason != "KubeletNotReady" {
+	notReady, _ := framework.WaitNode(ctx, t, suite.cp.AdminClient, nodeRuntime, 90*time.Second, "Ready=False with \"container runtime is down\"",
+		func(n *corev1.Node) bool {
+			c := framework.NodeCondition(n, corev1.NodeReady)
+			return c != nil && c.Status == corev1.ConditionFalse && strings.Contains(c.Message, "container runtime is down")
+		})
+	t.Logf("NotReady %v after the kill: %s", time.Since(killed).Round(time.Millisecond), framework.DescribeReady(notReady))
+	if c := framework.NodeCondition(notReady, corev1.NodeReady); c.Reason != "KubeletNotReady" {
 		t.Errorf("Ready reason = %q, want the kubelet's KubeletNotReady", c.Reason)
 	}
 	if !a.Running() {
 		t.Fatalf("nodeagent exited while containerd was down: %v", a.Wait(ctx))
 	}
 	m := mustScrape(ctx, t, a)
-	if got := sumMetric(m, "nodeagent_runtime_status_calls_total", `result="error"`); got <= sumMetric(before, "nodeagent_runtime_status_calls_total", `result="error"`) {
+	callErrors := map[string]string{"result": "error"}
+	if got := m.Sum("nodeagent_runtime_status_calls_total", callErrors); got <= before.Sum("nodeagent_runtime_status_calls_total", callErrors) {
 		t.Errorf("nodeagent_runtime_status_calls_total{result=\"error\"} did not grow while containerd was down (%v)", got)
 	}
-	successesDown := sumMetric(m, "nodeagent_runtime_status_calls_total", `result="success"`)
+	successesDown := m.Sum("nodeagent_runtime_status_calls_total", map[string]string{"result": "success"})
 
 	if err := ctrd.Start(ctx); err != nil {
 		t.Fatalf("restart containerd: %v", err)
 	}
 	restarted := time.Now()
-	if err := waitNetworkReady(ctx, ctrd); err != nil {
+	if err := ctrd.WaitNetwork(ctx, true); err != nil {
 		t.Fatal(err)
 	}
-	ready := waitNode(ctx, t, nodeRuntime, time.Minute, "Ready=True after the restart", isReady)
-	t.Logf("Ready %v after containerd restarted: %s", time.Since(restarted).Round(time.Millisecond), describeReady(ready))
+	ready, _ := framework.WaitNode(ctx, t, suite.cp.AdminClient, nodeRuntime, time.Minute, "Ready=True after the restart",
+		framework.IsReady)
+	t.Logf("Ready %v after containerd restarted: %s", time.Since(restarted).Round(time.Millisecond), framework.DescribeReady(ready))
 
 	if !a.Running() || a.PID != pid {
 		t.Errorf("nodeagent restarted or exited (pid %d, was %d, running %v)", a.PID, pid, a.Running())
 	}
 	m = mustScrape(ctx, t, a)
-	if got := sumMetric(m, "nodeagent_runtime_status_calls_total", `result="success"`); got <= successesDown {
+	if got := m.Sum("nodeagent_runtime_status_calls_total", map[string]string{"result": "success"}); got <= successesDown {
 		t.Errorf("no successful CRI Status call after the restart (%v, %v before)", got, successesDown)
 	}
-	if got := sumMetric(m, "nodeagent_runtime_condition", `condition="RuntimeReady"`); got != 1 {
+	if got := m.Sum("nodeagent_runtime_condition", map[string]string{"condition": "RuntimeReady"}); got != 1 {
 		t.Errorf("nodeagent_runtime_condition{condition=\"RuntimeReady\"} = %v after the restart, want 1", got)
 	}
 	if errs := errorLines(a.Logs(), killed, restarted); len(errs) == 0 {

@@ -32,8 +32,8 @@ func TestCase04NodeDeleted(t *testing.T) {
 	name := nodeDeleteNode
 	a := startAgent(ctx, t, name, "--node-labels="+caseLabel+"=node-deleted",
 		"--register-with-taints="+caseTaintKey+"=faults:NoSchedule")
-	old := waitReady(ctx, t, name)
-	waitLease(ctx, t, name, 30*time.Second, "owner reference to the Node", func(l *coordinationv1.Lease) bool { return ownedBy(l, old) })
+	old := framework.WaitReady(ctx, t, suite.cp.AdminClient, name, time.Minute)
+	framework.WaitLease(ctx, t, suite.cp.AdminClient, name, 30*time.Second, "owner reference to the Node", framework.LeaseOwnedBy(old))
 	if old.Labels[caseLabel] != "node-deleted" || !hasTaint(old, caseTaintKey, "faults", corev1.TaintEffectNoSchedule) {
 		t.Fatalf("registered node lacks its --node-labels/--register-with-taints: labels %v taints %v", old.Labels, old.Spec.Taints)
 	}
@@ -70,21 +70,23 @@ func TestCase04NodeDeleted(t *testing.T) {
 	}
 
 	// The Lease's owner reference follows the new UID within one renew interval of the new Node.
-	lease := waitLease(ctx, t, name, 30*time.Second, "owner reference to the new Node", func(l *coordinationv1.Lease) bool { return ownedBy(l, node) })
+	lease := framework.WaitLease(ctx, t, suite.cp.AdminClient, name, 30*time.Second, "owner reference to the new Node",
+		framework.LeaseOwnedBy(node))
 	t.Logf("Lease owner reference points at the new Node %v after it was seen (renew interval %v); lease %s",
-		time.Since(ev.Time).Round(time.Millisecond), renewInterval, leaseSummary(lease))
+		time.Since(ev.Time).Round(time.Millisecond), renewInterval, framework.DescribeLease(lease))
 	if d := time.Since(ev.Time); d > renewInterval+slack {
 		t.Errorf("Lease owner reference updated %v after the node was registered again, want within one renew interval (%v, + %v slack)",
 			d.Round(time.Millisecond), renewInterval, slack)
 	}
 
-	ready := waitNode(ctx, t, name, 30*time.Second, "Ready=True on the new Node", func(n *corev1.Node) bool { return n.UID == node.UID && isReady(n) })
-	t.Logf("new Node: %s", describeReady(ready))
+	ready, _ := framework.WaitNode(ctx, t, suite.cp.AdminClient, name, 30*time.Second, "Ready=True on the new Node",
+		func(n *corev1.Node) bool { return n.UID == node.UID && framework.IsReady(n) })
+	t.Logf("new Node: %s", framework.DescribeReady(ready))
 	if !a.Running() || a.PID != pid {
 		t.Errorf("nodeagent restarted or exited (pid %d, was %d, running %v)", a.PID, pid, a.Running())
 	}
 	creates := auditEvents(t, nodeUser(name), func(e framework.AuditEvent) bool {
-		return isRequest(e, "create", "nodes", "") && code(e) < 300
+		return e.Is("create", "nodes", "") && e.Code() < 300
 	})
 	if len(creates) != 2 {
 		t.Errorf("audit log: %d successful node creates by %s, want 2 (registration, re-registration)", len(creates), nodeUser(name))
@@ -98,8 +100,9 @@ func TestCase05LeaseDeleted(t *testing.T) {
 	defer cancel()
 	name := nodeDeleteLease
 	a := startAgent(ctx, t, name)
-	node := waitReady(ctx, t, name)
-	old := waitLease(ctx, t, name, 30*time.Second, "owner reference to the Node", func(l *coordinationv1.Lease) bool { return ownedBy(l, node) })
+	node := framework.WaitReady(ctx, t, suite.cp.AdminClient, name, time.Minute)
+	old := framework.WaitLease(ctx, t, suite.cp.AdminClient, name, 30*time.Second, "owner reference to the Node",
+		framework.LeaseOwnedBy(node))
 	pid := a.PID
 
 	uid := old.UID
@@ -109,12 +112,13 @@ func TestCase05LeaseDeleted(t *testing.T) {
 		t.Fatal(err)
 	}
 	deleted := time.Now()
-	lease := waitLease(ctx, t, name, time.Minute, "a new Lease", func(l *coordinationv1.Lease) bool { return l.UID != old.UID })
+	lease := framework.WaitLease(ctx, t, suite.cp.AdminClient, name, time.Minute, "a new Lease",
+		func(l *coordinationv1.Lease) bool { return l.UID != old.UID })
 	seen := time.Since(deleted)
 	// The new Lease's renewTime is the agent's clock when it built it: creation time without the round trip.
 	created := lease.Spec.RenewTime.Sub(deleted)
 	t.Logf("Lease created again %v after the delete (seen after %v; renew interval %v): %s",
-		created.Round(time.Millisecond), seen.Round(time.Millisecond), renewInterval, leaseSummary(lease))
+		created.Round(time.Millisecond), seen.Round(time.Millisecond), renewInterval, framework.DescribeLease(lease))
 	if created > renewInterval+slack {
 		t.Errorf("Lease created again %v after the delete, want within one renew interval (%v, + %v slack)", created.Round(time.Millisecond), renewInterval, slack)
 	}
@@ -124,18 +128,20 @@ func TestCase05LeaseDeleted(t *testing.T) {
 	if d := lease.Spec.LeaseDurationSeconds; d == nil || *d != leaseDurationSeconds {
 		t.Errorf("new Lease leaseDurationSeconds = %v, want %d", d, leaseDurationSeconds)
 	}
-	if !ownedBy(lease, node) {
+	if !framework.LeaseOwnedBy(node)(lease) {
 		// The owner reference is set on create when the agent has the Node cached; allow one renewal.
-		lease = waitLease(ctx, t, name, renewInterval+slack, "owner reference to the Node", func(l *coordinationv1.Lease) bool { return ownedBy(l, node) })
+		lease = framework.WaitLease(ctx, t, suite.cp.AdminClient, name, renewInterval+slack, "owner reference to the Node",
+			framework.LeaseOwnedBy(node))
 	}
 	// Renewals go on on the new Lease.
-	waitLease(ctx, t, name, 2*renewInterval+slack, "renewal of the new Lease", func(l *coordinationv1.Lease) bool {
-		return l.UID == lease.UID && l.Spec.RenewTime.After(lease.Spec.RenewTime.Time)
-	})
+	framework.WaitLease(ctx, t, suite.cp.AdminClient, name, 2*renewInterval+slack, "renewal of the new Lease",
+		func(l *coordinationv1.Lease) bool {
+			return l.UID == lease.UID && l.Spec.RenewTime.After(lease.Spec.RenewTime.Time)
+		})
 	if !a.Running() || a.PID != pid {
 		t.Errorf("nodeagent restarted or exited (pid %d, was %d, running %v)", a.PID, pid, a.Running())
 	}
-	if n := waitReady(ctx, t, name); n.UID != node.UID {
+	if n := framework.WaitReady(ctx, t, suite.cp.AdminClient, name, time.Minute); n.UID != node.UID {
 		t.Errorf("Node UID changed from %s to %s", node.UID, n.UID)
 	}
 }
@@ -148,7 +154,7 @@ func TestCase06AdminEdits(t *testing.T) {
 	defer cancel()
 	name := nodeAdminEdit
 	a := startAgent(ctx, t, name, "--node-status-report-frequency=1s", "--node-labels="+caseLabel+"=admin-edit")
-	waitReady(ctx, t, name)
+	framework.WaitReady(ctx, t, suite.cp.AdminClient, name, time.Minute)
 	pid := a.PID
 
 	nodes := suite.cp.AdminClient.CoreV1().Nodes()
@@ -168,7 +174,7 @@ func TestCase06AdminEdits(t *testing.T) {
 	}
 	editedAt := time.Now()
 	patchesBefore := len(auditEvents(t, nodeUser(name), func(e framework.AuditEvent) bool {
-		return isRequest(e, "patch", "nodes", "status") && code(e) == 200
+		return e.Is("patch", "nodes", "status") && e.Code() == 200
 	}))
 
 	// Watch every state of the Node for 3 status periods and until 3 more status patches landed.
@@ -192,7 +198,7 @@ func TestCase06AdminEdits(t *testing.T) {
 		}
 		checks++
 		patches = len(auditEvents(t, nodeUser(name), func(e framework.AuditEvent) bool {
-			return isRequest(e, "patch", "nodes", "status") && code(e) == 200
+			return e.Is("patch", "nodes", "status") && e.Code() == 200
 		})) - patchesBefore
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -204,7 +210,7 @@ func TestCase06AdminEdits(t *testing.T) {
 		t.Errorf("no status heartbeat after the edit: %v", final.Status.Conditions)
 	}
 	t.Logf("label and taint intact across %d status patches in %v (%d checks); %s", patches,
-		time.Since(editedAt).Round(time.Millisecond), checks, describeReady(final))
+		time.Since(editedAt).Round(time.Millisecond), checks, framework.DescribeReady(final))
 	if !a.Running() || a.PID != pid {
 		t.Errorf("nodeagent restarted or exited (pid %d, was %d, running %v)", a.PID, pid, a.Running())
 	}

@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
-
 	"github.com/nodeagent/nodeagent/test/framework"
 )
 
@@ -31,7 +29,9 @@ func TestCase07APIErrors(t *testing.T) {
 	}
 	t.Cleanup(proxy.Close)
 	kubeconfig := filepath.Join(agentDir(t, "kubeconfig"), "proxied.kubeconfig")
-	writeKubeconfig(t, kubeconfig, proxy.URL, proxy.CAData, suite.cp.NodeConfig(name).BearerToken)
+	if err := framework.WriteKubeconfig(kubeconfig, proxy.URL, proxy.CAData, nodeUser(name), suite.cp.NodeConfig(name).BearerToken); err != nil {
+		t.Fatal(err)
+	}
 
 	// --node-status-report-frequency=1s: every sync patches, so every status period has writes to fail.
 	// A short Lease (renewed every 2 s) gives enough Lease writes in the window for every injected
@@ -41,8 +41,8 @@ func TestCase07APIErrors(t *testing.T) {
 		Dir: agentDir(t, name), NodeName: name, Kubeconfig: kubeconfig, RuntimeEndpoint: suite.ctrd.Endpoint,
 		Args: append(agentArgs(), "--node-status-report-frequency=1s", fmt.Sprintf("--node-lease-duration-seconds=%d", caseLeaseSeconds)),
 	})
-	node := waitReady(ctx, t, name)
-	waitLease(ctx, t, name, 30*time.Second, "owner reference to the Node", func(l *coordinationv1.Lease) bool { return ownedBy(l, node) })
+	node := framework.WaitReady(ctx, t, suite.cp.AdminClient, name, time.Minute)
+	framework.WaitLease(ctx, t, suite.cp.AdminClient, name, 30*time.Second, "owner reference to the Node", framework.LeaseOwnedBy(node))
 	pid := a.PID
 
 	statusPath := "/api/v1/nodes/" + name + "/status"
@@ -82,7 +82,7 @@ func TestCase07APIErrors(t *testing.T) {
 		if !a.Running() {
 			t.Fatalf("nodeagent exited: %v", a.Wait(ctx))
 		}
-		lease, err := getLease(ctx, name)
+		lease, err := framework.GetLease(ctx, suite.cp.AdminClient, name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -96,12 +96,12 @@ func TestCase07APIErrors(t *testing.T) {
 	seen := 0
 	for ev := range w.events {
 		seen++
-		if !isReady(ev.Node) {
-			t.Errorf("node not Ready at %s: %s", ev.Time.Format(time.RFC3339Nano), describeReady(ev.Node))
+		if !framework.IsReady(ev.Node) {
+			t.Errorf("node not Ready at %s: %s", ev.Time.Format(time.RFC3339Nano), framework.DescribeReady(ev.Node))
 		}
 	}
-	final := waitReady(ctx, t, name)
-	t.Logf("node Ready in all %d watch events over %v of injected errors; now %s", seen, window, describeReady(final))
+	final := framework.WaitReady(ctx, t, suite.cp.AdminClient, name, time.Minute)
+	t.Logf("node Ready in all %d watch events over %v of injected errors; now %s", seen, window, framework.DescribeReady(final))
 
 	// What the proxy saw: injected faults of each kind, each followed by the kubelet's retry.
 	reqs := proxy.Requests()
@@ -143,18 +143,18 @@ func TestCase07APIErrors(t *testing.T) {
 
 	m := mustScrape(ctx, t, a)
 	for _, reason := range []string{"Conflict", "TooManyRequests", "InternalError", "ServiceUnavailable", "Timeout"} {
-		if sumMetric(m, "nodeagent_node_status_patch_errors_total", `reason="`+reason+`"`) == 0 {
+		if m.Sum("nodeagent_node_status_patch_errors_total", map[string]string{"reason": reason}) == 0 {
 			t.Errorf("nodeagent_node_status_patch_errors_total{reason=%q} = 0 after injected %s errors", reason, reason)
 		}
 	}
-	if sumMetric(m, "nodeagent_lease_renew_errors_total") == 0 {
+	if m.Sum("nodeagent_lease_renew_errors_total", nil) == 0 {
 		t.Errorf("nodeagent_lease_renew_errors_total = 0 after injected Lease errors")
 	}
 	waitHealthz(ctx, t, a, "/healthz/syncloop", http.StatusOK, 30*time.Second)
 	if !a.Running() || a.PID != pid {
 		t.Errorf("nodeagent restarted or exited (pid %d, was %d, running %v)", a.PID, pid, a.Running())
 	}
-	if n := waitReady(ctx, t, name); n.UID != node.UID {
+	if n := framework.WaitReady(ctx, t, suite.cp.AdminClient, name, time.Minute); n.UID != node.UID {
 		t.Errorf("Node UID changed from %s to %s", node.UID, n.UID)
 	}
 }

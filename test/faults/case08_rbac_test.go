@@ -1,14 +1,9 @@
 package faults
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -18,11 +13,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/util/retry"
 
 	"github.com/nodeagent/nodeagent/pkg/statussync"
@@ -38,8 +29,9 @@ const (
 )
 
 // TestCase08RBACRevoked is case 8: nodeagent runs as the DaemonSet's ServiceAccount, authorized by
-// RBAC alone (deploy/kubernetes/{namespace,serviceaccount,rbac}.yaml applied as they are; the Node
-// authorizer only covers system:node: users). An admin edits the ClusterRole to take away patch on
+// RBAC alone (deploy/kubernetes/{namespace,serviceaccount,rbac}.yaml applied as they are, with kubectl; the
+// Node authorizer only covers system:node: users, and the admission policy, which would refuse the token
+// bound to no pod used here, is not applied: test/integration covers it). An admin edits the ClusterRole to take away patch on
 // nodes/status: nodeagent logs the Forbidden error, which names the verb and the resource, keeps
 // retrying as the kubelet does (up to 5 tries per sync, then one status period: no hot loop), and
 // its status patches succeed again once the rule is restored.
@@ -47,8 +39,16 @@ func TestCase08RBACRevoked(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	name := nodeRBAC
+	root, err := framework.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"apply"}
 	for _, f := range []string{"namespace.yaml", "serviceaccount.yaml", "rbac.yaml"} {
-		applyManifest(ctx, t, f)
+		args = append(args, "-f", filepath.Join(root, "deploy", "kubernetes", f))
+	}
+	if _, err := suite.cp.Kubectl(ctx, args...); err != nil {
+		t.Fatal(err)
 	}
 	kubeconfig, err := suite.cp.ServiceAccountKubeconfig(ctx, saNamespace, saName)
 	if err != nil {
@@ -59,11 +59,11 @@ func TestCase08RBACRevoked(t *testing.T) {
 		Dir: agentDir(t, name), NodeName: name, Kubeconfig: kubeconfig, RuntimeEndpoint: suite.ctrd.Endpoint,
 		Args: append(agentArgs(), "--node-status-report-frequency=1s"),
 	})
-	node := waitReady(ctx, t, name)
+	node := framework.WaitReady(ctx, t, suite.cp.AdminClient, name, time.Minute)
 	pid := a.PID
 	statusPatches := func(want int) int {
 		return len(auditEvents(t, saUser, func(e framework.AuditEvent) bool {
-			return isRequest(e, "patch", "nodes", "status") && e.ObjectRef.Name == name && code(e) == want
+			return e.Is("patch", "nodes", "status") && e.ObjectRef.Name == name && e.Code() == want
 		}))
 	}
 	err = framework.WaitFor(ctx, 100*time.Millisecond, func() (bool, error) { return statusPatches(http.StatusOK) > 0, nil })
@@ -145,7 +145,10 @@ func TestCase08RBACRevoked(t *testing.T) {
 	}
 
 	// The Lease (a separate Role) is still renewed: the node does not go Unknown.
-	waitLease(ctx, t, name, renewInterval+slack, "renewal while status is Forbidden", func(l *coordinationv1.Lease) bool { return renewedAfter(l, time.Now().Add(-renewInterval)) })
+	framework.WaitLease(ctx, t, suite.cp.AdminClient, name, renewInterval+slack, "renewal while status is Forbidden",
+		func(l *coordinationv1.Lease) bool {
+			return framework.LeaseRenewedAfter(time.Now().Add(-renewInterval))(l)
+		})
 
 	// Restore: status patches succeed again.
 	okBefore := statusPatches(http.StatusOK)
@@ -156,10 +159,11 @@ func TestCase08RBACRevoked(t *testing.T) {
 		t.Fatalf("no successful status patch after the rule was restored: %v", err)
 	}
 	t.Logf("status patched again %v after the rule was restored", time.Since(restored).Round(time.Millisecond))
-	after := waitNode(ctx, t, name, 30*time.Second, "a Ready heartbeat after the restore", func(n *corev1.Node) bool {
-		c := readyCondition(n)
-		return c != nil && c.Status == corev1.ConditionTrue && c.LastHeartbeatTime.After(restored.Add(-time.Second))
-	})
+	after, _ := framework.WaitNode(ctx, t, suite.cp.AdminClient, name, 30*time.Second, "a Ready heartbeat after the restore",
+		func(n *corev1.Node) bool {
+			c := framework.NodeCondition(n, corev1.NodeReady)
+			return c != nil && c.Status == corev1.ConditionTrue && c.LastHeartbeatTime.After(restored.Add(-time.Second))
+		})
 	if after.UID != node.UID {
 		t.Errorf("Node UID changed from %s to %s", node.UID, after.UID)
 	}
@@ -178,79 +182,4 @@ func joinLines(lines []logLine, n int) string {
 		b.WriteString(l.Text + "\n")
 	}
 	return b.String()
-}
-
-// applyManifest creates (or, when it exists, updates) every object of deploy/kubernetes/file with
-// the admin client. It knows the kinds those files hold.
-func applyManifest(ctx context.Context, t *testing.T, file string) {
-	t.Helper()
-	root, err := framework.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(filepath.Join(root, "deploy", "kubernetes", file))
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs, err := decodeManifest(data)
-	if err != nil {
-		t.Fatalf("%s: %v", file, err)
-	}
-	c := suite.cp.AdminClient
-	for _, obj := range objs {
-		var err error
-		switch o := obj.(type) {
-		case *corev1.Namespace:
-			_, err = c.CoreV1().Namespaces().Create(ctx, o, metav1.CreateOptions{})
-		case *corev1.ServiceAccount:
-			_, err = c.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
-		case *rbacv1.ClusterRole:
-			_, err = c.RbacV1().ClusterRoles().Create(ctx, o, metav1.CreateOptions{})
-		case *rbacv1.ClusterRoleBinding:
-			_, err = c.RbacV1().ClusterRoleBindings().Create(ctx, o, metav1.CreateOptions{})
-		case *rbacv1.Role:
-			_, err = c.RbacV1().Roles(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
-		case *rbacv1.RoleBinding:
-			_, err = c.RbacV1().RoleBindings(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
-		default:
-			t.Fatalf("%s: cannot apply a %T", file, obj)
-		}
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatalf("%s: create %T: %v", file, obj, err)
-		}
-	}
-}
-
-// decodeManifest decodes every non-empty YAML document of data into a typed object.
-func decodeManifest(data []byte) ([]runtime.Object, error) {
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	var out []runtime.Object
-	for i := 0; ; i++ {
-		doc, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			return out, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("document %d: %w", i, err)
-		}
-		if len(bytes.TrimSpace(stripComments(doc))) == 0 {
-			continue
-		}
-		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
-		if err != nil {
-			return nil, fmt.Errorf("document %d: %w", i, err)
-		}
-		out = append(out, obj)
-	}
-}
-
-func stripComments(doc []byte) []byte {
-	var b bytes.Buffer
-	for _, line := range bytes.Split(doc, []byte("\n")) {
-		if t := bytes.TrimSpace(line); len(t) > 0 && t[0] != '#' && !bytes.Equal(t, []byte("---")) {
-			b.Write(line)
-			b.WriteByte('\n')
-		}
-	}
-	return b.Bytes()
 }

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/nodeagent/nodeagent/test/framework"
@@ -20,25 +19,27 @@ func TestCase09AgentKilled(t *testing.T) {
 	defer cancel()
 	name := nodeKilled
 	a := startAgent(ctx, t, name)
-	node := waitReady(ctx, t, name)
-	lease := waitLease(ctx, t, name, 30*time.Second, "owner reference to the Node", func(l *coordinationv1.Lease) bool { return ownedBy(l, node) })
+	node := framework.WaitReady(ctx, t, suite.cp.AdminClient, name, time.Minute)
+	lease := framework.WaitLease(ctx, t, suite.cp.AdminClient, name, 30*time.Second, "owner reference to the Node",
+		framework.LeaseOwnedBy(node))
 
 	a.Kill()
 	killed := time.Now()
-	unknown := waitNode(ctx, t, name, nodeMonitorGracePeriod+time.Minute, "Ready=Unknown", func(n *corev1.Node) bool {
-		c := readyCondition(n)
-		return c != nil && c.Status == corev1.ConditionUnknown
-	})
+	unknown, _ := framework.WaitNode(ctx, t, suite.cp.AdminClient, name, nodeMonitorGracePeriod+time.Minute, "Ready=Unknown",
+		func(n *corev1.Node) bool {
+			c := framework.NodeCondition(n, corev1.NodeReady)
+			return c != nil && c.Status == corev1.ConditionUnknown
+		})
 	t.Logf("node lifecycle controller marked the node %v after the kill (grace period %v): %s; taints %v",
-		time.Since(killed).Round(time.Millisecond), nodeMonitorGracePeriod, describeReady(unknown), unknown.Spec.Taints)
-	if c := readyCondition(unknown); c.Reason != "NodeStatusUnknown" || c.Message != "Kubelet stopped posting node status." {
+		time.Since(killed).Round(time.Millisecond), nodeMonitorGracePeriod, framework.DescribeReady(unknown), unknown.Spec.Taints)
+	if c := framework.NodeCondition(unknown, corev1.NodeReady); c.Reason != "NodeStatusUnknown" || c.Message != "Kubelet stopped posting node status." {
 		t.Errorf("Ready=Unknown with reason %q message %q, want the node lifecycle controller's NodeStatusUnknown", c.Reason, c.Message)
 	}
 
 	w, _ := watchNode(ctx, t, name)
 	started := time.Now()
 	b := startAgent(ctx, t, name)
-	ev, err := w.next(time.Minute, func(ev watchedNode) bool { return isReady(ev.Node) })
+	ev, err := w.next(time.Minute, func(ev watchedNode) bool { return framework.IsReady(ev.Node) })
 	if err != nil {
 		t.Fatalf("node not Ready after nodeagent restarted: %v", err)
 	}
@@ -48,9 +49,12 @@ func TestCase09AgentKilled(t *testing.T) {
 	mctx, mcancel := context.WithTimeout(ctx, 10*time.Second)
 	defer mcancel()
 	_ = framework.WaitFor(mctx, 50*time.Millisecond, func() (bool, error) {
-		m, err := scrape(mctx, b)
-		startup = sumMetric(m, "nodeagent_startup_to_ready_duration_seconds")
-		return startup > 0, err
+		m, err := b.Metrics(mctx)
+		if err != nil {
+			return false, err
+		}
+		startup = m.Value("nodeagent_startup_to_ready_duration_seconds", nil)
+		return startup > 0, nil
 	})
 	t.Logf("Ready again: nodeagent reports %.3fs from its start to the Ready patch; the test saw Ready %v after exec (including process start-up and watch delivery)",
 		startup, seen.Round(time.Millisecond))
@@ -60,15 +64,16 @@ func TestCase09AgentKilled(t *testing.T) {
 	if ev.Node.UID != node.UID {
 		t.Errorf("Node UID changed from %s to %s: not reused", node.UID, ev.Node.UID)
 	}
-	renewed := waitLease(ctx, t, name, renewInterval+slack+time.Second, "renewal by the new process", func(l *coordinationv1.Lease) bool { return renewedAfter(l, started) })
+	renewed := framework.WaitLease(ctx, t, suite.cp.AdminClient, name, renewInterval+slack+time.Second, "renewal by the new process",
+		framework.LeaseRenewedAfter(started))
 	if renewed.UID != lease.UID {
 		t.Errorf("Lease UID changed from %s to %s: not reused", lease.UID, renewed.UID)
 	}
-	if !ownedBy(renewed, node) {
+	if !framework.LeaseOwnedBy(node)(renewed) {
 		t.Errorf("Lease owner references %v, want the Node %s", renewed.OwnerReferences, node.UID)
 	}
 	creates := auditEvents(t, nodeUser(name), func(e framework.AuditEvent) bool {
-		return e.Verb == "create" && code(e) < 300 && e.ObjectRef != nil && (e.ObjectRef.Resource == "nodes" || e.ObjectRef.Resource == "leases")
+		return e.Verb == "create" && e.Code() < 300 && e.ObjectRef != nil && (e.ObjectRef.Resource == "nodes" || e.ObjectRef.Resource == "leases")
 	})
 	if len(creates) != 2 {
 		t.Errorf("audit log: %d successful creates of nodes and leases by %s, want 2 (the first start's)", len(creates), nodeUser(name))

@@ -160,7 +160,11 @@ func TestCase10BadInput(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		closed := filepath.Join(dir, "closed-port.kubeconfig")
-		writeKubeconfig(t, closed, fmt.Sprintf("https://127.0.0.1:%d", framework.FreePort()), suite.cp.CAData, suite.cp.NodeConfig(name).BearerToken)
+		err := framework.WriteKubeconfig(closed, fmt.Sprintf("https://127.0.0.1:%d", framework.FreePort()), suite.cp.CAData, nodeUser(name),
+			suite.cp.NodeConfig(name).BearerToken)
+		if err != nil {
+			t.Fatal(err)
+		}
 		a, err := framework.StartAgent(ctx, framework.AgentOptions{
 			Dir: agentDir(t, name), NodeName: name, Kubeconfig: closed, RuntimeEndpoint: suite.ctrd.Endpoint, Args: agentArgs(),
 		})
@@ -173,14 +177,14 @@ func TestCase10BadInput(t *testing.T) {
 			t.Fatalf("nodeagent exited with its API server unreachable: %v\n%s", a.Wait(ctx), a.Logs())
 		}
 		m := mustScrape(ctx, t, a)
-		if n := sumMetric(m, "nodeagent_node_registration_attempts_total", `result="error"`); n < 2 {
+		if n := m.Sum("nodeagent_node_registration_attempts_total", map[string]string{"result": "error"}); n < 2 {
 			t.Errorf("nodeagent_node_registration_attempts_total{result=\"error\"} = %v after %v, want repeated attempts", n, 3*statusFrequency)
 		}
-		if code, body, err := healthz(ctx, a, "/readyz"); err != nil || code == http.StatusOK {
+		if code, body, err := a.Get(ctx, "/readyz"); err != nil || code == http.StatusOK {
 			t.Errorf("/readyz answered %d %q (%v) with no API server, want a failure", code, body, err)
 		}
 		if !strings.Contains(a.Logs(), "connection refused") {
-			t.Errorf("nodeagent's log does not show the refused connection:\n%s", lastLines(a.Logs(), 20))
+			t.Errorf("nodeagent's log does not show the refused connection:\n%s", framework.TailLines(a.Logs(), 20))
 		}
 		if err := a.Stop(); err != nil {
 			t.Errorf("SIGTERM while retrying: exit %v, want 0", err)
@@ -196,7 +200,7 @@ func TestCase10BadInput(t *testing.T) {
 	if _, err := suite.cp.AdminClient.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("Node %s: got %v, want NotFound", name, err)
 	}
-	if _, err := getLease(ctx, name); !apierrors.IsNotFound(err) {
+	if _, err := framework.GetLease(ctx, suite.cp.AdminClient, name); !apierrors.IsNotFound(err) {
 		t.Errorf("Lease %s: got %v, want NotFound", name, err)
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodeagent/nodeagent/test/framework"
 )
 
 // Soak bounds: "flat" means the end is within these of the start.
@@ -41,7 +43,7 @@ func TestSoak(t *testing.T) {
 	defer cancel()
 	name := nodeSoak
 	a := startAgent(ctx, t, name, "--node-status-update-frequency=1s", "--node-lease-duration-seconds=40")
-	node := waitReady(ctx, t, name)
+	node := framework.WaitReady(ctx, t, suite.cp.AdminClient, name, time.Minute)
 	readyAt := time.Now()
 	t.Logf("soak: node %s Ready; running %v at a 1 s status frequency", name, duration)
 
@@ -52,8 +54,8 @@ func TestSoak(t *testing.T) {
 	take := func() sample {
 		t.Helper()
 		m := mustScrape(ctx, t, a)
-		return sample{at: time.Since(readyAt), goroutines: m["go_goroutines"], rss: m["process_resident_memory_bytes"],
-			heap: m["go_memstats_heap_inuse_bytes"]}
+		return sample{at: time.Since(readyAt), goroutines: m.Value("go_goroutines", nil), rss: m.Value("process_resident_memory_bytes", nil),
+			heap: m.Value("go_memstats_heap_inuse_bytes", nil)}
 	}
 	check := func() {
 		t.Helper()
@@ -64,17 +66,17 @@ func TestSoak(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !isReady(n) || n.UID != node.UID {
-			t.Errorf("at %v: node %s (UID %s, was %s)", time.Since(readyAt).Round(time.Second), describeReady(n), n.UID, node.UID)
+		if !framework.IsReady(n) || n.UID != node.UID {
+			t.Errorf("at %v: node %s (UID %s, was %s)", time.Since(readyAt).Round(time.Second), framework.DescribeReady(n), n.UID, node.UID)
 		}
-		l, err := getLease(ctx, name)
+		l, err := framework.GetLease(ctx, suite.cp.AdminClient, name)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if age := time.Since(l.Spec.RenewTime.Time); age > 40*time.Second {
 			t.Errorf("at %v: Lease last renewed %v ago", time.Since(readyAt).Round(time.Second), age.Round(time.Second))
 		}
-		if code, body, err := healthz(ctx, a, "/healthz"); err != nil || code != http.StatusOK {
+		if code, body, err := a.Get(ctx, "/healthz"); err != nil || code != http.StatusOK {
 			t.Errorf("at %v: /healthz answered %d %q (%v)", time.Since(readyAt).Round(time.Second), code, body, err)
 		}
 	}
@@ -102,8 +104,9 @@ func TestSoak(t *testing.T) {
 	t.Logf("soak result over %v: goroutines start %.0f end %.0f (max %.0f); RSS start %.1f MiB end %.1f MiB (max %.1f MiB); "+
 		"status syncs patched %.0f unchanged %.0f error %.0f; lease renew errors %.0f",
 		last.at.Round(time.Second), start.goroutines, last.goroutines, maxG, start.rss/(1<<20), last.rss/(1<<20), maxRSS/(1<<20),
-		sumMetric(m, "nodeagent_node_status_syncs_total", `result="patched"`), sumMetric(m, "nodeagent_node_status_syncs_total", `result="unchanged"`),
-		sumMetric(m, "nodeagent_node_status_syncs_total", `result="error"`), sumMetric(m, "nodeagent_lease_renew_errors_total"))
+		m.Sum("nodeagent_node_status_syncs_total", map[string]string{"result": "patched"}),
+		m.Sum("nodeagent_node_status_syncs_total", map[string]string{"result": "unchanged"}),
+		m.Sum("nodeagent_node_status_syncs_total", map[string]string{"result": "error"}), m.Sum("nodeagent_lease_renew_errors_total", nil))
 
 	if last.goroutines > start.goroutines+soakGoroutineGrowth {
 		t.Errorf("goroutines grew from %.0f to %.0f, want at most +%d", start.goroutines, last.goroutines, soakGoroutineGrowth)

@@ -39,17 +39,17 @@ func TestCase12RuntimeAbsent(t *testing.T) {
 		RuntimeEndpoint: "unix://" + sock, Args: agentArgs(),
 	})
 	wantMsg := "container runtime is down: dial unix " + sock + ": connect: no such file or directory"
-	n := waitNode(ctx, t, nodeRuntimeAbsent, 30*time.Second, "registered NotReady naming the absent socket", func(n *corev1.Node) bool {
-		c := readyCondition(n)
+	n, _ := framework.WaitNode(ctx, t, suite.cp.AdminClient, nodeRuntimeAbsent, 30*time.Second, "registered NotReady naming the absent socket", func(n *corev1.Node) bool {
+		c := framework.NodeCondition(n, corev1.NodeReady)
 		return c != nil && c.Status == corev1.ConditionFalse && strings.Contains(c.Message, wantMsg)
 	})
-	t.Logf("registered: %s", describeReady(n))
-	waitLease(ctx, t, nodeRuntimeAbsent, renewInterval+slack, "Lease created", func(*coordinationv1.Lease) bool { return true })
+	t.Logf("registered: %s", framework.DescribeReady(n))
+	framework.WaitLease(ctx, t, suite.cp.AdminClient, nodeRuntimeAbsent, renewInterval+slack, "Lease created", func(*coordinationv1.Lease) bool { return true })
 
 	// Let the process settle (first GC cycles, informer caches), then sample it.
 	time.Sleep(20 * time.Second)
 	first := mustProcStats(t, a.PID)
-	firstGoroutines := sumMetric(mustScrape(ctx, t, a), "go_goroutines")
+	firstGoroutines := mustScrape(ctx, t, a).Value("go_goroutines", nil)
 	t.Logf("runtime absent, t=20s: %s, %v goroutines", first, firstGoroutines)
 	deadline := time.Now().Add(runtimeAbsentFor - 20*time.Second)
 	var last framework.ProcStats
@@ -58,7 +58,7 @@ func TestCase12RuntimeAbsent(t *testing.T) {
 		last = mustProcStats(t, a.PID)
 		waitHealthz(ctx, t, a, "/healthz", 200, 5*time.Second)
 	}
-	lastGoroutines := sumMetric(mustScrape(ctx, t, a), "go_goroutines")
+	lastGoroutines := mustScrape(ctx, t, a).Value("go_goroutines", nil)
 	t.Logf("runtime absent, t=%v: %s, %v goroutines", runtimeAbsentFor, last, lastGoroutines)
 	if lastGoroutines > firstGoroutines+10 {
 		t.Errorf("goroutines grew %v → %v with the runtime absent", firstGoroutines, lastGoroutines)
@@ -69,16 +69,16 @@ func TestCase12RuntimeAbsent(t *testing.T) {
 	if last.RSS > first.RSS+8<<20 {
 		t.Errorf("RSS grew %d → %d MiB with the runtime absent", first.RSS>>20, last.RSS>>20)
 	}
-	n = waitNode(ctx, t, nodeRuntimeAbsent, 5*time.Second, "still NotReady naming the socket", func(n *corev1.Node) bool {
-		c := readyCondition(n)
+	n, _ = framework.WaitNode(ctx, t, suite.cp.AdminClient, nodeRuntimeAbsent, 5*time.Second, "still NotReady naming the socket", func(n *corev1.Node) bool {
+		c := framework.NodeCondition(n, corev1.NodeReady)
 		return c != nil && strings.Contains(c.Message, wantMsg)
 	})
-	lease, err := getLease(ctx, nodeRuntimeAbsent)
+	lease, err := framework.GetLease(ctx, suite.cp.AdminClient, nodeRuntimeAbsent)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !renewedAfter(lease, time.Now().Add(-renewInterval-slack)) {
-		t.Errorf("Lease not renewed within the last %v: %s", renewInterval+slack, leaseSummary(lease))
+	if !framework.LeaseRenewedAfter(time.Now().Add(-renewInterval - slack))(lease) {
+		t.Errorf("Lease not renewed within the last %v: %s", renewInterval+slack, framework.DescribeLease(lease))
 	}
 
 	// The runtime appears at that path.
@@ -87,15 +87,15 @@ func TestCase12RuntimeAbsent(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(ctrd.Close)
-	if err := waitNetworkReady(ctx, ctrd); err != nil {
+	if err := ctrd.WaitNetwork(ctx, true); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Symlink(ctrd.Socket, sock); err != nil {
 		t.Fatal(err)
 	}
 	appeared := time.Now()
-	ready := waitNode(ctx, t, nodeRuntimeAbsent, 30*time.Second, "Ready once the runtime appears", isReady)
-	t.Logf("Ready %v after the runtime appeared: %s", time.Since(appeared).Round(time.Millisecond), describeReady(ready))
+	ready, _ := framework.WaitNode(ctx, t, suite.cp.AdminClient, nodeRuntimeAbsent, 30*time.Second, "Ready once the runtime appears", framework.IsReady)
+	t.Logf("Ready %v after the runtime appeared: %s", time.Since(appeared).Round(time.Millisecond), framework.DescribeReady(ready))
 	time.Sleep(10 * time.Second) // a few polls and syncs over the one connection
 	after := mustProcStats(t, a.PID)
 	t.Logf("runtime present: %s", after)

@@ -139,27 +139,27 @@ func TestCase13RuntimeHung(t *testing.T) {
 		t.Errorf("READY=1 %v after exec, want within a few seconds (3s)", d)
 	}
 
-	n := waitNode(ctx, t, nodeRuntimeHung, 20*time.Second, "registered NotReady", func(n *corev1.Node) bool {
-		c := readyCondition(n)
+	n, _ := framework.WaitNode(ctx, t, suite.cp.AdminClient, nodeRuntimeHung, 20*time.Second, "registered NotReady", func(n *corev1.Node) bool {
+		c := framework.NodeCondition(n, corev1.NodeReady)
 		return c != nil && c.Status == corev1.ConditionFalse
 	})
-	t.Logf("registered %v after exec: %s", time.Since(start).Round(time.Millisecond), describeReady(n))
-	if c := readyCondition(n); !strings.Contains(c.Message, "container runtime") {
+	t.Logf("registered %v after exec: %s", time.Since(start).Round(time.Millisecond), framework.DescribeReady(n))
+	if c := framework.NodeCondition(n, corev1.NodeReady); !strings.Contains(c.Message, "container runtime") {
 		t.Errorf("Ready message %q does not say the runtime is the problem", c.Message)
 	}
-	first := waitLease(ctx, t, nodeRuntimeHung, renewInterval+slack, "Lease created", func(*coordinationv1.Lease) bool { return true })
+	first := framework.WaitLease(ctx, t, suite.cp.AdminClient, nodeRuntimeHung, renewInterval+slack, "Lease created", func(*coordinationv1.Lease) bool { return true })
 	createdAt := time.Now()
-	waitLease(ctx, t, nodeRuntimeHung, renewInterval+2*slack, "Lease renewed", func(l *coordinationv1.Lease) bool {
+	framework.WaitLease(ctx, t, suite.cp.AdminClient, nodeRuntimeHung, renewInterval+2*slack, "Lease renewed", func(l *coordinationv1.Lease) bool {
 		return l.Spec.RenewTime != nil && first.Spec.RenewTime != nil && l.Spec.RenewTime.After(first.Spec.RenewTime.Time)
 	})
 	t.Logf("Lease renewed %v after it was first seen", time.Since(createdAt).Round(time.Millisecond))
-	waitNode(ctx, t, nodeRuntimeHung, 30*time.Second, `NotReady "container runtime is down: ... DeadlineExceeded"`, func(n *corev1.Node) bool {
-		c := readyCondition(n)
+	framework.WaitNode(ctx, t, suite.cp.AdminClient, nodeRuntimeHung, 30*time.Second, `NotReady "container runtime is down: ... DeadlineExceeded"`, func(n *corev1.Node) bool {
+		c := framework.NodeCondition(n, corev1.NodeReady)
 		return c != nil && strings.Contains(c.Message, "container runtime is down") && strings.Contains(c.Message, "DeadlineExceeded")
 	})
 
 	for time.Since(start) < time.Minute+10*time.Second {
-		code, body, err := healthz(ctx, a, "/healthz?verbose")
+		code, body, err := a.Get(ctx, "/healthz?verbose")
 		if err != nil || code != 200 {
 			t.Fatalf("/healthz %v after exec: %d %v\n%s", time.Since(start).Round(time.Second), code, err, body)
 		}

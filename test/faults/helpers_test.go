@@ -1,27 +1,20 @@
 package faults
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	watchtools "k8s.io/client-go/tools/watch"
 
 	"github.com/nodeagent/nodeagent/test/framework"
@@ -36,8 +29,7 @@ func agentArgs() []string {
 }
 
 // startAgent runs nodeagent as node identity name against the shared control plane and containerd,
-// with agentArgs then args. On cleanup it stops the agent, prints its log's tail if the test
-// failed, and deletes its Node and Lease.
+// with agentArgs then args (startAgentWith).
 func startAgent(ctx context.Context, t *testing.T, name string, args ...string) *framework.Agent {
 	t.Helper()
 	return startAgentWith(ctx, t, framework.AgentOptions{
@@ -46,163 +38,18 @@ func startAgent(ctx context.Context, t *testing.T, name string, args ...string) 
 	})
 }
 
-// startAgentWith is startAgent with every option given; Args are used as they are.
+// startAgentWith starts nodeagent with every option given (Args are used as they are) for the duration
+// of the test (framework.StartTestAgent); once it has stopped, its Node and Lease are deleted.
 func startAgentWith(ctx context.Context, t *testing.T, opts framework.AgentOptions) *framework.Agent {
 	t.Helper()
-	a, err := framework.StartAgent(ctx, opts)
-	if err != nil {
-		t.Fatalf("start nodeagent %s: %v", opts.NodeName, err)
-	}
 	t.Cleanup(func() {
-		if err := a.Stop(); err != nil && !strings.Contains(err.Error(), "killed") {
-			t.Errorf("nodeagent %s: stop: %v", opts.NodeName, err)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := framework.DeleteNode(ctx, suite.cp.AdminClient, opts.NodeName); err != nil {
+			t.Logf("cleanup: %v", err)
 		}
-		if t.Failed() {
-			t.Logf("nodeagent %s log (%s), last lines:\n%s", opts.NodeName, a.LogPath, lastLines(a.Logs(), 60))
-		}
-		cleanupNode(t, opts.NodeName)
 	})
-	return a
-}
-
-// cleanupNode deletes the Node and Lease called name, ignoring NotFound.
-func cleanupNode(t *testing.T, name string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c := suite.cp.AdminClient
-	if err := c.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-		t.Logf("cleanup: delete node %s: %v", name, err)
-	}
-	if err := c.CoordinationV1().Leases(corev1.NamespaceNodeLease).Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-		t.Logf("cleanup: delete lease %s: %v", name, err)
-	}
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
-// readyCondition returns node's Ready condition, or nil.
-func readyCondition(node *corev1.Node) *corev1.NodeCondition {
-	for i := range node.Status.Conditions {
-		if node.Status.Conditions[i].Type == corev1.NodeReady {
-			return &node.Status.Conditions[i]
-		}
-	}
-	return nil
-}
-
-// isReady reports whether node's Ready condition is True.
-func isReady(node *corev1.Node) bool {
-	c := readyCondition(node)
-	return c != nil && c.Status == corev1.ConditionTrue
-}
-
-func describeReady(node *corev1.Node) string {
-	c := readyCondition(node)
-	if c == nil {
-		return "no Ready condition"
-	}
-	return fmt.Sprintf("Ready=%s reason=%q message=%q heartbeat=%s", c.Status, c.Reason, c.Message, c.LastHeartbeatTime.Format(time.RFC3339))
-}
-
-// waitNode polls the Node called name every 100 ms until cond holds and returns it; it fails the
-// test after timeout, naming what and the last state seen.
-func waitNode(ctx context.Context, t *testing.T, name string, timeout time.Duration, what string, cond func(*corev1.Node) bool) *corev1.Node {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	var last *corev1.Node
-	err := framework.WaitFor(ctx, 100*time.Millisecond, func() (bool, error) {
-		n, err := suite.cp.AdminClient.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		last = n
-		return cond(n), nil
-	})
-	if err != nil {
-		state := "never seen"
-		if last != nil {
-			state = describeReady(last)
-		}
-		t.Fatalf("node %s: %s not seen within %v: %v (last: %s)", name, what, timeout, err, state)
-	}
-	return last
-}
-
-// waitReady waits up to a minute for the Node called name to be Ready.
-func waitReady(ctx context.Context, t *testing.T, name string) *corev1.Node {
-	t.Helper()
-	return waitNode(ctx, t, name, time.Minute, "Ready=True", isReady)
-}
-
-// getLease returns the Lease of node name, or nil with the error.
-func getLease(ctx context.Context, name string) (*coordinationv1.Lease, error) {
-	return suite.cp.AdminClient.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, name, metav1.GetOptions{})
-}
-
-// ownedBy reports whether lease has exactly one owner reference, to the Node with uid.
-func ownedBy(lease *coordinationv1.Lease, node *corev1.Node) bool {
-	refs := lease.OwnerReferences
-	return len(refs) == 1 && refs[0].Kind == "Node" && refs[0].APIVersion == "v1" && refs[0].Name == node.Name && refs[0].UID == node.UID
-}
-
-// waitLease polls the Lease of node name every 50 ms until cond holds and returns it.
-func waitLease(ctx context.Context, t *testing.T, name string, timeout time.Duration, what string, cond func(*coordinationv1.Lease) bool) *coordinationv1.Lease {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	var last *coordinationv1.Lease
-	err := framework.WaitFor(ctx, 50*time.Millisecond, func() (bool, error) {
-		l, err := getLease(ctx, name)
-		if err != nil {
-			return false, err
-		}
-		last = l
-		return cond(l), nil
-	})
-	if err != nil {
-		t.Fatalf("lease %s: %s not seen within %v: %v (last: %+v)", name, what, timeout, err, leaseSummary(last))
-	}
-	return last
-}
-
-func leaseSummary(l *coordinationv1.Lease) string {
-	if l == nil {
-		return "never seen"
-	}
-	renew := "<nil>"
-	if l.Spec.RenewTime != nil {
-		renew = l.Spec.RenewTime.Format(time.RFC3339Nano)
-	}
-	return fmt.Sprintf("uid=%s renewTime=%s owners=%v", l.UID, renew, l.OwnerReferences)
-}
-
-// renewedAfter reports whether lease was renewed after t.
-func renewedAfter(lease *coordinationv1.Lease, t time.Time) bool {
-	return lease.Spec.RenewTime != nil && lease.Spec.RenewTime.After(t)
-}
-
-// healthz GETs path on the agent's HTTP server and returns the status code and body.
-func healthz(ctx context.Context, a *framework.Agent, path string) (int, string, error) {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.HealthzURL+path, nil)
-	if err != nil {
-		return 0, "", err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, strings.TrimSpace(string(b)), nil
+	return framework.StartTestAgent(ctx, t, opts)
 }
 
 // waitHealthz polls path until it answers want, failing the test after timeout.
@@ -210,89 +57,19 @@ func waitHealthz(ctx context.Context, t *testing.T, a *framework.Agent, path str
 	t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	err := framework.WaitFor(ctx, 100*time.Millisecond, func() (bool, error) {
-		code, body, err := healthz(ctx, a, path)
-		if err != nil {
-			return false, err
-		}
-		if code != want {
-			return false, fmt.Errorf("%s answered %d: %s", path, code, body)
-		}
-		return true, nil
-	})
-	if err != nil {
-		t.Fatalf("nodeagent %s: %s did not answer %d within %v: %v", a.NodeName, path, want, timeout, err)
+	if err := a.WaitHTTP(ctx, path, want); err != nil {
+		t.Fatalf("nodeagent %s: %v", a.NodeName, err)
 	}
 }
 
-// scrape reads the agent's /metrics into a map from series ("name{label="v",...}" as exposed, or
-// "name") to value.
-func scrape(ctx context.Context, a *framework.Agent) (map[string]float64, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.HealthzURL+"/metrics", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("scrape %s: %w", a.HealthzURL, err)
-	}
-	defer resp.Body.Close()
-	out := map[string]float64{}
-	s := bufio.NewScanner(resp.Body)
-	s.Buffer(make([]byte, 0, 1<<16), 1<<20)
-	for s.Scan() {
-		line := s.Text()
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			continue
-		}
-		out[line[:i]] = v
-	}
-	if err := s.Err(); err != nil {
-		return nil, fmt.Errorf("scrape %s: %w", a.HealthzURL, err)
-	}
-	return out, nil
-}
-
-// mustScrape is scrape failing the test on error.
-func mustScrape(ctx context.Context, t *testing.T, a *framework.Agent) map[string]float64 {
+// mustScrape scrapes the agent's /metrics, failing the test on error.
+func mustScrape(ctx context.Context, t *testing.T, a *framework.Agent) *framework.Metrics {
 	t.Helper()
-	m, err := scrape(ctx, a)
+	m, err := a.Metrics(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return m
-}
-
-// sumMetric adds the values of every series of metric name whose labels include all of labels
-// (`key="value"` strings).
-func sumMetric(m map[string]float64, name string, labels ...string) float64 {
-	total := 0.0
-	for series, v := range m {
-		if series != name && !strings.HasPrefix(series, name+"{") {
-			continue
-		}
-		ok := true
-		for _, l := range labels {
-			if !strings.Contains(series, l) {
-				ok = false
-				break
-			}
-		}
-		if ok {
-			total += v
-		}
-	}
-	return total
 }
 
 // logLine is one klog text line of an agent's log.
@@ -338,52 +115,19 @@ func errorLines(log string, from, to time.Time) []logLine {
 	return out
 }
 
-// auditEvents returns the ResponseComplete events of user that match keep.
+// auditEvents returns the completed requests of user in the suite's audit log that keep accepts (nil
+// keeps all).
 func auditEvents(t *testing.T, user string, keep func(e framework.AuditEvent) bool) []framework.AuditEvent {
 	t.Helper()
-	events, err := framework.ReadAuditEvents(suite.cp.AuditLogPath)
+	events, err := framework.ReadAuditEventsBy(suite.cp.AuditLogPath, user, keep)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []framework.AuditEvent
-	for _, e := range events {
-		if e.Stage != "ResponseComplete" || e.User.Username != user {
-			continue
-		}
-		if keep == nil || keep(e) {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-// isRequest reports whether e is verb on resource (and subresource, "" for none).
-func isRequest(e framework.AuditEvent, verb, resource, subresource string) bool {
-	return e.Verb == verb && e.ObjectRef != nil && e.ObjectRef.Resource == resource && e.ObjectRef.Subresource == subresource
-}
-
-func code(e framework.AuditEvent) int {
-	if e.ResponseStatus == nil {
-		return 0
-	}
-	return e.ResponseStatus.Code
+	return events
 }
 
 // nodeUser is the username of node identity name.
 func nodeUser(name string) string { return "system:node:" + name }
-
-// writeKubeconfig writes a kubeconfig for server (trusting caData) authenticating with token.
-func writeKubeconfig(t *testing.T, path, server string, caData []byte, token string) {
-	t.Helper()
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["c"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: caData}
-	cfg.AuthInfos["u"] = &clientcmdapi.AuthInfo{Token: token}
-	cfg.Contexts["c"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "u"}
-	cfg.CurrentContext = "c"
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // nodeWatch is a watch on one Node that records every state it sees with the time it saw it.
 type nodeWatch struct {

@@ -113,7 +113,7 @@ func startSuite() error {
 	if err != nil {
 		return err
 	}
-	if err := waitNetworkReady(ctx, suite.ctrd); err != nil {
+	if err := suite.ctrd.WaitNetwork(ctx, true); err != nil {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "faults: control plane, kube-controller-manager and containerd ready in %v (dir %s)\n",
@@ -128,21 +128,6 @@ func stopSuite() {
 	if suite.cp != nil {
 		suite.cp.Stop()
 	}
-}
-
-// waitNetworkReady waits until the CRI reports NetworkReady (containerd picks the CNI config up in ~2 s).
-func waitNetworkReady(ctx context.Context, c *framework.Containerd) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	err := framework.WaitFor(ctx, 100*time.Millisecond, func() (bool, error) {
-		st, err := c.Status(ctx)
-		ok, _, _ := framework.Condition(st, "NetworkReady")
-		return err == nil && ok, err
-	})
-	if err != nil {
-		return fmt.Errorf("containerd NetworkReady: %w", err)
-	}
-	return nil
 }
 
 // agentDir returns a directory for one agent of test t under the suite directory (kept on failure).

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -47,7 +50,8 @@ type Agent struct {
 	// Cmdline is the full command line it was started with.
 	Cmdline []string
 
-	proc *process
+	proc   *process
+	killed atomic.Bool // Kill was called
 }
 
 // StartAgent builds nodeagent if needed (BuildAgent) and runs it with --kubeconfig, --hostname-override,
@@ -98,7 +102,7 @@ func StartAgent(ctx context.Context, opts AgentOptions) (*Agent, error) {
 		if err := a.proc.exitedErr(); err != nil {
 			return false, err
 		}
-		_, err := a.get(ctx, "/healthz")
+		_, _, err := a.Get(ctx, "/healthz")
 		return err == nil, err
 	})
 	if err != nil {
@@ -108,42 +112,54 @@ func StartAgent(ctx context.Context, opts AgentOptions) (*Agent, error) {
 	return a, nil
 }
 
-// get GETs HealthzURL+path with a 2 s timeout and returns the HTTP status code.
-func (a *Agent) get(ctx context.Context, path string) (int, error) {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+// Get GETs HealthzURL+path with a 5 s timeout and returns the HTTP status code and the body.
+func (a *Agent) Get(ctx context.Context, path string) (code int, body string, err error) {
+	if a.HealthzURL == "" {
+		return 0, "", errors.New("nodeagent HTTP server disabled")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.HealthzURL+path, nil)
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
-	resp.Body.Close()
-	return resp.StatusCode, nil
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
 }
 
-// WaitHealthy polls /healthz every 100 ms until it answers 200. It errors if the agent exits, its HTTP
-// server is disabled, or ctx ends first (the error then names the last status).
+// WaitHealthy polls /healthz every 100 ms until it answers 200 (WaitHTTP).
 func (a *Agent) WaitHealthy(ctx context.Context) error {
-	if a.HealthzURL == "" {
-		return errors.New("wait for nodeagent /healthz: HTTP server disabled")
-	}
+	return a.WaitHTTP(ctx, "/healthz", http.StatusOK)
+}
+
+// WaitHTTP polls path (e.g. "/readyz", "/healthz/syncloop") every 100 ms until it answers with status
+// code want. It errors if the agent exits, its HTTP server is disabled, or ctx ends first (the error then
+// names the last status and body).
+func (a *Agent) WaitHTTP(ctx context.Context, path string, want int) error {
 	err := WaitFor(ctx, 100*time.Millisecond, func() (bool, error) {
 		if err := a.proc.exitedErr(); err != nil {
 			return false, err
 		}
-		code, err := a.get(ctx, "/healthz")
-		if err == nil && code != http.StatusOK {
-			err = fmt.Errorf("/healthz answered %d", code)
+		code, body, err := a.Get(ctx, path)
+		if err == nil && code != want {
+			err = fmt.Errorf("%s answered %d: %s", path, code, strings.TrimSpace(body))
 		}
 		return err == nil, err
 	})
 	if err != nil {
-		return fmt.Errorf("wait for nodeagent /healthz: %w", err)
+		return fmt.Errorf("wait for nodeagent %s to answer %d: %w", path, want, err)
 	}
 	return nil
+}
+
+// Metrics scrapes the agent's /metrics (ScrapeMetrics).
+func (a *Agent) Metrics(ctx context.Context) (*Metrics, error) {
+	return ScrapeMetrics(ctx, nil, a.HealthzURL+"/metrics")
 }
 
 // Wait waits until the agent exits and returns its exit error (nil for exit status 0, an *exec.ExitError
@@ -176,6 +192,7 @@ func (a *Agent) Stop() error {
 
 // Kill SIGKILLs the agent's process group, waits for it, and unmounts anything left under Dir.
 func (a *Agent) Kill() {
+	a.killed.Store(true)
 	a.proc.kill()
 	_ = UnmountAll(a.Dir)
 }

@@ -18,6 +18,9 @@ type AuditEvent struct {
 	User       struct {
 		Username string   `json:"username"`
 		Groups   []string `json:"groups"`
+		// Extra holds, for a service account token bound to a pod, authentication.kubernetes.io/pod-name
+		// and node-name among others.
+		Extra map[string][]string `json:"extra"`
 	} `json:"user"`
 	ObjectRef *struct {
 		Resource    string `json:"resource"`
@@ -58,4 +61,33 @@ func ReadAuditEvents(path string) ([]AuditEvent, error) {
 		return nil, fmt.Errorf("read audit log %s: %w", path, err)
 	}
 	return events, nil
+}
+
+// Code returns the event's HTTP response code, or 0 if it has none (a request still in progress).
+func (e AuditEvent) Code() int {
+	if e.ResponseStatus == nil {
+		return 0
+	}
+	return e.ResponseStatus.Code
+}
+
+// Is reports whether e is verb on resource and subresource ("" for none).
+func (e AuditEvent) Is(verb, resource, subresource string) bool {
+	return e.Verb == verb && e.ObjectRef != nil && e.ObjectRef.Resource == resource && e.ObjectRef.Subresource == subresource
+}
+
+// ReadAuditEventsBy returns the completed requests (Stage ResponseComplete) in the audit log at path made
+// by user, for instance "system:node:n1", that keep accepts (nil keeps all).
+func ReadAuditEventsBy(path, user string, keep func(AuditEvent) bool) ([]AuditEvent, error) {
+	events, err := ReadAuditEvents(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []AuditEvent
+	for _, e := range events {
+		if e.Stage == "ResponseComplete" && e.User.Username == user && (keep == nil || keep(e)) {
+			out = append(out, e)
+		}
+	}
+	return out, nil
 }

@@ -343,3 +343,17 @@ func (c *Containerd) killShims() {
 		}
 	}
 }
+
+// WaitNetwork polls the CRI status every 100 ms until NetworkReady is ready (true or false), e.g. after
+// SetCNI (containerd follows its CNI config directory within about 2 s), or until ctx ends.
+func (c *Containerd) WaitNetwork(ctx context.Context, ready bool) error {
+	err := WaitFor(ctx, 100*time.Millisecond, func() (bool, error) {
+		st, err := c.Status(ctx)
+		got, _, _ := Condition(st, "NetworkReady")
+		return err == nil && got == ready, err
+	})
+	if err != nil {
+		return fmt.Errorf("containerd NetworkReady=%v: %w", ready, err)
+	}
+	return nil
+}

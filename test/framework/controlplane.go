@@ -2,10 +2,12 @@ package framework
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -35,6 +37,9 @@ type ControlPlaneOptions struct {
 	ControllerManager bool
 	// NodeMonitorGracePeriod is kube-controller-manager's --node-monitor-grace-period; 0 means 40s.
 	NodeMonitorGracePeriod time.Duration
+	// KubeconfigDir is where the kubeconfig files go: admin.kubeconfig, node-<name>.kubeconfig and those of
+	// service accounts. Default: Dir/kubeconfig. Created if missing.
+	KubeconfigDir string
 	// ExtraAPIServerArgs are appended to kube-apiserver's arguments (a later flag overrides an earlier one).
 	ExtraAPIServerArgs []string
 	// ExtraControllerManagerArgs are appended to kube-controller-manager's arguments.
@@ -74,6 +79,7 @@ type ControlPlane struct {
 	etcd      *process
 	apiserver *process
 	kcm       *process
+	scheduler *process
 }
 
 // StartControlPlane starts etcd and kube-apiserver (and kube-controller-manager if asked), building the
@@ -85,6 +91,9 @@ func StartControlPlane(ctx context.Context, opts ControlPlaneOptions) (*ControlP
 	}
 	if opts.NodeMonitorGracePeriod == 0 {
 		opts.NodeMonitorGracePeriod = 40 * time.Second
+	}
+	if opts.KubeconfigDir == "" {
+		opts.KubeconfigDir = filepath.Join(opts.Dir, "kubeconfig")
 	}
 	binDir, err := EnsureBinaries()
 	if err != nil {
@@ -103,11 +112,7 @@ func StartControlPlane(ctx context.Context, opts ControlPlaneOptions) (*ControlP
 		return nil, fmt.Errorf("start control plane: %w", err)
 	}
 	if opts.ControllerManager {
-		cp.mu.Lock()
-		cp.kcm, err = startProcess("kube-controller-manager", filepath.Join(opts.Dir, "kube-controller-manager.log"),
-			filepath.Join(binDir, "kube-controller-manager"), cp.kcmArgs...)
-		cp.mu.Unlock()
-		if err != nil {
+		if _, err := cp.startComponent(&cp.kcm, "kube-controller-manager", cp.kcmArgs...); err != nil {
 			cp.Stop()
 			return nil, fmt.Errorf("start control plane: %w", err)
 		}
@@ -118,7 +123,7 @@ func StartControlPlane(ctx context.Context, opts ControlPlaneOptions) (*ControlP
 // writeFiles creates the certificates, token file, audit policy and kubeconfigs, and fixes the arguments.
 func (cp *ControlPlane) writeFiles() error {
 	dir := cp.Dir
-	for _, d := range []string{dir, filepath.Join(dir, "pki"), filepath.Join(dir, "kubeconfig")} {
+	for _, d := range []string{dir, filepath.Join(dir, "pki"), cp.opts.KubeconfigDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return fmt.Errorf("create %s: %w", d, err)
 		}
@@ -178,7 +183,7 @@ func (cp *ControlPlane) writeFiles() error {
 	if cp.AdminClient, err = kubernetes.NewForConfig(cp.AdminConfig); err != nil {
 		return fmt.Errorf("admin client: %w", err)
 	}
-	cp.AdminKubeconfig = filepath.Join(dir, "kubeconfig", "admin.kubeconfig")
+	cp.AdminKubeconfig = filepath.Join(cp.opts.KubeconfigDir, "admin.kubeconfig")
 	if err := cp.writeKubeconfig(cp.AdminKubeconfig, "admin", adminToken); err != nil {
 		return err
 	}
@@ -218,8 +223,14 @@ func (cp *ControlPlane) restConfig(token string) *rest.Config {
 
 // writeKubeconfig writes a kubeconfig for the API server authenticating with token as user.
 func (cp *ControlPlane) writeKubeconfig(path, user, token string) error {
+	return WriteKubeconfig(path, cp.APIServerURL, cp.CAData, user, token)
+}
+
+// WriteKubeconfig writes a kubeconfig file at path for server, trusting the PEM certificates caData,
+// authenticating with bearer token as user (a name for the kubeconfig's user entry).
+func WriteKubeconfig(path, server string, caData []byte, user, token string) error {
 	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["local"] = &clientcmdapi.Cluster{Server: cp.APIServerURL, CertificateAuthorityData: cp.CAData}
+	cfg.Clusters["local"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: caData}
 	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{Token: token}
 	cfg.Contexts["local"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: user}
 	cfg.CurrentContext = "local"
@@ -235,7 +246,7 @@ func (cp *ControlPlane) KubeconfigFor(nodeName string) string {
 	if _, ok := cp.nodeTokens[nodeName]; !ok {
 		return ""
 	}
-	return filepath.Join(cp.Dir, "kubeconfig", "node-"+nodeName+".kubeconfig")
+	return filepath.Join(cp.opts.KubeconfigDir, "node-"+nodeName+".kubeconfig")
 }
 
 // NodeConfig returns a client config authenticating as node nodeName, or nil if nodeName was not in
@@ -273,25 +284,32 @@ func (cp *ControlPlane) startEtcd(ctx context.Context) error {
 	return nil
 }
 
+// startComponent starts the binary name from the binaries directory with args, logging to Dir/<name>.log,
+// and records it in *slot, unless the process in *slot is still running (an error).
+func (cp *ControlPlane) startComponent(slot **process, name string, args ...string) (*process, error) {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	if *slot != nil {
+		if done, _ := (*slot).exited(); !done {
+			return nil, fmt.Errorf("start %s: already running", name)
+		}
+	}
+	p, err := startProcess(name, filepath.Join(cp.Dir, name+".log"), filepath.Join(cp.binDir, name), args...)
+	if err != nil {
+		return nil, err
+	}
+	*slot = p
+	return p, nil
+}
+
 // StartAPIServer starts kube-apiserver (again, after StopAPIServer) with the same etcd, port,
 // certificates and tokens, and waits until GET /readyz answers ok or ctx is done. It errors if the API
 // server is already running, exits during start-up, or does not get ready in time.
 func (cp *ControlPlane) StartAPIServer(ctx context.Context) error {
-	cp.mu.Lock()
-	if cp.apiserver != nil {
-		if done, _ := cp.apiserver.exited(); !done {
-			cp.mu.Unlock()
-			return errors.New("start kube-apiserver: already running")
-		}
-	}
-	p, err := startProcess("kube-apiserver", filepath.Join(cp.Dir, "kube-apiserver.log"),
-		filepath.Join(cp.binDir, "kube-apiserver"), cp.apiArgs...)
+	p, err := cp.startComponent(&cp.apiserver, "kube-apiserver", cp.apiArgs...)
 	if err != nil {
-		cp.mu.Unlock()
 		return err
 	}
-	cp.apiserver = p
-	cp.mu.Unlock()
 	probe := cp.AdminClient.Discovery().RESTClient()
 	err = WaitFor(ctx, 100*time.Millisecond, func() (bool, error) {
 		if err := p.exitedErr(); err != nil {
@@ -322,6 +340,65 @@ func (cp *ControlPlane) StopAPIServer() error {
 	}
 	if err := p.stop(10 * time.Second); err != nil && !errors.Is(err, errKilled) {
 		return fmt.Errorf("stop kube-apiserver: %w", err)
+	}
+	return nil
+}
+
+// StartScheduler starts kube-scheduler (the default profile, no leader election) with the admin
+// kubeconfig, serving on a free 127.0.0.1 port with a self-signed certificate, and waits until its /readyz
+// answers 200 (its informers have synced) or ctx is done. It logs to Dir/kube-scheduler.log. It errors if
+// the scheduler is already running or exits during start-up. Stop (or StopScheduler) ends it.
+func (cp *ControlPlane) StartScheduler(ctx context.Context) error {
+	port := FreePort()
+	p, err := cp.startComponent(&cp.scheduler, "kube-scheduler",
+		"--kubeconfig="+cp.AdminKubeconfig, "--leader-elect=false",
+		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", port),
+		"--cert-dir="+filepath.Join(cp.Dir, "kube-scheduler-pki"))
+	if err != nil {
+		return err
+	}
+	// Its serving certificate is self-signed and generated at start; this is loopback only.
+	probe := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // loopback, self-signed
+	}}
+	url := fmt.Sprintf("https://127.0.0.1:%d/readyz", port)
+	err = WaitFor(ctx, 100*time.Millisecond, func() (bool, error) {
+		if err := p.exitedErr(); err != nil {
+			return false, err
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return false, err
+		}
+		resp, err := probe.Do(req)
+		if err != nil {
+			return false, err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return false, fmt.Errorf("kube-scheduler /readyz answered %d", resp.StatusCode)
+		}
+		return true, nil
+	})
+	if err != nil {
+		p.kill()
+		return fmt.Errorf("wait for kube-scheduler /readyz: %w", err)
+	}
+	return nil
+}
+
+// StopScheduler stops kube-scheduler (SIGTERM, SIGKILL after 10 s) if it was started. Without leader
+// election kube-scheduler exits with status 1 on SIGTERM ("finished without leader elect"): only a
+// scheduler that had to be killed is an error.
+func (cp *ControlPlane) StopScheduler() error {
+	cp.mu.Lock()
+	p := cp.scheduler
+	cp.mu.Unlock()
+	if p == nil {
+		return nil
+	}
+	if err := p.stop(10 * time.Second); errors.Is(err, errKilled) {
+		return fmt.Errorf("stop kube-scheduler: %w", err)
 	}
 	return nil
 }
@@ -362,13 +439,13 @@ func allThreadsStopped(pid int) (bool, error) {
 // ResumeEtcd continues etcd after PauseEtcd (SIGCONT).
 func (cp *ControlPlane) ResumeEtcd() error { return cp.etcd.signal(syscall.SIGCONT) }
 
-// Stop stops kube-controller-manager, kube-apiserver and etcd, in that order (each SIGTERM, then SIGKILL
+// Stop stops kube-scheduler (if started), kube-controller-manager, kube-apiserver and etcd, in that order (each SIGTERM, then SIGKILL
 // after 10 s). It is safe to call more than once and on a partly started control plane. Files
 // in Dir are left for the caller (t.TempDir removes them).
 func (cp *ControlPlane) Stop() {
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
-	for _, p := range []*process{cp.kcm, cp.apiserver, cp.etcd} {
+	for _, p := range []*process{cp.scheduler, cp.kcm, cp.apiserver, cp.etcd} {
 		if p != nil {
 			_ = p.stop(10 * time.Second)
 		}
@@ -377,27 +454,90 @@ func (cp *ControlPlane) Stop() {
 
 // ServiceAccountKubeconfig creates namespace and service account name in it if missing, mints a token for
 // it with the TokenRequest API (valid 24 h), and writes a kubeconfig with that token under
-// Dir/kubeconfig/sa-<namespace>-<name>.kubeconfig, whose path it returns. The account gets no RBAC
-// permissions here: bind what the caller needs.
+// KubeconfigDir/sa-<namespace>-<name>.kubeconfig, whose path it returns. The account gets no RBAC
+// permissions here: bind what the caller needs. The token is bound to nothing, so it names no node.
 func (cp *ControlPlane) ServiceAccountKubeconfig(ctx context.Context, namespace, name string) (path string, err error) {
+	if err := cp.ensureServiceAccount(ctx, namespace, name); err != nil {
+		return "", err
+	}
+	path = filepath.Join(cp.opts.KubeconfigDir, fmt.Sprintf("sa-%s-%s.kubeconfig", namespace, name))
+	return path, cp.writeTokenKubeconfig(ctx, path, namespace, name, nil)
+}
+
+// PodServiceAccountKubeconfig is ServiceAccountKubeconfig for a token bound to a pod on node nodeName, as
+// the kubelet mounts one into each pod: it creates (if missing) pod "<name>-<nodeName>" in namespace, run
+// by service account name, with spec.nodeName nodeName (no kubelet runs it; the node need not exist), and
+// requests the token with that pod as its bound object. The API server then authenticates the token with
+// the user info extras authentication.kubernetes.io/pod-name and node-name, as it would a DaemonSet pod's.
+// The token is valid while the pod exists. The kubeconfig is
+// KubeconfigDir/sa-<namespace>-<name>-<nodeName>.kubeconfig.
+func (cp *ControlPlane) PodServiceAccountKubeconfig(ctx context.Context, namespace, name, nodeName string) (path string, err error) {
+	if err := cp.ensureServiceAccount(ctx, namespace, name); err != nil {
+		return "", err
+	}
+	no := false
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-" + nodeName},
+		Spec: corev1.PodSpec{
+			NodeName:                     nodeName,
+			ServiceAccountName:           name,
+			AutomountServiceAccountToken: &no,
+			Containers:                   []corev1.Container{{Name: "pause", Image: "registry.k8s.io/pause:3.10"}},
+		},
+	}
+	pods := cp.AdminClient.CoreV1().Pods(namespace)
+	created, err := pods.Create(ctx, pod, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		created, err = pods.Get(ctx, pod.Name, metav1.GetOptions{})
+	}
+	if err != nil {
+		return "", fmt.Errorf("create pod %s/%s: %w", namespace, pod.Name, err)
+	}
+	if created.Spec.NodeName != nodeName || created.Spec.ServiceAccountName != name {
+		return "", fmt.Errorf("pod %s/%s exists on node %q with service account %q", namespace, pod.Name,
+			created.Spec.NodeName, created.Spec.ServiceAccountName)
+	}
+	path = filepath.Join(cp.opts.KubeconfigDir, fmt.Sprintf("sa-%s-%s-%s.kubeconfig", namespace, name, nodeName))
+	return path, cp.writeTokenKubeconfig(ctx, path, namespace, name, created)
+}
+
+// ensureServiceAccount creates namespace and service account name in it, each unless it exists.
+func (cp *ControlPlane) ensureServiceAccount(ctx context.Context, namespace, name string) error {
 	c := cp.AdminClient.CoreV1()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}
 	if _, err := c.Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return "", fmt.Errorf("create namespace %s: %w", namespace, err)
+		return fmt.Errorf("create namespace %s: %w", namespace, err)
 	}
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	if _, err := c.ServiceAccounts(namespace).Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return "", fmt.Errorf("create service account %s/%s: %w", namespace, name, err)
+		return fmt.Errorf("create service account %s/%s: %w", namespace, name, err)
 	}
+	return nil
+}
+
+// writeTokenKubeconfig requests a 24 h token for service account namespace/name, bound to pod if not nil,
+// and writes a kubeconfig with it at path.
+func (cp *ControlPlane) writeTokenKubeconfig(ctx context.Context, path, namespace, name string, pod *corev1.Pod) error {
 	exp := int64(24 * 3600)
-	tr, err := c.ServiceAccounts(namespace).CreateToken(ctx, name,
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &exp}}, metav1.CreateOptions{})
+	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &exp}}
+	if pod != nil {
+		req.Spec.BoundObjectRef = &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID}
+	}
+	tr, err := cp.AdminClient.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name, req, metav1.CreateOptions{})
 	if err != nil {
-		return "", fmt.Errorf("request token for service account %s/%s: %w", namespace, name, err)
+		return fmt.Errorf("request token for service account %s/%s: %w", namespace, name, err)
 	}
-	path = filepath.Join(cp.Dir, "kubeconfig", fmt.Sprintf("sa-%s-%s.kubeconfig", namespace, name))
-	if err := cp.writeKubeconfig(path, "system:serviceaccount:"+namespace+":"+name, tr.Status.Token); err != nil {
-		return "", err
+	return cp.writeKubeconfig(path, "system:serviceaccount:"+namespace+":"+name, tr.Status.Token)
+}
+
+// Kubectl runs kubectl (built into the binaries directory by EnsureBinaries) with the admin kubeconfig and
+// args, for instance "apply", "-k", dir. It returns kubectl's combined output; the error, if kubectl fails,
+// includes that output.
+func (cp *ControlPlane) Kubectl(ctx context.Context, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, filepath.Join(cp.binDir, "kubectl"), append([]string{"--kubeconfig=" + cp.AdminKubeconfig}, args...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("kubectl %s: %w\n%s", strings.Join(args, " "), err, out)
 	}
-	return path, nil
+	return string(out), nil
 }

@@ -19,7 +19,17 @@
 //	if err != nil { t.Fatal(err) }
 //	t.Cleanup(func() { _ = agent.Stop() })
 //
-// Binaries (etcd, kube-apiserver, kube-controller-manager, kubelet) come from hack/install-deps.sh, which
-// builds them from the hack/tools module into _output/bin once; call EnsureBinaries first (Start functions
-// call it themselves).
+// Tests use the helpers built on these: StartTestAgent (an agent stopped, and its log shown on failure, when
+// the test ends); WaitNode, WaitReady, WaitLease and WaitLeaseRenewals (poll the API server until a condition
+// holds, failing the test with the last state seen); NodeCondition, IsReady, DescribeReady, LeaseOwnedBy,
+// LeaseRenewedAfter and DescribeLease for conditions and messages; ListNodeEvents and EventCount; Metrics
+// (a /metrics scrape parsed with expfmt: Agent.Metrics, WaitMetrics); ReadAuditEventsBy. Each waits by polling
+// against a deadline, never by sleeping.
+//
+// ControlPlane.StartScheduler adds the real kube-scheduler to a running control plane, ControlPlane.Kubectl runs
+// kubectl as admin, and PodServiceAccountKubeconfig mints a service-account token bound to a pod on a node.
+//
+// Binaries (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl) come from
+// hack/install-deps.sh, which builds them from the hack/tools module into _output/bin once; call
+// EnsureBinaries first (Start functions call it themselves).
 package framework

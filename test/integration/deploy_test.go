@@ -1,36 +1,32 @@
 package integration_test
 
 import (
-	"bufio"
-	"bytes"
+	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/nodeagent/nodeagent/test/framework"
 )
 
-// TestDeployManifestsRBAC applies deploy/kubernetes (namespace, ServiceAccount, ClusterRole, Roles,
-// bindings and the DaemonSet object, which no kubelet runs here) to the real API server, then runs nodeagent
-// with that ServiceAccount's token and the DaemonSet's own arguments: registration, status patches (Ready,
-// NotReady when the CNI config goes, Ready again), Lease renewals and events succeed with exactly those
-// permissions, no request is Forbidden, and what the manifests do not grant is refused.
+// TestDeployManifestsRBAC installs deploy/kubernetes with its one command, `kubectl apply -k` (namespace,
+// ServiceAccount, ClusterRole, Roles, bindings, the admission policy and the DaemonSet object, which no
+// kubelet runs here), then runs nodeagent as a pod of that DaemonSet would: with a ServiceAccount token bound
+// to a pod on its node, and the DaemonSet's own arguments. Registration, status patches (Ready, NotReady
+// when the CNI config goes, Ready again), Lease renewals and events succeed with exactly those permissions,
+// no request is Forbidden, and what the manifests do not grant is refused.
 func TestDeployManifestsRBAC(t *testing.T) {
 	t.Parallel()
 	e := shared(t)
@@ -38,29 +34,9 @@ func TestDeployManifestsRBAC(t *testing.T) {
 	admin := e.cp.AdminClient
 	const name = nodeServiceAcct
 
-	objs := readManifests(t)
-	var ds *appsv1.DaemonSet
-	kinds := map[string]int{}
-	for _, obj := range objs {
-		if err := createObject(t, admin, obj); err != nil {
-			t.Fatalf("apply %T: %v", obj, err)
-		}
-		kinds[fmt.Sprintf("%T", obj)]++
-		if d, ok := obj.(*appsv1.DaemonSet); ok {
-			ds = d
-		}
-	}
-	t.Logf("applied %v", kinds)
-	for _, k := range []string{"*v1.Namespace", "*v1.ServiceAccount", "*v1.ClusterRole", "*v1.ClusterRoleBinding", "*v1.Role", "*v1.RoleBinding", "*v1.DaemonSet"} {
-		if kinds[k] == 0 {
-			t.Errorf("manifests have no %s", k)
-		}
-	}
-	if ds == nil {
-		t.Fatal("no DaemonSet in deploy/kubernetes")
-	}
+	ds := applyDeployManifests(t, e)
 	saNamespace, saName := ds.Namespace, ds.Spec.Template.Spec.ServiceAccountName
-	kubeconfig, err := e.cp.ServiceAccountKubeconfig(ctx, saNamespace, saName)
+	kubeconfig, err := e.cp.PodServiceAccountKubeconfig(ctx, saNamespace, saName, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,26 +60,26 @@ func TestDeployManifestsRBAC(t *testing.T) {
 	}
 	t.Logf("running nodeagent as %s with the DaemonSet's extra args %q", user, args)
 	c := startContainerd(t, true)
-	a := startAgentWith(t, framework.AgentOptions{
+	a := framework.StartTestAgent(t.Context(), t, framework.AgentOptions{
 		Dir: t.TempDir(), NodeName: name, Kubeconfig: kubeconfig, RuntimeEndpoint: c.Endpoint, Args: args,
 	})
-	waitReady(t, admin, name)
+	framework.WaitReady(t.Context(), t, admin, name, 2*time.Minute)
 	// A status change, so that nodes/status is patched (an unchanged status is only re-posted every
 	// --node-status-report-frequency, 5 m): the runtime network goes away and comes back.
 	if err := c.SetCNI(false); err != nil {
 		t.Fatal(err)
 	}
-	waitNode(t, admin, name, 2*time.Minute, "Ready=False without a CNI config", func(n *corev1.Node) bool {
-		c := nodeCondition(n, corev1.NodeReady)
+	framework.WaitNode(t.Context(), t, admin, name, 2*time.Minute, "Ready=False without a CNI config", func(n *corev1.Node) bool {
+		c := framework.NodeCondition(n, corev1.NodeReady)
 		return c != nil && c.Status == corev1.ConditionFalse
 	})
 	if err := c.SetCNI(true); err != nil {
 		t.Fatal(err)
 	}
-	node := waitReady(t, admin, name)
-	times := waitLeaseRenewals(t, admin, name, 2, 90*time.Second)
+	node := framework.WaitReady(t.Context(), t, admin, name, 2*time.Minute)
+	times := framework.WaitLeaseRenewals(t.Context(), t, admin, name, 2, 90*time.Second)
 	t.Logf("lease renewed at %v", times)
-	l, err := getLease(ctx, admin, name)
+	l, err := framework.GetLease(ctx, admin, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,28 +91,25 @@ func TestDeployManifestsRBAC(t *testing.T) {
 	}
 	// A few status periods, so that whatever the agent does periodically is in the audit log (an unchanged
 	// status is read from the informer and not patched until --node-status-report-frequency).
-	waitMetric(t, a.HealthzURL, time.Minute, "three status syncs without error", func(ms *metricSet) bool {
-		errs, _ := ms.get("nodeagent_node_status_syncs_total", map[string]string{"result": "error"})
-		return ms.sum("nodeagent_node_status_syncs_total") >= 3 && errs == 0
+	framework.WaitMetrics(t.Context(), t, a, time.Minute, "three status syncs without error", func(ms *framework.Metrics) bool {
+		errs, _ := ms.Get("nodeagent_node_status_syncs_total", map[string]string{"result": "error"})
+		return ms.Sum("nodeagent_node_status_syncs_total", nil) >= 3 && errs == 0
 	})
 	if !a.Running() {
 		t.Fatal("agent exited")
 	}
 
 	// The audit log: every request of the account succeeded (no 403), and the writes it needs were made.
-	events, err := framework.ReadAuditEvents(e.cp.AuditLogPath)
+	// Only this agent's requests: other tests use the same ServiceAccount with tokens bound to other nodes.
+	events, err := framework.ReadAuditEventsBy(e.cp.AuditLogPath, user, func(e framework.AuditEvent) bool {
+		return e.ObjectRef != nil && slices.Equal(e.User.Extra["authentication.kubernetes.io/node-name"], []string{name})
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	seen := map[string]bool{}
 	for _, ev := range events {
-		if ev.User.Username != user || ev.Stage != "ResponseComplete" || ev.ObjectRef == nil {
-			continue
-		}
-		code := 0
-		if ev.ResponseStatus != nil {
-			code = ev.ResponseStatus.Code
-		}
+		code := ev.Code()
 		res := ev.ObjectRef.Resource
 		if ev.ObjectRef.Subresource != "" {
 			res += "/" + ev.ObjectRef.Subresource
@@ -174,115 +147,93 @@ func TestDeployManifestsRBAC(t *testing.T) {
 	}
 }
 
-// readManifests strictly decodes every object in deploy/kubernetes/*.yaml but the kustomization.
-func readManifests(t *testing.T) []runtime.Object {
-	t.Helper()
+// deployKinds are the kinds of object `kubectl apply -k deploy/kubernetes` must create, as kubectl names
+// them in its output.
+var deployKinds = []string{
+	"namespace/", "serviceaccount/", "clusterrole.rbac.authorization.k8s.io/",
+	"clusterrolebinding.rbac.authorization.k8s.io/", "role.rbac.authorization.k8s.io/",
+	"rolebinding.rbac.authorization.k8s.io/", "validatingadmissionpolicy.admissionregistration.k8s.io/",
+	"validatingadmissionpolicybinding.admissionregistration.k8s.io/", "daemonset.apps/",
+}
+
+// deniedByPolicy is how the API server words a refusal by deploy/kubernetes/admission-policy.yaml.
+const deniedByPolicy = "ValidatingAdmissionPolicy 'nodeagent-own-node'"
+
+// applyDeploy runs `kubectl apply -k deploy/kubernetes` once on the shared control plane (tests applying
+// the same objects at once would race to create them), waits until the admission policy is in force, and
+// returns kubectl's output.
+var applyDeploy = sync.OnceValues(func() (string, error) {
+	e, err := sharedOnce()
+	if err != nil {
+		return "", err
+	}
 	root, err := framework.RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := e.cp.Kubectl(ctx, "apply", "-k", filepath.Join(root, "deploy", "kubernetes"))
+	if err != nil {
+		return out, err
+	}
+	// The API server takes a new policy up asynchronously: wait until it refuses a dry-run registration
+	// by the DaemonSet's ServiceAccount with a token that names no node.
+	kubeconfig, err := e.cp.ServiceAccountKubeconfig(ctx, "nodeagent-system", "nodeagent")
+	if err != nil {
+		return out, err
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return out, err
+	}
+	sa, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return out, err
+	}
+	err = framework.WaitFor(ctx, 100*time.Millisecond, func() (bool, error) {
+		probe := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "policy-probe"}}
+		_, err := sa.CoreV1().Nodes().Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err == nil {
+			return false, errors.New("dry-run registration allowed")
+		}
+		return strings.Contains(err.Error(), deniedByPolicy), err
+	})
+	if err != nil {
+		return out, fmt.Errorf("admission policy of deploy/kubernetes not in force: %w", err)
+	}
+	return out, nil
+})
+
+// applyDeployManifests installs deploy/kubernetes on the shared control plane with `kubectl apply -k`
+// (once per package run), checks that every kind nodeagent deploys was created, and returns the
+// DaemonSet as the API server holds it, once its admission policy is in force.
+func applyDeployManifests(t *testing.T, e *sharedEnv) *appsv1.DaemonSet {
+	t.Helper()
+	out, err := applyDeploy()
 	if err != nil {
 		t.Fatal(err)
 	}
-	files, err := filepath.Glob(filepath.Join(root, "deploy", "kubernetes", "*.yaml"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no manifests in deploy/kubernetes: %v", err)
-	}
-	decoder := scheme.Codecs.UniversalDeserializer()
-	var objs []runtime.Object
-	for _, f := range files {
-		if filepath.Base(f) == "kustomization.yaml" {
-			continue
-		}
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-		for i := 0; ; i++ {
-			doc, err := r.Read()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				t.Fatalf("%s document %d: %v", f, i, err)
-			}
-			if len(bytes.TrimSpace(stripComments(doc))) == 0 {
-				continue
-			}
-			obj, _, err := decoder.Decode(doc, nil, nil)
-			if err != nil {
-				t.Fatalf("%s document %d: %v", f, i, err)
-			}
-			objs = append(objs, obj)
+	for _, kind := range deployKinds {
+		if !strings.Contains(out, "\n"+kind) && !strings.HasPrefix(out, kind) {
+			t.Errorf("kubectl apply -k deploy/kubernetes created no %s...:\n%s", kind, out)
 		}
 	}
-	// Namespaces and accounts before what refers to them.
-	order := func(o runtime.Object) int {
-		switch o.(type) {
-		case *corev1.Namespace:
-			return 0
-		case *corev1.ServiceAccount:
-			return 1
-		case *appsv1.DaemonSet:
-			return 3
-		default:
-			return 2
-		}
+	ds, err := e.cp.AdminClient.AppsV1().DaemonSets("nodeagent-system").Get(t.Context(), "nodeagent", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the DaemonSet of deploy/kubernetes: %v", err)
 	}
-	sorted := make([]runtime.Object, 0, len(objs))
-	for rank := 0; rank <= 3; rank++ {
-		for _, o := range objs {
-			if order(o) == rank {
-				sorted = append(sorted, o)
-			}
-		}
-	}
-	return sorted
-}
-
-func stripComments(doc []byte) []byte {
-	var out bytes.Buffer
-	for _, line := range bytes.Split(doc, []byte("\n")) {
-		if !bytes.HasPrefix(bytes.TrimSpace(line), []byte("#")) {
-			out.Write(line)
-			out.WriteByte('\n')
-		}
-	}
-	return out.Bytes()
-}
-
-// createObject creates one decoded manifest object with the admin client.
-func createObject(t *testing.T, c kubernetes.Interface, obj runtime.Object) error {
-	ctx := t.Context()
-	opts := metav1.CreateOptions{FieldValidation: "Strict"}
-	var err error
-	switch o := obj.(type) {
-	case *corev1.Namespace:
-		_, err = c.CoreV1().Namespaces().Create(ctx, o, opts)
-	case *corev1.ServiceAccount:
-		_, err = c.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, o, opts)
-	case *rbacv1.ClusterRole:
-		_, err = c.RbacV1().ClusterRoles().Create(ctx, o, opts)
-	case *rbacv1.ClusterRoleBinding:
-		_, err = c.RbacV1().ClusterRoleBindings().Create(ctx, o, opts)
-	case *rbacv1.Role:
-		_, err = c.RbacV1().Roles(o.Namespace).Create(ctx, o, opts)
-	case *rbacv1.RoleBinding:
-		_, err = c.RbacV1().RoleBindings(o.Namespace).Create(ctx, o, opts)
-	case *appsv1.DaemonSet:
-		_, err = c.AppsV1().DaemonSets(o.Namespace).Create(ctx, o, opts)
-	default:
-		return fmt.Errorf("unexpected kind %T in deploy/kubernetes", obj)
-	}
-	return err
+	return ds
 }
 
 // waitEventsWith waits for an event with reason on Node name.
 func waitEventsWith(t *testing.T, c kubernetes.Interface, name, reason string) {
 	t.Helper()
-	ctx, cancel := context2m(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	err := framework.WaitFor(ctx, 250*time.Millisecond, func() (bool, error) {
-		evs, err := listNodeEvents(ctx, c, name)
-		return err == nil && eventCount(evs, reason) > 0, err
+		evs, err := framework.ListNodeEvents(ctx, c, name)
+		return err == nil && framework.EventCount(evs, reason) > 0, err
 	})
 	if err != nil {
 		t.Fatalf("no %s event on node %s: %v", reason, name, err)

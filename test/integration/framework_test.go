@@ -182,13 +182,8 @@ func harnessWaitNetwork(ctx context.Context, t *testing.T, c *framework.Containe
 	start := time.Now()
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	err := framework.WaitFor(wctx, 100*time.Millisecond, func() (bool, error) {
-		st, err := c.Status(wctx)
-		ready, _, _ := framework.Condition(st, "NetworkReady")
-		return err == nil && ready == on, err
-	})
-	if err != nil {
-		t.Fatalf("NetworkReady did not become %v within 10 s of SetCNI(%v): %v", on, on, err)
+	if err := c.WaitNetwork(wctx, on); err != nil {
+		t.Fatalf("within 10 s of SetCNI(%v): %v", on, err)
 	}
 	t.Logf("NetworkReady=%v %v after SetCNI(%v)", on, time.Since(start).Round(time.Millisecond), on)
 }

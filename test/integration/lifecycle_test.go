@@ -21,9 +21,9 @@ func TestLeaseRenewal(t *testing.T) {
 	const name = nodeLease
 	client := e.cp.AdminClient
 	startAgent(t, e.cp, name, e.ctrd)
-	node := waitReady(t, client, name)
+	node := framework.WaitReady(t.Context(), t, client, name, 2*time.Minute)
 
-	times := waitLeaseRenewals(t, client, name, 2, 90*time.Second)
+	times := framework.WaitLeaseRenewals(t.Context(), t, client, name, 2, 90*time.Second)
 	for i := 1; i < len(times); i++ {
 		gap := times[i].Sub(times[i-1])
 		t.Logf("renewal %d: renewTime %s (+%v)", i, times[i].Format(time.RFC3339Nano), gap.Round(time.Millisecond))
@@ -33,7 +33,7 @@ func TestLeaseRenewal(t *testing.T) {
 		t.Errorf("lease renewed %v after the previous renewal, want about 10 s (9–16 s allowed)", gap)
 	}
 
-	l, err := getLease(t.Context(), client, name)
+	l, err := framework.GetLease(t.Context(), client, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,23 +61,24 @@ func TestContainerdDownAndUp(t *testing.T) {
 	client := e.cp.AdminClient
 	c := startContainerd(t, true)
 	a := startAgent(t, e.cp, name, c)
-	waitReady(t, client, name)
+	framework.WaitReady(t.Context(), t, client, name, 2*time.Minute)
 	checkStatus(t, a, 0, "Node "+name+": Ready", "Health: ping ok, log ok, syncloop ok")
 
 	stopped := time.Now()
 	if err := c.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	node, _ := waitNode(t, client, name, 2*time.Minute, "Ready=False after containerd stopped", func(n *corev1.Node) bool {
-		c := nodeCondition(n, corev1.NodeReady)
-		return c != nil && c.Status == corev1.ConditionFalse
-	})
+	node, _ := framework.WaitNode(t.Context(), t, client, name, 2*time.Minute, "Ready=False after containerd stopped",
+		func(n *corev1.Node) bool {
+			c := framework.NodeCondition(n, corev1.NodeReady)
+			return c != nil && c.Status == corev1.ConditionFalse
+		})
 	notReadyAfter := time.Since(stopped)
-	t.Logf("NotReady %v after containerd was stopped: %s", notReadyAfter.Round(time.Millisecond), readyStatus(node))
+	t.Logf("NotReady %v after containerd was stopped: %s", notReadyAfter.Round(time.Millisecond), framework.DescribeReady(node))
 	if notReadyAfter > 45*time.Second {
 		t.Errorf("NotReady took %v after containerd stopped, want ≤ 45 s", notReadyAfter)
 	}
-	cond := nodeCondition(node, corev1.NodeReady)
+	cond := framework.NodeCondition(node, corev1.NodeReady)
 	if cond.Reason != "KubeletNotReady" {
 		t.Errorf("Ready reason = %q, want KubeletNotReady", cond.Reason)
 	}
@@ -91,9 +92,9 @@ func TestContainerdDownAndUp(t *testing.T) {
 	if err := c.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	node, _ = waitNode(t, client, name, 2*time.Minute, "Ready=True after containerd started", isReady)
+	node, _ = framework.WaitNode(t.Context(), t, client, name, 2*time.Minute, "Ready=True after containerd started", framework.IsReady)
 	readyAfter := time.Since(started)
-	t.Logf("Ready %v after containerd was started: %s", readyAfter.Round(time.Millisecond), readyStatus(node))
+	t.Logf("Ready %v after containerd was started: %s", readyAfter.Round(time.Millisecond), framework.DescribeReady(node))
 	if readyAfter > 15*time.Second {
 		t.Errorf("Ready took %v after containerd started, want ≤ 15 s", readyAfter)
 	}
@@ -108,17 +109,18 @@ func TestCNIConfigRemoved(t *testing.T) {
 	client := e.cp.AdminClient
 	c := startContainerd(t, true)
 	a := startAgent(t, e.cp, name, c)
-	waitReady(t, client, name)
+	framework.WaitReady(t.Context(), t, client, name, 2*time.Minute)
 
 	if err := c.SetCNI(false); err != nil {
 		t.Fatal(err)
 	}
-	node, d := waitNode(t, client, name, 2*time.Minute, "Ready=False after the CNI config was removed", func(n *corev1.Node) bool {
-		c := nodeCondition(n, corev1.NodeReady)
-		return c != nil && c.Status == corev1.ConditionFalse
-	})
-	t.Logf("NotReady %v after the CNI config was removed: %s", d.Round(time.Millisecond), readyStatus(node))
-	msg := nodeCondition(node, corev1.NodeReady).Message
+	node, d := framework.WaitNode(t.Context(), t, client, name, 2*time.Minute, "Ready=False after the CNI config was removed",
+		func(n *corev1.Node) bool {
+			c := framework.NodeCondition(n, corev1.NodeReady)
+			return c != nil && c.Status == corev1.ConditionFalse
+		})
+	t.Logf("NotReady %v after the CNI config was removed: %s", d.Round(time.Millisecond), framework.DescribeReady(node))
+	msg := framework.NodeCondition(node, corev1.NodeReady).Message
 	for _, want := range []string{"container runtime network not ready", "NetworkReady=false", "cni plugin not initialized"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("Ready message = %q, want it to contain %q", msg, want)
@@ -129,8 +131,9 @@ func TestCNIConfigRemoved(t *testing.T) {
 	if err := c.SetCNI(true); err != nil {
 		t.Fatal(err)
 	}
-	node, d = waitNode(t, client, name, 2*time.Minute, "Ready=True after the CNI config was restored", isReady)
-	t.Logf("Ready %v after the CNI config was restored: %s", d.Round(time.Millisecond), readyStatus(node))
+	node, d = framework.WaitNode(t.Context(), t, client, name, 2*time.Minute, "Ready=True after the CNI config was restored",
+		framework.IsReady)
+	t.Logf("Ready %v after the CNI config was restored: %s", d.Round(time.Millisecond), framework.DescribeReady(node))
 }
 
 // TestStaysReadyUnderNodeLifecycleController: under the real kube-controller-manager's node lifecycle
@@ -142,12 +145,13 @@ func TestStaysReadyUnderNodeLifecycleController(t *testing.T) {
 	const name = nodeLifecycle
 	client := e.cp.AdminClient
 	startAgent(t, e.cp, name, e.ctrd)
-	waitReady(t, client, name)
+	framework.WaitReady(t.Context(), t, client, name, 2*time.Minute)
 	// The controller manager is alive and sees the node: its TTL controller annotates every node.
-	waitNode(t, client, name, 2*time.Minute, "node.alpha.kubernetes.io/ttl annotation from kube-controller-manager",
+	framework.WaitNode(t.Context(), t, client, name, 2*time.Minute, "node.alpha.kubernetes.io/ttl annotation from kube-controller-manager",
 		func(n *corev1.Node) bool { _, ok := n.Annotations["node.alpha.kubernetes.io/ttl"]; return ok })
 	// Let any start-up taint the controller may have put on before the first status clear.
-	waitNode(t, client, name, time.Minute, "no not-ready/unreachable taint", func(n *corev1.Node) bool { return badTaint(n) == "" })
+	framework.WaitNode(t.Context(), t, client, name, time.Minute, "no not-ready/unreachable taint",
+		func(n *corev1.Node) bool { return badTaint(n) == "" })
 
 	const soak = 5 * time.Minute
 	start := time.Now()
@@ -161,8 +165,8 @@ func TestStaysReadyUnderNodeLifecycleController(t *testing.T) {
 			return false, nil
 		}
 		checks++
-		if !isReady(n) {
-			t.Errorf("at %v into the soak: %s", time.Since(start).Round(time.Second), readyStatus(n))
+		if !framework.IsReady(n) {
+			t.Errorf("at %v into the soak: %s", time.Since(start).Round(time.Second), framework.DescribeReady(n))
 		}
 		if taint := badTaint(n); taint != "" {
 			t.Errorf("at %v into the soak: taint %s", time.Since(start).Round(time.Second), taint)
@@ -194,8 +198,8 @@ func TestSIGTERMExitsCleanly(t *testing.T) {
 	const name = nodeSigterm
 	client := e.cp.AdminClient
 	a := startAgent(t, e.cp, name, e.ctrd)
-	waitReady(t, client, name)
-	waitLeaseRenewals(t, client, name, 1, time.Minute)
+	framework.WaitReady(t.Context(), t, client, name, 2*time.Minute)
+	framework.WaitLeaseRenewals(t.Context(), t, client, name, 1, time.Minute)
 
 	start := time.Now()
 	err := a.Stop()
@@ -211,17 +215,19 @@ func TestSIGTERMExitsCleanly(t *testing.T) {
 	}
 	log := a.Logs()
 	if !strings.Contains(log, "Shutting down") {
-		t.Errorf("agent log has no shutdown line:\n%s", tailLines(log, 20))
+		t.Errorf("agent log has no shutdown line:\n%s", framework.TailLines(log, 20))
 	}
 	if strings.Contains(log, "did not stop") {
-		t.Errorf("agent's loops did not all stop after SIGTERM:\n%s", tailLines(log, 20))
+		t.Errorf("agent's loops did not all stop after SIGTERM:\n%s", framework.TailLines(log, 20))
 	}
 
-	node, d := waitNode(t, client, name, 3*time.Minute, "Ready=Unknown from the node lifecycle controller", func(n *corev1.Node) bool {
-		c := nodeCondition(n, corev1.NodeReady)
-		return c != nil && c.Status == corev1.ConditionUnknown && slices.ContainsFunc(n.Spec.Taints, func(tn corev1.Taint) bool {
-			return tn.Key == corev1.TaintNodeUnreachable
+	node, d := framework.WaitNode(t.Context(), t, client, name, 3*time.Minute, "Ready=Unknown from the node lifecycle controller",
+		func(n *corev1.Node) bool {
+			c := framework.NodeCondition(n, corev1.NodeReady)
+			return c != nil && c.Status == corev1.ConditionUnknown && slices.ContainsFunc(n.Spec.Taints, func(tn corev1.Taint) bool {
+				return tn.Key == corev1.TaintNodeUnreachable
+			})
 		})
-	})
-	t.Logf("node lifecycle controller marked the stopped node %s and unreachable %v after SIGTERM", readyStatus(node), (d + took).Round(time.Second))
+	t.Logf("node lifecycle controller marked the stopped node %s and unreachable %v after SIGTERM", framework.DescribeReady(node),
+		(d + took).Round(time.Second))
 }

@@ -2,7 +2,9 @@ package integration_test
 
 import (
 	"bufio"
+	"context"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -37,7 +39,7 @@ func TestRegistrationInitialNode(t *testing.T) {
 		"--register-schedulable=false",
 		"--cloud-provider=external",
 		"--provider-id=integration://"+name)
-	node := waitReady(t, e.cp.AdminClient, name)
+	node := framework.WaitReady(t.Context(), t, e.cp.AdminClient, name, 2*time.Minute)
 
 	wantLabels := map[string]string{
 		"kubernetes.io/hostname":  name,
@@ -86,20 +88,15 @@ func TestRegistrationInitialNode(t *testing.T) {
 // auditCreates returns the response codes of every completed create of nodes by system:node:<name>.
 func auditCreates(t *testing.T, cp *framework.ControlPlane, name string) []int {
 	t.Helper()
-	events, err := framework.ReadAuditEvents(cp.AuditLogPath)
+	events, err := framework.ReadAuditEventsBy(cp.AuditLogPath, "system:node:"+name, func(e framework.AuditEvent) bool {
+		return e.Is("create", "nodes", "")
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var codes []int
 	for _, ev := range events {
-		if ev.Stage == "ResponseComplete" && ev.Verb == "create" && ev.User.Username == "system:node:"+name &&
-			ev.ObjectRef != nil && ev.ObjectRef.Resource == "nodes" && ev.ObjectRef.Subresource == "" {
-			code := 0
-			if ev.ResponseStatus != nil {
-				code = ev.ResponseStatus.Code
-			}
-			codes = append(codes, code)
-		}
+		codes = append(codes, ev.Code())
 	}
 	return codes
 }
@@ -113,7 +110,7 @@ func TestRegistrationRestartReusesNode(t *testing.T) {
 	const name = nodeRestart
 	client := e.cp.AdminClient
 	a := startAgent(t, e.cp, name, e.ctrd)
-	first := waitReady(t, client, name)
+	first := framework.WaitReady(t.Context(), t, client, name, 2*time.Minute)
 	if err := a.Stop(); err != nil {
 		t.Fatalf("first agent did not exit cleanly: %v", err)
 	}
@@ -128,27 +125,25 @@ func TestRegistrationRestartReusesNode(t *testing.T) {
 	// The restarted agent registered (found the Node) and synced its status (/readyz), and heartbeats
 	// through the Lease. (An unchanged status is not re-posted until the report period has passed since
 	// the Node's last heartbeat.)
-	rctx, rcancel := context2m(t)
-	err := framework.WaitFor(rctx, 100*time.Millisecond, func() (bool, error) {
-		code, _, err := httpGet(rctx, a2.HealthzURL+"/readyz")
-		return err == nil && code == 200, err
-	})
+	rctx, rcancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	err := a2.WaitHTTP(rctx, "/readyz", http.StatusOK)
 	rcancel()
 	if err != nil {
-		t.Fatalf("restarted agent's /readyz: %v", err)
+		t.Fatalf("restarted agent: %v", err)
 	}
-	times := waitLeaseRenewals(t, client, name, 1, time.Minute)
+	times := framework.WaitLeaseRenewals(t.Context(), t, client, name, 1, time.Minute)
 	if !times[len(times)-1].After(restarted) {
 		t.Errorf("lease renewTime %v not after the restart at %v", times[len(times)-1], restarted)
 	}
-	node, _ := waitNode(t, client, name, time.Minute, "Ready, default label and annotation restored", func(n *corev1.Node) bool {
-		return isReady(n) && n.Labels["beta.kubernetes.io/arch"] == runtime.GOARCH &&
-			n.Annotations["volumes.kubernetes.io/controller-managed-attach-detach"] == "true"
-	})
+	node, _ := framework.WaitNode(t.Context(), t, client, name, time.Minute, "Ready, default label and annotation restored",
+		func(n *corev1.Node) bool {
+			return framework.IsReady(n) && n.Labels["beta.kubernetes.io/arch"] == runtime.GOARCH &&
+				n.Annotations["volumes.kubernetes.io/controller-managed-attach-detach"] == "true"
+		})
 	if node.UID != first.UID {
 		t.Errorf("restarted agent's Node has UID %s, want the original %s", node.UID, first.UID)
 	}
-	l, err := getLease(t.Context(), client, name)
+	l, err := framework.GetLease(t.Context(), client, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,14 +154,14 @@ func TestRegistrationRestartReusesNode(t *testing.T) {
 	if len(creates) != 2 || creates[0] != 201 || creates[1] != 409 {
 		t.Errorf("creates of nodes by system:node:%s: response codes %v, want [201 409] (one object, found again on restart)", name, creates)
 	}
-	ms, err := scrape(t.Context(), a2.HealthzURL)
+	ms, err := a2.Metrics(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v, _ := ms.get("nodeagent_node_registration_attempts_total", map[string]string{"result": "existing"}); v != 1 {
+	if v, _ := ms.Get("nodeagent_node_registration_attempts_total", map[string]string{"result": "existing"}); v != 1 {
 		t.Errorf(`restarted agent: nodeagent_node_registration_attempts_total{result="existing"} = %v, want 1`, v)
 	}
-	if v, ok := ms.get("nodeagent_node_registration_attempts_total", map[string]string{"result": "created"}); ok && v != 0 {
+	if v, ok := ms.Get("nodeagent_node_registration_attempts_total", map[string]string{"result": "created"}); ok && v != 0 {
 		t.Errorf(`restarted agent: nodeagent_node_registration_attempts_total{result="created"} = %v, want 0`, v)
 	}
 }
@@ -202,15 +197,15 @@ func TestNodeStatusReportsHost(t *testing.T) {
 	a := startAgent(t, e.cp, name, e.ctrd, "--max-pods="+strconv.Itoa(maxPods),
 		"--system-reserved=cpu=100m,memory=100Mi,ephemeral-storage=1Gi",
 		"--kube-reserved=cpu=200m,memory=50Mi,ephemeral-storage=512Mi")
-	node := waitReady(t, e.cp.AdminClient, name)
+	node := framework.WaitReady(t.Context(), t, e.cp.AdminClient, name, 2*time.Minute)
 
 	// With default frequencies, the agent's own view agrees within a couple of status periods: Ready gauge,
 	// Ready condition gauge, time to Ready and last sync (the metrics an operator alerts on).
-	_, d := waitMetric(t, a.HealthzURL, 30*time.Second, "node_ready 1 with default flags", func(ms *metricSet) bool {
-		ready, _ := ms.get("nodeagent_node_ready", nil)
-		cond, _ := ms.get("nodeagent_node_condition", map[string]string{"condition": "Ready", "status": "True"})
-		startup, _ := ms.get("nodeagent_startup_to_ready_duration_seconds", nil)
-		last, _ := ms.get("nodeagent_node_status_last_sync_timestamp_seconds", nil)
+	_, d := framework.WaitMetrics(t.Context(), t, a, 30*time.Second, "node_ready 1 with default flags", func(ms *framework.Metrics) bool {
+		ready, _ := ms.Get("nodeagent_node_ready", nil)
+		cond, _ := ms.Get("nodeagent_node_condition", map[string]string{"condition": "Ready", "status": "True"})
+		startup, _ := ms.Get("nodeagent_startup_to_ready_duration_seconds", nil)
+		last, _ := ms.Get("nodeagent_node_status_last_sync_timestamp_seconds", nil)
 		return ready == 1 && cond == 1 && startup > 0 && last > 0
 	})
 	t.Logf("metrics agree the node is Ready %v after the Node did", d.Round(time.Millisecond))
@@ -227,7 +222,7 @@ func TestNodeStatusReportsHost(t *testing.T) {
 		{corev1.NodePIDPressure, corev1.ConditionFalse, "KubeletHasSufficientPID", ""},
 	}
 	for _, w := range wantConds {
-		c := nodeCondition(node, w.typ)
+		c := framework.NodeCondition(node, w.typ)
 		if c == nil {
 			t.Errorf("condition %s missing", w.typ)
 			continue
@@ -352,7 +347,7 @@ func TestNodeStatusImages(t *testing.T) {
 	const name = nodeImages
 	c := startContainerd(t, true) // its own runtime, so its image list is this test's alone
 	startAgent(t, e.cp, name, c)
-	node := waitReady(t, e.cp.AdminClient, name)
+	node := framework.WaitReady(t.Context(), t, e.cp.AdminClient, name, 2*time.Minute)
 	const ref = "example.com/nodeagent/status-image:v1"
 	for _, im := range node.Status.Images {
 		if slices.Contains(im.Names, ref) {
@@ -366,9 +361,10 @@ func TestNodeStatusImages(t *testing.T) {
 	if err := c.ImportImage(t.Context(), tarPath); err != nil {
 		t.Fatal(err)
 	}
-	node, d := waitNode(t, e.cp.AdminClient, name, 90*time.Second, "imported image in status.images", func(n *corev1.Node) bool {
-		return slices.ContainsFunc(n.Status.Images, func(im corev1.ContainerImage) bool { return slices.Contains(im.Names, ref) })
-	})
+	node, d := framework.WaitNode(t.Context(), t, e.cp.AdminClient, name, 90*time.Second, "imported image in status.images",
+		func(n *corev1.Node) bool {
+			return slices.ContainsFunc(n.Status.Images, func(im corev1.ContainerImage) bool { return slices.Contains(im.Names, ref) })
+		})
 	t.Logf("image in status.images %v after import", d.Round(time.Millisecond))
 	if d > 35*time.Second {
 		t.Errorf("image took %v to appear in status.images, want within a couple of 10 s status periods", d)

@@ -2,6 +2,7 @@ package integration_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"net/http"
 	"os"
@@ -55,20 +56,17 @@ func TestHealthzAPIServerDown(t *testing.T) {
 	c := startContainerd(t, true)
 	a := startAgent(t, cp, name, c, "--node-status-update-frequency=2s", "--node-lease-duration-seconds=8",
 		"--node-status-report-frequency=2s")
-	waitReady(t, cp.AdminClient, name)
+	framework.WaitReady(t.Context(), t, cp.AdminClient, name, 2*time.Minute)
 	if err := a.WaitHealthy(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	ctx := t.Context()
 	// /readyz turns 200 once the first status sync after registration is done (a readiness probe polls).
-	rctx, rcancel := context2m(t)
-	err = framework.WaitFor(rctx, 50*time.Millisecond, func() (bool, error) {
-		code, _, err := httpGet(rctx, a.HealthzURL+"/readyz")
-		return err == nil && code == http.StatusOK, err
-	})
+	rctx, rcancel := context.WithTimeout(ctx, 2*time.Minute)
+	err = a.WaitHTTP(rctx, "/readyz", http.StatusOK)
 	rcancel()
 	if err != nil {
-		t.Fatalf("/readyz did not answer 200: %v", err)
+		t.Fatal(err)
 	}
 
 	for _, tc := range []struct {
@@ -82,7 +80,7 @@ func TestHealthzAPIServerDown(t *testing.T) {
 		{"/readyz?verbose", []string{"[+]ping ok", "[+]registered ok"}},
 		{"/livez?verbose", []string{"[+]ping ok"}},
 	} {
-		code, body, err := httpGet(ctx, a.HealthzURL+tc.path)
+		code, body, err := a.Get(ctx, tc.path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -97,8 +95,8 @@ func TestHealthzAPIServerDown(t *testing.T) {
 	}
 
 	// Both loops have succeeded at least once (a status sync above, a Lease write here) before the outage.
-	waitMetric(t, a.HealthzURL, time.Minute, "a lease renewal", func(ms *metricSet) bool {
-		v, _ := ms.get("nodeagent_lease_renew_duration_seconds_count", nil)
+	framework.WaitMetrics(t.Context(), t, a, time.Minute, "a lease renewal", func(ms *framework.Metrics) bool {
+		v, _ := ms.Get("nodeagent_lease_renew_duration_seconds_count", nil)
 		return v > 0
 	})
 	stopped := time.Now()
@@ -108,9 +106,9 @@ func TestHealthzAPIServerDown(t *testing.T) {
 		t.Logf("stop kube-apiserver: %v", firstLine(err.Error()))
 	}
 	var failBody string
-	wctx, cancel := context2m(t)
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	err = framework.WaitFor(wctx, 200*time.Millisecond, func() (bool, error) {
-		code, body, err := httpGet(wctx, a.HealthzURL+"/healthz")
+		code, body, err := a.Get(wctx, "/healthz")
 		failBody = body
 		return err == nil && code == http.StatusInternalServerError, err
 	})
@@ -127,18 +125,18 @@ func TestHealthzAPIServerDown(t *testing.T) {
 	if after < 3*time.Second {
 		t.Errorf("/healthz failed %v after the API server stopped, before the 6 s bound could have passed", after)
 	}
-	code, body, err := httpGet(ctx, a.HealthzURL+"/healthz/syncloop")
+	code, body, err := a.Get(ctx, "/healthz/syncloop")
 	if err != nil || code != http.StatusInternalServerError || !strings.Contains(body, "last") {
 		t.Errorf("GET /healthz/syncloop during the outage = %d %q (%v), want 500 saying what is late", code, body, err)
 	}
-	if code, body, err := httpGet(ctx, a.HealthzURL+"/livez"); err != nil || code != http.StatusOK {
+	if code, body, err := a.Get(ctx, "/livez"); err != nil || code != http.StatusOK {
 		t.Errorf("GET /livez during the outage = %d %q (%v), want 200: the process is alive", code, body, err)
 	}
 	// Failed lease writes and status syncs are counted. (Whether a status PATCH is even tried during an
 	// outage depends on the first read; patch errors by reason are proven in TestMetricsErrorsByReason.)
-	waitMetric(t, a.HealthzURL, time.Minute, "lease write and status sync errors counted", func(ms *metricSet) bool {
-		leaseErrs, _ := ms.get("nodeagent_lease_renew_errors_total", map[string]string{"reason": "Transport"})
-		syncErrs, _ := ms.get("nodeagent_node_status_syncs_total", map[string]string{"result": "error"})
+	framework.WaitMetrics(t.Context(), t, a, time.Minute, "lease write and status sync errors counted", func(ms *framework.Metrics) bool {
+		leaseErrs, _ := ms.Get("nodeagent_lease_renew_errors_total", map[string]string{"reason": "Transport"})
+		syncErrs, _ := ms.Get("nodeagent_node_status_syncs_total", map[string]string{"result": "error"})
 		return leaseErrs > 0 && syncErrs > 0
 	})
 	// nodeagent status says why (issue 12): the Lease is stale and failing, the sync fails, syncloop fails.
@@ -152,19 +150,19 @@ func TestHealthzAPIServerDown(t *testing.T) {
 		t.Fatalf("/healthz after the API server came back: %v", err)
 	}
 	t.Logf("/healthz 200 again %v after the API server was started", time.Since(restarted).Round(time.Millisecond))
-	waitReady(t, cp.AdminClient, name)
+	framework.WaitReady(t.Context(), t, cp.AdminClient, name, 2*time.Minute)
 
 	// The healthy metrics are all there after the outage, the lease error counter too.
-	ms, _ := waitMetric(t, a.HealthzURL, time.Minute, "a status patch after the outage", func(ms *metricSet) bool {
-		v, _ := ms.get("nodeagent_node_status_syncs_total", map[string]string{"result": "patched"})
+	ms, _ := framework.WaitMetrics(t.Context(), t, a, time.Minute, "a status patch after the outage", func(ms *framework.Metrics) bool {
+		v, _ := ms.Get("nodeagent_node_status_syncs_total", map[string]string{"result": "patched"})
 		return v >= 2
 	})
 	for _, m := range healthyMetrics {
-		if _, ok := ms.get(m.name, m.labels); !ok {
+		if _, ok := ms.Get(m.name, m.labels); !ok {
 			t.Errorf("metric %s%v missing", m.name, m.labels)
 		}
 	}
-	if _, ok := ms.families["nodeagent_lease_renew_errors_total"]; !ok {
+	if ms.Type("nodeagent_lease_renew_errors_total") != "counter" {
 		t.Error("metric family nodeagent_lease_renew_errors_total missing after the outage")
 	}
 }
@@ -221,20 +219,21 @@ func TestMetricsErrorsByReason(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	a := startAgentWith(t, framework.AgentOptions{
+	a := framework.StartTestAgent(t.Context(), t, framework.AgentOptions{
 		Dir: t.TempDir(), NodeName: name, Kubeconfig: kubeconfig, RuntimeEndpoint: e.ctrd.Endpoint,
 		Args: []string{"--node-status-update-frequency=2s", "--node-status-report-frequency=2s", "--node-lease-duration-seconds=8"},
 	})
 	forbidden := map[string]string{"reason": "Forbidden"}
-	ms, _ := waitMetric(t, a.HealthzURL, 2*time.Minute, "Forbidden status patches and lease writes counted", func(ms *metricSet) bool {
-		patchErrs, _ := ms.get("nodeagent_node_status_patch_errors_total", forbidden)
-		leaseErrs, _ := ms.get("nodeagent_lease_renew_errors_total", forbidden)
-		return patchErrs > 0 && leaseErrs > 0
-	})
-	if v, _ := ms.get("nodeagent_node_status_patch_duration_seconds_count", map[string]string{"result": "error"}); v == 0 {
+	ms, _ := framework.WaitMetrics(t.Context(), t, a, 2*time.Minute, "Forbidden status patches and lease writes counted",
+		func(ms *framework.Metrics) bool {
+			patchErrs, _ := ms.Get("nodeagent_node_status_patch_errors_total", forbidden)
+			leaseErrs, _ := ms.Get("nodeagent_lease_renew_errors_total", forbidden)
+			return patchErrs > 0 && leaseErrs > 0
+		})
+	if v, _ := ms.Get("nodeagent_node_status_patch_duration_seconds_count", map[string]string{"result": "error"}); v == 0 {
 		t.Errorf(`nodeagent_node_status_patch_duration_seconds_count{result="error"} = 0 with status patches forbidden`)
 	}
-	if v, _ := ms.get("nodeagent_node_registration_attempts_total", map[string]string{"result": "created"}); v != 1 {
+	if v, _ := ms.Get("nodeagent_node_registration_attempts_total", map[string]string{"result": "created"}); v != 1 {
 		t.Errorf(`nodeagent_node_registration_attempts_total{result="created"} = %v, want 1 (create is allowed)`, v)
 	}
 }
@@ -248,18 +247,19 @@ func TestMetrics(t *testing.T) {
 	const name = nodeMetrics
 	c := startContainerd(t, true)
 	a := startAgent(t, e.cp, name, c, "--node-status-update-frequency=2s", "--node-status-report-frequency=4s")
-	waitReady(t, e.cp.AdminClient, name)
+	framework.WaitReady(t.Context(), t, e.cp.AdminClient, name, 2*time.Minute)
 	rtReady := map[string]string{"condition": "RuntimeReady"}
 
 	// Registration posts the first status; with --node-status-report-frequency=4s a periodic patch follows.
-	first, _ := waitMetric(t, a.HealthzURL, time.Minute, "node_ready 1, a status patch and a lease renewal", func(ms *metricSet) bool {
-		ready, _ := ms.get("nodeagent_node_ready", nil)
-		leases, _ := ms.get("nodeagent_lease_renew_duration_seconds_count", nil)
-		patches, _ := ms.get("nodeagent_node_status_syncs_total", map[string]string{"result": "patched"})
-		return ready == 1 && leases > 0 && patches > 0
-	})
+	first, _ := framework.WaitMetrics(t.Context(), t, a, time.Minute, "node_ready 1, a status patch and a lease renewal",
+		func(ms *framework.Metrics) bool {
+			ready, _ := ms.Get("nodeagent_node_ready", nil)
+			leases, _ := ms.Get("nodeagent_lease_renew_duration_seconds_count", nil)
+			patches, _ := ms.Get("nodeagent_node_status_syncs_total", map[string]string{"result": "patched"})
+			return ready == 1 && leases > 0 && patches > 0
+		})
 	for _, m := range healthyMetrics {
-		if _, ok := first.get(m.name, m.labels); !ok {
+		if _, ok := first.Get(m.name, m.labels); !ok {
 			t.Errorf("metric %s%v missing", m.name, m.labels)
 		}
 	}
@@ -284,59 +284,63 @@ func TestMetrics(t *testing.T) {
 		{"go_goroutines", nil, func(v float64) bool { return v > 0 }, "> 0"},
 		{"process_resident_memory_bytes", nil, func(v float64) bool { return v > 0 }, "> 0"},
 	} {
-		v, ok := first.get(check.name, check.labels)
+		v, ok := first.Get(check.name, check.labels)
 		if !ok || !check.want(v) {
 			t.Errorf("%s%v = %v (present %v), want %s", check.name, check.labels, v, ok, check.what)
 		}
 	}
 
 	// The counts move.
-	patched := func(ms *metricSet) float64 {
-		v, _ := ms.get("nodeagent_node_status_patch_duration_seconds_count", map[string]string{"result": "success"})
+	patched := func(ms *framework.Metrics) float64 {
+		v, _ := ms.Get("nodeagent_node_status_patch_duration_seconds_count", map[string]string{"result": "success"})
 		return v
 	}
-	statusCalls := func(ms *metricSet) float64 {
-		v, _ := ms.get("nodeagent_runtime_status_calls_total", map[string]string{"result": "success"})
+	statusCalls := func(ms *framework.Metrics) float64 {
+		v, _ := ms.Get("nodeagent_runtime_status_calls_total", map[string]string{"result": "success"})
 		return v
 	}
-	leases := func(ms *metricSet) float64 {
-		v, _ := ms.get("nodeagent_lease_renew_duration_seconds_count", nil)
+	leases := func(ms *framework.Metrics) float64 {
+		v, _ := ms.Get("nodeagent_lease_renew_duration_seconds_count", nil)
 		return v
 	}
-	waitMetric(t, a.HealthzURL, 2*time.Minute, "syncs, patches, runtime status calls and lease renewals growing", func(ms *metricSet) bool {
-		return ms.sum("nodeagent_node_status_syncs_total") >= first.sum("nodeagent_node_status_syncs_total")+3 &&
-			patched(ms) >= patched(first)+2 && statusCalls(ms) >= statusCalls(first)+2 && leases(ms) > leases(first)
-	})
+	framework.WaitMetrics(t.Context(), t, a, 2*time.Minute, "syncs, patches, runtime status calls and lease renewals growing",
+		func(ms *framework.Metrics) bool {
+			return ms.Sum("nodeagent_node_status_syncs_total", nil) >= first.Sum("nodeagent_node_status_syncs_total", nil)+3 &&
+				patched(ms) >= patched(first)+2 && statusCalls(ms) >= statusCalls(first)+2 && leases(ms) > leases(first)
+		})
 
 	// Ready gauge and runtime condition flip with containerd down and up.
 	if err := c.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	_, d := waitMetric(t, a.HealthzURL, 2*time.Minute, `runtime_condition{RuntimeReady} 0 after containerd stopped`, func(ms *metricSet) bool {
-		v, ok := ms.get("nodeagent_runtime_condition", rtReady)
-		return ok && v == 0
-	})
+	_, d := framework.WaitMetrics(t.Context(), t, a, 2*time.Minute, `runtime_condition{RuntimeReady} 0 after containerd stopped`,
+		func(ms *framework.Metrics) bool {
+			v, ok := ms.Get("nodeagent_runtime_condition", rtReady)
+			return ok && v == 0
+		})
 	t.Logf("runtime_condition{RuntimeReady} 0 %v after containerd stopped", d.Round(time.Millisecond))
-	ms, d := waitMetric(t, a.HealthzURL, 2*time.Minute, "node_ready 0 after containerd stopped", func(ms *metricSet) bool {
-		v, ok := ms.get("nodeagent_node_ready", nil)
-		return ok && v == 0
-	})
+	ms, d := framework.WaitMetrics(t.Context(), t, a, 2*time.Minute, "node_ready 0 after containerd stopped",
+		func(ms *framework.Metrics) bool {
+			v, ok := ms.Get("nodeagent_node_ready", nil)
+			return ok && v == 0
+		})
 	t.Logf("node_ready 0 %v later", d.Round(time.Millisecond))
-	if v, _ := ms.get("nodeagent_runtime_status_calls_total", map[string]string{"result": "error"}); v == 0 {
+	if v, _ := ms.Get("nodeagent_runtime_status_calls_total", map[string]string{"result": "error"}); v == 0 {
 		t.Errorf(`nodeagent_runtime_status_calls_total{result="error"} = 0 with containerd down`)
 	}
-	if v, _ := ms.get("nodeagent_node_condition", map[string]string{"condition": "Ready", "status": "False"}); v != 1 {
+	if v, _ := ms.Get("nodeagent_node_condition", map[string]string{"condition": "Ready", "status": "False"}); v != 1 {
 		t.Errorf(`nodeagent_node_condition{condition="Ready",status="False"} = %v with containerd down, want 1`, v)
 	}
 
 	if err := c.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	_, d = waitMetric(t, a.HealthzURL, 2*time.Minute, "runtime_condition{RuntimeReady} and node_ready back to 1", func(ms *metricSet) bool {
-		rt, _ := ms.get("nodeagent_runtime_condition", rtReady)
-		ready, _ := ms.get("nodeagent_node_ready", nil)
-		return rt == 1 && ready == 1
-	})
+	_, d = framework.WaitMetrics(t.Context(), t, a, 2*time.Minute, "runtime_condition{RuntimeReady} and node_ready back to 1",
+		func(ms *framework.Metrics) bool {
+			rt, _ := ms.Get("nodeagent_runtime_condition", rtReady)
+			ready, _ := ms.Get("nodeagent_node_ready", nil)
+			return rt == 1 && ready == 1
+		})
 	t.Logf("runtime_condition{RuntimeReady} and node_ready 1 again %v after containerd started", d.Round(time.Millisecond))
 }
 
@@ -435,16 +439,16 @@ func TestEvents(t *testing.T) {
 	client := e.cp.AdminClient
 	c := startContainerd(t, true)
 	startAgent(t, e.cp, name, c)
-	waitReady(t, client, name)
+	framework.WaitReady(t.Context(), t, client, name, 2*time.Minute)
 
 	var events []corev1.Event
 	waitEvents := func(what string, cond func([]corev1.Event) bool) {
 		t.Helper()
-		ctx, cancel := context2m(t)
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 		defer cancel()
 		err := framework.WaitFor(ctx, 250*time.Millisecond, func() (bool, error) {
 			var err error
-			events, err = listNodeEvents(ctx, client, name)
+			events, err = framework.ListNodeEvents(ctx, client, name)
 			return err == nil && cond(events), err
 		})
 		if err != nil {
@@ -456,7 +460,7 @@ func TestEvents(t *testing.T) {
 	startReasons := []string{"Starting", "NodeHasSufficientMemory", "NodeHasNoDiskPressure", "NodeHasSufficientPID"}
 	waitEvents("start-up events", func(evs []corev1.Event) bool {
 		for _, r := range startReasons {
-			if eventCount(evs, r) == 0 {
+			if framework.EventCount(evs, r) == 0 {
 				return false
 			}
 		}
@@ -471,16 +475,16 @@ func TestEvents(t *testing.T) {
 			t.Errorf("event %s source = %+v, want component nodeagent, host %s", ev.Reason, ev.Source, name)
 		}
 	}
-	readyBefore := eventCount(events, "NodeReady")
+	readyBefore := framework.EventCount(events, "NodeReady")
 
 	if err := c.SetCNI(false); err != nil {
 		t.Fatal(err)
 	}
-	waitEvents("NodeNotReady", func(evs []corev1.Event) bool { return eventCount(evs, "NodeNotReady") > 0 })
+	waitEvents("NodeNotReady", func(evs []corev1.Event) bool { return framework.EventCount(evs, "NodeNotReady") > 0 })
 	if err := c.SetCNI(true); err != nil {
 		t.Fatal(err)
 	}
-	waitEvents("NodeReady after the network came back", func(evs []corev1.Event) bool { return eventCount(evs, "NodeReady") > readyBefore })
+	waitEvents("NodeReady after the network came back", func(evs []corev1.Event) bool { return framework.EventCount(evs, "NodeReady") > readyBefore })
 	t.Logf("events: %s", describeEvents(events))
 }
 
