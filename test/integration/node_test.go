@@ -17,10 +17,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	utilversion "k8s.io/apimachinery/pkg/util/version"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	utilversion "k8s.io/apimachinery/pkg/util/version"
 
 	"github.com/nodeagent/nodeagent/test/framework"
 )
