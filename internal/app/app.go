@@ -77,7 +77,7 @@ func nodeConfig(cfg *config.Completed, deps *Dependencies) node.Config {
 		MaxPods: int(c.EffectiveMaxPods()), Reservation: cfg.Reservation,
 		NodeStatusUpdateFrequency: c.NodeStatusUpdateFrequency.Duration, NodeStatusReportFrequency: c.NodeStatusReportFrequency.Duration,
 		NodeLeaseDurationSeconds: c.NodeLeaseDurationSeconds, NodeStatusMaxImages: *c.NodeStatusMaxImages,
-		RuntimeEndpoint: c.ContainerRuntimeEndpoint, AgentVersion: version.Get().GitVersion,
+		RuntimeEndpoint: c.ContainerRuntimeEndpoint, AgentVersion: version.Get().KubeletVersion(),
 		Host: machineHost{deps.Machine, deps.Eviction}, Runtime: deps.Runtime,
 	}
 	if deps.Problems != nil {

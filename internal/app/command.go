@@ -79,7 +79,7 @@ keeps its conditions, capacity and node info true from the container runtime (CR
 
 func printVersion(w io.Writer) {
 	v := version.Get()
-	fmt.Fprintf(w, "nodeagent %s (commit %s, %s, %s)\n", v.GitVersion, v.GitCommit, v.GoVersion, v.Platform)
+	fmt.Fprintf(w, "nodeagent %s (kubeletVersion %s, commit %s, %s, %s)\n", v.GitVersion, v.KubeletVersion(), v.GitCommit, v.GoVersion, v.Platform)
 }
 
 // Main runs the command with the given context, args and output writers and returns the process

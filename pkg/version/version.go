@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"strings"
 )
 
 var (
@@ -45,3 +46,23 @@ func Get() Info {
 
 // String returns the git version, e.g. "v0.1.0", as reported in NodeInfo.KubeletVersion.
 func (i Info) String() string { return i.GitVersion }
+
+// KubernetesVersion is the Kubernetes release whose kubelet nodeagent mirrors (node-status semantics,
+// client libraries): the k8s.io staging modules' v0.X.Y is Kubernetes v1.X.Y. A unit test keeps it
+// equal to the k8s.io/apimachinery version the binary is built with.
+const KubernetesVersion = "v1.36.3"
+
+// KubeletVersion returns what nodeagent reports as nodeInfo.kubeletVersion: KubernetesVersion with
+// nodeagent's own version as semver build metadata, e.g. "v1.36.3+nodeagent.0.1.0-dev". Tools and
+// controllers parse the field as a Kubernetes version (kubectl get nodes, version-skew checks): a bare
+// "v0.1.0-dev" would read as a kubelet 36 minor versions old, while build metadata is ignored in
+// comparisons and still names the agent.
+func (i Info) KubeletVersion() string {
+	meta := []byte("nodeagent." + strings.TrimPrefix(i.GitVersion, "v"))
+	for k, c := range meta {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '-' || c == '.') {
+			meta[k] = '-'
+		}
+	}
+	return KubernetesVersion + "+" + strings.ReplaceAll(string(meta), "..", ".-.")
+}

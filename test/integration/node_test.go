@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilversion "k8s.io/apimachinery/pkg/util/version"
 
+	"github.com/nodeagent/nodeagent/pkg/version"
 	"github.com/nodeagent/nodeagent/test/framework"
 )
 
@@ -308,8 +309,9 @@ func TestNodeStatusReportsHost(t *testing.T) {
 	if want := firstFile("/proc/sys/kernel/random/boot_id"); info.BootID != want {
 		t.Errorf("bootID = %q, want %q", info.BootID, want)
 	}
-	if want := agentVersion(t); info.KubeletVersion != want {
-		t.Errorf("kubeletVersion = %q, want the agent's version %q", info.KubeletVersion, want)
+	// The Kubernetes version nodeagent mirrors, with the agent's own version as build metadata.
+	if want := version.KubernetesVersion + "+nodeagent." + strings.TrimPrefix(agentVersion(t), "v"); info.KubeletVersion != want {
+		t.Errorf("kubeletVersion = %q, want %q", info.KubeletVersion, want)
 	}
 	if info.OperatingSystem != runtime.GOOS || info.Architecture != runtime.GOARCH {
 		t.Errorf("operatingSystem/architecture = %s/%s, want %s/%s", info.OperatingSystem, info.Architecture, runtime.GOOS, runtime.GOARCH)
