@@ -177,11 +177,12 @@ func run(ctx context.Context, o options) (err error) {
 		return fmt.Errorf("wait for containerd NetworkReady: %w", err)
 	}
 
-	kl := &kubelet{dir: filepath.Join(dir, "kubelet"), node: kubeletNode, kubeconfig: cp.KubeconfigFor(kubeletNode),
-		endpoint: ctrd.Endpoint, bin: kubeletBin}
-	if err := kl.writeConfig(); err != nil {
+	fk, err := framework.NewKubelet(framework.KubeletOptions{Dir: filepath.Join(dir, "kubelet"), NodeName: kubeletNode,
+		Kubeconfig: cp.KubeconfigFor(kubeletNode), RuntimeEndpoint: ctrd.Endpoint, Binary: kubeletBin})
+	if err != nil {
 		return err
 	}
+	kl := &kubelet{k: fk}
 	na := &nodeAgent{dir: filepath.Join(dir, "nodeagent"), node: agentNode, kubeconfig: cp.KubeconfigFor(agentNode),
 		endpoint: ctrd.Endpoint, bin: agentBin}
 	comps := []component{kl, na}

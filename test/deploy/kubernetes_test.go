@@ -3,6 +3,7 @@ package deploy
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -24,6 +25,8 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/yaml"
+
+	"github.com/nodeagent/nodeagent/pkg/problem"
 )
 
 const (
@@ -31,6 +34,8 @@ const (
 	kustomization = "kustomization.yaml"
 	namespace     = "nodeagent-system"
 	saName        = "nodeagent"
+	// problemConfigMap is the ConfigMap of problem monitor configs that kustomization.yaml generates.
+	problemConfigMap = "nodeagent-problem-detection"
 )
 
 // strictDecoder decodes any type client-go knows, failing on unknown and
@@ -204,9 +209,9 @@ func TestManifestsDecode(t *testing.T) {
 		"ValidatingAdmissionPolicyBinding": {""},
 		"ServiceAccount":                   {namespace},
 		"DaemonSet":                        {namespace},
-		// Leases are in kube-node-lease; Events about a Node go to default.
-		"Role":        {"kube-node-lease", "default"},
-		"RoleBinding": {"kube-node-lease", "default"},
+		// Events about a Node go to default.
+		"Role":        {"default"},
+		"RoleBinding": {"default"},
 	}
 	counts := map[string]int{}
 	for _, o := range all {
@@ -220,7 +225,7 @@ func TestManifestsDecode(t *testing.T) {
 	}
 	wantCounts := map[string]int{
 		"Namespace": 1, "ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1,
-		"Role": 2, "RoleBinding": 2, "DaemonSet": 1, "ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1,
+		"Role": 1, "RoleBinding": 1, "DaemonSet": 1, "ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1,
 	}
 	for kind, want := range wantCounts {
 		if counts[kind] != want {
@@ -243,15 +248,24 @@ func TestManifestsDecode(t *testing.T) {
 }
 
 // TestKustomization checks that kustomization.yaml lists exactly the manifests
-// of the directory and sets no namespace, which would move the Roles out of
-// kube-node-lease and default.
+// of the directory and sets no namespace, which would move the Events Role out
+// of default, and that its one ConfigMap generator makes the DaemonSet's
+// problem-detection ConfigMap from files that exist.
 func TestKustomization(t *testing.T) {
 	var k struct {
 		APIVersion string   `json:"apiVersion"`
 		Kind       string   `json:"kind"`
 		Namespace  string   `json:"namespace"`
 		Resources  []string `json:"resources"`
-		Images     []struct {
+		Generators []struct {
+			Name      string   `json:"name"`
+			Namespace string   `json:"namespace"`
+			Files     []string `json:"files"`
+			Options   struct {
+				Labels map[string]string `json:"labels"`
+			} `json:"options"`
+		} `json:"configMapGenerator"`
+		Images []struct {
 			Name    string `json:"name"`
 			NewName string `json:"newName"`
 			NewTag  string `json:"newTag"`
@@ -265,12 +279,23 @@ func TestKustomization(t *testing.T) {
 		t.Errorf("apiVersion/kind %s/%s, want kustomize.config.k8s.io/v1beta1/Kustomization", k.APIVersion, k.Kind)
 	}
 	if k.Namespace != "" {
-		t.Errorf("namespace %q set; it would override the kube-node-lease and default Roles", k.Namespace)
+		t.Errorf("namespace %q set; it would move the Events Role out of default", k.Namespace)
 	}
 	got := slices.Clone(k.Resources)
 	sort.Strings(got)
 	if want := manifestFiles(t); !slices.Equal(got, want) {
 		t.Errorf("resources %q, want every manifest %q", got, want)
+	}
+	if len(k.Generators) != 1 {
+		t.Fatalf("%d configMapGenerators, want 1 (the problem monitors' configs)", len(k.Generators))
+	}
+	g := k.Generators[0]
+	if g.Name != problemConfigMap || g.Namespace != namespace || g.Options.Labels["app.kubernetes.io/name"] != "nodeagent" {
+		t.Errorf("configMapGenerator %s/%s labels %v, want %s/%s labelled app.kubernetes.io/name=nodeagent",
+			g.Namespace, g.Name, g.Options.Labels, namespace, problemConfigMap)
+	}
+	for _, f := range g.Files {
+		readRepoFile(t, filepath.Join(manifestDir, f))
 	}
 	ds := loadManifests(t).daemonSets
 	if len(ds) != 1 || len(k.Images) != 1 {
@@ -374,19 +399,18 @@ func grantsTo(t *testing.T, m manifests, ns, name string) []grant {
 }
 
 // TestRBAC checks that the ServiceAccount gets exactly the permissions for the
-// calls nodeagent makes, each in the narrowest scope, and nothing else.
+// calls nodeagent makes in companion mode (the DaemonSet's), each in the
+// narrowest scope, and nothing else: no Node creation and no Lease at all, which
+// belong to the node's kubelet.
 func TestRBAC(t *testing.T) {
 	want := []struct {
 		namespace, group, resource string
 		verbs                      []string
 	}{
-		// Registration and the Node informer.
-		{"", "", "nodes", []string{"get", "list", "watch", "create"}},
-		// Status sync, and registration's reconciliation of labels and annotations (as the kubelet's,
-		// through nodes/status).
+		// Reading the Node (NPD's read rights: get, list, watch).
+		{"", "", "nodes", []string{"get", "list", "watch"}},
+		// The agent's own conditions: a strategic merge patch of nodes/status.
 		{"", "", "nodes/status", []string{"patch"}},
-		// Heartbeat Lease, only in kube-node-lease.
-		{"kube-node-lease", "coordination.k8s.io", "leases", []string{"get", "create", "update"}},
 		// Events about the Node, which land in default: client-go's recorder creates and patches core/v1 Events.
 		{"default", "", "events", []string{"create", "patch"}},
 	}
@@ -514,6 +538,13 @@ func TestDaemonSetPod(t *testing.T) {
 			}
 			return errors.New("no NODE_NAME env")
 		}},
+		{"companion mode, beside the node's kubelet", func() error {
+			v, ok := args["--companion"]
+			if !ok || (v != "" && v != "true") {
+				return fmt.Errorf("--companion %q (set: %t), want it on", v, ok)
+			}
+			return nil
+		}},
 		{"in-cluster config", func() error {
 			if _, ok := args["--kubeconfig"]; ok {
 				return errors.New("--kubeconfig set; the pod must use its ServiceAccount")
@@ -556,7 +587,8 @@ func TestDaemonSetMounts(t *testing.T) {
 	}
 	tests := []struct {
 		name      string
-		hostPath  string
+		hostPath  string // "" for the ConfigMap
+		configMap string
 		mountPath string
 		readOnly  bool
 	}{
@@ -566,6 +598,11 @@ func TestDaemonSetMounts(t *testing.T) {
 		// Where cAdvisor looks for the host's /proc from inside a container.
 		{name: "procfs", hostPath: "/proc", mountPath: "/rootfs/proc", readOnly: true},
 		{name: "root dir", hostPath: "/var/lib/nodeagent", mountPath: "/var/lib/nodeagent"},
+		// The problem monitors: their configs, the host's log files, and its time zone (kern.log's
+		// timestamps are local time), as node-problem-detector's DaemonSet mounts them.
+		{name: "problem monitor configs", configMap: problemConfigMap, mountPath: problemConfigDir, readOnly: true},
+		{name: "host logs", hostPath: "/var/log", mountPath: "/var/log", readOnly: true},
+		{name: "host time zone", hostPath: "/etc/localtime", mountPath: "/etc/localtime", readOnly: true},
 	}
 	if n := len(c.VolumeMounts); n != len(tests) {
 		t.Errorf("%d volume mounts, want %d", n, len(tests))
@@ -578,10 +615,16 @@ func TestDaemonSetMounts(t *testing.T) {
 			}
 			m := c.VolumeMounts[i]
 			v, ok := volumes[m.Name]
-			if !ok || v.HostPath == nil {
+			switch {
+			case !ok:
+				t.Fatalf("mount %s: no volume %q", tc.mountPath, m.Name)
+			case tc.configMap != "":
+				if v.ConfigMap == nil || v.ConfigMap.Name != tc.configMap {
+					t.Errorf("mount %s: volume %q is not ConfigMap %s: %+v", tc.mountPath, m.Name, tc.configMap, v.VolumeSource)
+				}
+			case v.HostPath == nil:
 				t.Fatalf("mount %s: volume %q is not a hostPath", tc.mountPath, m.Name)
-			}
-			if v.HostPath.Path != tc.hostPath {
+			case v.HostPath.Path != tc.hostPath:
 				t.Errorf("mount %s: hostPath %s, want %s", tc.mountPath, v.HostPath.Path, tc.hostPath)
 			}
 			if m.ReadOnly != tc.readOnly {
@@ -761,12 +804,16 @@ func podSelector(ds *appsv1.DaemonSet) (labels.Selector, error) {
 	return sel, nil
 }
 
-// companionWrites are the writes nodeagent makes in companion mode (beside a kubelet, see rbac.yaml),
-// which the admission policy must cover whether or not the RBAC grants them yet.
-var companionWrites = []grant{
+// policyWrites are the writes the admission policy must cover whatever the RBAC grants: companion mode's
+// (the DaemonSet's, see rbac.yaml) and those standalone mode would need (registering the Node, creating and
+// renewing its Lease), so that granting the ServiceAccount more never lets a pod write beyond its node.
+var policyWrites = []grant{
 	{Group: "", Resource: "nodes/status", Verb: "patch"},
 	{Namespace: "default", Group: "", Resource: "events", Verb: "create"},
 	{Namespace: "default", Group: "", Resource: "events", Verb: "patch"},
+	{Group: "", Resource: "nodes", Verb: "create"},
+	{Namespace: "kube-node-lease", Group: "coordination.k8s.io", Resource: "leases", Verb: "create"},
+	{Namespace: "kube-node-lease", Group: "coordination.k8s.io", Resource: "leases", Verb: "update"},
 }
 
 // admissionOperation is the admission operation of a write verb ("" for a read).
@@ -797,7 +844,7 @@ func covers(rules []admissionregistrationv1.NamedRuleWithOperations, group, res 
 
 // TestAdmissionPolicy checks the ValidatingAdmissionPolicy that keeps each agent pod to its own node's
 // objects: it is bound with Deny and fails closed, applies to the DaemonSet's ServiceAccount, and covers
-// every write the ServiceAccount's RBAC allows plus those of companion mode. (What it allows and refuses
+// every write the ServiceAccount's RBAC allows plus those of standalone mode. (What it allows and refuses
 // is tested against the real API server in test/integration, TestDaemonSetIdentityOwnNodeOnly.)
 func TestAdmissionPolicy(t *testing.T) {
 	m := loadManifests(t)
@@ -835,7 +882,7 @@ func TestAdmissionPolicy(t *testing.T) {
 			t.Fatal("no matchConstraints")
 		}
 		rules := p.Spec.MatchConstraints.ResourceRules
-		writes := slices.Clone(companionWrites)
+		writes := slices.Clone(policyWrites)
 		for _, g := range grantsTo(t, m, namespace, saName) {
 			if admissionOperation(g.Verb) != "" && !slices.Contains(writes, g) {
 				writes = append(writes, g)
@@ -870,4 +917,115 @@ func TestAdmissionPolicy(t *testing.T) {
 			}
 		}
 	})
+}
+
+// problemConfigDir is where the DaemonSet mounts the problem monitors' ConfigMap.
+const problemConfigDir = "/etc/nodeagent/npd"
+
+// problemConfigFiles returns the files of kustomization.yaml's problem-detection ConfigMap generator, by
+// ConfigMap key (the file's base name, as kustomize names them), as paths relative to the repository.
+func problemConfigFiles(t *testing.T) map[string]string {
+	t.Helper()
+	var k struct {
+		Generators []struct {
+			Name  string   `json:"name"`
+			Files []string `json:"files"`
+		} `json:"configMapGenerator"`
+	}
+	if err := yaml.Unmarshal([]byte(readRepoFile(t, filepath.Join(manifestDir, kustomization))), &k); err != nil {
+		t.Fatalf("%s: %v", kustomization, err)
+	}
+	files := map[string]string{}
+	for _, g := range k.Generators {
+		if g.Name != problemConfigMap {
+			continue
+		}
+		for _, f := range g.Files {
+			files[filepath.Base(f)] = filepath.Join(manifestDir, f)
+		}
+	}
+	return files
+}
+
+// TestDaemonSetProblemMonitors checks the node-problem-detector monitors the DaemonSet runs: there is at
+// least one, passed with NPD's flags; every config named is a file of the generated ConfigMap, at the
+// path where the ConfigMap is mounted; every file of the ConfigMap is used; each system log monitor loads
+// with nodeagent's own loader (pkg/problem, which refuses bad configs at start) and reads its log from a
+// read-only host mount; each custom plugin's executable is under a mount too.
+func TestDaemonSetProblemMonitors(t *testing.T) {
+	_, c := daemonSet(t)
+	args := argValues(c)
+	files := problemConfigFiles(t)
+	underMount := func(path string) bool {
+		return slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
+			return m.ReadOnly && strings.HasPrefix(path, strings.TrimSuffix(m.MountPath, "/")+"/")
+		})
+	}
+	used := map[string]bool{}
+	configs := func(flag string) []string {
+		var repoPaths []string
+		for _, p := range strings.Split(args[flag], ",") {
+			if p == "" {
+				continue
+			}
+			key, ok := strings.CutPrefix(p, problemConfigDir+"/")
+			if !ok {
+				t.Errorf("%s %s is not in the ConfigMap's mount %s", flag, p, problemConfigDir)
+				continue
+			}
+			rel, ok := files[key]
+			if !ok {
+				t.Errorf("%s %s: no file %q in the ConfigMap generator (files %v)", flag, p, key, files)
+				continue
+			}
+			used[key] = true
+			repoPaths = append(repoPaths, rel)
+		}
+		return repoPaths
+	}
+	logMonitors, pluginMonitors := configs("--config.system-log-monitor"), configs("--config.custom-plugin-monitor")
+	if len(logMonitors)+len(pluginMonitors) == 0 {
+		t.Fatal("the DaemonSet passes no --config.system-log-monitor or --config.custom-plugin-monitor")
+	}
+	for key := range files {
+		if !used[key] {
+			t.Errorf("ConfigMap file %s is passed to no monitor flag", key)
+		}
+	}
+	for _, rel := range logMonitors {
+		abs := filepath.Join(repoRoot(t), rel)
+		if _, err := problem.New(problem.Config{SystemLogMonitors: []string{abs}}); err != nil {
+			t.Errorf("nodeagent refuses %s: %v", rel, err)
+		}
+		var cfg struct {
+			Plugin  string `json:"plugin"`
+			LogPath string `json:"logPath"`
+		}
+		if err := json.Unmarshal([]byte(readRepoFile(t, rel)), &cfg); err != nil {
+			t.Fatalf("%s: %v", rel, err)
+		}
+		switch cfg.Plugin {
+		case "filelog":
+			if !underMount(cfg.LogPath) {
+				t.Errorf("%s: logPath %s is under no read-only mount", rel, cfg.LogPath)
+			}
+		case "kmsg":
+			t.Errorf("%s: the kmsg source needs /dev/kmsg, which an unprivileged container cannot read", rel)
+		}
+	}
+	for _, rel := range pluginMonitors {
+		var cfg struct {
+			Rules []struct {
+				Path string `json:"path"`
+			} `json:"rules"`
+		}
+		if err := json.Unmarshal([]byte(readRepoFile(t, rel)), &cfg); err != nil {
+			t.Fatalf("%s: %v", rel, err)
+		}
+		for i, r := range cfg.Rules {
+			if !underMount(r.Path) {
+				t.Errorf("%s: rules[%d].path %s is under no read-only mount (the image has nothing but nodeagent)", rel, i, r.Path)
+			}
+		}
+	}
 }

@@ -99,7 +99,7 @@ func documentedFlags(t *testing.T) map[string]bool {
 	return flags
 }
 
-var flagRE = regexp.MustCompile(`--[a-z][a-z0-9-]*`)
+var flagRE = regexp.MustCompile(`--[a-z][a-z0-9.-]*`)
 
 // flagName returns the --name part of an argument like --name=value.
 func flagName(arg string) string {

@@ -1,0 +1,271 @@
+package framework
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+// KubeletOptions configures NewKubelet.
+type KubeletOptions struct {
+	// Dir holds the kubelet's config (Dir/kubelet-config.yaml), root dir (Dir/root), certificate dir
+	// (Dir/pki) and log (Dir/kubelet.log). Required; created if missing.
+	Dir string
+	// NodeName is --hostname-override, the Node it registers. Required.
+	NodeName string
+	// Kubeconfig is --kubeconfig, normally ControlPlane.KubeconfigFor(NodeName) (the Node authorizer
+	// and NodeRestriction want the system:node:<NodeName> identity). Required.
+	Kubeconfig string
+	// RuntimeEndpoint is the config's containerRuntimeEndpoint, e.g. Containerd.Endpoint. Required.
+	RuntimeEndpoint string
+	// Binary is the kubelet to run; default the one EnsureBinaries builds (_output/bin/kubelet).
+	Binary string
+	// Args are appended to the command line.
+	Args []string
+}
+
+// Kubelet is the reference kubelet (k8s.io/kubernetes v1.36, built by hack/install-deps.sh) for one node
+// name, configured as shared/reference/real-components.md says it runs on these machines (cgroup v1,
+// cgroupfs, no QoS cgroups, no swap check, everything on 127.0.0.1). NewKubelet writes its config; Start
+// runs it, and it can be stopped and started again (a cold start each time, same ports and root dir).
+type Kubelet struct {
+	// NodeName is KubeletOptions.NodeName; Binary the executable run.
+	NodeName, Binary string
+	// Dir is KubeletOptions.Dir; RootDir (--root-dir), ConfigPath (--config) and LogPath are in it.
+	Dir, RootDir, ConfigPath, LogPath string
+	// Port is the kubelet's HTTPS server (/metrics, /pods, ...; anonymous requests allowed) and
+	// HealthzPort its plain HTTP /healthz, both on 127.0.0.1.
+	Port, HealthzPort int
+
+	args []string
+
+	mu   sync.Mutex
+	proc *process // of the last Start
+}
+
+// kubeletConfig is the KubeletConfiguration of shared/reference/real-components.md with two ports to fill
+// in and the runtime endpoint. One difference: anonymous authentication is on, so that tests and the
+// benchmark can read :port/metrics without a client certificate (authorization is AlwaysAllow anyway and
+// everything listens on 127.0.0.1).
+const kubeletConfig = `apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+cgroupDriver: cgroupfs
+failSwapOn: false
+failCgroupV1: false
+cgroupsPerQOS: false
+enforceNodeAllocatable: []
+authentication:
+  anonymous:
+    enabled: true
+  webhook:
+    enabled: false
+authorization:
+  mode: AlwaysAllow
+address: 127.0.0.1
+port: %d
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: %d
+containerRuntimeEndpoint: %s
+localStorageCapacityIsolation: false
+`
+
+// NewKubelet writes the kubelet's config (picking its two ports) and creates its directories; it starts
+// nothing. Call Start.
+func NewKubelet(opts KubeletOptions) (*Kubelet, error) {
+	if opts.Dir == "" || opts.NodeName == "" || opts.Kubeconfig == "" || opts.RuntimeEndpoint == "" {
+		return nil, errors.New("new kubelet: KubeletOptions.Dir, NodeName, Kubeconfig and RuntimeEndpoint are required")
+	}
+	if opts.Binary == "" {
+		binDir, err := EnsureBinaries()
+		if err != nil {
+			return nil, fmt.Errorf("new kubelet: %w", err)
+		}
+		opts.Binary = filepath.Join(binDir, "kubelet")
+	}
+	k := &Kubelet{
+		NodeName: opts.NodeName, Binary: opts.Binary, Dir: opts.Dir,
+		RootDir: filepath.Join(opts.Dir, "root"), ConfigPath: filepath.Join(opts.Dir, "kubelet-config.yaml"),
+		LogPath: filepath.Join(opts.Dir, "kubelet.log"), Port: FreePort(), HealthzPort: FreePort(),
+	}
+	if err := os.MkdirAll(k.RootDir, 0o755); err != nil {
+		return nil, fmt.Errorf("new kubelet: %w", err)
+	}
+	cfg := fmt.Sprintf(kubeletConfig, k.Port, k.HealthzPort, opts.RuntimeEndpoint)
+	if err := os.WriteFile(k.ConfigPath, []byte(cfg), 0o644); err != nil {
+		return nil, fmt.Errorf("new kubelet: write config: %w", err)
+	}
+	k.args = append([]string{
+		"--kubeconfig=" + opts.Kubeconfig, "--config=" + k.ConfigPath, "--root-dir=" + k.RootDir,
+		"--hostname-override=" + opts.NodeName, "--cert-dir=" + filepath.Join(opts.Dir, "pki"), "--v=2",
+	}, opts.Args...)
+	return k, nil
+}
+
+// StartKubelet is NewKubelet and Start, then waits until its /healthz answers 200 (it registers and turns
+// Ready about 1 s after start; wait for that with WaitReady). On error the kubelet is stopped.
+func StartKubelet(ctx context.Context, opts KubeletOptions) (*Kubelet, error) {
+	k, err := NewKubelet(opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := k.Start(); err != nil {
+		return nil, err
+	}
+	if err := k.WaitHealthy(ctx); err != nil {
+		return nil, errors.Join(err, k.Stop())
+	}
+	return k, nil
+}
+
+// Start execs the kubelet and returns at once, without waiting for it to serve. It errors if the kubelet
+// of the last Start is still running.
+func (k *Kubelet) Start() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.proc != nil {
+		if done, _ := k.proc.exited(); !done {
+			return errors.New("start kubelet: already running")
+		}
+	}
+	p, err := startProcess("kubelet", k.LogPath, k.Binary, k.args...)
+	if err != nil {
+		return err
+	}
+	k.proc = p
+	return nil
+}
+
+func (k *Kubelet) current() *process {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.proc
+}
+
+// PID returns the process ID of the last Start (0 before the first).
+func (k *Kubelet) PID() int {
+	if p := k.current(); p != nil {
+		return p.pid()
+	}
+	return 0
+}
+
+// Exited returns a channel closed when the process of the last Start has exited (nil before the first).
+func (k *Kubelet) Exited() <-chan struct{} {
+	if p := k.current(); p != nil {
+		return p.done
+	}
+	return nil
+}
+
+// Running reports whether the process of the last Start is still running.
+func (k *Kubelet) Running() bool {
+	p := k.current()
+	if p == nil {
+		return false
+	}
+	done, _ := p.exited()
+	return !done
+}
+
+// WaitHealthy polls http://127.0.0.1:HealthzPort/healthz every 100 ms until it answers 200. It errors,
+// quoting the end of the log, if the kubelet exits first, or when ctx ends.
+func (k *Kubelet) WaitHealthy(ctx context.Context) error {
+	p := k.current()
+	if p == nil {
+		return errors.New("wait for kubelet /healthz: not started")
+	}
+	url := "http://127.0.0.1:" + strconv.Itoa(k.HealthzPort) + "/healthz"
+	err := WaitFor(ctx, 100*time.Millisecond, func() (bool, error) {
+		if err := p.exitedErr(); err != nil {
+			return false, err
+		}
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		req, err := http.NewRequestWithContext(rctx, http.MethodGet, url, nil)
+		if err != nil {
+			return false, err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false, err
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return false, fmt.Errorf("/healthz answered %d: %s", resp.StatusCode, body)
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("wait for kubelet %s /healthz: %w", k.NodeName, err)
+	}
+	return nil
+}
+
+// kubeletHTTP trusts the kubelet's self-signed serving certificate (127.0.0.1 only).
+var kubeletHTTP = &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+	TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // loopback, self-signed
+}}
+
+// Metrics scrapes the kubelet's https://127.0.0.1:Port/metrics (ScrapeMetrics).
+func (k *Kubelet) Metrics(ctx context.Context) (*Metrics, error) {
+	return ScrapeMetrics(ctx, kubeletHTTP, "https://127.0.0.1:"+strconv.Itoa(k.Port)+"/metrics")
+}
+
+// Stop sends SIGTERM to the kubelet of the last Start and waits for it (SIGKILL of its process group after
+// 20 s), then unmounts what it left mounted under Dir (it bind-mounts its root dir), so that the next Start
+// is cold. Its exit status is not an error (the kubelet exits non-zero on SIGTERM); being killed, or a
+// failed unmount, is. Safe to call more than once, and before Start.
+func (k *Kubelet) Stop() error {
+	var err error
+	if p := k.current(); p != nil {
+		if serr := p.stop(20 * time.Second); errors.Is(serr, errKilled) {
+			err = serr
+		}
+	}
+	if uerr := UnmountAll(k.Dir); uerr != nil {
+		err = errors.Join(err, fmt.Errorf("stop kubelet: %w", uerr))
+	}
+	return err
+}
+
+// Logs returns the kubelet's log so far (or a note that it cannot be read).
+func (k *Kubelet) Logs() string {
+	b, err := os.ReadFile(k.LogPath)
+	if err != nil {
+		return fmt.Sprintf("(cannot read %s: %v)", k.LogPath, err)
+	}
+	return string(b)
+}
+
+// StartTestKubelet starts the kubelet with StartKubelet (bounded by ctx and one minute) and fails the test if
+// it does not start. When the test ends it stops the kubelet (an error there is a test error) and, if the
+// test failed, logs the last 40 lines of its log.
+func StartTestKubelet(ctx context.Context, t testing.TB, opts KubeletOptions) *Kubelet {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	k, err := StartKubelet(ctx, opts)
+	if err != nil {
+		t.Fatalf("start kubelet %s: %v", opts.NodeName, err)
+	}
+	t.Cleanup(func() {
+		if err := k.Stop(); err != nil {
+			t.Errorf("kubelet %s: stop: %v", opts.NodeName, err)
+		}
+		if t.Failed() {
+			t.Logf("kubelet %s log (%s), last lines:\n%s", opts.NodeName, k.LogPath, TailLines(k.Logs(), 40))
+		}
+	})
+	return k
+}
