@@ -228,7 +228,7 @@ func New(cfg Config, deps Dependencies) (*Controller, error) {
 		// The API server answers again: post the status at once, read from the API server (the cache
 		// is stale since the failures), so a Node the lifecycle controller marked Unknown during the
 		// outage is Ready again within a round trip instead of one status period.
-		OnHeartbeatRecovered: c.syncer.Trigger,
+		OnHeartbeatRecovered: c.onHeartbeatRecovered,
 		Clock:                deps.Clock,
 	}
 	if deps.Observer != nil {
@@ -297,6 +297,23 @@ func (c *Controller) Run(ctx context.Context) {
 
 // Trigger asks for a status sync now (e.g. a problem monitor's condition changed).
 func (c *Controller) Trigger() { c.syncer.Trigger() }
+
+// recoveryResyncs are the delays after a heartbeat recovers at which the status is synced again:
+// the node lifecycle controller may mark the Node Unknown just after the first sync (from a Lease it
+// read before the renewal), and the Node should not stay Unknown for a status period.
+var recoveryResyncs = []time.Duration{0, time.Second, 3 * time.Second}
+
+// onHeartbeatRecovered runs after the first successful Lease renewal that follows failures.
+func (c *Controller) onHeartbeatRecovered() {
+	for _, d := range recoveryResyncs {
+		if d == 0 {
+			c.syncer.Trigger()
+			continue
+		}
+		t := c.deps.Clock.NewTimer(d)
+		go func() { <-t.C(); c.syncer.Trigger() }()
+	}
+}
 
 // onRuntimeChange runs after the poller updated runtimeState with a change of reachability or
 // readiness: post it now rather than up to one status period later.

@@ -522,3 +522,76 @@ func TestNew(t *testing.T) {
 		t.Errorf("New made API calls: %v", client.Actions())
 	}
 }
+
+// TestHeartbeatRecoveryResyncs (issue 13): after Lease renewals fail and one succeeds again, the
+// status is synced at once and again 1 s and 3 s later, each reading the Node from the API server, so
+// a Ready=Unknown the node lifecycle controller writes just after the first sync is undone within a
+// second instead of a status period.
+func TestHeartbeatRecoveryResyncs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, ctx := ktesting.NewTestContext(t)
+		e := newEnv(t, nil)
+		var mu sync.Mutex
+		leaseDown := false
+		e.client.PrependReactor("update", "leases", func(core.Action) (bool, runtime.Object, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if leaseDown {
+				return true, nil, apierrors.NewServiceUnavailable("apiserver restarting")
+			}
+			return false, nil, nil
+		})
+		stop := e.run(ctx)
+		defer stop()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if n := e.node(); n == nil || ready(n).Status != v1.ConditionTrue {
+			t.Fatalf("not registered Ready: %+v", n)
+		}
+		mu.Lock()
+		leaseDown = true
+		mu.Unlock()
+		// The next renewal (10 s) fails; the lease controller retries with its backoff.
+		time.Sleep(12 * time.Second)
+		synctest.Wait()
+		mu.Lock()
+		leaseDown = false
+		mu.Unlock()
+		// The lifecycle controller marks the Node Unknown while the agent's renewals fail.
+		n := e.node()
+		ready(n).Status, ready(n).Reason = v1.ConditionUnknown, "NodeStatusUnknown"
+		if _, err := e.client.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		e.client.ClearActions()
+		// Wait for the renewal that succeeds (the controller's backoff is at most 7 s), then 3 s more.
+		deadline := time.Now().Add(10 * time.Second)
+		for e.ctrl.renewer.Status().LastRenew.Before(time.Now().Add(-time.Hour)) || e.ctrl.renewer.Status().Errors == 0 ||
+			!e.ctrl.renewer.Status().LastRenew.After(e.ctrl.renewer.Status().ErrorTime) {
+			if time.Now().After(deadline) {
+				t.Fatalf("Lease not renewed after the outage: %+v", e.ctrl.renewer.Status())
+			}
+			time.Sleep(100 * time.Millisecond)
+			synctest.Wait()
+		}
+		recovered := time.Now()
+		synctest.Wait()
+		if got := ready(e.node()).Status; got != v1.ConditionTrue {
+			t.Errorf("Ready %s right after the Lease recovered, want True at once", got)
+		}
+		gets := func() int {
+			k := 0
+			for _, a := range e.client.Actions() {
+				if a.GetVerb() == "get" && a.GetResource().Resource == "nodes" {
+					k++
+				}
+			}
+			return k
+		}
+		time.Sleep(recovered.Add(3500 * time.Millisecond).Sub(time.Now()))
+		synctest.Wait()
+		if k := gets(); k < 3 {
+			t.Errorf("%d Node GETs in the 3.5 s after recovery, want the immediate sync and the 1 s and 3 s resyncs", k)
+		}
+	})
+}
