@@ -43,7 +43,14 @@ else
 fi
 
 # --- tools built from hack/tools ------------------------------------------------------------------------------
-stamp="$(cd "$TOOLS" && cat go.mod go.sum $(find . -name '*.go' | LC_ALL=C sort) | sha256sum | cut -d' ' -f1)"
+# The Kubernetes components report the k8s.io/kubernetes module's version (kubelet --version, the
+# kubelet's nodeInfo.kubeletVersion, kube-apiserver's /version), as a release build's would, instead of
+# component-base's "v0.0.0-master" default.
+k8s_version="$(cd "$TOOLS" && go list -m -f '{{.Version}}' k8s.io/kubernetes)"
+k8s_minor="${k8s_version#v1.}"; k8s_minor="${k8s_minor%%.*}"
+cb=k8s.io/component-base/version
+ldflags="-X $cb.gitVersion=$k8s_version -X $cb.gitMajor=1 -X $cb.gitMinor=$k8s_minor -X $cb.gitTreeState=clean"
+stamp="$(cd "$TOOLS" && { cat go.mod go.sum $(find . -name '*.go' | LC_ALL=C sort); echo "$ldflags"; } | sha256sum | cut -d' ' -f1)"
 reason=""
 for b in "${BINARIES[@]}"; do
   [[ -x "$BIN/$b" ]] || reason="$b is missing"
@@ -54,7 +61,7 @@ fi
 if [[ -n $reason ]]; then
   log "building ${BINARIES[*]} into _output/bin: $reason (cold: about 35 min on 2 cores, module downloads included)"
   start=$SECONDS
-  (cd "$TOOLS" && go build -o "$BIN/" "${BINARIES[@]/#/./}")
+  (cd "$TOOLS" && go build -ldflags "$ldflags" -o "$BIN/" "${BINARIES[@]/#/./}")
   echo "$stamp" >"$BIN/.tools.stamp"
   log "built in $((SECONDS - start)) s"
 else
