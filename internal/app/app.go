@@ -37,7 +37,7 @@ func New(cfg *config.Completed, deps *Dependencies) (*Agent, error) {
 	c := cfg.Config
 	a := &Agent{cfg: cfg, deps: deps}
 	var err error
-	healthy, ready := func() error { return nil }, func() error { return nil }
+	var healthy, ready func() error
 	if c.Companion {
 		if a.companion, err = newCompanionMode(cfg.NodeName, c.K8sExporterHeartbeatPeriod.Duration, deps); err != nil {
 			return nil, err
@@ -142,10 +142,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	logger.Info("Starting nodeagent", "version", version.Get().GitVersion, "companion", c.Companion,
 		"runtimeEndpoint", c.ContainerRuntimeEndpoint, "imageServiceEndpoint", c.ImageServiceEndpoint, "kubeconfig", a.cfg.Kubeconfig)
 
-	healthy := func() error { return nil }
-	if a.node != nil {
-		healthy = a.node.Healthy
-	} else {
+	healthy := a.node.Healthy
+	if a.companion != nil {
 		healthy = a.companion.healthy
 	}
 	var wg sync.WaitGroup
