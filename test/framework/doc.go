@@ -26,6 +26,11 @@
 // (a /metrics scrape parsed with expfmt: Agent.Metrics, WaitMetrics); ReadAuditEventsBy. Each waits by polling
 // against a deadline, never by sleeping.
 //
+// StartKubelet (NewKubelet, then Start) runs the reference kubelet for a node name against the control plane
+// and a containerd, with the KubeletConfiguration known to work on these machines (cgroup v1, cgroupfs, no QoS
+// cgroups); StartTestKubelet stops it when the test ends. test/bench compares nodeagent with it, and
+// test/integration runs nodeagent --companion beside it.
+//
 // ControlPlane.StartScheduler adds the real kube-scheduler to a running control plane, ControlPlane.Kubectl runs
 // kubectl as admin, and PodServiceAccountKubeconfig mints a service-account token bound to a pod on a node.
 //
