@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
@@ -54,6 +55,9 @@ type Config struct {
 	PendingThreshold time.Duration
 	// Clock defaults to the real clock.
 	Clock clock.Clock
+	// NewClientset builds the clientset CSRs are made with, from the bootstrap or the node's REST
+	// config; default kubernetes.NewForConfig. Tests set it.
+	NewClientset func(*restclient.Config) (kubernetes.Interface, error)
 }
 
 // Manager obtains and rotates the client certificate (client-go's certificate.Manager over a file
@@ -61,7 +65,8 @@ type Config struct {
 // connections are closed when it changes.
 type Manager struct {
 	cfg        Config
-	cm         certificate.Manager
+	cm         atomic.Pointer[certificate.Manager]
+	newCM      func() (certificate.Manager, error)
 	store      certificate.FileStore
 	restConfig *restclient.Config
 	dialer     *connrotation.Dialer
@@ -131,10 +136,10 @@ func New(cfg Config) (*Manager, error) {
 	}
 
 	m.renewErrors = metrics.NewCounter(&metrics.CounterOpts{
-		Namespace: "nodeagent", Subsystem: "certificate_manager", Name: "client_expiration_renew_errors",
+		Namespace: "nodeagent", Subsystem: "certificate_manager", Name: "client_expiration_renew_errors_total",
 		Help: "Counter of client certificate renewal errors.", StabilityLevel: metrics.ALPHA,
 	})
-	m.cm, err = certificate.NewManager(&certificate.Config{
+	cmConfig := &certificate.Config{
 		ClientsetFn: m.clientsetFn(certConfig, clientConfig),
 		Template: &x509.CertificateRequest{Subject: pkix.Name{
 			CommonName: "system:node:" + cfg.NodeName, Organization: []string{"system:nodes"},
@@ -146,14 +151,19 @@ func New(cfg Config) (*Manager, error) {
 		CertificateStore:        m.store,
 		CertificateRenewFailure: renewFailure{m},
 		Name:                    "client",
-	})
+	}
+	m.newCM = func() (certificate.Manager, error) { return certificate.NewManager(cmConfig) }
+	cm, err := m.newCM()
 	if err != nil {
 		return nil, fmt.Errorf("--cert-dir %q: client certificate manager: %w", cfg.CertDir, err)
 	}
+	m.cm.Store(&cm)
+	// Later managers start from the store alone.
+	cmConfig.BootstrapCertificatePEM, cmConfig.BootstrapKeyPEM = nil, nil
 	if err := m.buildRESTConfig(clientConfig); err != nil {
 		return nil, err
 	}
-	if m.cm.Current() != nil {
+	if m.manager().Current() != nil {
 		m.readyOnce.Do(func() { close(m.ready) })
 	}
 	m.registerMetrics()
@@ -176,7 +186,11 @@ func (m *Manager) clientsetFn(certConfig, clientConfig *restclient.Config) certi
 			}
 			config = c
 		}
-		cs, err := kubernetes.NewForConfig(config)
+		newClientset := m.cfg.NewClientset
+		if newClientset == nil {
+			newClientset = func(c *restclient.Config) (kubernetes.Interface, error) { return kubernetes.NewForConfig(c) }
+		}
+		cs, err := newClientset(config)
 		if err != nil {
 			return nil, err
 		}
@@ -198,7 +212,7 @@ func (m *Manager) buildRESTConfig(clientConfig *restclient.Config) error {
 	}
 	tlsConfig.Certificates = nil
 	tlsConfig.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
-		if cert := m.cm.Current(); cert != nil {
+		if cert := m.manager().Current(); cert != nil {
 			return cert, nil
 		}
 		return &tls.Certificate{}, nil
@@ -245,7 +259,7 @@ func (m *Manager) RESTConfig() *restclient.Config { return restclient.CopyConfig
 func (m *Manager) CloseAllConns() { m.dialer.CloseAll() }
 
 // Current is the current certificate, nil while there is none or it has expired.
-func (m *Manager) Current() *tls.Certificate { return m.cm.Current() }
+func (m *Manager) Current() *tls.Certificate { return m.manager().Current() }
 
 // Ready is closed once a certificate is available.
 func (m *Manager) Ready() <-chan struct{} { return m.ready }
@@ -265,16 +279,16 @@ func (m *Manager) SetEvent(f func(eventType, reason, message string)) {
 // one. It returns at once.
 func (m *Manager) Start(ctx context.Context) {
 	logger := klog.FromContext(ctx)
-	current := m.cm.Current()
+	current := m.manager().Current()
 	if m.cfg.Rotate || current == nil {
 		if current == nil {
 			logger.Info("No valid client certificate, requesting one with the bootstrap credentials",
 				"bootstrapKubeconfig", m.cfg.BootstrapKubeconfig, "certDir", m.cfg.CertDir)
 		}
-		m.cm.Start()
+		m.manager().Start()
 		go func() {
 			<-ctx.Done()
-			m.cm.Stop()
+			m.manager().Stop()
 		}()
 	}
 	go m.run(ctx, current)
@@ -287,7 +301,7 @@ func (m *Manager) run(ctx context.Context, last *tls.Certificate) {
 	logger := klog.FromContext(ctx)
 	var lastProblem error
 	check := func() {
-		curr := m.cm.Current()
+		curr := m.manager().Current()
 		if curr != nil && curr != last {
 			first := last == nil
 			last = curr
@@ -303,10 +317,13 @@ func (m *Manager) run(ctx context.Context, last *tls.Certificate) {
 			}
 			m.dialer.CloseAll()
 			if !m.cfg.Rotate {
-				m.cm.Stop()
+				m.manager().Stop()
 			}
 		}
 		m.logPending(logger)
+		if m.cfg.Rotate {
+			m.abandonStaleRequest(ctx)
+		}
 		problem := m.Healthy()
 		switch {
 		case problem != nil && (lastProblem == nil || problem.Error() != lastProblem.Error()):
@@ -333,6 +350,43 @@ func (m *Manager) run(ctx context.Context, last *tls.Certificate) {
 		case <-m.cfg.Clock.After(p):
 		}
 	}
+}
+
+// manager is the current client-go certificate manager.
+func (m *Manager) manager() certificate.Manager { return *m.cm.Load() }
+
+// abandonStaleRequest replaces client-go's manager, whose wait for a CSR lasts 15 min whatever the
+// certificate's lifetime, when a renewal CSR has waited for more than a tenth of the current
+// certificate's lifetime (at least 1 min): the new manager requests a new certificate at once, so an
+// approval that was withheld and is granted again (say the selfnodeclient binding is back) is acted on
+// before the certificate expires. The approver does not look at a CSR again once it has skipped it.
+func (m *Manager) abandonStaleRequest(ctx context.Context) {
+	cert := m.manager().Current()
+	name, since := m.pendingSince()
+	if cert == nil || since.IsZero() {
+		return
+	}
+	limit := min(15*time.Minute, max(time.Minute, cert.Leaf.NotAfter.Sub(cert.Leaf.NotBefore)/10))
+	waited := m.cfg.Clock.Since(since)
+	if waited < limit {
+		return
+	}
+	logger := klog.FromContext(ctx)
+	cm, err := m.newCM()
+	if err != nil {
+		logger.Error(err, "Cannot restart the client certificate manager")
+		return
+	}
+	logger.Info("Certificate signing request not approved in time, requesting a new certificate", "csr", name, "waited", waited.Round(time.Second))
+	m.mu.Lock()
+	delete(m.pending, name)
+	delete(m.loggedAt, name)
+	m.lastFailure = fmt.Sprintf("certificate signing request %s not approved after %s", name, waited.Round(time.Second))
+	m.mu.Unlock()
+	old := m.manager()
+	m.cm.Store(&cm)
+	old.Stop()
+	cm.Start() // Start's goroutine stops the current manager when ctx ends
 }
 
 func (m *Manager) emit(eventType, reason, message string) {
@@ -427,7 +481,7 @@ func (m *Manager) Healthy() error {
 	if !since.IsZero() && now.Sub(since) >= m.cfg.PendingThreshold {
 		pending = fmt.Sprintf("certificate signing request %s not approved after %s", name, now.Sub(since).Round(time.Second))
 	}
-	cert := m.cm.Current()
+	cert := m.manager().Current()
 	if cert == nil || cert.Leaf == nil {
 		msg := "no valid client certificate yet (not registered)"
 		for _, s := range []string{pending, failure} {
@@ -467,7 +521,7 @@ func (m *Manager) registerMetrics() {
 		return
 	}
 	leaf := func() *x509.Certificate {
-		if c := m.cm.Current(); c != nil {
+		if c := m.manager().Current(); c != nil {
 			return c.Leaf
 		}
 		return nil
