@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,9 +50,10 @@ type Config struct {
 	// problem (Healthy turns non-nil) and when it is fine again. SetEvent sets it later.
 	Event func(eventType, reason, message string)
 	// CheckPeriod is how often the current certificate is compared with the one the connections were
-	// made with (the kubelet's UpdateTransport period, 10 s); 1 s until the first certificate.
+	// made with (5 s; the kubelet's UpdateTransport checks every 10 s); 1 s until the first certificate.
 	CheckPeriod time.Duration
-	// PendingThreshold is how long a CSR may wait for approval before Healthy reports it (1 min).
+	// PendingThreshold is how long a certificate may be waited for before Healthy reports it: 1 min,
+	// or a twentieth of the current certificate's lifetime if shorter.
 	PendingThreshold time.Duration
 	// Clock defaults to the real clock.
 	Clock clock.Clock
@@ -75,12 +77,13 @@ type Manager struct {
 
 	renewErrors *metrics.Counter
 
-	mu          sync.Mutex
-	event       func(eventType, reason, message string)
-	pending     map[string]time.Time // CSRs created and not yet answered
-	loggedAt    map[string]time.Time // last "still waiting" log per CSR
-	lastFailure string               // the last denied/failed CSR, or renewal error
-	rotations   int
+	mu             sync.Mutex
+	event          func(eventType, reason, message string)
+	pending        map[string]time.Time // CSRs created and not yet answered
+	lastPendingLog time.Time
+	lastFailure    string    // the last denied/failed CSR, or renewal error
+	waitingSince   time.Time // first CSR since the last certificate was obtained
+	rotations      int
 }
 
 // New checks the configuration, loads the current certificate (the store's, or the one --kubeconfig
@@ -115,7 +118,7 @@ func New(cfg Config) (*Manager, error) {
 		}
 	}
 	m := &Manager{cfg: cfg, event: cfg.Event, ready: make(chan struct{}),
-		pending: map[string]time.Time{}, loggedAt: map[string]time.Time{}}
+		pending: map[string]time.Time{}}
 
 	store, err := certificate.NewFileStore(PairNamePrefix, cfg.CertDir, cfg.CertDir, "", "")
 	if err != nil {
@@ -309,6 +312,7 @@ func (m *Manager) run(ctx context.Context, last *tls.Certificate) {
 			m.mu.Lock()
 			m.rotations++
 			m.lastFailure = ""
+			m.waitingSince = time.Time{}
 			m.mu.Unlock()
 			if first {
 				logger.Info("Client certificate obtained", "subject", curr.Leaf.Subject.String(), "expiration", curr.Leaf.NotAfter.UTC(), "path", m.CurrentPath())
@@ -325,6 +329,9 @@ func (m *Manager) run(ctx context.Context, last *tls.Certificate) {
 			m.abandonStaleRequest(ctx)
 		}
 		problem := m.Healthy()
+		if problem == ErrNoCertificateYet {
+			problem = nil // Start has said so; not a problem before the pending threshold
+		}
 		switch {
 		case problem != nil && (lastProblem == nil || problem.Error() != lastProblem.Error()):
 			logger.Error(problem, "Client certificate problem")
@@ -356,17 +363,19 @@ func (m *Manager) run(ctx context.Context, last *tls.Certificate) {
 func (m *Manager) manager() certificate.Manager { return *m.cm.Load() }
 
 // abandonStaleRequest replaces client-go's manager, whose wait for a CSR lasts 15 min whatever the
-// certificate's lifetime, when a renewal CSR has waited for more than a tenth of the current
-// certificate's lifetime (at least 1 min): the new manager requests a new certificate at once, so an
+// certificate's lifetime, when a renewal CSR has waited for more than a twentieth of the current
+// certificate's lifetime or a quarter of its remaining time (at least 10 s, at most 15 min): the new
+// manager requests a new certificate at once, so an
 // approval that was withheld and is granted again (say the selfnodeclient binding is back) is acted on
 // before the certificate expires. The approver does not look at a CSR again once it has skipped it.
 func (m *Manager) abandonStaleRequest(ctx context.Context) {
 	cert := m.manager().Current()
-	name, since := m.pendingSince()
+	name, since, _ := m.pendingSince()
 	if cert == nil || since.IsZero() {
 		return
 	}
-	limit := min(15*time.Minute, max(time.Minute, cert.Leaf.NotAfter.Sub(cert.Leaf.NotBefore)/10))
+	remaining := cert.Leaf.NotAfter.Sub(m.cfg.Clock.Now())
+	limit := min(15*time.Minute, max(10*time.Second, min(cert.Leaf.NotAfter.Sub(cert.Leaf.NotBefore)/20, remaining/4)))
 	waited := m.cfg.Clock.Since(since)
 	if waited < limit {
 		return
@@ -380,8 +389,6 @@ func (m *Manager) abandonStaleRequest(ctx context.Context) {
 	logger.Info("Certificate signing request not approved in time, requesting a new certificate", "csr", name, "waited", waited.Round(time.Second))
 	m.mu.Lock()
 	delete(m.pending, name)
-	delete(m.loggedAt, name)
-	m.lastFailure = fmt.Sprintf("certificate signing request %s not approved after %s", name, waited.Round(time.Second))
 	m.mu.Unlock()
 	old := m.manager()
 	m.cm.Store(&cm)
@@ -408,6 +415,9 @@ func (m *Manager) observe(csr *certificatesv1.CertificateSigningRequest, created
 	logger := klog.Background().WithName("client")
 	if created {
 		m.pending[csr.Name] = m.cfg.Clock.Now()
+		if m.waitingSince.IsZero() {
+			m.waitingSince = m.pending[csr.Name]
+		}
 		logger.Info("Certificate signing request created, waiting for approval and issuance", "csr", csr.Name,
 			"signerName", csr.Spec.SignerName, "subject", "O=system:nodes, CN=system:node:"+m.cfg.NodeName)
 		return
@@ -418,7 +428,6 @@ func (m *Manager) observe(csr *certificatesv1.CertificateSigningRequest, created
 	for _, c := range csr.Status.Conditions {
 		if c.Type == certificatesv1.CertificateDenied || c.Type == certificatesv1.CertificateFailed {
 			delete(m.pending, csr.Name)
-			delete(m.loggedAt, csr.Name)
 			m.lastFailure = fmt.Sprintf("certificate signing request %s %s: %s: %s", csr.Name, denyVerb(c.Type), c.Reason, c.Message)
 			logger.Error(nil, "Certificate signing request not granted, retrying with backoff", "csr", csr.Name,
 				"condition", c.Type, "reason", c.Reason, "message", c.Message)
@@ -428,7 +437,6 @@ func (m *Manager) observe(csr *certificatesv1.CertificateSigningRequest, created
 	if len(csr.Status.Certificate) > 0 {
 		logger.Info("Certificate signing request issued", "csr", csr.Name, "waited", m.cfg.Clock.Since(m.pending[csr.Name]).Round(time.Millisecond))
 		delete(m.pending, csr.Name)
-		delete(m.loggedAt, csr.Name)
 	}
 }
 
@@ -439,57 +447,72 @@ func denyVerb(t certificatesv1.RequestConditionType) string {
 	return "failed"
 }
 
-// logPending logs, every minute, the CSRs still waiting for approval.
+// logPending logs, every minute, that the certificate requested is not there yet (from 30 s on).
 func (m *Manager) logPending(logger klog.Logger) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.cfg.Clock.Now()
-	for name, since := range m.pending {
-		if now.Sub(since) < 30*time.Second || now.Sub(m.loggedAt[name]) < time.Minute {
-			continue
-		}
-		m.loggedAt[name] = now
-		logger.Info("Certificate signing request not approved yet: is the CSR approver running, and may this node's identity create and be approved for it (ClusterRoleBinding to system:certificates.k8s.io:certificatesigningrequests:selfnodeclient or :nodeclient)?",
-			"csr", name, "waiting", now.Sub(since).Round(time.Second))
+	if m.waitingSince.IsZero() || len(m.pending) == 0 || now.Sub(m.waitingSince) < 30*time.Second || now.Sub(m.lastPendingLog) < time.Minute {
+		return
 	}
+	m.lastPendingLog = now
+	var names []string
+	for n := range m.pending {
+		names = append(names, n)
+	}
+	logger.Info("Certificate signing request not approved yet: is the CSR approver running, and is this node's identity bound to system:certificates.k8s.io:certificatesigningrequests:selfnodeclient (renewal) or its bootstrap token's group to :nodeclient (bootstrap)?",
+		"csr", strings.Join(names, ","), "waiting", now.Sub(m.waitingSince).Round(time.Second))
 }
 
-// pendingSince is when the oldest unanswered CSR was created, zero if none.
-func (m *Manager) pendingSince() (string, time.Time) {
+// pendingSince is the oldest unanswered CSR (zero time if none), and since when a certificate has
+// been waited for (zero if no CSR is pending).
+func (m *Manager) pendingSince() (name string, oldest, waiting time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var name string
-	var oldest time.Time
 	for n, t := range m.pending {
 		if oldest.IsZero() || t.Before(oldest) {
 			name, oldest = n, t
 		}
 	}
-	return name, oldest
+	if len(m.pending) > 0 {
+		waiting = m.waitingSince
+	}
+	return name, oldest, waiting
 }
+
+// ErrNoCertificateYet is Healthy's answer while the first certificate is requested, before anything
+// went wrong.
+var ErrNoCertificateYet = errors.New("no valid client certificate yet (not registered)")
 
 // Healthy is nil while the client certificate is fine, else why not: there is none (yet), a CSR has
 // waited for approval longer than PendingThreshold, or the certificate is in the last 10 % of its
 // lifetime without having been renewed. The lead adds it as a /healthz check.
 func (m *Manager) Healthy() error {
 	now := m.cfg.Clock.Now()
-	name, since := m.pendingSince()
+	name, _, since := m.pendingSince()
 	m.mu.Lock()
 	failure := m.lastFailure
 	m.mu.Unlock()
-	var pending string
-	if !since.IsZero() && now.Sub(since) >= m.cfg.PendingThreshold {
-		pending = fmt.Sprintf("certificate signing request %s not approved after %s", name, now.Sub(since).Round(time.Second))
-	}
 	cert := m.manager().Current()
+	threshold := m.cfg.PendingThreshold
+	if cert != nil && cert.Leaf != nil {
+		threshold = min(threshold, cert.Leaf.NotAfter.Sub(cert.Leaf.NotBefore)/20)
+	}
+	var pending string
+	if !since.IsZero() && now.Sub(since) >= threshold {
+		pending = fmt.Sprintf("certificate signing request %s not approved, waiting for a certificate for %s", name, now.Sub(since).Round(time.Second))
+	}
 	if cert == nil || cert.Leaf == nil {
-		msg := "no valid client certificate yet (not registered)"
+		if pending == "" && failure == "" {
+			return ErrNoCertificateYet
+		}
+		msg := ErrNoCertificateYet.Error()
 		for _, s := range []string{pending, failure} {
 			if s != "" {
 				msg += ": " + s
 			}
 		}
-		return errors.New(msg)
+		return fmt.Errorf("%w", errors.New(msg))
 	}
 	lifetime := cert.Leaf.NotAfter.Sub(cert.Leaf.NotBefore)
 	left := cert.Leaf.NotAfter.Sub(now)
@@ -553,7 +576,7 @@ func (m *Manager) registerMetrics() {
 			Help:           "How long the oldest client certificate signing request has waited for approval and issuance; 0 if none waits.",
 			StabilityLevel: metrics.ALPHA,
 		}, func() float64 {
-			if _, since := m.pendingSince(); !since.IsZero() {
+			if _, _, since := m.pendingSince(); !since.IsZero() {
 				return math.Trunc(m.cfg.Clock.Since(since).Seconds())
 			}
 			return 0

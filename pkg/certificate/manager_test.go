@@ -337,7 +337,7 @@ func TestPending(t *testing.T) {
 	m := start(t, cfg)
 	time.Sleep(1500 * time.Millisecond)
 	err := m.Healthy()
-	if err == nil || !strings.Contains(err.Error(), "not approved after") || !strings.Contains(err.Error(), "no valid client certificate") {
+	if err == nil || !strings.Contains(err.Error(), "not approved, waiting for a certificate for") || !strings.Contains(err.Error(), "no valid client certificate") {
 		t.Errorf("Healthy() = %v, want a CSR not approved", err)
 	}
 	if n := len(s.requests()); n != 1 {
@@ -354,7 +354,7 @@ nodeagent_certificate_manager_client_csr_pending_seconds 1
 // TestExpiredKubeconfigBootstrapsAgain: a --kubeconfig whose certificate has expired is replaced
 // through the bootstrap credentials.
 func TestExpiredKubeconfigBootstrapsAgain(t *testing.T) {
-	s := newSigner(t, time.Second)
+	s := newSigner(t, 3*time.Second) // x509 times are whole seconds
 	cfg := setup(t, s)
 	cfg.Rotate = false
 	m, err := New(cfg)
@@ -365,7 +365,7 @@ func TestExpiredKubeconfigBootstrapsAgain(t *testing.T) {
 	m.Start(ctx)
 	waitReady(t, m, 10*time.Second)
 	cancel()
-	time.Sleep(1200 * time.Millisecond) // expired
+	time.Sleep(3200 * time.Millisecond) // expired
 	if ok, _ := clientConfigStillValid(cfg.Kubeconfig, time.Now()); ok {
 		t.Fatal("kubeconfig still valid")
 	}
