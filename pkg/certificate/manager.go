@@ -50,7 +50,7 @@ type Config struct {
 	// problem (Healthy turns non-nil) and when it is fine again. SetEvent sets it later.
 	Event func(eventType, reason, message string)
 	// CheckPeriod is how often the current certificate is compared with the one the connections were
-	// made with (5 s; the kubelet's UpdateTransport checks every 10 s); 1 s until the first certificate.
+	// made with (5 s; the kubelet's UpdateTransport checks every 10 s); 100 ms until the first certificate.
 	CheckPeriod time.Duration
 	// PendingThreshold is how long a certificate may be waited for before Healthy reports it: 1 min,
 	// or a twentieth of the current certificate's lifetime if shorter.
@@ -68,7 +68,7 @@ type Config struct {
 type Manager struct {
 	cfg        Config
 	cm         atomic.Pointer[certificate.Manager]
-	newCM      func() (certificate.Manager, error)
+	newCM      func(rotateNow bool) (certificate.Manager, error)
 	store      certificate.FileStore
 	restConfig *restclient.Config
 	dialer     *connrotation.Dialer
@@ -155,8 +155,22 @@ func New(cfg Config) (*Manager, error) {
 		CertificateRenewFailure: renewFailure{m},
 		Name:                    "client",
 	}
-	m.newCM = func() (certificate.Manager, error) { return certificate.NewManager(cmConfig) }
-	cm, err := m.newCM()
+	m.newCM = func(rotateNow bool) (certificate.Manager, error) {
+		if !rotateNow {
+			return certificate.NewManager(cmConfig)
+		}
+		// client-go's manager rotates at once a certificate given as BootstrapCertificatePEM when its
+		// store has none: give it the current pair that way, through a store that answers "none" once.
+		pair, err := os.ReadFile(m.store.CurrentPath())
+		if err != nil {
+			return nil, err
+		}
+		c := *cmConfig
+		c.BootstrapCertificatePEM, c.BootstrapKeyPEM = pair, pair
+		c.CertificateStore = &storeWithoutCurrent{Store: m.store}
+		return certificate.NewManager(&c)
+	}
+	cm, err := m.newCM(false)
 	if err != nil {
 		return nil, fmt.Errorf("--cert-dir %q: client certificate manager: %w", cfg.CertDir, err)
 	}
@@ -349,7 +363,7 @@ func (m *Manager) run(ctx context.Context, last *tls.Certificate) {
 		check()
 		p := period
 		if last == nil {
-			p = time.Second
+			p = 100 * time.Millisecond
 		}
 		select {
 		case <-ctx.Done():
@@ -365,7 +379,7 @@ func (m *Manager) manager() certificate.Manager { return *m.cm.Load() }
 // abandonStaleRequest replaces client-go's manager, whose wait for a CSR lasts 15 min whatever the
 // certificate's lifetime, when a renewal CSR has waited for more than a twentieth of the current
 // certificate's lifetime or a quarter of its remaining time (at least 10 s, at most 15 min): the new
-// manager requests a new certificate at once, so an
+// manager (given the current pair as its bootstrap certificate) requests a new certificate at once, so an
 // approval that was withheld and is granted again (say the selfnodeclient binding is back) is acted on
 // before the certificate expires. The approver does not look at a CSR again once it has skipped it.
 func (m *Manager) abandonStaleRequest(ctx context.Context) {
@@ -381,7 +395,7 @@ func (m *Manager) abandonStaleRequest(ctx context.Context) {
 		return
 	}
 	logger := klog.FromContext(ctx)
-	cm, err := m.newCM()
+	cm, err := m.newCM(true)
 	if err != nil {
 		logger.Error(err, "Cannot restart the client certificate manager")
 		return
@@ -532,6 +546,21 @@ func (m *Manager) Healthy() error {
 		return fmt.Errorf("client certificate renewal: %s (current certificate valid until %s)", pending, cert.Leaf.NotAfter.UTC().Format(time.RFC3339))
 	}
 	return nil
+}
+
+// storeWithoutCurrent answers its first Current with NoCertKeyError, so that a new client-go manager
+// starts from its BootstrapCertificatePEM and rotates it at once.
+type storeWithoutCurrent struct {
+	certificate.Store
+	asked atomic.Bool
+}
+
+func (s *storeWithoutCurrent) Current() (*tls.Certificate, error) {
+	if s.asked.CompareAndSwap(false, true) {
+		e := certificate.NoCertKeyError("rotate now")
+		return nil, &e
+	}
+	return s.Store.Current()
 }
 
 // renewFailure counts renewal errors for client-go's manager into the metric.
