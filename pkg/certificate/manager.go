@@ -81,6 +81,7 @@ type Manager struct {
 	event          func(eventType, reason, message string)
 	pending        map[string]time.Time // CSRs created and not yet answered
 	lastPendingLog time.Time
+	lastNotAfter   time.Time // of the last certificate seen
 	lastFailure    string    // the last denied/failed CSR, or renewal error
 	waitingSince   time.Time // first CSR since the last certificate was obtained
 	rotations      int
@@ -319,9 +320,12 @@ func (m *Manager) run(ctx context.Context, last *tls.Certificate) {
 	var lastProblem error
 	check := func() {
 		curr := m.manager().Current()
-		if curr != nil && curr != last {
+		if curr != nil && (last == nil || !curr.Leaf.Equal(last.Leaf)) {
 			first := last == nil
 			last = curr
+			m.mu.Lock()
+			m.lastNotAfter = curr.Leaf.NotAfter
+			m.mu.Unlock()
 			m.readyOnce.Do(func() { close(m.ready) })
 			m.mu.Lock()
 			m.rotations++
@@ -385,17 +389,27 @@ func (m *Manager) manager() certificate.Manager { return *m.cm.Load() }
 func (m *Manager) abandonStaleRequest(ctx context.Context) {
 	cert := m.manager().Current()
 	name, since, _ := m.pendingSince()
-	if cert == nil || since.IsZero() {
+	if since.IsZero() {
 		return
 	}
-	remaining := cert.Leaf.NotAfter.Sub(m.cfg.Clock.Now())
-	limit := min(15*time.Minute, max(10*time.Second, min(cert.Leaf.NotAfter.Sub(cert.Leaf.NotBefore)/20, remaining/4)))
+	m.mu.Lock()
+	lastNotAfter := m.lastNotAfter
+	m.mu.Unlock()
 	waited := m.cfg.Clock.Since(since)
-	if waited < limit {
-		return
+	if cert == nil {
+		// Expired while a CSR made with it waits: start again from the bootstrap credentials.
+		if lastNotAfter.IsZero() || !since.Before(lastNotAfter) {
+			return
+		}
+	} else {
+		remaining := cert.Leaf.NotAfter.Sub(m.cfg.Clock.Now())
+		limit := min(15*time.Minute, max(10*time.Second, min(cert.Leaf.NotAfter.Sub(cert.Leaf.NotBefore)/20, remaining/4)))
+		if waited < limit {
+			return
+		}
 	}
 	logger := klog.FromContext(ctx)
-	cm, err := m.newCM(true)
+	cm, err := m.newCM(cert != nil)
 	if err != nil {
 		logger.Error(err, "Cannot restart the client certificate manager")
 		return
@@ -461,12 +475,17 @@ func denyVerb(t certificatesv1.RequestConditionType) string {
 	return "failed"
 }
 
-// logPending logs, every minute, that the certificate requested is not there yet (from 30 s on).
+// logPending logs, every minute, that the certificate requested is not there yet (from 30 s on, or a
+// twentieth of the current certificate's lifetime if shorter).
 func (m *Manager) logPending(logger klog.Logger) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.cfg.Clock.Now()
-	if m.waitingSince.IsZero() || len(m.pending) == 0 || now.Sub(m.waitingSince) < 30*time.Second || now.Sub(m.lastPendingLog) < time.Minute {
+	after := 30 * time.Second
+	if cert := m.manager().Current(); cert != nil {
+		after = min(after, cert.Leaf.NotAfter.Sub(cert.Leaf.NotBefore)/20)
+	}
+	if m.waitingSince.IsZero() || len(m.pending) == 0 || now.Sub(m.waitingSince) < after || now.Sub(m.lastPendingLog) < time.Minute {
 		return
 	}
 	m.lastPendingLog = now

@@ -233,7 +233,7 @@ func TestBootstrapRenewalApprovalWithheld(t *testing.T) {
 	first := issuedCert(t, csrs[0])
 	waitLog(t, a, regexp.MustCompile(`Certificate signing request not approved yet`), time.Minute)
 	framework.WaitMetrics(t.Context(), t, a, 10*time.Second, "a CSR pending", func(m *framework.Metrics) bool {
-		return m.Value("nodeagent_certificate_manager_client_csr_pending_seconds", nil) >= 20
+		return m.Value("nodeagent_certificate_manager_client_csr_pending_seconds", nil) >= 10
 	})
 	if time.Now().After(first.NotAfter) {
 		t.Fatalf("the certificate expired (%s) before the problem was reported", first.NotAfter)
