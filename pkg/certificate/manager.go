@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"math"
@@ -167,7 +168,7 @@ func New(cfg Config) (*Manager, error) {
 			return nil, err
 		}
 		c := *cmConfig
-		c.BootstrapCertificatePEM, c.BootstrapKeyPEM = pair, pair
+		c.BootstrapCertificatePEM, c.BootstrapKeyPEM = splitPair(pair)
 		c.CertificateStore = &storeWithoutCurrent{Store: m.store}
 		return certificate.NewManager(&c)
 	}
@@ -318,6 +319,7 @@ func (m *Manager) Start(ctx context.Context) {
 func (m *Manager) run(ctx context.Context, last *tls.Certificate) {
 	logger := klog.FromContext(ctx)
 	var lastProblem error
+	var lastProblemLog time.Time
 	check := func() {
 		curr := m.manager().Current()
 		if curr != nil && (last == nil || !curr.Leaf.Equal(last.Leaf)) {
@@ -343,16 +345,14 @@ func (m *Manager) run(ctx context.Context, last *tls.Certificate) {
 			}
 		}
 		m.logPending(logger)
-		if m.cfg.Rotate {
-			m.abandonStaleRequest(ctx)
-		}
 		problem := m.Healthy()
 		if problem == ErrNoCertificateYet {
 			problem = nil // Start has said so; not a problem before the pending threshold
 		}
 		switch {
-		case problem != nil && (lastProblem == nil || problem.Error() != lastProblem.Error()):
+		case problem != nil && (lastProblem == nil || m.cfg.Clock.Since(lastProblemLog) >= time.Minute):
 			logger.Error(problem, "Client certificate problem")
+			lastProblemLog = m.cfg.Clock.Now()
 			if lastProblem == nil {
 				m.emit("Warning", "ClientCertificateProblem", problem.Error())
 			}
@@ -361,6 +361,9 @@ func (m *Manager) run(ctx context.Context, last *tls.Certificate) {
 			m.emit("Normal", "ClientCertificateOK", "client certificate problem resolved")
 		}
 		lastProblem = problem
+		if m.cfg.Rotate {
+			m.abandonStaleRequest(ctx)
+		}
 	}
 	period := m.cfg.CheckPeriod
 	for {
@@ -565,6 +568,22 @@ func (m *Manager) Healthy() error {
 		return fmt.Errorf("client certificate renewal: %s (current certificate valid until %s)", pending, cert.Leaf.NotAfter.UTC().Format(time.RFC3339))
 	}
 	return nil
+}
+
+// splitPair splits a store file (certificates and a key) into the certificates' PEM and the key's.
+func splitPair(data []byte) (certPEM, keyPEM []byte) {
+	for {
+		var block *pem.Block
+		block, data = pem.Decode(data)
+		if block == nil {
+			return certPEM, keyPEM
+		}
+		if block.Type == "CERTIFICATE" {
+			certPEM = append(certPEM, pem.EncodeToMemory(block)...)
+		} else if strings.HasSuffix(block.Type, "PRIVATE KEY") && keyPEM == nil {
+			keyPEM = pem.EncodeToMemory(block)
+		}
+	}
 }
 
 // storeWithoutCurrent answers its first Current with NoCertKeyError, so that a new client-go manager

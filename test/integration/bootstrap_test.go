@@ -92,8 +92,12 @@ func waitLog(t *testing.T, a *framework.Agent, re *regexp.Regexp, timeout time.D
 	}
 }
 
-// errorLines are the klog error lines (E<mmdd> ...) of a log.
+// errorLines are the klog error lines (E<mmdd> ...) of a log since the last start (the framework writes
+// a "=== <time>: <command line>" line at each start of the same agent directory).
 func errorLines(log string) []string {
+	if i := strings.LastIndex(log, "\n=== "); i >= 0 {
+		log = log[i+1:]
+	}
 	var out []string
 	for _, l := range strings.Split(log, "\n") {
 		if len(l) > 5 && l[0] == 'E' && l[1] >= '0' && l[1] <= '9' {
