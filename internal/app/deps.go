@@ -22,6 +22,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/nodeagent/nodeagent/pkg/certificate"
 	"github.com/nodeagent/nodeagent/pkg/config"
 	"github.com/nodeagent/nodeagent/pkg/criruntime"
 	"github.com/nodeagent/nodeagent/pkg/eviction"
@@ -52,6 +53,9 @@ type Dependencies struct {
 	Machine       *host.Machine
 	Eviction      *eviction.Manager
 	Metrics       *metrics.Metrics
+	// Certificates obtains (TLS bootstrap) and rotates the client certificate the clients present;
+	// nil without --bootstrap-kubeconfig and --rotate-certificates. Its Healthy is a /healthz check.
+	Certificates *certificate.Manager
 	// Problems runs the node-problem-detector monitors of --config.custom-plugin-monitor and
 	// --config.system-log-monitor; nil without any. ProblemChanges receives (coalesced) when one of
 	// their conditions changed.
@@ -75,30 +79,49 @@ func (d *Dependencies) RecorderFor(component, host string) record.EventRecorder 
 	return r
 }
 
-// NewDependencies builds the Dependencies for cfg. It makes no API or CRI call. The error names the
-// flag and the value (--kubeconfig, --root-dir, --container-runtime-endpoint).
+// NewDependencies builds the Dependencies for cfg. It makes no API or CRI call, except that the
+// certificate manager (with --bootstrap-kubeconfig or --rotate-certificates) starts requesting a
+// certificate in the background once every check has passed. The error names the flag and the value
+// (--kubeconfig, --bootstrap-kubeconfig, --cert-dir, --rotate-certificates, --root-dir,
+// --container-runtime-endpoint).
 func NewDependencies(ctx context.Context, cfg *config.Completed) (*Dependencies, error) {
 	c := cfg.Config
 	d := &Dependencies{Clock: clock.RealClock{}, Metrics: metrics.New(processStart), recorders: map[string]record.EventRecorder{},
 		ProblemChanges: make(chan struct{}, 1)}
 	d.Metrics.NodeName.WithLabelValues(cfg.NodeName).Set(1)
 
-	restConfig, err := loadRESTConfig(cfg.Kubeconfig)
-	if err != nil {
-		return nil, err
-	}
 	if err := os.MkdirAll(c.RootDir, 0o750); err != nil {
 		return nil, fmt.Errorf("--root-dir %q: %w", c.RootDir, err)
 	}
+	var restConfig *rest.Config
+	var err error
+	if cfg.BootstrapKubeconfig != "" || c.RotateCertificates {
+		// TLS bootstrap and rotation, as the kubelet's buildKubeletClientConfig: the clients present
+		// the certificate manager's current certificate, and its rotating dialer's connections are
+		// closed when it changes.
+		if d.Certificates, err = certificate.New(certificate.Config{
+			NodeName: cfg.NodeName, Kubeconfig: cfg.Kubeconfig, BootstrapKubeconfig: cfg.BootstrapKubeconfig,
+			CertDir: cfg.EffectiveCertDir(), Rotate: c.RotateCertificates, Registry: d.Metrics.Registry,
+		}); err != nil {
+			return nil, err
+		}
+		restConfig = d.Certificates.RESTConfig()
+		d.CloseAllConns = d.Certificates.CloseAllConns
+	} else {
+		if restConfig, err = loadRESTConfig(cfg.Kubeconfig); err != nil {
+			return nil, err
+		}
+		// One rotating dialer serves every client, so closing its connections after repeated
+		// heartbeat failures also resets the watch.
+		dialer := connrotation.NewDialer((&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext)
+		d.CloseAllConns = dialer.CloseAll
+		restConfig.Dial = dialer.DialContext
+	}
 	// The main client (protobuf, rate-limited) registers and watches; the heartbeat client (no rate
-	// limit, timeout ≤ the lease duration) posts status and renews the Lease. One rotating dialer
-	// serves both, so closing its connections after repeated heartbeat failures also resets the watch.
-	dialer := connrotation.NewDialer((&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext)
-	d.CloseAllConns = dialer.CloseAll
+	// limit, timeout ≤ the lease duration) posts status and renews the Lease.
 	restConfig.ContentType = "application/vnd.kubernetes.protobuf"
 	restConfig.UserAgent = "nodeagent/" + version.Get().GitVersion
 	restConfig.QPS, restConfig.Burst = *c.KubeAPIQPS, int(c.KubeAPIBurst)
-	restConfig.Dial = dialer.DialContext
 	if d.Client, err = kubernetes.NewForConfig(restConfig); err != nil {
 		return nil, fmt.Errorf("--kubeconfig %q: building client: %w", cfg.Kubeconfig, err)
 	}
@@ -126,6 +149,12 @@ func NewDependencies(ctx context.Context, cfg *config.Completed) (*Dependencies,
 	// Events on the Node, as the kubelet's recorder (component "nodeagent", host = node name).
 	d.Broadcaster = record.NewBroadcaster(record.WithContext(ctx))
 	d.Recorder = d.RecorderFor("nodeagent", cfg.NodeName)
+	if d.Certificates != nil {
+		nodeRef := &v1.ObjectReference{Kind: "Node", Name: cfg.NodeName, UID: types.UID(cfg.NodeName)}
+		d.Certificates.SetEvent(func(eventType, reason, message string) {
+			d.Recorder.Event(nodeRef, eventType, reason, message)
+		})
+	}
 
 	// Problem monitors: their configs are checked here, before anything touches the cluster.
 	if len(c.CustomPluginMonitors)+len(c.SystemLogMonitors) > 0 {
@@ -164,6 +193,11 @@ func NewDependencies(ctx context.Context, cfg *config.Completed) (*Dependencies,
 		Period: 10 * time.Second, PressureTransitionPeriod: 5 * time.Minute,
 	}); err != nil {
 		return nil, err
+	}
+	// Last, once every check has passed: the certificate manager bootstraps (a CSR) and rotates in
+	// the background; until it has a certificate, API requests wait for it.
+	if d.Certificates != nil {
+		d.Certificates.Start(ctx)
 	}
 	return d, nil
 }

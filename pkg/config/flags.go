@@ -19,6 +19,9 @@ type Options struct {
 	ConfigFile string
 	// Kubeconfig is the --kubeconfig path; empty means the in-cluster config.
 	Kubeconfig string
+	// BootstrapKubeconfig and CertDir are --bootstrap-kubeconfig and --cert-dir (certificates.go).
+	BootstrapKubeconfig string
+	CertDir             string
 	// Config is the effective configuration: defaults < file < flags.
 	Config *NodeAgentConfiguration
 	// Flags is the parsed flag set, bound to Config: each flag's value is the effective one (a value
@@ -71,6 +74,7 @@ func BindFlags(o *Options) *pflag.FlagSet {
 	fs.StringSliceVar(&c.CustomPluginMonitors, "config.custom-plugin-monitor", c.CustomPluginMonitors, "Comma-separated node-problem-detector custom plugin monitor configs (as NPD's flag).")
 	fs.StringSliceVar(&c.SystemLogMonitors, "config.system-log-monitor", c.SystemLogMonitors, "Comma-separated node-problem-detector system log monitor configs (as NPD's flag).")
 	fs.DurationVar(&c.K8sExporterHeartbeatPeriod.Duration, "k8s-exporter-heartbeat-period", c.K8sExporterHeartbeatPeriod.Duration, "In companion mode, how often nodeagent's conditions are patched when unchanged (as NPD's flag).")
+	bindCertificateFlags(o, fs)
 	logsapi.AddFlags(&c.Logging, fs)
 	return fs
 }

@@ -92,6 +92,10 @@ type NodeAgentConfiguration struct {
 	// unchanged (NPD's --k8s-exporter-heartbeat-period, 5m).
 	K8sExporterHeartbeatPeriod metav1.Duration `json:"k8sExporterHeartbeatPeriod,omitempty"`
 
+	// RotateCertificates renews the client certificate through CSRs as it nears expiry
+	// (KubeletConfiguration's rotateCertificates, --rotate-certificates).
+	RotateCertificates bool `json:"rotateCertificates,omitempty"`
+
 	// Logging configures k8s.io/component-base logging (format, verbosity), as in KubeletConfiguration.
 	Logging logsapi.LoggingConfiguration `json:"logging,omitempty"`
 }

@@ -44,6 +44,9 @@ type ControlPlaneOptions struct {
 	ExtraAPIServerArgs []string
 	// ExtraControllerManagerArgs are appended to kube-controller-manager's arguments.
 	ExtraControllerManagerArgs []string
+	// Bootstrap, if set, sets the cluster up for TLS bootstrap as kubeadm does (see BootstrapOptions);
+	// it implies ControllerManager.
+	Bootstrap *BootstrapOptions
 }
 
 // ControlPlane is a running etcd + kube-apiserver (+ kube-controller-manager) on 127.0.0.1.
@@ -74,6 +77,7 @@ type ControlPlane struct {
 	apiArgs    []string
 	kcmArgs    []string
 	nodeTokens map[string]string
+	bootstrap  *bootstrapState
 
 	mu        sync.Mutex
 	etcd      *process
@@ -111,7 +115,13 @@ func StartControlPlane(ctx context.Context, opts ControlPlaneOptions) (*ControlP
 		cp.Stop()
 		return nil, fmt.Errorf("start control plane: %w", err)
 	}
-	if opts.ControllerManager {
+	if opts.Bootstrap != nil {
+		if err := cp.createBootstrapObjects(ctx); err != nil {
+			cp.Stop()
+			return nil, fmt.Errorf("start control plane: %w", err)
+		}
+	}
+	if opts.ControllerManager || opts.Bootstrap != nil {
 		if _, err := cp.startComponent(&cp.kcm, "kube-controller-manager", cp.kcmArgs...); err != nil {
 			cp.Stop()
 			return nil, fmt.Errorf("start control plane: %w", err)
@@ -197,6 +207,9 @@ func (cp *ControlPlane) writeFiles() error {
 		"--controllers=nodelifecycle,nodeipam,ttl", "--allocate-node-cidrs=false",
 		"--node-monitor-period=5s", "--node-monitor-grace-period=" + cp.opts.NodeMonitorGracePeriod.String(),
 	}, cp.opts.ExtraControllerManagerArgs...)
+	if cp.opts.Bootstrap != nil {
+		return cp.writeBootstrapFiles()
+	}
 	return nil
 }
 

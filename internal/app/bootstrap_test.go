@@ -1,0 +1,88 @@
+package app
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestMainBadBootstrapInput: bad TLS bootstrap and rotation settings exit 1 with one "nodeagent: ..."
+// line naming the flag and the value, before anything is written to the cluster (the kubeconfigs
+// point nowhere reachable).
+func TestMainBadBootstrapInput(t *testing.T) {
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	t.Setenv("KUBERNETES_SERVICE_PORT", "")
+	dir := t.TempDir()
+	rootDir := filepath.Join(dir, "root")
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	tokenKubeconfig := write("token.kubeconfig", `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: abcdef.0123456789abcdef}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`)
+	noCreds := write("nocreds.kubeconfig", `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`)
+	unparsable := write("unparsable.kubeconfig", "apiVersion: v1\nkind: Config\nclusters: [{{{\n")
+	notADir := write("file", "")
+	cases := []struct {
+		desc string
+		args []string
+		want []string
+	}{
+		{desc: "missing bootstrap kubeconfig", args: []string{"--bootstrap-kubeconfig", filepath.Join(dir, "none"),
+			"--kubeconfig", filepath.Join(dir, "kc"), "--root-dir", rootDir},
+			want: []string{"--bootstrap-kubeconfig", "none", "no such file"}},
+		{desc: "unparsable bootstrap kubeconfig", args: []string{"--bootstrap-kubeconfig", unparsable,
+			"--kubeconfig", filepath.Join(dir, "kc"), "--root-dir", rootDir},
+			want: []string{"--bootstrap-kubeconfig", "unparsable.kubeconfig"}},
+		{desc: "bootstrap kubeconfig without credentials", args: []string{"--bootstrap-kubeconfig", noCreds,
+			"--kubeconfig", filepath.Join(dir, "kc"), "--root-dir", rootDir},
+			want: []string{"--bootstrap-kubeconfig", "nocreds.kubeconfig", "no credentials"}},
+		{desc: "cert dir not writable", args: []string{"--bootstrap-kubeconfig", tokenKubeconfig,
+			"--kubeconfig", filepath.Join(dir, "kc"), "--root-dir", rootDir, "--cert-dir", filepath.Join(notADir, "pki")},
+			want: []string{"--cert-dir", "file/pki"}},
+		{desc: "rotation without a certificate or bootstrap credentials", args: []string{"--rotate-certificates=true",
+			"--kubeconfig", tokenKubeconfig, "--root-dir", rootDir},
+			want: []string{"--rotate-certificates=true", "--kubeconfig", "token.kubeconfig", "no valid client certificate"}},
+		{desc: "rotation without any kubeconfig", args: []string{"--rotate-certificates=true", "--root-dir", rootDir},
+			want: []string{"--rotate-certificates=true", "no --kubeconfig or --bootstrap-kubeconfig"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.desc, func(t *testing.T) {
+			code, out := runMain(t, tc.args)
+			if code != 1 {
+				t.Errorf("Main(%q) = %d, want 1; stderr:\n%s", tc.args, code, out)
+			}
+			line := nodeagentLine(out)
+			if line == "" {
+				t.Fatalf("no \"nodeagent: \" line on stderr:\n%s", out)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(line, w) {
+					t.Errorf("error line lacks %q: %s", w, line)
+				}
+			}
+			if strings.Count(strings.TrimSpace(line), "\n") > 0 {
+				t.Errorf("more than one line: %q", line)
+			}
+		})
+	}
+	// Nothing was written where --kubeconfig points.
+	if _, err := os.Stat(filepath.Join(dir, "kc")); err == nil {
+		t.Error("a kubeconfig was written for bad input")
+	}
+}
