@@ -124,6 +124,8 @@ func run(ctx context.Context, o options) error {
 	say("starting etcd, kube-apiserver, kube-controller-manager")
 	cp, err := framework.StartControlPlane(ctx, framework.ControlPlaneOptions{
 		Dir: filepath.Join(dir, "controlplane"), KubeconfigDir: dir, NodeNames: names, ControllerManager: true,
+		// As kubeadm sets a cluster up: a bootstrap token, and the KCM signing and approving node CSRs.
+		Bootstrap: &framework.BootstrapOptions{},
 	})
 	if err != nil {
 		return err
@@ -183,9 +185,13 @@ func runControlPlaneOnly(ctx context.Context, o options, cp *framework.ControlPl
 func runAgent(ctx context.Context, o options, cp *framework.ControlPlane, ctrd *framework.Containerd, dir, kubectl string) error {
 	name := o.nodeName
 	say("starting nodeagent as node %q", name)
+	// The agent joins as a node does: only a bootstrap kubeconfig; it gets its own client certificate
+	// through a CSR, writes --kubeconfig, and rotates the certificate.
+	agentDir := filepath.Join(dir, "agent")
 	agent, err := framework.StartAgent(ctx, framework.AgentOptions{
-		Dir: filepath.Join(dir, "agent"), NodeName: name, Kubeconfig: cp.KubeconfigFor(name),
-		RuntimeEndpoint: ctrd.Endpoint, Args: o.agentArgs,
+		Dir: agentDir, NodeName: name, Kubeconfig: filepath.Join(agentDir, "kubeconfig"),
+		RuntimeEndpoint: ctrd.Endpoint,
+		Args: append([]string{"--bootstrap-kubeconfig=" + cp.BootstrapKubeconfig(), "--rotate-certificates=true"}, o.agentArgs...),
 	})
 	if err != nil {
 		return err
@@ -211,6 +217,11 @@ func runAgent(ctx context.Context, o options, cp *framework.ControlPlane, ctrd *
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "--- last lines of %s:\n%s\n", agent.LogPath, framework.TailLines(agent.Logs(), 30))
 		return fmt.Errorf("node %q not Ready: %w", name, err)
+	}
+	if csrs, err := cp.NodeCSRs(ctx, name); err == nil {
+		for _, c := range csrs {
+			fmt.Printf("  joined with CSR     %s\n", framework.DescribeCSR(c))
+		}
 	}
 	fmt.Printf("\n$ %s get nodes -o wide\n", kubectl)
 	out, err := cp.Kubectl(ctx, "get", "nodes", "-o", "wide")

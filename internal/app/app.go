@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/nodeagent/nodeagent/pkg/certificate"
 	"github.com/nodeagent/nodeagent/pkg/config"
 	"github.com/nodeagent/nodeagent/pkg/eviction"
 	"github.com/nodeagent/nodeagent/pkg/host"
@@ -53,6 +55,9 @@ func New(cfg *config.Completed, deps *Dependencies) (*Agent, error) {
 		}
 		healthy, ready = a.node.Healthy, a.node.Registered
 	}
+	if deps.Certificates != nil {
+		healthy, ready = withCertificate(healthy, ready, deps.Certificates.Healthy)
+	}
 	if *c.HealthzPort > 0 {
 		a.server, err = server.New(server.Config{
 			BindAddress: c.HealthzBindAddress, Port: int(*c.HealthzPort), Metrics: deps.Metrics.Handler(),
@@ -89,6 +94,21 @@ func nodeConfig(cfg *config.Completed, deps *Dependencies) node.Config {
 	return nc
 }
 
+// withCertificate adds the client certificate to the health checks: /healthz (syncloop) fails on a
+// certificate that is expiring unrenewed or a CSR left unapproved, and, once the loops are late, says
+// that there is no certificate yet (a join waiting for its CSR); /readyz waits for a certificate.
+func withCertificate(healthy, ready, cert func() error) (func() error, func() error) {
+	return func() error {
+			loops, c := healthy(), cert()
+			if errors.Is(c, certificate.ErrNoCertificateYet) && loops == nil {
+				c = nil // joining: not unhealthy yet
+			}
+			return errors.Join(loops, c)
+		}, func() error {
+			return errors.Join(cert(), ready())
+		}
+}
+
 // machineHost is the real machine as a node.Host: cadvisor and the eviction manager's pressure.
 type machineHost struct {
 	*host.Machine
@@ -98,6 +118,17 @@ type machineHost struct {
 // report is /debug/nodestatus's answer.
 func (a *Agent) report() node.Report {
 	r := node.Report{Version: version.Get().GitVersion, StartedAt: processStart, Notes: a.notes(), Extra: map[string]any{}}
+	if a.deps.Certificates != nil {
+		cert := map[string]string{"path": a.deps.Certificates.CurrentPath()}
+		if c := a.deps.Certificates.Current(); c != nil && c.Leaf != nil {
+			cert["notAfter"] = c.Leaf.NotAfter.Format(time.RFC3339)
+		}
+		if err := a.deps.Certificates.Healthy(); err != nil {
+			cert["problem"] = err.Error()
+			r.Notes = append(r.Notes, "client certificate: "+err.Error())
+		}
+		r.Extra["clientCertificate"] = cert
+	}
 	if a.node != nil {
 		r.Nodes = []node.Status{a.node.Status()}
 	}

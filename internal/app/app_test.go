@@ -118,6 +118,8 @@ current-context: c
 		{desc: "no kubeconfig and not in a cluster", args: []string{"--root-dir", rootDir},
 			want: []string{"--kubeconfig not set and no in-cluster config"}},
 		{desc: "bad logging format", args: []string{"--logging-format=xml"}, want: []string{"xml"}},
+		{desc: "a boolean flag without a value, then another flag", args: []string{"--companion", "--kubeconfig", filepath.Join(dir, "none")},
+			want: []string{"--kubeconfig", "none", "no such file"}},
 		{desc: "reservation larger than the machine", args: []string{"--kubeconfig", kubeconfig, "--root-dir", rootDir,
 			"--system-reserved=memory=1000Ti"}, want: []string{`resource "memory"`, "expected capacity >= reservation", "--system-reserved"}},
 		{desc: "a label the kubelet may not set", args: []string{"--node-labels=node-role.kubernetes.io/master="},

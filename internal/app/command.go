@@ -67,6 +67,9 @@ keeps its conditions, capacity and node info true from the container runtime (CR
 			return a.Run(cmd.Context())
 		},
 	}
+	// The flags are parsed by RunE (DisableFlagParsing), but cobra's subcommand lookup must still know
+	// which of them take a value: without this, "--companion --kubeconfig /x" reads "/x" as a command.
+	cmd.Flags().AddFlagSet(config.BindFlags(&config.Options{Config: config.NewDefault()}))
 	cmd.AddCommand(newStatusCommand())
 	cmd.AddCommand(&cobra.Command{
 		Use:   "version",

@@ -13,6 +13,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 
@@ -28,8 +29,9 @@ const (
 	saClusterRole = "nodeagent"
 )
 
-// TestCase08RBACRevoked is case 8: nodeagent runs as the DaemonSet's ServiceAccount, authorized by
-// RBAC alone (deploy/kubernetes/{namespace,serviceaccount,rbac}.yaml applied as they are, with kubectl; the
+// TestCase08RBACRevoked is case 8: nodeagent runs standalone as the DaemonSet's ServiceAccount, authorized by
+// RBAC alone (deploy/kubernetes/{namespace,serviceaccount,rbac}.yaml applied as they are, with kubectl, plus
+// the Node-create and Lease rights standalone mode needs beyond companion mode's; the
 // Node authorizer only covers system:node: users, and the admission policy, which would refuse the token
 // bound to no pod used here, is not applied: test/integration covers it). An admin edits the ClusterRole to take away patch on
 // nodes/status: nodeagent logs the Forbidden error, which names the verb and the resource, keeps
@@ -50,6 +52,10 @@ func TestCase08RBACRevoked(t *testing.T) {
 	if _, err := suite.cp.Kubectl(ctx, args...); err != nil {
 		t.Fatal(err)
 	}
+	// The shipped RBAC is companion mode's (no Node create, no Lease). This case runs the agent
+	// standalone, so it grants the two extra rights deploy/README.md names for that, in roles of its
+	// own: the rule revoked below is still the shipped ClusterRole's nodes/status patch.
+	grantStandaloneExtras(ctx, t)
 	kubeconfig, err := suite.cp.ServiceAccountKubeconfig(ctx, saNamespace, saName)
 	if err != nil {
 		t.Fatal(err)
@@ -182,4 +188,41 @@ func joinLines(lines []logLine, n int) string {
 		b.WriteString(l.Text + "\n")
 	}
 	return b.String()
+}
+
+// grantStandaloneExtras gives the DaemonSet's ServiceAccount what standalone mode needs beyond the
+// shipped companion RBAC: create on nodes, and get/create/update on Leases in kube-node-lease.
+func grantStandaloneExtras(ctx context.Context, t *testing.T) {
+	t.Helper()
+	rbac := suite.cp.AdminClient.RbacV1()
+	subject := []rbacv1.Subject{{Kind: "ServiceAccount", Name: saName, Namespace: saNamespace}}
+	const name = "nodeagent-standalone-extras"
+	steps := []func() error{
+		func() error {
+			_, err := rbac.ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name},
+				Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"create"}}}}, metav1.CreateOptions{})
+			return err
+		},
+		func() error {
+			_, err := rbac.ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name}, Subjects: subject,
+				RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: name}}, metav1.CreateOptions{})
+			return err
+		},
+		func() error {
+			_, err := rbac.Roles(corev1.NamespaceNodeLease).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name},
+				Rules: []rbacv1.PolicyRule{{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"},
+					Verbs: []string{"get", "create", "update"}}}}, metav1.CreateOptions{})
+			return err
+		},
+		func() error {
+			_, err := rbac.RoleBindings(corev1.NamespaceNodeLease).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+				Subjects: subject, RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: name}}, metav1.CreateOptions{})
+			return err
+		},
+	}
+	for _, step := range steps {
+		if err := step(); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
 }
