@@ -68,6 +68,7 @@ keeps its conditions, capacity and node info true from the container runtime (CR
 		},
 	}
 	cmd.AddCommand(newStatusCommand())
+	cmd.AddCommand(newSimulateCommand())
 	cmd.AddCommand(&cobra.Command{
 		Use:   "version",
 		Short: "Print the nodeagent version",
