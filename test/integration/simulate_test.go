@@ -151,30 +151,50 @@ func cpuSeconds(pid int) (float64, error) {
 	return (utime + stime) / 100, nil // USER_HZ is 100 on Linux
 }
 
-// heapAfterGC reads the Go heap in use after a forced GC and the number of goroutines from the
-// process's /debug/pprof (--enable-profiling-handler).
-func heapAfterGC(ctx context.Context, base string) (heapAlloc, goroutines int64, err error) {
+// memStats is what the process's heap profile says after a forced GC (runtime.MemStats), and its
+// goroutine count.
+type memStats struct {
+	heapAlloc, stackInuse, goroutines int64
+}
+
+// readMemStats reads the Go heap in use and the goroutine stacks after a forced GC and the number of
+// goroutines from the process's /debug/pprof (--enable-profiling-handler).
+func readMemStats(ctx context.Context, base string) (memStats, error) {
+	var m memStats
 	code, body, err := httpGet(ctx, base+"/debug/pprof/heap?gc=1&debug=1")
 	if err != nil || code != http.StatusOK {
-		return 0, 0, fmt.Errorf("heap profile: %d %w", code, err)
+		return m, fmt.Errorf("heap profile: %d %w", code, err)
 	}
 	s := bufio.NewScanner(strings.NewReader(body))
 	s.Buffer(make([]byte, 0, 1<<16), 1<<24)
 	for s.Scan() {
-		if v, ok := strings.CutPrefix(s.Text(), "# HeapAlloc = "); ok {
-			heapAlloc, err = strconv.ParseInt(v, 10, 64)
+		// "# HeapAlloc = N", "# Stack = StackInuse / StackSys"
+		for prefix, v := range map[string]*int64{"# HeapAlloc = ": &m.heapAlloc, "# Stack = ": &m.stackInuse} {
+			if text, ok := strings.CutPrefix(s.Text(), prefix); ok {
+				text, _, _ = strings.Cut(text, " ")
+				if *v, err = strconv.ParseInt(text, 10, 64); err != nil {
+					return m, fmt.Errorf("heap profile: %q: %w", s.Text(), err)
+				}
+			}
 		}
 	}
-	if heapAlloc == 0 {
-		return 0, 0, fmt.Errorf("no HeapAlloc in the heap profile (%v)", err)
+	if m.heapAlloc == 0 || m.stackInuse == 0 {
+		return m, fmt.Errorf("no HeapAlloc or StackInuse in the heap profile")
 	}
 	code, body, err = httpGet(ctx, base+"/debug/pprof/goroutine?debug=1")
 	if err != nil || code != http.StatusOK {
-		return 0, 0, fmt.Errorf("goroutine profile: %d %w", code, err)
+		return m, fmt.Errorf("goroutine profile: %d %w", code, err)
 	}
 	first, _, _ := strings.Cut(body, "\n")
-	goroutines, err = strconv.ParseInt(strings.TrimPrefix(first, "goroutine profile: total "), 10, 64)
-	return heapAlloc, goroutines, err
+	m.goroutines, err = strconv.ParseInt(strings.TrimPrefix(first, "goroutine profile: total "), 10, 64)
+	return m, err
+}
+
+// perNode formats the stats, also divided by the number of nodes.
+func (m memStats) perNode(nodes int) string {
+	return fmt.Sprintf("heap %.1f MiB after GC (%.1f KiB per node, fixed costs included), goroutine stacks %.1f MiB (%.1f KiB per node), %d goroutines (%.2f per node)",
+		float64(m.heapAlloc)/(1<<20), float64(m.heapAlloc)/float64(nodes)/1024, float64(m.stackInuse)/(1<<20),
+		float64(m.stackInuse)/float64(nodes)/1024, m.goroutines, float64(m.goroutines)/float64(nodes))
 }
 
 // conditionChange is one change of a kubelet condition of a simulated Node, seen by the watch.
@@ -492,13 +512,12 @@ func TestSimulate(t *testing.T) {
 	})
 
 	t.Run("cost", func(t *testing.T) {
-		heap, goroutines, err := heapAfterGC(ctx, sim.base)
+		m, err := readMemStats(ctx, sim.base)
 		if err != nil {
 			t.Fatal(err)
 		}
 		st, _ := framework.ReadProcStats(sim.pid)
-		t.Logf("after %v: heap %.1f MiB after GC (%.1f KiB per node, fixed costs included), %d goroutines (%.1f per node), %s",
-			window.Round(time.Second), float64(heap)/(1<<20), float64(heap)/nodes/1024, goroutines, float64(goroutines)/nodes, st)
+		t.Logf("after %v: %s; %s", window.Round(time.Second), m.perNode(nodes), st)
 		if err := errors.Join(cpuErr, cpuErr1); err != nil {
 			t.Fatal(err)
 		}
