@@ -21,8 +21,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/nodeagent/nodeagent/test/framework"
 )
@@ -562,5 +565,166 @@ func checkSimulatedNode(t *testing.T, n *corev1.Node) {
 	}
 	if len(n.Status.Addresses) != 2 || n.Status.Addresses[0].Type != corev1.NodeInternalIP || !strings.HasPrefix(n.Status.Addresses[0].Address, "100.64.") {
 		t.Errorf("addresses %+v: want an InternalIP from 100.64.0.0/10 and the hostname", n.Status.Addresses)
+	}
+}
+
+// simulationRBAC returns the objects of the RBAC block of docs/simulation.md.
+func simulationRBAC(t *testing.T) []runtime.Object {
+	t.Helper()
+	root, err := framework.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "simulation.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(doc), "<!-- BEGIN simulation-rbac -->")
+	block, _, ok2 := strings.Cut(block, "<!-- END simulation-rbac -->")
+	if !ok || !ok2 {
+		t.Fatal("docs/simulation.md has no simulation-rbac block")
+	}
+	block = strings.TrimSpace(block)
+	block = strings.TrimSuffix(strings.TrimPrefix(block, "```yaml"), "```")
+	r := utilyaml.NewYAMLReader(bufio.NewReader(strings.NewReader(block)))
+	var objs []runtime.Object
+	for {
+		d, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(d, nil, nil)
+		if err != nil {
+			t.Fatalf("docs/simulation.md RBAC: %v", err)
+		}
+		objs = append(objs, obj)
+	}
+	return objs
+}
+
+// runSimulateToExit runs `nodeagent simulate` with args, expecting it to exit within 30 s, and returns
+// its exit code and output.
+func runSimulateToExit(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	bin, err := framework.BuildAgent()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bin, append([]string{"simulate", "--healthz-port=0"}, args...)...).CombinedOutput()
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		return exit.ExitCode(), string(out)
+	}
+	if err != nil {
+		t.Fatalf("nodeagent simulate: %v\n%s", err, out)
+	}
+	return 0, string(out)
+}
+
+// TestSimulateRBAC: with a node identity or a ServiceAccount without RBAC, `nodeagent simulate` exits 1
+// naming what is missing and creates no Node; with exactly the RBAC of docs/simulation.md it registers its
+// Nodes, patches their status, renews their Leases and records events, and no request is refused.
+func TestSimulateRBAC(t *testing.T) {
+	t.Parallel()
+	env := shared(t)
+	ctx := t.Context()
+	admin := env.cp.AdminClient
+	const prefix = "simrbac-"
+	noNodes := func(when string) {
+		t.Helper()
+		list, err := admin.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "nodeagent.io/simulated=true"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range list.Items {
+			if strings.HasPrefix(n.Name, prefix) {
+				t.Fatalf("%s: node %s was created", when, n.Name)
+			}
+		}
+	}
+
+	// A node identity: refused (NodeRestriction would refuse every other name).
+	code, out := runSimulateToExit(t, "--kubeconfig="+env.cp.KubeconfigFor(nodeBadConfig), "--nodes=3", "--node-name-prefix="+prefix)
+	if want := "system:node:" + nodeBadConfig + " is a node identity (group system:nodes)"; code != 1 || !strings.Contains(out, want) {
+		t.Errorf("as a node: exit %d, output:\n%s\nwant exit 1 saying %q", code, out, want)
+	}
+	// A ServiceAccount without any RBAC: refused, naming what it may not do.
+	bare, err := env.cp.ServiceAccountKubeconfig(ctx, "nodeagent-simulation-bare", "nobody")
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out = runSimulateToExit(t, "--kubeconfig="+bare, "--nodes=3", "--node-name-prefix="+prefix)
+	want := `user "system:serviceaccount:nodeagent-simulation-bare:nobody" may not create nodes, get nodes, list nodes, watch nodes, patch nodes/status, ` +
+		`create leases.coordination.k8s.io in kube-node-lease, get leases.coordination.k8s.io in kube-node-lease, update leases.coordination.k8s.io in kube-node-lease; ` +
+		`the simulation needs the RBAC in docs/simulation.md`
+	if code != 1 || !strings.Contains(out, want) {
+		t.Errorf("without RBAC: exit %d, output:\n%s\nwant exit 1 saying %q", code, out, want)
+	}
+	noNodes("after the refusals")
+
+	// Exactly the documented RBAC.
+	var saNamespace, saName string
+	for _, obj := range simulationRBAC(t) {
+		if err := createObject(t, admin, obj); err != nil {
+			t.Fatalf("apply %T: %v", obj, err)
+		}
+		if sa, ok := obj.(*corev1.ServiceAccount); ok {
+			saNamespace, saName = sa.Namespace, sa.Name
+		}
+	}
+	kubeconfig, err := env.cp.ServiceAccountKubeconfig(ctx, saNamespace, saName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	user := "system:serviceaccount:" + saNamespace + ":" + saName
+	sim := startSimulator(t, "--kubeconfig="+kubeconfig, "--nodes=3", "--node-name-prefix="+prefix)
+	for i := range 3 {
+		waitReady(t, admin, fmt.Sprintf("%s%04d", prefix, i))
+	}
+	// A status change (nodes/status patch, events), then a Lease renewal (update).
+	sim.mustPost(t, prefix+"0001", `{"networkReady":false}`)
+	waitNode(t, admin, prefix+"0001", 20*time.Second, "Ready=False", func(n *corev1.Node) bool { return !isReady(n) })
+	sim.mustPost(t, prefix+"0001", `{"networkReady":true}`)
+	waitReady(t, admin, prefix+"0001")
+	waitLeaseRenewals(t, admin, prefix+"0000", 1, 30*time.Second)
+	waitEventsWith(t, admin, prefix+"0001", "NodeNotReady")
+
+	events, err := framework.ReadAuditEvents(env.cp.AuditLogPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, ev := range events {
+		// A watch still open is logged at ResponseStarted only.
+		if ev.User.Username != user || (ev.Stage != "ResponseComplete" && ev.Stage != "ResponseStarted") || ev.ObjectRef == nil {
+			continue
+		}
+		res := ev.ObjectRef.Resource
+		if ev.ObjectRef.Subresource != "" {
+			res += "/" + ev.ObjectRef.Subresource
+		}
+		code := 0
+		if ev.ResponseStatus != nil {
+			code = ev.ResponseStatus.Code
+		}
+		if code == http.StatusForbidden && ev.Stage == "ResponseComplete" {
+			t.Errorf("Forbidden: %s %s (%s)", ev.Verb, res, ev.RequestURI)
+		}
+		if code < 300 {
+			seen[ev.Verb+" "+res] = true
+		}
+	}
+	for _, want := range []string{"create nodes", "patch nodes/status", "create leases", "update leases", "create events", "watch nodes"} {
+		if !seen[want] {
+			t.Errorf("audit log has no successful %q by %s; seen %v", want, user, seen)
+		}
+	}
+	if b, _ := os.ReadFile(sim.logPath); strings.Contains(strings.ToLower(string(b)), "forbidden") {
+		t.Errorf("simulator log mentions forbidden:\n%s", grepLines(string(b), "orbidden"))
 	}
 }
