@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/connrotation"
 	logsapi "k8s.io/component-base/logs/api/v1"
+	k8smetrics "k8s.io/component-base/metrics"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -274,6 +275,11 @@ const closeAllConnsMinInterval = 10 * time.Second
 func newSimulateDeps(ctx context.Context, c *simulationConfig, restConfig *rest.Config) (*simulateDeps, error) {
 	cfg := c.agent.Config
 	d := &simulateDeps{clock: clock.RealClock{}, metrics: metrics.New(processStart)}
+	// The gauges that describe one Node would read 0 or flap between Nodes: not exported.
+	for _, c := range []k8smetrics.Registerable{d.metrics.NodeReady, d.metrics.NodeCondition, d.metrics.RuntimeCondition,
+		d.metrics.StartupDuration, d.metrics.LastStatusSync, d.metrics.NodeName} {
+		d.metrics.Registry.Unregister(c)
+	}
 	dialer := connrotation.NewDialer((&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext)
 	d.closeAllConns = throttle(d.clock, closeAllConnsMinInterval, dialer.CloseAll)
 	restConfig.ContentType = "application/vnd.kubernetes.protobuf"
@@ -446,7 +452,7 @@ func simulationDebugHandler(sim *simulation.Simulator) http.Handler {
 
 // simulationObserver feeds the process's metrics from every simulated Node: the counters and
 // histograms add up; the gauges that describe one Node (node_ready, node_condition, runtime_condition,
-// the last sync time, startup_to_ready) are left out, as they would flap between Nodes.
+// the last sync time, startup_to_ready, node_name) are not set, and not exported (newSimulateDeps).
 type simulationObserver struct{ m *metrics.Metrics }
 
 var _ node.Observer = simulationObserver{}

@@ -328,14 +328,22 @@ func (s *Simulator) Set(ctx context.Context, name string, c Change) (NodeState, 
 	var wait chan struct{}
 	switch {
 	case c.Stopped == nil:
-	case *c.Stopped && n.phase == PhaseRunning:
-		n.cancel()
-		wait = n.done
-		n.phase = PhaseStopped
 	case *c.Stopped:
-		n.phase = PhaseStopped // pending: the paced start skips it
+		if n.phase == PhaseRunning {
+			n.cancel()
+		}
+		n.phase = PhaseStopped // if pending, the paced start skips it
+		wait = n.done          // nil if it never ran; closed if it has stopped already
 	case n.phase == PhaseStopped:
+		prev := n.done // a stop may still be ending: never two controllers for one Node
 		n.mu.Unlock()
+		if prev != nil {
+			select {
+			case <-prev:
+			case <-ctx.Done():
+				return s.State(name), ctx.Err()
+			}
+		}
 		r := restart{n: n, done: make(chan struct{})}
 		select {
 		case s.restarts <- r:

@@ -222,7 +222,7 @@ type conditionRecorder struct {
 	err     error
 }
 
-func recordConditions(ctx context.Context, client kubernetes.Interface, list *corev1.NodeList) *conditionRecorder {
+func recordConditions(ctx context.Context, client kubernetes.Interface, selector string, list *corev1.NodeList) *conditionRecorder {
 	r := &conditionRecorder{last: map[string]map[corev1.NodeConditionType]conditionChange{}}
 	for i := range list.Items {
 		r.observe(&list.Items[i], false)
@@ -230,7 +230,7 @@ func recordConditions(ctx context.Context, client kubernetes.Interface, list *co
 	rv := list.ResourceVersion
 	go func() {
 		for ctx.Err() == nil {
-			w, err := client.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{LabelSelector: "nodeagent.io/simulated=true", ResourceVersion: rv})
+			w, err := client.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{LabelSelector: selector, ResourceVersion: rv})
 			if err != nil {
 				if ctx.Err() == nil {
 					r.setErr(fmt.Errorf("watch nodes: %w", err))
@@ -328,9 +328,10 @@ func TestSimulate(t *testing.T) {
 	}
 
 	start := time.Now()
+	// Its own label, as other tests' simulated Nodes share the control plane.
 	sim := startSimulator(t, "--kubeconfig="+env.cp.AdminKubeconfig, "--nodes="+strconv.Itoa(nodes), "--node-name-prefix="+prefix,
-		"--node-template="+tmpl, "--enable-profiling-handler")
-	selector := metav1.ListOptions{LabelSelector: "nodeagent.io/simulated=true"}
+		"--node-template="+tmpl, "--enable-profiling-handler", "--node-labels=test.nodeagent.io/run=simulate")
+	selector := metav1.ListOptions{LabelSelector: "nodeagent.io/simulated=true,test.nodeagent.io/run=simulate"}
 	var list *corev1.NodeList
 	err := framework.WaitFor(ctx, 500*time.Millisecond, func() (bool, error) {
 		select {
@@ -361,7 +362,7 @@ func TestSimulate(t *testing.T) {
 	if code, body, err := httpGet(ctx, sim.base+"/readyz"); err != nil || code != http.StatusOK {
 		t.Errorf("/readyz with every node registered: %d %s %v", code, body, err)
 	}
-	rec := recordConditions(ctx, client, list)
+	rec := recordConditions(ctx, client, selector.LabelSelector, list)
 	cpu0, cpuErr := cpuSeconds(sim.pid)
 
 	t.Run("template", func(t *testing.T) {
@@ -512,6 +513,32 @@ func TestSimulate(t *testing.T) {
 			}
 		}
 		t.Logf("over %v: %d condition changes on %s, %d on %s, none elsewhere", window.Round(time.Second), targetChanges, target, stoppedChanges, stopped)
+	})
+
+	t.Run("metrics", func(t *testing.T) {
+		ms, err := scrape(ctx, sim.base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if created, _ := ms.get("nodeagent_node_registration_attempts_total", map[string]string{"result": "created"}); created != nodes {
+			t.Errorf("registrations created: %v, want %d", created, nodes)
+		}
+		if existing, _ := ms.get("nodeagent_node_registration_attempts_total", map[string]string{"result": "existing"}); existing != 1 {
+			t.Errorf("registrations of an existing node: %v, want 1 (the restart)", existing)
+		}
+		// Every node renews every 10 s: at least 10 renewals each over 2.5 minutes.
+		if renewals := ms.sum("nodeagent_lease_renew_duration_seconds_count"); renewals < 10*nodes {
+			t.Errorf("%v lease renewals, want at least %d", renewals, 10*nodes)
+		}
+		if errs := ms.sum("nodeagent_lease_renew_errors_total"); errs != 0 {
+			t.Errorf("%v lease renewal errors", errs)
+		}
+		for _, name := range []string{"nodeagent_node_ready", "nodeagent_node_condition", "nodeagent_runtime_condition",
+			"nodeagent_startup_to_ready_duration_seconds", "nodeagent_node_status_last_sync_timestamp_seconds", "nodeagent_node_name"} {
+			if ms.has(name) {
+				t.Errorf("%s exported: a gauge of one node means nothing for %d", name, nodes)
+			}
+		}
 	})
 
 	t.Run("cost", func(t *testing.T) {
