@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -191,7 +192,7 @@ func runSimulate(ctx context.Context, o *simulateOptions) error {
 		Dependencies: node.Dependencies{
 			Client: deps.client, HeartbeatClient: deps.heartbeat, NodeLister: deps.informers.Core().V1().Nodes().Lister(),
 			Cache: deps.tracker, Recorder: deps.recorder, Clock: deps.clock, OnHeartbeatFailure: deps.closeAllConns,
-			Observer: simulationObserver{deps.metrics},
+			Observer: simulationObserver{m: deps.metrics, heartbeats: deps.heartbeats},
 		},
 		StartQPS: float64(*cfg.KubeAPIQPS), StartBurst: int(cfg.KubeAPIBurst),
 	})
@@ -261,6 +262,7 @@ type simulateDeps struct {
 	clock                     clock.WithTicker
 	client, heartbeat, events kubernetes.Interface
 	closeAllConns             func()
+	heartbeats                *heartbeats
 	informers                 informers.SharedInformerFactory
 	tracker                   *nodecache.Tracker
 	broadcaster               record.EventBroadcaster
@@ -281,7 +283,13 @@ func newSimulateDeps(ctx context.Context, c *simulationConfig, restConfig *rest.
 		d.metrics.Registry.Unregister(c)
 	}
 	dialer := connrotation.NewDialer((&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext)
-	d.closeAllConns = throttle(d.clock, closeAllConnsMinInterval, dialer.CloseAll)
+	// A failed heartbeat of one Node says nothing of the connection it shares with the others while
+	// theirs succeed (the API server is slow, or that Node was stopped): close the connections only when
+	// no heartbeat of any Node has succeeded for a heartbeat timeout, as one agent whose heartbeats all fail.
+	heartbeatTimeout := min(cfg.NodeStatusUpdateFrequency.Duration, time.Duration(cfg.NodeLeaseDurationSeconds)*time.Second)
+	d.heartbeats = &heartbeats{clock: d.clock}
+	d.heartbeats.succeeded()
+	d.closeAllConns = d.heartbeats.unless(heartbeatTimeout, throttle(d.clock, closeAllConnsMinInterval, dialer.CloseAll))
 	restConfig.ContentType = "application/vnd.kubernetes.protobuf"
 	restConfig.UserAgent = "nodeagent-simulate/" + version.Get().GitVersion
 	restConfig.QPS, restConfig.Burst = *cfg.KubeAPIQPS, int(cfg.KubeAPIBurst)
@@ -292,7 +300,7 @@ func newSimulateDeps(ctx context.Context, c *simulationConfig, restConfig *rest.
 	}
 	heartbeatConfig := rest.CopyConfig(restConfig)
 	heartbeatConfig.QPS = -1
-	heartbeatConfig.Timeout = min(cfg.NodeStatusUpdateFrequency.Duration, time.Duration(cfg.NodeLeaseDurationSeconds)*time.Second)
+	heartbeatConfig.Timeout = heartbeatTimeout
 	if d.heartbeat, err = kubernetes.NewForConfig(heartbeatConfig); err != nil {
 		return nil, fmt.Errorf("--kubeconfig %q: building heartbeat client: %w", c.agent.Kubeconfig, err)
 	}
@@ -315,6 +323,24 @@ func newSimulateDeps(ctx context.Context, c *simulationConfig, restConfig *rest.
 	d.broadcaster = record.NewBroadcaster(record.WithContext(ctx))
 	d.recorder = d.broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: "nodeagent"})
 	return d, nil
+}
+
+// heartbeats remembers when a heartbeat (Lease write or status sync) of any simulated Node last succeeded.
+type heartbeats struct {
+	clock clock.PassiveClock
+	last  atomic.Int64 // unix nanos
+}
+
+func (h *heartbeats) succeeded() { h.last.Store(h.clock.Now().UnixNano()) }
+
+// unless returns f called only when no heartbeat has succeeded for quiet.
+func (h *heartbeats) unless(quiet time.Duration, f func()) func() {
+	return func() {
+		if h.clock.Since(time.Unix(0, h.last.Load())) < quiet {
+			return
+		}
+		f()
+	}
 }
 
 // throttle returns f called at most once per interval; calls in between do nothing.
@@ -453,7 +479,10 @@ func simulationDebugHandler(sim *simulation.Simulator) http.Handler {
 // simulationObserver feeds the process's metrics from every simulated Node: the counters and
 // histograms add up; the gauges that describe one Node (node_ready, node_condition, runtime_condition,
 // the last sync time, startup_to_ready, node_name) are not set, and not exported (newSimulateDeps).
-type simulationObserver struct{ m *metrics.Metrics }
+type simulationObserver struct {
+	m          *metrics.Metrics
+	heartbeats *heartbeats
+}
 
 var _ node.Observer = simulationObserver{}
 
@@ -465,14 +494,20 @@ func (o simulationObserver) ObserveRuntimeStatus(err error, _, _ bool) {
 	o.m.RuntimeStatusCalls.WithLabelValues(result).Inc()
 }
 
-func (o simulationObserver) ObserveLeaseRenewal(d time.Duration) { o.m.ObserveLeaseRenewal(d) }
-func (o simulationObserver) ObserveLeaseError(reason string)     { o.m.ObserveLeaseError(reason) }
+func (o simulationObserver) ObserveLeaseRenewal(d time.Duration) {
+	o.m.ObserveLeaseRenewal(d)
+	o.heartbeats.succeeded()
+}
+func (o simulationObserver) ObserveLeaseError(reason string) { o.m.ObserveLeaseError(reason) }
 func (o simulationObserver) ObserveRegistrationAttempt(result string) {
 	o.m.ObserveRegistrationAttempt(result)
 }
 
 func (o simulationObserver) ObserveSync(_ string, r statussync.SyncResult) {
 	o.m.NodeStatusSyncs.WithLabelValues(string(r.Result)).Inc()
+	if r.Result == statussync.ResultPatched { // an unchanged status may come from the informer: no proof
+		o.heartbeats.succeeded()
+	}
 	for _, p := range r.Patches {
 		if p.Reason == "" {
 			o.m.NodeStatusPatchDuration.WithLabelValues("success").Observe(p.Duration.Seconds())
