@@ -19,6 +19,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -26,6 +27,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/nodeagent/nodeagent/test/framework"
 )
@@ -595,8 +598,15 @@ func checkSimulatedNode(t *testing.T, n *corev1.Node) {
 	}
 }
 
-// simulationRBAC returns the objects of the RBAC block of docs/simulation.md.
+// simulationRBAC returns the objects of the RBAC and FlowSchema blocks of docs/simulation.md.
 func simulationRBAC(t *testing.T) []runtime.Object {
+	t.Helper()
+	return append(docBlock(t, "simulation-rbac"), docBlock(t, "simulation-flowschema")...)
+}
+
+// docBlock returns the objects of the YAML block between <!-- BEGIN name --> and <!-- END name --> in
+// docs/simulation.md.
+func docBlock(t *testing.T, name string) []runtime.Object {
 	t.Helper()
 	root, err := framework.RepoRoot()
 	if err != nil {
@@ -606,10 +616,10 @@ func simulationRBAC(t *testing.T) []runtime.Object {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, block, ok := strings.Cut(string(doc), "<!-- BEGIN simulation-rbac -->")
-	block, _, ok2 := strings.Cut(block, "<!-- END simulation-rbac -->")
+	_, block, ok := strings.Cut(string(doc), "<!-- BEGIN "+name+" -->")
+	block, _, ok2 := strings.Cut(block, "<!-- END "+name+" -->")
 	if !ok || !ok2 {
-		t.Fatal("docs/simulation.md has no simulation-rbac block")
+		t.Fatalf("docs/simulation.md has no %s block", name)
 	}
 	block = strings.TrimSpace(block)
 	block = strings.TrimSuffix(strings.TrimPrefix(block, "```yaml"), "```")
@@ -625,7 +635,7 @@ func simulationRBAC(t *testing.T) []runtime.Object {
 		}
 		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(d, nil, nil)
 		if err != nil {
-			t.Fatalf("docs/simulation.md RBAC: %v", err)
+			t.Fatalf("docs/simulation.md %s: %v", name, err)
 		}
 		objs = append(objs, obj)
 	}
@@ -696,7 +706,14 @@ func TestSimulateRBAC(t *testing.T) {
 
 	// Exactly the documented RBAC.
 	var saNamespace, saName string
+	var flowSchema *flowcontrolv1.FlowSchema
 	for _, obj := range simulationRBAC(t) {
+		if fs, ok := obj.(*flowcontrolv1.FlowSchema); ok {
+			if flowSchema, err = admin.FlowcontrolV1().FlowSchemas().Create(ctx, fs, metav1.CreateOptions{FieldValidation: "Strict"}); err != nil {
+				t.Fatalf("apply FlowSchema: %v", err)
+			}
+			continue
+		}
 		if err := createObject(t, admin, obj); err != nil {
 			t.Fatalf("apply %T: %v", obj, err)
 		}
@@ -753,5 +770,27 @@ func TestSimulateRBAC(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(sim.logPath); strings.Contains(strings.ToLower(string(b)), "forbidden") {
 		t.Errorf("simulator log mentions forbidden:\n%s", grepLines(string(b), "orbidden"))
+	}
+
+	// API Priority and Fairness puts the account's Node and Lease requests in the documented FlowSchema
+	// (node-high), as the kubelets'.
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/api/v1/nodes/" + prefix + "0000", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/" + prefix + "0000"} {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, cfg.Host+path, nil)
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if got := resp.Header.Get("X-Kubernetes-PF-FlowSchema-UID"); resp.StatusCode != http.StatusOK || got != string(flowSchema.UID) {
+			t.Errorf("GET %s as %s: %d, FlowSchema UID %q, want %s's %s", path, user, resp.StatusCode, got, flowSchema.Name, flowSchema.UID)
+		}
 	}
 }
