@@ -71,6 +71,7 @@ keeps its conditions, capacity and node info true from the container runtime (CR
 	// which of them take a value: without this, "--companion --kubeconfig /x" reads "/x" as a command.
 	cmd.Flags().AddFlagSet(config.BindFlags(&config.Options{Config: config.NewDefault()}))
 	cmd.AddCommand(newStatusCommand())
+	cmd.AddCommand(newSimulateCommand())
 	cmd.AddCommand(&cobra.Command{
 		Use:   "version",
 		Short: "Print the nodeagent version",

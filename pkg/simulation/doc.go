@@ -1,0 +1,21 @@
+// Package simulation runs many simulated Nodes in one process, each on the very code path a single
+// nodeagent runs: one node.Controller per Node (registration, the kubelet's setter list, the status
+// syncer, the fast start-up update, the Lease renewer and the CRI runtime-health poller), composed
+// from dependencies built once for all (one client pair, one Node informer selecting LabelSimulated,
+// one cache tracker, one event recorder, one clock). Only what is behind the setters differs: a host
+// made from a Template (capacity, node info, extra conditions) and, per Node, its own CRI fakes from
+// k8s.io/cri-api/pkg/apis/testing, whose answers the control API (Handler) flips: runtime or network
+// not ready, memory, disk or PID pressure, or the Node stopped altogether (as a dead machine) and
+// started again. The package has no loop of its own besides the paced start: a test checks that it
+// does not import the packages of the loops (statussync, lease, registration) but only pkg/node.
+//
+//	sim, err := simulation.New(simulation.Config{
+//		Nodes: 1000, NamePrefix: "sim-", Template: t,
+//		Node:         node.Config{NodeStatusUpdateFrequency: 10 * time.Second, ...},
+//		Dependencies: node.Dependencies{Client: c, HeartbeatClient: hb, NodeLister: l, Cache: tr, Recorder: r},
+//	})
+//	go sim.Run(ctx)
+//	http.Handle(simulation.Path, server.LoopbackOnly(sim.Handler()))
+//
+// Pods bound to simulated Nodes are not run: nothing here watches pods.
+package simulation

@@ -1,0 +1,527 @@
+package simulation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/nodeagent/nodeagent/pkg/node"
+	"github.com/nodeagent/nodeagent/pkg/nodestatus"
+)
+
+// MaxNodes is the most Nodes one simulator runs (--nodes), and what the 4-digit names can hold.
+const MaxNodes = 10000
+
+// LabelSimulated is on every simulated Node, with the value "true": the simulator's one Node informer
+// selects on it, and it tells simulated Nodes from real ones.
+const LabelSimulated = "nodeagent.io/simulated"
+
+// SimulatedTaint keeps workloads that do not tolerate it off simulated Nodes (--simulated-taint).
+var SimulatedTaint = v1.Taint{Key: LabelSimulated, Value: "true", Effect: v1.TaintEffectNoSchedule}
+
+// Config configures a Simulator.
+type Config struct {
+	// Nodes is how many Nodes to simulate: 1 to MaxNodes.
+	Nodes int
+	// NamePrefix makes the names: NamePrefix followed by the index on 4 digits (sim-0000, sim-0001, ...).
+	NamePrefix string
+	// Template is what every Node is made of; nil means DefaultTemplate.
+	Template *Template
+	// Node is what every Node's controller shares: the frequencies, NodeStatusMaxImages, AgentVersion,
+	// and Labels, Taints and Unschedulable, which are added to the template's. The Simulator sets, per
+	// Node, NodeName, Hostname, RegisterNode, NodeIPs, MaxPods (the template's pods), Reservation (so
+	// that allocatable is the template's), Host, Runtime, RuntimeEndpoint and ExtraFuncs (the template's
+	// extra conditions and extended resources); LabelSimulated=true is always added.
+	Node node.Config
+	// Dependencies are shared by every Node's controller, built once: the API clients, the Node
+	// informer's lister (its informer must select LabelSimulated=true), the cache tracker, the event
+	// recorder, the clock, the observer.
+	Dependencies node.Dependencies
+	// StartQPS and StartBurst pace the start of the Nodes (each start registers one Node through the
+	// rate-limited Client): use the Client's QPS and burst so that registration never queues in its
+	// rate limiter. Default 50 and 100, the agent's --kube-api-qps and --kube-api-burst.
+	StartQPS   float64
+	StartBurst int
+}
+
+// Simulator runs N simulated Nodes in one process, each one node.Controller (the very loops a
+// single nodeagent runs) over a template host and its own CRI fakes. Build with New, run with Run;
+// Set, State and States control and inspect the Nodes while it runs (Handler serves them over HTTP).
+type Simulator struct {
+	cfg         Config
+	nodes       []*simNode
+	byName      map[string]*simNode
+	shared      *runtimeShared
+	labels      map[string]string
+	taints      []v1.Taint
+	reservation v1.ResourceList
+	extraFuncs  []nodestatus.Func
+
+	restarts chan restart
+	done     chan struct{} // closed when Run has returned
+}
+
+// Phase is where a simulated Node is: pending (not started yet: starts are paced), running, or stopped
+// (its controller's context was cancelled, as a dead machine: no status, no Lease).
+type Phase string
+
+// The phases of a simulated Node.
+const (
+	PhasePending Phase = "pending"
+	PhaseRunning Phase = "running"
+	PhaseStopped Phase = "stopped"
+)
+
+type simNode struct {
+	index   int
+	name    string
+	host    *host
+	runtime *simRuntime
+
+	mu                         sync.Mutex
+	phase                      Phase
+	runtimeReady, networkReady bool
+	ctrl                       *node.Controller // the running or last run controller; nil before
+	cancel                     context.CancelFunc
+	done                       chan struct{} // closed when ctrl.Run has returned
+}
+
+type restart struct {
+	n    *simNode
+	done chan struct{}
+}
+
+// ValidateNodes checks a Node count: 1 to MaxNodes.
+func ValidateNodes(n int) error {
+	if n < 1 || n > MaxNodes {
+		return fmt.Errorf("must be between 1 and %d", MaxNodes)
+	}
+	return nil
+}
+
+// ValidateNamePrefix checks that prefix followed by any 4-digit index is a valid Node name (a DNS-1123
+// subdomain) and a valid label value (the kubernetes.io/hostname label, so at most 63 characters).
+func ValidateNamePrefix(prefix string) error {
+	if prefix == "" {
+		return errors.New("must not be empty")
+	}
+	for _, name := range []string{NodeName(prefix, 0), NodeName(prefix, MaxNodes-1)} {
+		msgs := append(validation.IsDNS1123Subdomain(name), validation.IsValidLabelValue(name)...)
+		if len(msgs) > 0 {
+			return fmt.Errorf("makes invalid node names such as %q: %s", name, strings.Join(msgs, "; "))
+		}
+	}
+	return nil
+}
+
+// NodeName returns the name of the simulated Node with index i.
+func NodeName(prefix string, i int) string { return fmt.Sprintf("%s%04d", prefix, i) }
+
+// New validates cfg and builds the Simulator and every Node's host and CRI fakes. It makes no API
+// call and starts nothing. Errors name the field.
+func New(cfg Config) (*Simulator, error) {
+	if err := ValidateNodes(cfg.Nodes); err != nil {
+		return nil, fmt.Errorf("simulation: Nodes %d: %w", cfg.Nodes, err)
+	}
+	if err := ValidateNamePrefix(cfg.NamePrefix); err != nil {
+		return nil, fmt.Errorf("simulation: NamePrefix %q: %w", cfg.NamePrefix, err)
+	}
+	if cfg.Template == nil {
+		cfg.Template = DefaultTemplate()
+	}
+	if cfg.Dependencies.Clock == nil {
+		cfg.Dependencies.Clock = clock.RealClock{}
+	}
+	if cfg.StartQPS <= 0 {
+		cfg.StartQPS = 50
+	}
+	if cfg.StartBurst <= 0 {
+		cfg.StartBurst = 100
+	}
+	t := cfg.Template
+	s := &Simulator{
+		cfg: cfg, byName: make(map[string]*simNode, cfg.Nodes), shared: newRuntimeShared(t),
+		labels:      map[string]string{},
+		reservation: t.reservation(),
+		restarts:    make(chan restart),
+		done:        make(chan struct{}),
+	}
+	maps.Copy(s.labels, t.Labels)
+	maps.Copy(s.labels, cfg.Node.Labels)
+	s.labels[LabelSimulated] = "true"
+	s.taints = append(append([]v1.Taint(nil), t.Taints...), cfg.Node.Taints...)
+	s.extraFuncs = append([]nodestatus.Func(nil), cfg.Node.ExtraFuncs...)
+	if len(t.Conditions) > 0 {
+		s.extraFuncs = append(s.extraFuncs, nodestatus.Func{Name: "TemplateConditions", Setter: conditionsSetter(cfg.Dependencies.Clock.Now, t.Conditions)})
+	}
+	if ext := t.extendedResources(); len(ext) > 0 {
+		s.extraFuncs = append(s.extraFuncs, nodestatus.Func{Name: "TemplateExtendedResources", Setter: extendedResourcesSetter(ext, t.Allocatable)})
+	}
+	s.nodes = make([]*simNode, cfg.Nodes)
+	for i := range s.nodes {
+		name := NodeName(cfg.NamePrefix, i)
+		n := &simNode{index: i, name: name, host: newHost(t, name), runtime: newSimRuntime(s.shared),
+			phase: PhasePending, runtimeReady: true, networkReady: true}
+		s.nodes[i], s.byName[name] = n, n
+	}
+	// Check once that a Node's controller can be composed, so that a bad Config fails here, not in Run.
+	if _, err := node.New(s.nodeConfig(s.nodes[0]), cfg.Dependencies); err != nil {
+		return nil, fmt.Errorf("simulation: %w", err)
+	}
+	return s, nil
+}
+
+// Names returns the names of the simulated Nodes, in index order.
+func (s *Simulator) Names() []string {
+	out := make([]string, len(s.nodes))
+	for i, n := range s.nodes {
+		out[i] = n.name
+	}
+	return out
+}
+
+// nodeConfig is one Node's controller configuration.
+func (s *Simulator) nodeConfig(n *simNode) node.Config {
+	c := s.cfg.Node
+	t := s.cfg.Template
+	c.NodeName, c.Hostname, c.RegisterNode = n.name, n.name, true
+	c.Labels, c.Taints, c.Unschedulable = s.labels, s.taints, c.Unschedulable || t.Unschedulable
+	c.NodeIPs = []net.IP{nodeIP(n.index)}
+	c.ExternalCloudProvider, c.ProviderID = false, ""
+	c.MaxPods = int(t.Capacity.Pods().Value())
+	c.Reservation = func(v1.ResourceList) v1.ResourceList { return s.reservation }
+	c.RuntimeEndpoint = "simulated://" + t.RuntimeName
+	if t.KubeletVersion != "" {
+		c.AgentVersion = t.KubeletVersion
+	}
+	c.ExtraFuncs = s.extraFuncs
+	c.Host, c.Runtime = n.host, n.runtime
+	return c
+}
+
+// Run starts the Nodes, paced by StartQPS and StartBurst in index order, restarts those the control
+// API asks to, and when ctx ends stops them all and returns once every controller has returned. It
+// returns nil; it must be called once.
+func (s *Simulator) Run(ctx context.Context) error {
+	defer close(s.done)
+	logger := klog.FromContext(ctx)
+	logger.Info("Starting simulated nodes", "nodes", len(s.nodes), "first", s.nodes[0].name, "last", s.nodes[len(s.nodes)-1].name,
+		"startQPS", s.cfg.StartQPS, "startBurst", s.cfg.StartBurst)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+
+	pending := make(chan *simNode)
+	go func() {
+		limiter := rate.NewLimiter(rate.Limit(s.cfg.StartQPS), s.cfg.StartBurst)
+		for _, n := range s.nodes {
+			if err := limiter.Wait(ctx); err != nil {
+				return
+			}
+			select {
+			case pending <- n:
+			case <-ctx.Done():
+				return
+			}
+		}
+		logger.Info("All simulated nodes started", "nodes", len(s.nodes))
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			logger.Info("Stopping simulated nodes")
+			return nil
+		case n := <-pending:
+			s.start(ctx, &wg, n, false)
+		case r := <-s.restarts:
+			s.start(ctx, &wg, r.n, true)
+			close(r.done)
+		}
+	}
+}
+
+// start runs a new controller for n, unless it is running, or (on the paced first start) was
+// stopped while pending.
+func (s *Simulator) start(ctx context.Context, wg *sync.WaitGroup, n *simNode, restart bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.phase == PhaseRunning || (n.phase == PhaseStopped && !restart) {
+		return
+	}
+	ctrl, err := node.New(s.nodeConfig(n), s.cfg.Dependencies)
+	if err != nil { // New checked the same configuration for node 0
+		klog.FromContext(ctx).Error(err, "Cannot start simulated node", "node", n.name)
+		return
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	n.ctrl, n.cancel, n.done, n.phase = ctrl, cancel, done, PhaseRunning
+	wg.Go(func() {
+		defer close(done)
+		defer cancel()
+		ctrl.Run(cctx)
+	})
+}
+
+// ErrUnknownNode is returned for a name that is not a simulated Node of this Simulator.
+var ErrUnknownNode = errors.New("no such simulated node")
+
+// Change is what the control API changes on one simulated Node; nil fields are left as they are.
+type Change struct {
+	// RuntimeReady and NetworkReady are the RuntimeReady and NetworkReady conditions the Node's CRI
+	// fake answers to Status from now on (the poller sees them within its 5 s period).
+	RuntimeReady *bool `json:"runtimeReady,omitempty"`
+	NetworkReady *bool `json:"networkReady,omitempty"`
+	// MemoryPressure, DiskPressure and PIDPressure are what the Node's host answers the pressure setters;
+	// a change triggers a status sync.
+	MemoryPressure *bool `json:"memoryPressure,omitempty"`
+	DiskPressure   *bool `json:"diskPressure,omitempty"`
+	PIDPressure    *bool `json:"pidPressure,omitempty"`
+	// Stopped true cancels the Node's controller (no status, no Lease: the node lifecycle controller
+	// marks it Unknown after its grace period) and returns once its loops have ended; false starts a
+	// new controller for it, as a restarted agent.
+	Stopped *bool `json:"stopped,omitempty"`
+}
+
+// Empty reports whether c changes nothing.
+func (c Change) Empty() bool { return c == Change{} }
+
+// Set applies c to the Node name and returns its state after. It returns ErrUnknownNode (wrapped) for
+// a name that is not simulated here, and ctx's error, or an error saying the simulator is not running,
+// when a stop or start could not complete.
+func (s *Simulator) Set(ctx context.Context, name string, c Change) (NodeState, error) {
+	n, ok := s.byName[name]
+	if !ok {
+		return NodeState{}, fmt.Errorf("%w: %q", ErrUnknownNode, name)
+	}
+	n.mu.Lock()
+	if c.RuntimeReady != nil {
+		n.runtimeReady = *c.RuntimeReady
+	}
+	if c.NetworkReady != nil {
+		n.networkReady = *c.NetworkReady
+	}
+	n.runtime.setReady(n.runtimeReady, n.networkReady)
+	pressure := false
+	for _, p := range []struct {
+		v    *bool
+		flag interface{ Swap(bool) bool }
+	}{{c.MemoryPressure, &n.host.memoryPressure}, {c.DiskPressure, &n.host.diskPressure}, {c.PIDPressure, &n.host.pidPressure}} {
+		if p.v != nil && p.flag.Swap(*p.v) != *p.v {
+			pressure = true
+		}
+	}
+	if pressure && n.phase == PhaseRunning {
+		n.ctrl.Trigger()
+	}
+	var wait chan struct{}
+	switch {
+	case c.Stopped == nil:
+	case *c.Stopped:
+		if n.phase == PhaseRunning {
+			n.cancel()
+		}
+		n.phase = PhaseStopped // if pending, the paced start skips it
+		wait = n.done          // nil if it never ran; closed if it has stopped already
+	case n.phase == PhaseStopped:
+		prev := n.done // a stop may still be ending: never two controllers for one Node
+		n.mu.Unlock()
+		if prev != nil {
+			select {
+			case <-prev:
+			case <-ctx.Done():
+				return s.State(name), ctx.Err()
+			}
+		}
+		r := restart{n: n, done: make(chan struct{})}
+		select {
+		case s.restarts <- r:
+		case <-s.done:
+			return s.State(name), errors.New("the simulator is not running")
+		case <-ctx.Done():
+			return s.State(name), ctx.Err()
+		}
+		wait = r.done
+		n.mu.Lock()
+	}
+	n.mu.Unlock()
+	if wait != nil {
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return s.State(name), ctx.Err()
+		}
+	}
+	return s.State(name), nil
+}
+
+// NodeState is one simulated Node as the control API shows it: what it was told to be and what its
+// controller last did.
+type NodeState struct {
+	Name  string `json:"name"`
+	Phase Phase  `json:"phase"`
+	// RuntimeReady, NetworkReady and the pressures are what the Node's runtime and host answer.
+	RuntimeReady   bool `json:"runtimeReady"`
+	NetworkReady   bool `json:"networkReady"`
+	MemoryPressure bool `json:"memoryPressure"`
+	DiskPressure   bool `json:"diskPressure"`
+	PIDPressure    bool `json:"pidPressure"`
+	// Registered, Ready (the Ready condition's status as last posted: True, False or Unknown; empty
+	// before), LastSync and LastLeaseRenew are from its controller (current or last run).
+	Registered     bool      `json:"registered"`
+	Ready          string    `json:"ready,omitempty"`
+	LastSync       time.Time `json:"lastSync,omitzero"`
+	LastLeaseRenew time.Time `json:"lastLeaseRenew,omitzero"`
+}
+
+// State returns the state of Node name; the zero NodeState for an unknown name.
+func (s *Simulator) State(name string) NodeState {
+	n, ok := s.byName[name]
+	if !ok {
+		return NodeState{}
+	}
+	return n.state()
+}
+
+// States returns the state of every Node, in index order.
+func (s *Simulator) States() []NodeState {
+	out := make([]NodeState, len(s.nodes))
+	for i, n := range s.nodes {
+		out[i] = n.state()
+	}
+	return out
+}
+
+func (n *simNode) state() NodeState {
+	n.mu.Lock()
+	st := NodeState{Name: n.name, Phase: n.phase, RuntimeReady: n.runtimeReady, NetworkReady: n.networkReady}
+	ctrl := n.ctrl
+	n.mu.Unlock()
+	st.MemoryPressure, st.DiskPressure, st.PIDPressure = n.host.memoryPressure.Load(), n.host.diskPressure.Load(), n.host.pidPressure.Load()
+	if ctrl != nil {
+		st.Registered = ctrl.IsRegistered()
+		if r := ctrl.Status().Ready; r != nil {
+			st.Ready = string(r.Status)
+		}
+		st.LastSync, st.LastLeaseRenew = ctrl.LastSync(), ctrl.LastLeaseRenew()
+	}
+	return st
+}
+
+// Controller returns the controller of Node name (the running one, or the last one run), nil before
+// its first start or for an unknown name.
+func (s *Simulator) Controller(name string) *node.Controller {
+	n, ok := s.byName[name]
+	if !ok {
+		return nil
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.ctrl
+}
+
+// Healthy is the simulator's syncloop health check: nil while every running Node's controller is
+// healthy (node.Controller.Healthy), else an error counting those that are not and naming the first.
+func (s *Simulator) Healthy() error {
+	var bad int
+	var first error
+	for _, n := range s.nodes {
+		n.mu.Lock()
+		ctrl, running := n.ctrl, n.phase == PhaseRunning
+		n.mu.Unlock()
+		if !running {
+			continue
+		}
+		if err := ctrl.Healthy(); err != nil {
+			if bad == 0 {
+				first = fmt.Errorf("%s: %w", n.name, err)
+			}
+			bad++
+		}
+	}
+	if bad > 0 {
+		return fmt.Errorf("%d simulated nodes unhealthy, first %w", bad, first)
+	}
+	return nil
+}
+
+// Registered is the simulator's /readyz check: nil once every Node not stopped has been started,
+// registered and has posted a status; else an error counting those that have not.
+func (s *Simulator) Registered() error {
+	var waiting int
+	var first string
+	for _, n := range s.nodes {
+		n.mu.Lock()
+		ctrl, phase := n.ctrl, n.phase
+		n.mu.Unlock()
+		if phase == PhaseStopped || (phase == PhaseRunning && ctrl.Registered() == nil) {
+			continue
+		}
+		if waiting == 0 {
+			first = n.name
+		}
+		waiting++
+	}
+	if waiting > 0 {
+		return fmt.Errorf("%d of %d simulated nodes not registered yet, first %s", waiting, len(s.nodes), first)
+	}
+	return nil
+}
+
+// conditionsSetter sets the template's extra conditions, as the kubelet's pressure setters set theirs:
+// the heartbeat on every sync, the transition time when the status changes.
+func conditionsSetter(now func() time.Time, conditions []v1.NodeCondition) nodestatus.Setter {
+	return func(_ context.Context, n *v1.Node) error {
+		t := metav1.NewTime(now())
+		for _, want := range conditions {
+			i := -1
+			for j := range n.Status.Conditions {
+				if n.Status.Conditions[j].Type == want.Type {
+					i = j
+					break
+				}
+			}
+			if i < 0 {
+				c := want
+				c.LastHeartbeatTime, c.LastTransitionTime = t, t
+				n.Status.Conditions = append(n.Status.Conditions, c)
+				continue
+			}
+			have := &n.Status.Conditions[i]
+			if have.Status != want.Status {
+				have.LastTransitionTime = t
+			}
+			have.Status, have.Reason, have.Message, have.LastHeartbeatTime = want.Status, want.Reason, want.Message, t
+		}
+		return nil
+	}
+}
+
+// extendedResourcesSetter sets the template's extended resources in capacity and allocatable, which
+// the kubelet's device plugin manager would report.
+func extendedResourcesSetter(capacity, allocatable v1.ResourceList) nodestatus.Setter {
+	return func(_ context.Context, n *v1.Node) error {
+		if n.Status.Capacity == nil {
+			n.Status.Capacity = v1.ResourceList{}
+		}
+		if n.Status.Allocatable == nil {
+			n.Status.Allocatable = v1.ResourceList{}
+		}
+		for name, q := range capacity {
+			n.Status.Capacity[name] = q.DeepCopy()
+			n.Status.Allocatable[name] = allocatable[name].DeepCopy()
+		}
+		return nil
+	}
+}

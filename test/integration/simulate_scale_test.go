@@ -1,0 +1,124 @@
+package integration_test
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodeagent/nodeagent/test/framework"
+)
+
+// TestSimulateScale measures `nodeagent simulate` at the node counts in $SIMULATE_SCALE_NODES
+// (comma-separated, e.g. 1000,2000); it is skipped when that is unset. For each count it starts a
+// dedicated control plane with kube-controller-manager, runs the simulator with the default flags
+// (--kube-api-qps 50, burst 100), and logs the time until every Node is Ready, then, after
+// $SIMULATE_SCALE_SETTLE (default 30s) of steady state, the Go heap after a forced GC, the goroutines
+// and RSS, and the CPU used over the next $SIMULATE_SCALE_WINDOW (default 60s), per Node and per 1000
+// Nodes; with $SIMULATE_SCALE_PROFILES set to a directory, it saves the heap and goroutine profiles
+// there (<N>-heap.pprof, for go tool pprof). Run it alone: go test -count=1 -run TestSimulateScale -v ./test/integration/
+func TestSimulateScale(t *testing.T) {
+	spec := os.Getenv("SIMULATE_SCALE_NODES")
+	if spec == "" {
+		t.Skip("set SIMULATE_SCALE_NODES=1000,2000 to measure")
+	}
+	settle, window := envDuration(t, "SIMULATE_SCALE_SETTLE", 30*time.Second), envDuration(t, "SIMULATE_SCALE_WINDOW", 60*time.Second)
+	for _, s := range strings.Split(spec, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil {
+			t.Fatalf("SIMULATE_SCALE_NODES %q: %v", spec, err)
+		}
+		t.Run(strconv.Itoa(n), func(t *testing.T) { measureSimulation(t, n, settle, window) })
+	}
+}
+
+func envDuration(t *testing.T, name string, def time.Duration) time.Duration {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		t.Fatalf("%s %q: %v", name, v, err)
+	}
+	return d
+}
+
+func measureSimulation(t *testing.T, nodes int, settle, window time.Duration) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	cp, err := framework.StartControlPlane(ctx, framework.ControlPlaneOptions{Dir: dir, ControllerManager: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cp.Stop)
+	start := time.Now()
+	sim := startSimulator(t, "--kubeconfig="+cp.AdminKubeconfig, "--nodes="+strconv.Itoa(nodes), "--enable-profiling-handler", "-v=1")
+	// /readyz (local) until every Node has posted its status, then the API server's view, at most every
+	// 5 s: listing thousands of Nodes every second would load the API server the simulation shares.
+	err = framework.WaitFor(ctx, time.Second, func() (bool, error) {
+		select {
+		case <-sim.done:
+			return false, fmt.Errorf("nodeagent simulate exited: %v: %w", sim.err, framework.ErrStop)
+		default:
+		}
+		code, _, err := httpGet(ctx, sim.base+"/readyz")
+		return err == nil && code == http.StatusOK, err
+	})
+	if err == nil {
+		err = framework.WaitFor(ctx, 5*time.Second, func() (bool, error) {
+			list, err := cp.AdminClient.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "nodeagent.io/simulated=true", ResourceVersion: "0"})
+			if err != nil {
+				return false, err
+			}
+			ready := 0
+			for i := range list.Items {
+				if isReady(&list.Items[i]) {
+					ready++
+				}
+			}
+			return ready == nodes, fmt.Errorf("%d of %d Ready", ready, nodes)
+		})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d nodes: all Ready %v after the process started", nodes, time.Since(start).Round(100*time.Millisecond))
+	time.Sleep(settle)
+	m, err := readMemStats(ctx, sim.base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dir := os.Getenv("SIMULATE_SCALE_PROFILES"); dir != "" {
+		for _, p := range []string{"heap?gc=1", "goroutine"} {
+			_, body, err := httpGet(ctx, sim.base+"/debug/pprof/"+p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			name := filepath.Join(dir, fmt.Sprintf("%d-%s.pprof", nodes, strings.TrimSuffix(p, "?gc=1")))
+			if err := os.WriteFile(name, []byte(body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	st, _ := framework.ReadProcStats(sim.pid)
+	cpu0, err := cpuSeconds(sim.pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w0 := time.Now()
+	time.Sleep(window)
+	cpu1, err := cpuSeconds(sim.pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cores := (cpu1 - cpu0) / time.Since(w0).Seconds()
+	t.Logf("%d nodes: %s; %s; CPU %.3f cores over %v = %.3f cores per 1000 nodes",
+		nodes, m.perNode(nodes), st, cores, window, cores*1000/float64(nodes))
+}
