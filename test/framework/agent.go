@@ -117,9 +117,14 @@ func (a *Agent) Get(ctx context.Context, path string) (code int, body string, er
 	if a.HealthzURL == "" {
 		return 0, "", errors.New("nodeagent HTTP server disabled")
 	}
+	return HTTPGet(ctx, a.HealthzURL+path)
+}
+
+// HTTPGet GETs url with a 5 s timeout and returns the HTTP status code and the body.
+func HTTPGet(ctx context.Context, url string) (code int, body string, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.HealthzURL+path, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return 0, "", err
 	}

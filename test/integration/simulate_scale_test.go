@@ -68,7 +68,7 @@ func measureSimulation(t *testing.T, nodes int, settle, window time.Duration) {
 			return false, fmt.Errorf("nodeagent simulate exited: %v: %w", sim.err, framework.ErrStop)
 		default:
 		}
-		code, _, err := httpGet(ctx, sim.base+"/readyz")
+		code, _, err := framework.HTTPGet(ctx, sim.base+"/readyz")
 		return err == nil && code == http.StatusOK, err
 	})
 	if err == nil {
@@ -79,7 +79,7 @@ func measureSimulation(t *testing.T, nodes int, settle, window time.Duration) {
 			}
 			ready := 0
 			for i := range list.Items {
-				if isReady(&list.Items[i]) {
+				if framework.IsReady(&list.Items[i]) {
 					ready++
 				}
 			}
@@ -97,7 +97,7 @@ func measureSimulation(t *testing.T, nodes int, settle, window time.Duration) {
 	}
 	if dir := os.Getenv("SIMULATE_SCALE_PROFILES"); dir != "" {
 		for _, p := range []string{"heap?gc=1", "goroutine"} {
-			_, body, err := httpGet(ctx, sim.base+"/debug/pprof/"+p)
+			_, body, err := framework.HTTPGet(ctx, sim.base+"/debug/pprof/"+p)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -20,6 +20,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -97,7 +98,7 @@ func startSimulator(t *testing.T, args ...string) *simulator {
 		}
 		if t.Failed() {
 			b, _ := os.ReadFile(s.logPath)
-			t.Logf("nodeagent simulate log (tail):\n%s", tailLines(string(b), 80))
+			t.Logf("nodeagent simulate log (tail):\n%s", framework.TailLines(string(b), 80))
 		}
 	})
 	return s
@@ -167,7 +168,7 @@ type memStats struct {
 // goroutines from the process's /debug/pprof (--enable-profiling-handler).
 func readMemStats(ctx context.Context, base string) (memStats, error) {
 	var m memStats
-	code, body, err := httpGet(ctx, base+"/debug/pprof/heap?gc=1&debug=1")
+	code, body, err := framework.HTTPGet(ctx, base+"/debug/pprof/heap?gc=1&debug=1")
 	if err != nil || code != http.StatusOK {
 		return m, fmt.Errorf("heap profile: %d %w", code, err)
 	}
@@ -187,7 +188,7 @@ func readMemStats(ctx context.Context, base string) (memStats, error) {
 	if m.heapAlloc == 0 || m.stackInuse == 0 {
 		return m, fmt.Errorf("no HeapAlloc or StackInuse in the heap profile")
 	}
-	code, body, err = httpGet(ctx, base+"/debug/pprof/goroutine?debug=1")
+	code, body, err = framework.HTTPGet(ctx, base+"/debug/pprof/goroutine?debug=1")
 	if err != nil || code != http.StatusOK {
 		return m, fmt.Errorf("goroutine profile: %d %w", code, err)
 	}
@@ -348,7 +349,7 @@ func TestSimulate(t *testing.T) {
 		}
 		ready := 0
 		for i := range list.Items {
-			if isReady(&list.Items[i]) {
+			if framework.IsReady(&list.Items[i]) {
 				ready++
 			}
 		}
@@ -362,7 +363,7 @@ func TestSimulate(t *testing.T) {
 	}
 	allReady := time.Now()
 	t.Logf("all %d simulated nodes Ready %v after the process started", nodes, allReady.Sub(start).Round(10*time.Millisecond))
-	if code, body, err := httpGet(ctx, sim.base+"/readyz"); err != nil || code != http.StatusOK {
+	if code, body, err := framework.HTTPGet(ctx, sim.base+"/readyz"); err != nil || code != http.StatusOK {
 		t.Errorf("/readyz with every node registered: %d %s %v", code, body, err)
 	}
 	rec := recordConditions(ctx, client, selector.LabelSelector, list)
@@ -393,7 +394,7 @@ func TestSimulate(t *testing.T) {
 				t.Errorf("POST %s %s: got %d %q %v, want %d saying %q", tc.name, tc.body, code, strings.TrimSpace(body), err, tc.code, tc.says)
 			}
 		}
-		if code, body, _ := httpGet(ctx, sim.base+"/simulation/nodes"); code != http.StatusOK || !strings.Contains(body, `"total": 200`) {
+		if code, body, _ := framework.HTTPGet(ctx, sim.base+"/simulation/nodes"); code != http.StatusOK || !strings.Contains(body, `"total": 200`) {
 			t.Errorf("GET /simulation/nodes: %d %.200s", code, body)
 		}
 	})
@@ -407,16 +408,16 @@ func TestSimulate(t *testing.T) {
 		flip := func(body string, want ...corev1.NodeCondition) {
 			t.Helper()
 			sim.mustPost(t, target, body)
-			n, took := waitNode(t, client, target, 2*period, body, func(n *corev1.Node) bool {
+			n, took := framework.WaitNode(t.Context(), t, client, target, 2*period, body, func(n *corev1.Node) bool {
 				for _, w := range want {
-					c := nodeCondition(n, w.Type)
+					c := framework.NodeCondition(n, w.Type)
 					if c == nil || c.Status != w.Status || c.Reason != w.Reason || c.Message != w.Message {
 						return false
 					}
 				}
 				return true
 			})
-			t.Logf("%s: %s after %v", body, readyStatus(n), took.Round(time.Millisecond))
+			t.Logf("%s: %s after %v", body, framework.DescribeReady(n), took.Round(time.Millisecond))
 			if took > period {
 				t.Errorf("%s: took %v, more than one status period (%v)", body, took, period)
 			}
@@ -442,11 +443,11 @@ func TestSimulate(t *testing.T) {
 	})
 
 	t.Run("stopped node turns Unknown and comes back", func(t *testing.T) {
-		n, _ := waitNode(t, client, stopped, 90*time.Second-time.Since(stopAt), "Ready=Unknown from the node lifecycle controller", func(n *corev1.Node) bool {
-			c := nodeCondition(n, corev1.NodeReady)
+		n, _ := framework.WaitNode(t.Context(), t, client, stopped, 90*time.Second-time.Since(stopAt), "Ready=Unknown from the node lifecycle controller", func(n *corev1.Node) bool {
+			c := framework.NodeCondition(n, corev1.NodeReady)
 			return c != nil && c.Status == corev1.ConditionUnknown
 		})
-		c := nodeCondition(n, corev1.NodeReady)
+		c := framework.NodeCondition(n, corev1.NodeReady)
 		t.Logf("%s Ready=Unknown %v after it was stopped: %s %q", stopped, time.Since(stopAt).Round(time.Second), c.Reason, c.Message)
 		if c.Reason != "NodeStatusUnknown" || c.Message != "Kubelet stopped posting node status." {
 			t.Errorf("Ready=Unknown says %s %q, want the node lifecycle controller's NodeStatusUnknown", c.Reason, c.Message)
@@ -455,7 +456,7 @@ func TestSimulate(t *testing.T) {
 			t.Errorf("Unknown %v after the stop, before the 40 s grace period", d)
 		}
 		sim.mustPost(t, stopped, `{"stopped":false}`)
-		_, took := waitNode(t, client, stopped, 3*period, "Ready=True after the start", isReady)
+		_, took := framework.WaitNode(t.Context(), t, client, stopped, 3*period, "Ready=True after the start", framework.IsReady)
 		t.Logf("%s Ready again %v after it was started", stopped, took.Round(time.Millisecond))
 	})
 
@@ -519,26 +520,26 @@ func TestSimulate(t *testing.T) {
 	})
 
 	t.Run("metrics", func(t *testing.T) {
-		ms, err := scrape(ctx, sim.base)
+		ms, err := framework.ScrapeMetrics(ctx, nil, sim.base+"/metrics")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if created, _ := ms.get("nodeagent_node_registration_attempts_total", map[string]string{"result": "created"}); created != nodes {
+		if created, _ := ms.Get("nodeagent_node_registration_attempts_total", map[string]string{"result": "created"}); created != nodes {
 			t.Errorf("registrations created: %v, want %d", created, nodes)
 		}
-		if existing, _ := ms.get("nodeagent_node_registration_attempts_total", map[string]string{"result": "existing"}); existing != 1 {
+		if existing, _ := ms.Get("nodeagent_node_registration_attempts_total", map[string]string{"result": "existing"}); existing != 1 {
 			t.Errorf("registrations of an existing node: %v, want 1 (the restart)", existing)
 		}
 		// Every node renews every 10 s: at least 10 renewals each over 2.5 minutes.
-		if renewals := ms.sum("nodeagent_lease_renew_duration_seconds_count"); renewals < 10*nodes {
+		if renewals := ms.Sum("nodeagent_lease_renew_duration_seconds_count", nil); renewals < 10*nodes {
 			t.Errorf("%v lease renewals, want at least %d", renewals, 10*nodes)
 		}
-		if errs := ms.sum("nodeagent_lease_renew_errors_total"); errs != 0 {
+		if errs := ms.Sum("nodeagent_lease_renew_errors_total", nil); errs != 0 {
 			t.Errorf("%v lease renewal errors", errs)
 		}
 		for _, name := range []string{"nodeagent_node_ready", "nodeagent_node_condition", "nodeagent_runtime_condition",
 			"nodeagent_startup_to_ready_duration_seconds", "nodeagent_node_status_last_sync_timestamp_seconds", "nodeagent_node_name"} {
-			if ms.has(name) {
+			if ms.Has(name) {
 				t.Errorf("%s exported: a gauge of one node means nothing for %d", name, nodes)
 			}
 		}
@@ -584,10 +585,10 @@ func checkSimulatedNode(t *testing.T, n *corev1.Node) {
 		info.MachineID == "" || info.BootID == "" {
 		t.Errorf("nodeInfo %+v: want the template's", info)
 	}
-	if c := nodeCondition(n, "KernelDeadlock"); c == nil || c.Status != corev1.ConditionFalse || c.Reason != "KernelHasNoDeadlock" {
+	if c := framework.NodeCondition(n, "KernelDeadlock"); c == nil || c.Status != corev1.ConditionFalse || c.Reason != "KernelHasNoDeadlock" {
 		t.Errorf("KernelDeadlock condition %+v: want the template's", c)
 	}
-	if c := nodeCondition(n, corev1.NodeReady); c == nil || c.Reason != "KubeletReady" {
+	if c := framework.NodeCondition(n, corev1.NodeReady); c == nil || c.Reason != "KubeletReady" {
 		t.Errorf("Ready %+v: want the setters' (the template's is ignored)", c)
 	}
 	if len(n.Status.Images) != 1 || len(n.Status.Images[0].Names) != 2 || n.Status.Images[0].SizeBytes != 320368 {
@@ -728,14 +729,14 @@ func TestSimulateRBAC(t *testing.T) {
 	user := "system:serviceaccount:" + saNamespace + ":" + saName
 	sim := startSimulator(t, "--kubeconfig="+kubeconfig, "--nodes=3", "--node-name-prefix="+prefix)
 	for i := range 3 {
-		waitReady(t, admin, fmt.Sprintf("%s%04d", prefix, i))
+		framework.WaitReady(t.Context(), t, admin, fmt.Sprintf("%s%04d", prefix, i), time.Minute)
 	}
 	// A status change (nodes/status patch, events), then a Lease renewal (update).
 	sim.mustPost(t, prefix+"0001", `{"networkReady":false}`)
-	waitNode(t, admin, prefix+"0001", 20*time.Second, "Ready=False", func(n *corev1.Node) bool { return !isReady(n) })
+	framework.WaitNode(t.Context(), t, admin, prefix+"0001", 20*time.Second, "Ready=False", func(n *corev1.Node) bool { return !framework.IsReady(n) })
 	sim.mustPost(t, prefix+"0001", `{"networkReady":true}`)
-	waitReady(t, admin, prefix+"0001")
-	waitLeaseRenewals(t, admin, prefix+"0000", 1, 30*time.Second)
+	framework.WaitReady(t.Context(), t, admin, prefix+"0001", time.Minute)
+	framework.WaitLeaseRenewals(t.Context(), t, admin, prefix+"0000", 1, 30*time.Second)
 	waitEventsWith(t, admin, prefix+"0001", "NodeNotReady")
 
 	events, err := framework.ReadAuditEvents(env.cp.AuditLogPath)
@@ -793,4 +794,28 @@ func TestSimulateRBAC(t *testing.T) {
 			t.Errorf("GET %s as %s: %d, FlowSchema UID %q, want %s's %s", path, user, resp.StatusCode, got, flowSchema.Name, flowSchema.UID)
 		}
 	}
+}
+
+// createObject creates one RBAC or namespace object of docs/simulation.md as admin.
+func createObject(t *testing.T, c kubernetes.Interface, obj runtime.Object) error {
+	ctx := t.Context()
+	opts := metav1.CreateOptions{FieldValidation: "Strict"}
+	var err error
+	switch o := obj.(type) {
+	case *corev1.Namespace:
+		_, err = c.CoreV1().Namespaces().Create(ctx, o, opts)
+	case *corev1.ServiceAccount:
+		_, err = c.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, o, opts)
+	case *rbacv1.ClusterRole:
+		_, err = c.RbacV1().ClusterRoles().Create(ctx, o, opts)
+	case *rbacv1.ClusterRoleBinding:
+		_, err = c.RbacV1().ClusterRoleBindings().Create(ctx, o, opts)
+	case *rbacv1.Role:
+		_, err = c.RbacV1().Roles(o.Namespace).Create(ctx, o, opts)
+	case *rbacv1.RoleBinding:
+		_, err = c.RbacV1().RoleBindings(o.Namespace).Create(ctx, o, opts)
+	default:
+		return fmt.Errorf("unexpected kind %T in docs/simulation.md", obj)
+	}
+	return err
 }
