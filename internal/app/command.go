@@ -41,7 +41,7 @@ keeps its conditions, capacity and node info true from the container runtime (CR
 			opts, err := config.Load(args)
 			if errors.Is(err, pflag.ErrHelp) {
 				cmd.SetOut(cmd.OutOrStdout())
-				fmt.Fprintf(cmd.OutOrStdout(), "%s\n\nUsage:\n  nodeagent [flags]\n  nodeagent status [-o json]\n  nodeagent version\n\nFlags:\n%s", cmd.Long,
+				fmt.Fprintf(cmd.OutOrStdout(), "%s\n\nUsage:\n  nodeagent [flags]\n  nodeagent status [-o json]\n  nodeagent simulate --nodes N [flags]\n  nodeagent version\n\nFlags:\n%s", cmd.Long,
 					config.BindFlags(&config.Options{Config: config.NewDefault()}).FlagUsages())
 				return nil
 			}
