@@ -328,7 +328,6 @@ func (m *Manager) run(ctx context.Context, last *tls.Certificate) {
 			m.mu.Lock()
 			m.lastNotAfter = curr.Leaf.NotAfter
 			m.mu.Unlock()
-			m.readyOnce.Do(func() { close(m.ready) })
 			m.mu.Lock()
 			m.rotations++
 			m.lastFailure = ""
@@ -340,6 +339,9 @@ func (m *Manager) run(ctx context.Context, last *tls.Certificate) {
 				logger.Info("Client certificate rotated, closing the connections made with the previous one", "subject", curr.Leaf.Subject.String(), "expiration", curr.Leaf.NotAfter.UTC())
 			}
 			m.dialer.CloseAll()
+			// Requests wait for the first certificate (waitForCertificate): release them only after the
+			// connections are closed, so none made with this certificate is closed under them.
+			m.readyOnce.Do(func() { close(m.ready) })
 			if !m.cfg.Rotate {
 				m.manager().Stop()
 			}

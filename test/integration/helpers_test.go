@@ -47,8 +47,12 @@ const (
 var sharedNodeNames = []string{
 	nodeRegistration, nodeRestart, nodeNoRegister, nodeStatus, nodeImages, nodeLease, nodeRuntimeDown, nodeCNI,
 	nodeLifecycle, nodeSigterm, nodeMetrics, nodeEvents, nodeBadConfig, nodeSchedDefault, nodeSchedMaxPods,
-	fidelityKubeletDefault, fidelityAgentDefault, fidelityKubeletFlags, fidelityAgentFlags,
+	fidelityKubeletDefault, fidelityAgentDefault, fidelityKubeletFlags, fidelityAgentFlags, nodeSimIdentity,
 }
+
+// nodeSimIdentity is the node identity TestSimulateRBAC shows nodeagent simulate refusing (its own, so
+// that no other test's audit-log checks see its requests).
+const nodeSimIdentity = "sim-node-identity"
 
 // sharedEnv is the package's shared control plane and containerd.
 type sharedEnv struct {

@@ -687,8 +687,8 @@ func TestSimulateRBAC(t *testing.T) {
 	}
 
 	// A node identity: refused (NodeRestriction would refuse every other name).
-	code, out := runSimulateToExit(t, "--kubeconfig="+env.cp.KubeconfigFor(nodeBadConfig), "--nodes=3", "--node-name-prefix="+prefix)
-	if want := "system:node:" + nodeBadConfig + " is a node identity (group system:nodes)"; code != 1 || !strings.Contains(out, want) {
+	code, out := runSimulateToExit(t, "--kubeconfig="+env.cp.KubeconfigFor(nodeSimIdentity), "--nodes=3", "--node-name-prefix="+prefix)
+	if want := "system:node:" + nodeSimIdentity + " is a node identity (group system:nodes)"; code != 1 || !strings.Contains(out, want) {
 		t.Errorf("as a node: exit %d, output:\n%s\nwant exit 1 saying %q", code, out, want)
 	}
 	// A ServiceAccount without any RBAC: refused, naming what it may not do.
