@@ -303,8 +303,14 @@ func (c *Controller) Trigger() { c.syncer.Trigger() }
 // read before the renewal), and the Node should not stay Unknown for a status period.
 var recoveryResyncs = []time.Duration{0, time.Second, 3 * time.Second}
 
+// recoveryReadWindow is how long after a heartbeat recovers every sync reads the Node from the API
+// server whatever the informer says: the API server's watch cache can lag behind etcd after an
+// outage (etcd paused), and the lifecycle controller's Ready=Unknown may come seconds later.
+const recoveryReadWindow = time.Minute
+
 // onHeartbeatRecovered runs after the first successful Lease renewal that follows failures.
 func (c *Controller) onHeartbeatRecovered() {
+	c.cache.MarkStaleUntil("heartbeat recovered after failures", c.deps.Clock.Now().Add(recoveryReadWindow))
 	for _, d := range recoveryResyncs {
 		if d == 0 {
 			c.syncer.Trigger()

@@ -39,6 +39,10 @@ type Tracker struct {
 type Staleness struct {
 	Reason string    `json:"reason"`
 	Since  time.Time `json:"since"`
+	// Until, when set, is before when no informer event makes the cache current (MarkStaleUntil).
+	Until time.Time `json:"until,omitzero"`
+
+	eventSeen bool // an event came before Until
 }
 
 // New returns a Tracker in which every Node's cache is current.
@@ -58,6 +62,24 @@ func (t *Tracker) MarkStale(name, reason string) {
 	}
 }
 
+// MarkStaleUntil marks one Node's cache stale for reason until at least until: events before then
+// do not make it current (the first event after, or one seen before and the time passing, does).
+// After an outage the API server's watch cache can lag behind etcd, so its events prove little for
+// a while; the status syncer reads the Node from the API server meanwhile.
+func (t *Tracker) MarkStaleUntil(name, reason string, until time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s, ok := t.stale[name]
+	if !ok {
+		s = Staleness{Reason: reason, Since: t.clock.Now()}
+	}
+	if until.After(s.Until) {
+		s.Until = until
+	}
+	s.eventSeen = false
+	t.stale[name] = s
+}
+
 // MarkAllStale marks every Node's cache stale for reason, e.g. when the shared watch failed.
 func (t *Tracker) MarkAllStale(reason string) {
 	t.mu.Lock()
@@ -70,8 +92,13 @@ func (t *Tracker) MarkAllStale(reason string) {
 func (t *Tracker) MarkFresh(name string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	delete(t.stale, name)
 	t.freshSeq[name] = t.allStaleSeq
+	if s, ok := t.stale[name]; ok && t.clock.Now().Before(s.Until) {
+		s.eventSeen = true
+		t.stale[name] = s
+		return
+	}
+	delete(t.stale, name)
 }
 
 // Stale returns why the Node's cache is not trusted, or nil when it is current.
@@ -79,7 +106,11 @@ func (t *Tracker) Stale(name string) *Staleness {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if s, ok := t.stale[name]; ok {
-		return &s
+		if !s.Until.IsZero() && !t.clock.Now().Before(s.Until) && s.eventSeen {
+			delete(t.stale, name)
+		} else {
+			return &s
+		}
 	}
 	if t.allStale != nil && t.freshSeq[name] < t.allStaleSeq {
 		s := *t.allStale
@@ -129,6 +160,11 @@ func (n *Node) MarkStale(reason string) { n.t.MarkStale(n.name, reason) }
 
 // MarkFresh marks this Node's cache current.
 func (n *Node) MarkFresh() { n.t.MarkFresh(n.name) }
+
+// MarkStaleUntil marks this Node's cache stale for reason until at least until.
+func (n *Node) MarkStaleUntil(reason string, until time.Time) {
+	n.t.MarkStaleUntil(n.name, reason, until)
+}
 
 // Stale returns why this Node's cache is not trusted, or nil.
 func (n *Node) Stale() *Staleness { return n.t.Stale(n.name) }

@@ -2,6 +2,7 @@ package integration_test
 
 import (
 	"context"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -62,6 +63,10 @@ func TestContainerdDownAndUp(t *testing.T) {
 	c := startContainerd(t, true)
 	a := startAgent(t, e.cp, name, c)
 	framework.WaitReady(t.Context(), t, client, name, 2*time.Minute)
+	// The Node is created Ready; the agent counts its status as posted after its first sync (/readyz).
+	if err := a.WaitHTTP(t.Context(), "/readyz", http.StatusOK); err != nil {
+		t.Fatal(err)
+	}
 	checkStatus(t, a, 0, "Node "+name+": Ready", "Health: ping ok, log ok, syncloop ok")
 
 	stopped := time.Now()
