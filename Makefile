@@ -68,3 +68,10 @@ bench: tools
 SOAK_DURATION ?= 30m
 soak: tools
 	SOAK_DURATION=$(SOAK_DURATION) $(GO) test -tags soak -count=1 -v -run '^TestSoak$$' -timeout 0 ./test/faults/
+
+.PHONY: bench-sim
+## bench-sim: nodeagent simulate at scale against the real control plane (SIMULATE_SCALE_NODES, default 1000;
+## e.g. 1000,5000): time to all Ready, heap and stacks per Node, RSS and CPU. Build tag scale; not in make test.
+SIMULATE_SCALE_NODES ?= 1000
+bench-sim: tools
+	SIMULATE_SCALE_NODES=$(SIMULATE_SCALE_NODES) $(GO) test -tags scale -count=1 -v -run '^TestSimulateScale$$' -timeout 0 ./test/integration/

@@ -191,7 +191,7 @@ func runAgent(ctx context.Context, o options, cp *framework.ControlPlane, ctrd *
 	agent, err := framework.StartAgent(ctx, framework.AgentOptions{
 		Dir: agentDir, NodeName: name, Kubeconfig: filepath.Join(agentDir, "kubeconfig"),
 		RuntimeEndpoint: ctrd.Endpoint,
-		Args: append([]string{"--bootstrap-kubeconfig=" + cp.BootstrapKubeconfig(), "--rotate-certificates=true"}, o.agentArgs...),
+		Args:            append([]string{"--bootstrap-kubeconfig=" + cp.BootstrapKubeconfig(), "--rotate-certificates=true"}, o.agentArgs...),
 	})
 	if err != nil {
 		return err

@@ -15,6 +15,7 @@ import (
 	logsapi "k8s.io/component-base/logs/api/v1"
 	_ "k8s.io/component-base/logs/json/register" // --logging-format=json
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/nodeagent/nodeagent/pkg/config"
 	"github.com/nodeagent/nodeagent/pkg/version"
@@ -70,7 +71,7 @@ keeps its conditions, capacity and node info true from the container runtime (CR
 	// The flags are parsed by RunE (DisableFlagParsing), but cobra's subcommand lookup must still know
 	// which of them take a value: without this, "--companion --kubeconfig /x" reads "/x" as a command.
 	cmd.Flags().AddFlagSet(config.BindFlags(&config.Options{Config: config.NewDefault()}))
-	cmd.AddCommand(newStatusCommand())
+	cmd.AddCommand(newStatusCommand(clock.RealClock{}))
 	cmd.AddCommand(newSimulateCommand())
 	cmd.AddCommand(&cobra.Command{
 		Use:   "version",

@@ -239,4 +239,4 @@ func loadRESTConfig(path string) (*rest.Config, error) {
 
 // processStart is taken when the package initialises, the closest the process can see to its own
 // start, for the time-to-Ready metric.
-var processStart = time.Now()
+var processStart = clock.RealClock{}.Now()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
@@ -26,7 +27,7 @@ import (
 // the local agent and prints whether each Node is Ready and why not, the last sync and patch, the
 // Lease, and each health check. Exit code 0: every Node Ready and /healthz ok; 1: not; 2: the agent
 // could not be reached.
-func newStatusCommand() *cobra.Command {
+func newStatusCommand(clk clock.PassiveClock) *cobra.Command {
 	var (
 		output, configFile, bindAddress string
 		port                            int32
@@ -66,7 +67,7 @@ stale Lease. Exit code 0: Ready and healthy; 1: not Ready or unhealthy; 2: the a
 			base := "http://" + net.JoinHostPort(bindAddress, strconv.Itoa(int(port)))
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
-			return runStatus(ctx, cmd.OutOrStdout(), base, output == "json")
+			return runStatus(ctx, clk, cmd.OutOrStdout(), base, output == "json")
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "Output format: empty for a summary, json for the raw /debug/nodestatus answer.")
@@ -103,7 +104,7 @@ type healthCheck struct {
 
 // runStatus fetches the report and the health checks and prints them; the returned exitError carries
 // the exit code.
-func runStatus(ctx context.Context, w io.Writer, base string, asJSON bool) error {
+func runStatus(ctx context.Context, clk clock.PassiveClock, w io.Writer, base string, asJSON bool) error {
 	client := &http.Client{}
 	body, _, err := httpGet(ctx, client, base+node.DebugPath)
 	if err != nil {
@@ -134,7 +135,7 @@ func runStatus(ctx context.Context, w io.Writer, base string, asJSON bool) error
 			return err
 		}
 	} else {
-		printSummary(w, time.Now(), report, checks)
+		printSummary(w, clk.Now(), report, checks)
 	}
 	if !healthy {
 		return &exitError{code: 1}
