@@ -50,10 +50,10 @@ func (i Info) String() string { return i.GitVersion }
 // KubernetesVersion is the Kubernetes release whose kubelet nodeagent mirrors (node-status semantics,
 // client libraries): the k8s.io staging modules' v0.X.Y is Kubernetes v1.X.Y. A unit test keeps it
 // equal to the k8s.io/apimachinery version the binary is built with.
-const KubernetesVersion = "v1.36.3"
+const KubernetesVersion = "v1.37.2"
 
 // KubeletVersion returns what nodeagent reports as nodeInfo.kubeletVersion: KubernetesVersion with
-// nodeagent's own version as semver build metadata, e.g. "v1.36.3+nodeagent.0.1.0-dev". Tools and
+// nodeagent's own version as semver build metadata, e.g. "v1.37.2+nodeagent.0.1.0-dev". Tools and
 // controllers parse the field as a Kubernetes version (kubectl get nodes, version-skew checks): a bare
 // "v0.1.0-dev" would read as a kubelet 36 minor versions old, while build metadata is ignored in
 // comparisons and still names the agent.

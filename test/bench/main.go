@@ -1,4 +1,4 @@
-// Command bench runs the reference kubelet (k8s.io/kubernetes v1.36.x, built by hack/install-deps.sh)
+// Command bench runs the reference kubelet (k8s.io/kubernetes v1.37.x, built by hack/install-deps.sh)
 // and nodeagent side by side on one local control plane (test/framework: etcd, kube-apiserver,
 // kube-controller-manager) and one shared containerd, and measures for each:
 //

@@ -340,7 +340,7 @@ func (cp *ControlPlane) StartAPIServer(ctx context.Context) error {
 }
 
 // StopAPIServer stops kube-apiserver and waits for it to exit (1-2 s; longer under load); etcd and
-// kube-controller-manager keep running. Restart it with StartAPIServer. kube-apiserver 1.36 sometimes
+// kube-controller-manager keep running. Restart it with StartAPIServer. kube-apiserver (1.36 and 1.37) sometimes
 // hangs in graceful shutdown after it has stopped listening (seen under CPU load): it is then killed after
 // 10 s, which clients cannot tell from an exit, so that is not an error either (the goroutine dump is in
 // kube-apiserver.log). The error is a non-zero exit status.

@@ -33,7 +33,7 @@ type KubeletOptions struct {
 	Args []string
 }
 
-// Kubelet is the reference kubelet (k8s.io/kubernetes v1.36, built by hack/install-deps.sh) for one node
+// Kubelet is the reference kubelet (k8s.io/kubernetes v1.37, built by hack/install-deps.sh) for one node
 // name, configured as shared/reference/real-components.md says it runs on these machines (cgroup v1,
 // cgroupfs, no QoS cgroups, no swap check, everything on 127.0.0.1). NewKubelet writes its config; Start
 // runs it, and it can be stopped and started again (a cold start each time, same ports and root dir).

@@ -33,7 +33,7 @@ var intendedDifferences = map[string]string{
 	"capacity/pods":    "nodeagent runs no pods: pods capacity is 0 unless --max-pods is set (issue 14)",
 	"allocatable/pods": "nodeagent runs no pods: pods capacity is 0 unless --max-pods is set (issue 14)",
 	"nodeInfo/kubeletVersion": "nodeagent reports the Kubernetes version it mirrors with its own version as " +
-		"build metadata (v1.36.3+nodeagent.X)",
+		"build metadata (v1.37.2+nodeagent.X)",
 	"daemonEndpoints/kubeletEndpoint": "nodeagent serves no kubelet API (logs, exec), so it advertises port 0",
 	"declaredFeatures": "the kubelet declares the pod features it supports (in-place resize, ...); nodeagent runs " +
 		"no pods, so it declares none",

@@ -1,4 +1,4 @@
-// Command etcd is etcd 3.6 built from go.etcd.io/etcd/server/v3 (etcdmain), the version kube-apiserver 1.36 requires.
+// Command etcd is etcd 3.7 built from go.etcd.io/etcd/server/v3 (etcdmain), the version kube-apiserver 1.37 requires.
 package main
 
 import (
