@@ -5,6 +5,7 @@ go 1.26.5
 require (
 	github.com/coreos/go-systemd/v22 v22.7.0
 	github.com/google/cadvisor/lib v0.60.6
+	github.com/moby/sys/userns v0.1.0
 	github.com/prometheus/client_golang v1.24.0
 	github.com/prometheus/common v0.70.0
 	github.com/spf13/cobra v1.10.2

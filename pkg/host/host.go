@@ -14,8 +14,10 @@ import (
 	"github.com/google/cadvisor/lib/machine"
 	cadvisorapi "github.com/google/cadvisor/lib/model"
 	"github.com/google/cadvisor/lib/utils/sysfs"
+	"github.com/moby/sys/userns"
 	"k8s.io/apimachinery/pkg/api/resource"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/utils/ptr"
 
 	"github.com/nodeagent/nodeagent/pkg/criruntime"
 	"github.com/nodeagent/nodeagent/pkg/eviction"
@@ -74,6 +76,10 @@ func (m *Machine) KernelVersion() string { return machine.KernelVersion() }
 
 // OSImage returns the OS's pretty name (cadvisor machine.ContainerOsVersion).
 func (m *Machine) OSImage() string { return machine.ContainerOsVersion() }
+
+// RunningInUserNamespace reports whether this process runs in a user namespace (a rootless or nested
+// container), read once from /proc/self/uid_map by userns.RunningInUserNS, as the kubelet's runningInUserNS.
+func (m *Machine) RunningInUserNamespace() *bool { return ptr.To(userns.RunningInUserNS()) }
 
 // ValidateNodeIP is nodestatus.ValidateNodeIP: the IP must be on one of the host's interfaces.
 func (m *Machine) ValidateNodeIP(ip net.IP) error { return nodestatus.ValidateNodeIP(ip) }

@@ -63,6 +63,9 @@ type Host interface {
 	IsUnderMemoryPressure() bool
 	IsUnderDiskPressure() bool
 	IsUnderPIDPressure() bool
+	// RunningInUserNamespace is nodeInfo.runningInUserNamespace: whether the agent runs in a user
+	// namespace (the kubelet's runningInUserNS); nil leaves the field unset.
+	RunningInUserNamespace() *bool
 }
 
 // Observer is told what the Controller's loops do (metrics.Metrics implements it). Optional.

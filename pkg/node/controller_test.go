@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"k8s.io/utils/ptr"
 	"net"
 	"slices"
 	"strings"
@@ -63,6 +64,7 @@ func (fakeHost) ResolveAddress(ip net.IP) (net.IP, error) { return ip, nil }
 func (fakeHost) IsUnderMemoryPressure() bool              { return false }
 func (fakeHost) IsUnderDiskPressure() bool                { return false }
 func (fakeHost) IsUnderPIDPressure() bool                 { return false }
+func (fakeHost) RunningInUserNamespace() *bool            { return ptr.To(false) }
 
 // env is one Controller over a fake API server, an informer-less Node lister (an indexer nobody
 // fills: every sync reads the Node from the API server), the CRI fakes and a fake event recorder.

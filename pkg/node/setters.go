@@ -23,7 +23,7 @@ func (c *Controller) DefaultNodeStatusFuncs() []nodestatus.Func {
 		{Name: "NodeAddress", Setter: nodestatus.NodeAddress(c.cfg.NodeIPs, host.ValidateNodeIP, c.cfg.Hostname,
 			c.cfg.ExternalCloudProvider, host.ResolveAddress, host.LookupIP)},
 		{Name: "MachineInfo", Setter: nodestatus.MachineInfo(c.cfg.NodeName, c.cfg.MaxPods, host.MachineInfo,
-			host.EphemeralStorageCapacity, reservation, c.recordEvent)},
+			host.EphemeralStorageCapacity, reservation, c.recordEvent, host.RunningInUserNamespace)},
 		{Name: "VersionInfo", Setter: nodestatus.VersionInfo(host.KernelVersion, host.OSImage,
 			c.runtimeVersion(versions), c.cfg.AgentVersion)},
 		{Name: "DaemonEndpoints", Setter: nodestatus.DaemonEndpoints(&v1.NodeDaemonEndpoints{})},

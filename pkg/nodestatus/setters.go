@@ -20,6 +20,7 @@ import (
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/klog/v2"
 	netutils "k8s.io/utils/net"
+	"k8s.io/utils/ptr"
 
 	"github.com/nodeagent/nodeagent/pkg/criruntime"
 )
@@ -163,14 +164,17 @@ func ValidateNodeIP(ip net.IP) error {
 
 // MachineInfo returns a Setter that sets capacity (cpu, memory, hugepages-*, ephemeral-storage, pods),
 // allocatable (capacity − reservation, never negative; hugepages also come off memory), machineID,
-// systemUUID and bootID. If machine info cannot be read, cpu and memory are 0 and the error is logged,
-// as the kubelet does. A changed bootID records a NodeRebooted warning event, once. Mirrors nodestatus.MachineInfo.
+// systemUUID, bootID, nodeInfo.swap.capacity (bytes, only when the machine has swap: NodeSwap is GA)
+// and nodeInfo.runningInUserNamespace (KubeletInUserNamespace, beta and on by default since 1.37). If
+// machine info cannot be read, cpu and memory are 0 and the error is logged, as the kubelet does. A
+// changed bootID records a NodeRebooted warning event, once. Mirrors nodestatus.MachineInfo (1.37).
 func MachineInfo(nodeName string,
 	maxPods int, // --max-pods
 	machineInfoFunc func() (*cadvisorapi.MachineInfo, error), // cached cadvisor machine info
 	ephemeralStorageCapacityFunc func() (resource.Quantity, error), // capacity of --root-dir's filesystem
 	reservationFunc func(capacity v1.ResourceList) v1.ResourceList, // system + kube reserved + eviction hard
 	recordEventFunc func(eventType, reason, message string),
+	runningInUserNSFunc func() *bool, // typically userns.RunningInUserNS, as the kubelet's runningInUserNS
 ) Setter {
 	// Only one reboot event, as the kubelet's rebootEvent: a retried or repeated status update starts
 	// again from the Node as the API server last had it and would record the reboot again.
@@ -205,6 +209,10 @@ func MachineInfo(nodeName string,
 			} else {
 				node.Status.Capacity[v1.ResourceEphemeralStorage] = q
 			}
+			if info.SwapCapacity != 0 {
+				node.Status.NodeInfo.Swap = &v1.NodeSwapStatus{Capacity: ptr.To(int64(info.SwapCapacity))}
+			}
+			node.Status.NodeInfo.RunningInUserNamespace = runningInUserNSFunc()
 		}
 
 		if node.Status.Allocatable == nil {

@@ -339,6 +339,7 @@ func TestMachineInfo(t *testing.T) {
 		maxPods          int
 		machineInfo      *cadvisorapi.MachineInfo
 		machineInfoErr   error
+		userNS           *bool // what runningInUserNSFunc answers
 		ephemeral        *resource.Quantity
 		ephemeralErr     error
 		reservation      v1.ResourceList
@@ -543,6 +544,29 @@ func TestMachineInfo(t *testing.T) {
 			wantEvents: []testEvent{{v1.EventTypeWarning, "NodeRebooted", "Node test-node has been rebooted, boot id: bar"}},
 		},
 		{
+			desc:        "swap capacity and runningInUserNamespace, as the 1.37 kubelet",
+			node:        &v1.Node{},
+			maxPods:     110,
+			machineInfo: &cadvisorapi.MachineInfo{NumCores: 2, MemoryCapacity: 1024, SwapCapacity: 4096},
+			userNS:      ptrTo(false),
+			wantStatus: v1.NodeStatus{
+				NodeInfo:    v1.NodeSystemInfo{Swap: &v1.NodeSwapStatus{Capacity: ptrTo(int64(4096))}, RunningInUserNamespace: ptrTo(false)},
+				Capacity:    v1.ResourceList{v1.ResourceCPU: cpu(2000), v1.ResourceMemory: bytes(1024), v1.ResourcePods: count(110)},
+				Allocatable: v1.ResourceList{v1.ResourceCPU: cpu(2000), v1.ResourceMemory: bytes(1024), v1.ResourcePods: count(110)},
+			},
+		},
+		{
+			desc:           "without machine info neither swap nor runningInUserNamespace is set",
+			node:           &v1.Node{},
+			maxPods:        110,
+			machineInfoErr: errors.New("foo"),
+			userNS:         ptrTo(true),
+			wantStatus: v1.NodeStatus{
+				Capacity:    v1.ResourceList{v1.ResourceCPU: cpu(0), v1.ResourceMemory: resource.MustParse("0Gi"), v1.ResourcePods: count(110)},
+				Allocatable: v1.ResourceList{v1.ResourceCPU: cpu(0), v1.ResourceMemory: resource.MustParse("0Gi"), v1.ResourcePods: count(110)},
+			},
+		},
+		{
 			desc:        "same boot id records no event",
 			node:        &v1.Node{Status: v1.NodeStatus{NodeInfo: v1.NodeSystemInfo{BootID: "bar"}}},
 			maxPods:     110,
@@ -577,7 +601,7 @@ func TestMachineInfo(t *testing.T) {
 			}
 			setter := MachineInfo(testNodeName, tc.maxPods,
 				func() (*cadvisorapi.MachineInfo, error) { return tc.machineInfo, tc.machineInfoErr },
-				ephemeral, reservation, record)
+				ephemeral, reservation, record, func() *bool { return tc.userNS })
 			if err := setter(ctx, tc.node); err != nil {
 				t.Fatalf("unexpected error: %v", err)
 			}
@@ -606,7 +630,7 @@ func TestMachineInfoRebootEventOnce(t *testing.T) {
 		func() (resource.Quantity, error) { return bytes(1), nil }, noReservation,
 		func(eventType, reason, message string) {
 			events = append(events, testEvent{eventType, reason, message})
-		})
+		}, func() *bool { return nil })
 	for i := 0; i < 3; i++ {
 		node := &v1.Node{Status: v1.NodeStatus{NodeInfo: v1.NodeSystemInfo{BootID: "old"}}}
 		if err := setter(ctx, node); err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"k8s.io/utils/ptr"
 	"net"
 	"sync/atomic"
 
@@ -80,3 +81,7 @@ func (h *host) ResolveAddress(ip net.IP) (net.IP, error) {
 func (h *host) IsUnderMemoryPressure() bool { return h.memoryPressure.Load() }
 func (h *host) IsUnderDiskPressure() bool   { return h.diskPressure.Load() }
 func (h *host) IsUnderPIDPressure() bool    { return h.pidPressure.Load() }
+
+// RunningInUserNamespace is false: a simulated node stands for a machine whose agent runs in the host's
+// user namespace, as a kubelet's does.
+func (h *host) RunningInUserNamespace() *bool { return ptr.To(false) }
