@@ -16,6 +16,7 @@ import (
 	"github.com/nodeagent/nodeagent/pkg/config"
 	"github.com/nodeagent/nodeagent/pkg/eviction"
 	"github.com/nodeagent/nodeagent/pkg/host"
+	"github.com/nodeagent/nodeagent/pkg/lease"
 	"github.com/nodeagent/nodeagent/pkg/node"
 	"github.com/nodeagent/nodeagent/pkg/nodestatus"
 	"github.com/nodeagent/nodeagent/pkg/server"
@@ -49,13 +50,16 @@ func New(cfg *config.Completed, deps *Dependencies) (*Agent, error) {
 		if a.node, err = node.New(nodeConfig(cfg, deps), node.Dependencies{
 			Client: deps.Client, HeartbeatClient: deps.HeartbeatClient, NodeLister: deps.Informers.Core().V1().Nodes().Lister(),
 			Cache: deps.NodeCache, Recorder: deps.Recorder, Clock: deps.Clock, OnHeartbeatFailure: deps.CloseAllConns,
-			Observer: deps.Metrics,
+			Observer: deps.Metrics, Serving: lease.NewServingProbe(deps.HeartbeatClient.CoreV1().RESTClient(), deps.Clock, 0),
 		}); err != nil {
 			return nil, err
 		}
 		healthy, ready = a.node.Healthy, a.node.Registered
 	}
 	if deps.Certificates != nil {
+		deps.Certificates.SetEvent(func(eventType, reason, message string) {
+			deps.Recorder.Event(a.eventRef(), eventType, reason, message)
+		})
 		healthy, ready = withCertificate(healthy, ready, deps.Certificates.Healthy)
 	}
 	if *c.HealthzPort > 0 {
@@ -197,7 +201,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.deps.Broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: a.deps.Client.CoreV1().Events("")})
 	for _, note := range a.notes() {
 		logger.Info(note)
-		a.deps.Recorder.Event(nodeRef(a.cfg.NodeName), v1.EventTypeNormal, "NoPodsCapacity", note)
+		a.deps.Recorder.Event(a.eventRef(), v1.EventTypeNormal, "NoPodsCapacity", note)
 	}
 	if a.deps.Problems != nil {
 		wg.Go(func() {
@@ -211,7 +215,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		wg.Go(func() { a.deps.Eviction.Run(ctx) })
 		wg.Go(func() { a.node.Run(ctx) })
 	} else {
-		a.deps.Recorder.Eventf(nodeRef(a.cfg.NodeName), v1.EventTypeNormal, "Starting", "Starting nodeagent (companion).")
+		a.deps.Recorder.Eventf(a.eventRef(), v1.EventTypeNormal, "Starting", "Starting nodeagent (companion).")
 		wg.Go(func() { a.companion.run(ctx, a.deps.ProblemChanges) })
 	}
 

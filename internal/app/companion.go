@@ -104,7 +104,17 @@ func (m *companionMode) patched() error {
 	return nil
 }
 
-// nodeRef is the Node as the object of Events (the kubelet's nodeRef: UID = name).
+// nodeRef is the Node as the object of problem monitors' Events and of the companion's, as
+// node-problem-detector's k8sexporter makes it (UID = name): what NPD's users select on.
 func nodeRef(name string) *v1.ObjectReference {
 	return &v1.ObjectReference{Kind: "Node", Name: name, UID: types.UID(name)}
+}
+
+// eventRef is the Node as the object of the agent's own Events: the node controller's (the 1.37
+// kubelet's, with the Node's UID once known) when it owns the Node, nodeRef in companion mode.
+func (a *Agent) eventRef() *v1.ObjectReference {
+	if a.node != nil {
+		return a.node.EventRef()
+	}
+	return nodeRef(a.cfg.NodeName)
 }

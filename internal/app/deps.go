@@ -11,7 +11,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -149,16 +148,10 @@ func NewDependencies(ctx context.Context, cfg *config.Completed) (*Dependencies,
 	// Events on the Node, as the kubelet's recorder (component "nodeagent", host = node name).
 	d.Broadcaster = record.NewBroadcaster(record.WithContext(ctx))
 	d.Recorder = d.RecorderFor("nodeagent", cfg.NodeName)
-	if d.Certificates != nil {
-		nodeRef := &v1.ObjectReference{Kind: "Node", Name: cfg.NodeName, UID: types.UID(cfg.NodeName)}
-		d.Certificates.SetEvent(func(eventType, reason, message string) {
-			d.Recorder.Event(nodeRef, eventType, reason, message)
-		})
-	}
 
 	// Problem monitors: their configs are checked here, before anything touches the cluster.
 	if len(c.CustomPluginMonitors)+len(c.SystemLogMonitors) > 0 {
-		nodeRef := &v1.ObjectReference{Kind: "Node", Name: cfg.NodeName, UID: types.UID(cfg.NodeName)}
+		nodeRef := nodeRef(cfg.NodeName)
 		if d.Problems, err = problem.New(problem.Config{
 			CustomPluginMonitors: c.CustomPluginMonitors, SystemLogMonitors: c.SystemLogMonitors, Clock: d.Clock,
 			Recorder: func(eventType, reason, message, source string) {

@@ -33,6 +33,7 @@ import (
 
 	"github.com/nodeagent/nodeagent/pkg/config"
 	"github.com/nodeagent/nodeagent/pkg/metrics"
+	"github.com/nodeagent/nodeagent/pkg/lease"
 	"github.com/nodeagent/nodeagent/pkg/node"
 	"github.com/nodeagent/nodeagent/pkg/nodecache"
 	"github.com/nodeagent/nodeagent/pkg/server"
@@ -193,6 +194,9 @@ func runSimulate(ctx context.Context, o *simulateOptions) error {
 			Client: deps.client, HeartbeatClient: deps.heartbeat, NodeLister: deps.informers.Core().V1().Nodes().Lister(),
 			Cache: deps.tracker, Recorder: deps.recorder, Clock: deps.clock, OnHeartbeatFailure: deps.closeAllConns,
 			Observer: simulationObserver{m: deps.metrics, heartbeats: deps.heartbeats},
+			// One probe for every simulated node: after an outage, N Leases resume together, at the
+			// cost of one /readyz request per probe period while they wait.
+			Serving: lease.NewServingProbe(deps.heartbeat.CoreV1().RESTClient(), deps.clock, 0),
 		},
 		StartQPS: float64(*cfg.KubeAPIQPS), StartBurst: int(cfg.KubeAPIBurst),
 	})

@@ -45,6 +45,14 @@ type Config struct {
 	OnHeartbeatRecovered func()
 	// Observer, if set, is told each renewal's duration and each failure's reason (metrics).
 	Observer Observer
+	// Serving, if set, is waited on when looking for the Lease fails in transport (the API server
+	// cannot be reached): the look is retried as soon as the API server serves again, instead of after
+	// the lease controller's backoff (up to 7 s). One probe serves every Renewer of a process.
+	Serving *ServingProbe
+	// Registered, if set, says whether the Node has been registered: before, the owner reference is
+	// looked up only in Lister (no GET for a Node that does not exist yet), as the Lease is written
+	// before the Node, as the kubelet's.
+	Registered func() bool
 	// Clock is injected for tests; default the real clock.
 	Clock clock.Clock
 }
@@ -78,6 +86,9 @@ type Renewer struct {
 	mu      sync.Mutex
 	status  Status
 	failing bool
+
+	firstAttempt     chan struct{} // closed after the first Lease write, or the first failure
+	firstAttemptOnce sync.Once
 }
 
 // New validates cfg and builds the component-helpers lease controller over the decorated client. It
@@ -92,7 +103,7 @@ func New(cfg Config) (*Renewer, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
-	r := &Renewer{cfg: cfg}
+	r := &Renewer{cfg: cfg, firstAttempt: make(chan struct{})}
 	r.status.RenewInterval = r.RenewInterval()
 	r.controller = leasecontroller.NewController(cfg.Clock, observedClient{Interface: cfg.Client, r: r}, cfg.NodeName,
 		cfg.LeaseDurationSeconds, cfg.OnRepeatedHeartbeatFailure, r.RenewInterval(), cfg.NodeName, Namespace, r.setNodeOwner)
@@ -106,6 +117,12 @@ func (r *Renewer) RenewInterval() time.Duration {
 
 // Run renews the Lease until ctx ends; the first renewal (creating the Lease if needed) is immediate.
 func (r *Renewer) Run(ctx context.Context) { r.controller.Run(ctx) }
+
+// FirstAttempt is closed once the first Lease write succeeded or a write or read failed: registration
+// waits on it (bounded) so that a Node is never Ready without its Lease.
+func (r *Renewer) FirstAttempt() <-chan struct{} { return r.firstAttempt }
+
+func (r *Renewer) attempted() { r.firstAttemptOnce.Do(func() { close(r.firstAttempt) }) }
 
 // Status returns a copy of the Renewer's status.
 func (r *Renewer) Status() Status {
@@ -131,6 +148,7 @@ func (r *Renewer) renewed(lease *coordinationv1.Lease, d time.Duration) {
 	recovered := r.failing
 	r.failing = false
 	r.mu.Unlock()
+	r.attempted()
 	if r.cfg.Observer != nil {
 		r.cfg.Observer.ObserveLeaseRenewal(d)
 	}
@@ -155,6 +173,7 @@ func (r *Renewer) failed(err error) {
 	r.status.ErrorTime = r.cfg.Clock.Now()
 	r.failing = true
 	r.mu.Unlock()
+	r.attempted()
 	if r.cfg.Observer != nil {
 		r.cfg.Observer.ObserveLeaseError(reason)
 	}
@@ -183,7 +202,8 @@ func (c observedCoordination) Leases(namespace string) coordinationclientv1.Leas
 }
 
 // observedLeases records the calls the lease controller makes: Create and Update are renewals; Get is
-// the controller looking for its Lease after a failure, where NotFound is the expected answer.
+// the controller looking for its Lease (at start, or after failed updates), where NotFound is the
+// expected answer. A Get that fails in transport waits for Config.Serving and is retried once.
 type observedLeases struct {
 	coordinationclientv1.LeaseInterface
 	r *Renewer
@@ -193,8 +213,24 @@ func (l observedLeases) Get(ctx context.Context, name string, opts metav1.GetOpt
 	lease, err := l.LeaseInterface.Get(ctx, name, opts)
 	if err != nil && !apierrors.IsNotFound(err) {
 		l.r.failed(err)
+		if l.r.cfg.Serving != nil && transportError(err) && ctx.Err() == nil {
+			klog.FromContext(ctx).V(2).Info("Lease unreachable: waiting for the API server to serve again", "lease", name, "err", err)
+			if l.r.cfg.Serving.Wait(ctx) == nil {
+				lease, err = l.LeaseInterface.Get(ctx, name, opts)
+				if err != nil && !apierrors.IsNotFound(err) {
+					l.r.failed(err)
+				}
+			}
+		}
 	}
 	return lease, err
+}
+
+// transportError reports whether err came from the connection rather than from the API server: no
+// Status in the answer (refused, reset, timed out on the client).
+func transportError(err error) bool {
+	_, ok := err.(apierrors.APIStatus)
+	return !ok
 }
 
 func (l observedLeases) Create(ctx context.Context, lease *coordinationv1.Lease, opts metav1.CreateOptions) (*coordinationv1.Lease, error) {
@@ -225,7 +261,7 @@ func (r *Renewer) setNodeOwner(lease *coordinationv1.Lease) error {
 	if r.cfg.Lister != nil {
 		node, _ = r.cfg.Lister.Get(r.cfg.NodeName)
 	}
-	if node == nil && len(lease.OwnerReferences) == 0 {
+	if node == nil && len(lease.OwnerReferences) == 0 && (r.cfg.Registered == nil || r.cfg.Registered()) {
 		// The lease controller's hook takes no context; bound the GET by the renew interval instead.
 		ctx, cancel := context.WithTimeout(context.Background(), r.RenewInterval())
 		defer cancel()

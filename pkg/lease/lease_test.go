@@ -61,6 +61,7 @@ func TestSetNodeOwner(t *testing.T) {
 		owners     []metav1.OwnerReference
 		wantOwners []metav1.OwnerReference
 		wantGets   int
+		notYet     bool // Config.Registered answers false
 	}{
 		{desc: "owner from the lister's Node", inLister: node("uid-1"), wantOwners: ownerRef("uid-1")},
 		{desc: "already pointing at the Node", inLister: node("uid-1"), owners: ownerRef("uid-1"), wantOwners: ownerRef("uid-1")},
@@ -70,6 +71,8 @@ func TestSetNodeOwner(t *testing.T) {
 		{desc: "no Node anywhere: no owner, no error", wantOwners: nil, wantGets: 1},
 		{desc: "GET fails: no owner, no error", getErr: errors.New("connection refused"), wantOwners: nil, wantGets: 1},
 		{desc: "not in the cache but already owned: no GET, owner kept", owners: ownerRef("uid-1"), wantOwners: ownerRef("uid-1")},
+		{desc: "before registration: no GET for a Node that does not exist yet", notYet: true, inAPI: node("uid-3"), wantOwners: nil},
+		{desc: "before registration, in the cache (a restart): owner", notYet: true, inLister: node("uid-1"), wantOwners: ownerRef("uid-1")},
 	}
 	for _, tc := range cases {
 		t.Run(tc.desc, func(t *testing.T) {
@@ -81,7 +84,7 @@ func TestSetNodeOwner(t *testing.T) {
 			if tc.getErr != nil {
 				client.PrependReactor("get", "nodes", func(core.Action) (bool, runtime.Object, error) { return true, nil, tc.getErr })
 			}
-			cfg := Config{Client: client, NodeName: nodeName, LeaseDurationSeconds: 40}
+			cfg := Config{Client: client, NodeName: nodeName, LeaseDurationSeconds: 40, Registered: func() bool { return !tc.notYet }}
 			if !tc.noLister {
 				if tc.inLister != nil {
 					cfg.Lister = listerWith(t, tc.inLister)

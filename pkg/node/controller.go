@@ -22,7 +22,6 @@ import (
 	cadvisorapi "github.com/google/cadvisor/lib/model"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/record"
@@ -136,6 +135,9 @@ type Dependencies struct {
 	OnHeartbeatFailure func()
 	// Observer is told what the loops do; nil for none.
 	Observer Observer
+	// Serving, if set, is the process's one probe of the API server (lease.NewServingProbe over the
+	// heartbeat client): Lease renewal resumes as soon as it serves again after an outage.
+	Serving *lease.ServingProbe
 }
 
 // Controller keeps one Node true. Build with New, run with Run.
@@ -150,7 +152,6 @@ type Controller struct {
 	syncer       *statussync.Syncer
 	renewer      *lease.Renewer
 	cache        *nodecache.Node
-	nodeRef      *v1.ObjectReference
 	started      time.Time
 
 	mu          sync.Mutex
@@ -184,7 +185,6 @@ func New(cfg Config, deps Dependencies) (*Controller, error) {
 	c := &Controller{
 		cfg: cfg, deps: deps,
 		cache:       deps.Cache.Node(cfg.NodeName),
-		nodeRef:     &v1.ObjectReference{Kind: "Node", Name: cfg.NodeName, UID: types.UID(cfg.NodeName)},
 		started:     deps.Clock.Now(),
 		runtimeSeen: make(chan struct{}),
 	}
@@ -232,6 +232,8 @@ func New(cfg Config, deps Dependencies) (*Controller, error) {
 		// is stale since the failures), so a Node the lifecycle controller marked Unknown during the
 		// outage is Ready again within a round trip instead of one status period.
 		OnHeartbeatRecovered: c.onHeartbeatRecovered,
+		Serving:              deps.Serving,
+		Registered:           c.syncer.IsRegistered,
 		Clock:                deps.Clock,
 	}
 	if deps.Observer != nil {
@@ -247,25 +249,34 @@ func New(cfg Config, deps Dependencies) (*Controller, error) {
 func (c *Controller) Name() string { return c.cfg.NodeName }
 
 // Run runs the Node's loops until ctx ends and returns once they all have stopped. As the kubelet's
-// Run: the runtime poller starts at once in its own goroutine; the first status sync (registration)
-// waits for the first runtime check, bounded by StatusCallTimeout, so a Node whose runtime is ready
-// registers Ready and one whose runtime is gone or hangs registers NotReady, saying why; the Lease
-// renewer starts as soon as the Node is registered; the fast start-up update runs once.
+// Run: the runtime poller and the Lease renewer start at once in their own goroutines; the first status
+// sync (registration) waits for the first runtime check and the first Lease write, together bounded
+// by StatusCallTimeout + 1 s, so a Node whose runtime is ready registers Ready with its Lease already
+// there, and one whose runtime is gone or hangs registers NotReady, saying why; the fast start-up
+// update runs once.
 func (c *Controller) Run(ctx context.Context) {
 	logger := klog.FromContext(ctx).WithValues("node", c.cfg.NodeName)
 	ctx = klog.NewContext(ctx, logger)
-	c.deps.Recorder.Eventf(c.nodeRef, v1.EventTypeNormal, "Starting", "Starting nodeagent.")
+	c.deps.Recorder.Eventf(c.EventRef(), v1.EventTypeNormal, "Starting", "Starting nodeagent.")
 
 	var wg sync.WaitGroup
 	wg.Go(func() { c.poller.Run(ctx) })
+	wg.Go(func() { c.renewer.Run(ctx) })
 	wg.Go(func() {
 		t := c.deps.Clock.NewTimer(StatusCallTimeout + time.Second)
 		defer t.Stop()
-		select {
-		case <-ctx.Done():
-			return
-		case <-c.runtimeSeen:
-		case <-t.C():
+		timedOut := false
+		for _, first := range []<-chan struct{}{c.runtimeSeen, c.renewer.FirstAttempt()} {
+			if timedOut {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-first:
+			case <-t.C():
+				timedOut = true
+			}
 		}
 		wg.Go(func() {
 			c.syncer.FastStatusUpdateOnce(ctx)
@@ -274,14 +285,6 @@ func (c *Controller) Run(ctx context.Context) {
 			c.poller.SetReadyExpected()
 		})
 		c.syncer.Run(ctx)
-	})
-	wg.Go(func() {
-		select {
-		case <-ctx.Done():
-			return
-		case <-c.syncer.Registered():
-		}
-		c.renewer.Run(ctx)
 	})
 	if c.cfg.Triggers != nil {
 		wg.Go(func() {
@@ -357,11 +360,25 @@ func (c *Controller) onSync(r statussync.SyncResult) {
 
 // recordNodeStatusEvent records "Node <name> status is now: <reason>", as the kubelet's.
 func (c *Controller) recordNodeStatusEvent(eventType, reason string) {
-	c.deps.Recorder.Eventf(c.nodeRef, eventType, reason, "Node %s status is now: %s", c.cfg.NodeName, reason)
+	c.deps.Recorder.Eventf(c.EventRef(), eventType, reason, "Node %s status is now: %s", c.cfg.NodeName, reason)
 }
 
 func (c *Controller) recordEvent(eventType, reason, message string) {
-	c.deps.Recorder.Event(c.nodeRef, eventType, reason, message)
+	c.deps.Recorder.Event(c.EventRef(), eventType, reason, message)
+}
+
+// EventRef returns the Node as the involved object of the Events its controller records, as the 1.37
+// kubelet's nodeRefWithUID: apiVersion v1, kind Node, the name and, once a sync has seen the Node, its
+// UID (none before, e.g. for "Starting"), so `kubectl describe node` finds them by UID. Unlike the
+// kubelet, which resolves the UID once, a Node deleted and registered again gets the new UID.
+func (c *Controller) EventRef() *v1.ObjectReference {
+	ref := &v1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: c.cfg.NodeName}
+	c.mu.Lock()
+	if c.lastPosted != nil {
+		ref.UID = c.lastPosted.UID
+	}
+	c.mu.Unlock()
+	return ref
 }
 
 // IsRegistered reports whether the Node is registered now.

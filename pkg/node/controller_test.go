@@ -272,8 +272,11 @@ func TestRegistersReady(t *testing.T) {
 			t.Errorf("Lease renewTime %v holder %v, want %v and %s: written in the instant of registration", l.Spec.RenewTime, l.Spec.HolderIdentity, e.start, nodeName)
 		}
 		writes := e.writes()
-		if len(writes) < 2 || writes[0] != "create nodes" || writes[1] != "create leases" {
-			t.Errorf("API writes %v, want the Node created, then the Lease", writes)
+		if len(writes) < 2 || writes[0] != "create leases" || writes[1] != "create nodes" {
+			t.Errorf("API writes %v, want the Lease created, then the Node: never Ready without a Lease", writes)
+		}
+		if len(l.OwnerReferences) != 0 {
+			t.Errorf("Lease owners %v at creation, before the Node existed", l.OwnerReferences)
 		}
 
 		if err := e.ctrl.Registered(); err != nil {
@@ -300,6 +303,12 @@ func TestRegistersReady(t *testing.T) {
 		synctest.Wait()
 		if got := e.writes(); len(got) != len(writes) {
 			t.Errorf("writes in the first 9 s after registration: %v", got[len(writes):])
+		}
+		// The first renewal (10 s) points the Lease at the Node, as the kubelet's setNodeOwnerFunc.
+		time.Sleep(1500 * time.Millisecond)
+		synctest.Wait()
+		if l := e.lease(); len(l.OwnerReferences) != 1 || l.OwnerReferences[0].Kind != "Node" || l.OwnerReferences[0].UID != e.node().UID {
+			t.Errorf("Lease owners %v after the first renewal, want the Node %q", l.OwnerReferences, e.node().UID)
 		}
 		stop()
 	})
@@ -456,8 +465,8 @@ func TestHealthy(t *testing.T) {
 	})
 }
 
-// TestRegistrationFails: while the Node cannot be created nothing else is written (no Lease), and
-// Registered() and Status().Problems say why.
+// TestRegistrationFails: while the Node cannot be created, the Lease is still renewed (as the
+// kubelet's lease controller, which starts at once) without an owner, and Registered() and Status().Problems say why.
 func TestRegistrationFails(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, ctx := ktesting.NewTestContext(t)
@@ -468,9 +477,10 @@ func TestRegistrationFails(t *testing.T) {
 		stop := e.run(ctx)
 		time.Sleep(3 * time.Second)
 		synctest.Wait()
-		if e.lease() != nil {
-			t.Error("Lease written before the Node was registered")
+		if l := e.lease(); l == nil || len(l.OwnerReferences) != 0 {
+			t.Errorf("Lease %+v, want one without owner while the Node cannot be registered", l)
 		}
+
 		if err := e.ctrl.Registered(); err == nil || err.Error() != `node "node-1" not registered yet` {
 			t.Errorf("Registered() = %v", err)
 		}
