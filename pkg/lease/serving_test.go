@@ -178,4 +178,3 @@ func TestRenewalResumesWhenServing(t *testing.T) {
 		})
 	}
 }
-
