@@ -198,14 +198,15 @@ func (c *CloudNodeController) Logs() string {
 	return string(b)
 }
 
-// StartTestCloudNodeController starts the cloud node controller with StartCloudNodeController (bounded by
-// ctx and one minute) and fails the test if it does not start. When the test ends it stops it (an exit
-// other than status 0 is a test error) and, if the test failed, logs the last 40 lines of its log.
-func StartTestCloudNodeController(ctx context.Context, t testing.TB, cp *ControlPlane, opts CloudNodeControllerOptions) *CloudNodeController {
+// NewTestCloudNodeController is NewCloudNodeController, failing the test on error, with its end registered:
+// when the test ends it is stopped (an exit other than status 0 is a test error) and, if the test failed, the
+// last 40 lines of its log are logged. It is not started: call Start (a test can register Nodes while it is
+// down).
+func NewTestCloudNodeController(t testing.TB, cp *ControlPlane, opts CloudNodeControllerOptions) *CloudNodeController {
 	t.Helper()
 	c, err := NewCloudNodeController(cp, opts)
 	if err != nil {
-		t.Fatalf("start cloud-node-controller: %v", err)
+		t.Fatalf("cloud-node-controller: %v", err)
 	}
 	t.Cleanup(func() {
 		if err := c.Stop(); err != nil {
@@ -215,6 +216,14 @@ func StartTestCloudNodeController(ctx context.Context, t testing.TB, cp *Control
 			t.Logf("cloud-node-controller log (%s), last lines:\n%s", c.LogPath, TailLines(c.Logs(), 40))
 		}
 	})
+	return c
+}
+
+// StartTestCloudNodeController is NewTestCloudNodeController and Start (bounded by ctx and one minute),
+// failing the test if it does not start.
+func StartTestCloudNodeController(ctx context.Context, t testing.TB, cp *ControlPlane, opts CloudNodeControllerOptions) *CloudNodeController {
+	t.Helper()
+	c := NewTestCloudNodeController(t, cp, opts)
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	if err := c.Start(ctx); err != nil {

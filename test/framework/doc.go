@@ -34,8 +34,8 @@
 // ControlPlane.StartScheduler adds the real kube-scheduler to a running control plane, ControlPlane.Kubectl runs
 // kubectl as admin, and PodServiceAccountKubeconfig mints a service-account token bound to a pod on a node.
 //
-// StartCloudNodeController (NewCloudNodeController, then Start; StartTestCloudNodeController stops it when the
-// test ends) runs an external cloud provider against a control plane: k8s.io/cloud-provider's cloud node
+// StartCloudNodeController (NewCloudNodeController, then Start; NewTestCloudNodeController and
+// StartTestCloudNodeController stop it when the test ends) runs an external cloud provider against a control plane: k8s.io/cloud-provider's cloud node
 // controller and cloud node lifecycle controller over its fake cloud, which initialise Nodes registered with
 // --cloud-provider=external (providerID CloudProviderID(name), instance type, zone, region, ExternalIP).
 //

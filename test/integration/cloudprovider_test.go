@@ -57,7 +57,7 @@ const cloudStatusPeriod = 2 * time.Second
 //     tainted and is initialised again);
 //   - every version of every Node, as a watch saw it, is tainted until it carries the cloud's providerID
 //     and labels, and once initialised never loses any of it (nodeagent does not fight the controller);
-//     nodeagent never writes the Node's spec (audit log);
+//     nodeagent never writes the Node's spec, and creates it exactly twice (audit log);
 //   - the reference kubelet run the same way ends with the same labels, annotations, taints, spec and
 //     addresses as nodeagent, the node name normalised, both while the controller is down and after.
 func TestCloudProviderExternal(t *testing.T) {
@@ -82,19 +82,9 @@ func TestCloudProviderExternal(t *testing.T) {
 	// Every version of every Node, from before the first one is created.
 	hist := watchNodes(ctx, t, client)
 
-	cnc, err := framework.NewCloudNodeController(cp, framework.CloudNodeControllerOptions{
+	// Not started yet: the first nodes register while it is down.
+	cnc := framework.NewTestCloudNodeController(t, cp, framework.CloudNodeControllerOptions{
 		Dir: dir + "/cloud", NodeStatusUpdateFrequency: cloudStatusPeriod})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := cnc.Stop(); err != nil {
-			t.Errorf("cloud-node-controller: %v", err)
-		}
-		if t.Failed() {
-			t.Logf("cloud-node-controller log (%s), last lines:\n%s", cnc.LogPath, framework.TailLines(cnc.Logs(), 40))
-		}
-	})
 	withIP := expectation{cnc: cnc, internalIP: nodeIP}
 	noIP := expectation{cnc: cnc}
 
@@ -108,7 +98,7 @@ func TestCloudProviderExternal(t *testing.T) {
 	}
 	holdStart := time.Now()
 	waitSyncs(t, 3, lateAgent, lateNoIP)
-	t.Logf("controller down: held %v (3 status syncs of each agent)", time.Since(holdStart).Round(time.Millisecond))
+	t.Logf("controller down: held %v (3 status periods and syncs of each agent)", time.Since(holdStart).Round(time.Millisecond))
 	for _, c := range []struct {
 		name string
 		want expectation
@@ -147,7 +137,7 @@ func TestCloudProviderExternal(t *testing.T) {
 	waitInitialised(t, client, cloudKubelet, withIP, registered)
 	holdStart = time.Now()
 	waitSyncs(t, 3, agent, lateAgent)
-	t.Logf("controller up: held %v (3 status syncs of each agent)", time.Since(holdStart).Round(time.Millisecond))
+	t.Logf("controller up: held %v (3 status periods and syncs of each agent)", time.Since(holdStart).Round(time.Millisecond))
 
 	// 4. A restart of nodeagent (and of the kubelet, to compare): everything stays.
 	if err := agent.Stop(); err != nil {
@@ -169,7 +159,7 @@ func TestCloudProviderExternal(t *testing.T) {
 	waitReadyz(t, agent)
 	holdStart = time.Now()
 	waitSyncs(t, 3, agent)
-	t.Logf("after restart: held %v (3 status syncs)", time.Since(holdStart).Round(time.Millisecond))
+	t.Logf("after restart: held %v (3 status periods and syncs)", time.Since(holdStart).Round(time.Millisecond))
 	for _, c := range []struct {
 		name string
 		want expectation
@@ -190,7 +180,7 @@ func TestCloudProviderExternal(t *testing.T) {
 	waitInitialised(t, client, cloudAgent, withIP, deleted)
 	holdStart = time.Now()
 	waitSyncs(t, 3, agent)
-	t.Logf("after re-registration: held %v (3 status syncs)", time.Since(holdStart).Round(time.Millisecond))
+	t.Logf("after re-registration: held %v (3 status periods and syncs)", time.Since(holdStart).Round(time.Millisecond))
 	if uids := hist.uids(cloudAgent); len(uids) != 2 {
 		t.Errorf("node %s: want 2 Nodes (the first and the one registered again), saw UIDs %v", cloudAgent, uids)
 	}
@@ -208,6 +198,15 @@ func TestCloudProviderExternal(t *testing.T) {
 		want expectation
 	}{{cloudAgent, withIP}, {cloudKubelet, withIP}, {cloudLateAgent, withIP}, {cloudLateKubelet, withIP}, {cloudLateNoIP, noIP}, {cloudLateNoIPK, noIP}} {
 		checkCloudHistory(t, c.name, versions[c.name], c.want)
+	}
+	creates, err := framework.ReadAuditEventsBy(cp.AuditLogPath, "system:node:"+cloudAgent, func(e framework.AuditEvent) bool {
+		return e.Is("create", "nodes", "") && e.Code() == 201
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(creates) != 2 {
+		t.Errorf("nodeagent %s created its Node %d times (audit log), want 2: at first and after the deletion", cloudAgent, len(creates))
 	}
 	for _, name := range []string{cloudAgent, cloudLateAgent, cloudLateNoIP} {
 		writes, err := framework.ReadAuditEventsBy(cp.AuditLogPath, "system:node:"+name, func(e framework.AuditEvent) bool {
@@ -239,10 +238,13 @@ func startCloudKubelet(t *testing.T, cp *framework.ControlPlane, c *framework.Co
 	})
 }
 
-// waitSyncs waits until each agent has made n more status syncs (patched or not) than when called: n of
-// its status periods, the agents' periods running side by side.
+// waitSyncs waits until each agent has made n more status syncs (patched or not) than when called and
+// n status periods have passed: a hold of n periods in which every sync could have undone what the cloud
+// controller set. (Syncs can come faster than the period: after a re-registration, or a Lease renewal
+// that follows failures, the agent syncs again within seconds.)
 func waitSyncs(t *testing.T, n int, agents ...*framework.Agent) {
 	t.Helper()
+	start := time.Now()
 	from := make([]float64, len(agents))
 	for i, a := range agents {
 		m, err := a.Metrics(t.Context())
@@ -253,8 +255,9 @@ func waitSyncs(t *testing.T, n int, agents ...*framework.Agent) {
 	}
 	for i, a := range agents {
 		framework.WaitMetrics(t.Context(), t, a, time.Duration(n+3)*cloudStatusPeriod+10*time.Second,
-			fmt.Sprintf("%d more status syncs", n), func(m *framework.Metrics) bool {
-				return m.Sum("nodeagent_node_status_syncs_total", nil) >= from[i]+float64(n)
+			fmt.Sprintf("%d more status syncs over %d periods", n, n), func(m *framework.Metrics) bool {
+				return m.Sum("nodeagent_node_status_syncs_total", nil) >= from[i]+float64(n) &&
+					time.Since(start) >= time.Duration(n)*cloudStatusPeriod
 			})
 	}
 }
