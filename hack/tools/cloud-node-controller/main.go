@@ -29,6 +29,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -52,8 +53,9 @@ type options struct {
 	// manager's --node-status-update-frequency, default 5m); nodeMonitorPeriod the lifecycle
 	// controller's (--node-monitor-period, default 5s).
 	nodeStatusUpdateFrequency, nodeMonitorPeriod time.Duration
-	// concurrentNodeSyncs and concurrentNodeStatusUpdates are the controller's worker counts.
-	concurrentNodeSyncs, concurrentNodeStatusUpdates int
+	// concurrentNodeSyncs and concurrentNodeStatusUpdates are the node controller's worker counts,
+	// concurrentNodeLifecycleSyncs the lifecycle controller's (cloud-provider v0.37 and later).
+	concurrentNodeSyncs, concurrentNodeStatusUpdates, concurrentNodeLifecycleSyncs int
 	// healthzPort, if not 0, serves GET /healthz on 127.0.0.1: 200 once the Node informer has synced.
 	healthzPort int
 }
@@ -70,6 +72,7 @@ func main() {
 	flag.DurationVar(&o.nodeMonitorPeriod, "node-monitor-period", 5*time.Second, "How often the node lifecycle controller checks NotReady Nodes against the cloud.")
 	flag.IntVar(&o.concurrentNodeSyncs, "concurrent-node-syncs", 1, "Workers initialising Nodes.")
 	flag.IntVar(&o.concurrentNodeStatusUpdates, "concurrent-node-status-updates", 1, "Workers reconciling Node addresses.")
+	flag.IntVar(&o.concurrentNodeLifecycleSyncs, "concurrent-node-lifecycle-syncs", 1, "Workers of the node lifecycle controller (ignored with k8s.io/cloud-provider before v0.37, which has one).")
 	flag.IntVar(&o.healthzPort, "healthz-port", 0, "Port of GET /healthz on 127.0.0.1 (200 once the Node informer has synced); 0 disables it.")
 	flag.Parse()
 
@@ -118,7 +121,7 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return fmt.Errorf("cloud node controller: %w", err)
 	}
-	cnlc, err := nodelifecyclecontroller.NewCloudNodeLifecycleController(nodeInformer, client, cloud, o.nodeMonitorPeriod)
+	cnlc, err := newCloudNodeLifecycleController(nodeInformer, client, cloud, o.nodeMonitorPeriod, o.concurrentNodeLifecycleSyncs)
 	if err != nil {
 		return fmt.Errorf("cloud node lifecycle controller: %w", err)
 	}
@@ -147,6 +150,23 @@ func run(ctx context.Context, o options) error {
 	factory.Shutdown()
 	klog.InfoS("Stopped")
 	return nil
+}
+
+// newCloudNodeLifecycleController calls nodelifecycle.NewCloudNodeLifecycleController, whose signature
+// changed in k8s.io/cloud-provider v0.37 (a worker count was added), so that this command builds against
+// v0.36 and v0.37 alike: only the case matching the module's version is taken.
+func newCloudNodeLifecycleController(nodeInformer coreinformers.NodeInformer, client kubernetes.Interface,
+	cloud cloudprovider.Interface, monitorPeriod time.Duration, workers int) (*nodelifecyclecontroller.CloudNodeLifecycleController, error) {
+	type ctor036 = func(coreinformers.NodeInformer, kubernetes.Interface, cloudprovider.Interface, time.Duration) (*nodelifecyclecontroller.CloudNodeLifecycleController, error)
+	type ctor037 = func(coreinformers.NodeInformer, kubernetes.Interface, cloudprovider.Interface, time.Duration, int) (*nodelifecyclecontroller.CloudNodeLifecycleController, error)
+	switch newController := any(nodelifecyclecontroller.NewCloudNodeLifecycleController).(type) {
+	case ctor036:
+		return newController(nodeInformer, client, cloud, monitorPeriod)
+	case ctor037:
+		return newController(nodeInformer, client, cloud, monitorPeriod, workers)
+	default:
+		return nil, fmt.Errorf("unknown signature of nodelifecycle.NewCloudNodeLifecycleController: %T", newController)
+	}
 }
 
 // instanceMetadata is the fake cloud's description of node's instance.
