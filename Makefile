@@ -8,7 +8,7 @@ INTEGRATION_PKGS := ./test/...
 .PHONY: tools build up cluster test test-unit test-integration vet fmt
 
 ## tools: install containerd/CNI plugins if missing and build etcd, kube-apiserver, kube-controller-manager,
-## kube-scheduler, kubelet and kubectl into _output/bin
+## kube-scheduler, kubelet, kubectl and cloud-node-controller into _output/bin
 tools:
 	hack/install-deps.sh
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what nodeagent's tests and hack/local-up.sh need, only what is missing (idempotent):
 #   - Debian packages: containerd (with runc and ctr), containernetworking-plugins (/usr/lib/cni), iproute2;
-#   - etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet and kubectl built from the
+#   - etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl and
+#     cloud-node-controller (k8s.io/cloud-provider's node controllers over its fake cloud) built from the
 #     hack/tools module into _output/bin, rebuilt when a binary is missing or hack/tools (go.mod, go.sum,
 #     *.go) changed, as recorded by the stamp file _output/bin/.tools.stamp.
 # A lock (_output/bin/.install-deps.lock) serialises concurrent runs, e.g. parallel test packages.
@@ -10,7 +11,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BIN="$ROOT/_output/bin"
 TOOLS="$ROOT/hack/tools"
-BINARIES=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl)
+BINARIES=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl cloud-node-controller)
 
 log() { echo "install-deps: $*"; }
 

@@ -118,6 +118,38 @@ func TestNodeAddress(t *testing.T) {
 			wantAnnotations:   map[string]string{annotationProvidedIPAddr: "10.1.1.1"},
 		},
 		{
+			name:          "using cloud provider and the cloud's addresses are set: kept as the cloud ordered them",
+			nodeIPs:       []net.IP{ip("10.1.1.1")},
+			cloudProvider: true,
+			existingAddresses: []v1.NodeAddress{
+				{Type: v1.NodeInternalIP, Address: "10.1.1.1"}, {Type: v1.NodeExternalIP, Address: "203.0.113.10"},
+				{Type: v1.NodeInternalDNS, Address: "ip-10-1-1-1.internal"}, {Type: v1.NodeHostName, Address: "cloud-host"},
+			},
+			existingAnnotations: map[string]string{annotationProvidedIPAddr: "10.1.1.1"},
+			wantAddresses: []v1.NodeAddress{
+				{Type: v1.NodeInternalIP, Address: "10.1.1.1"}, {Type: v1.NodeExternalIP, Address: "203.0.113.10"},
+				{Type: v1.NodeInternalDNS, Address: "ip-10-1-1-1.internal"}, {Type: v1.NodeHostName, Address: "cloud-host"},
+			},
+			wantAnnotations: map[string]string{annotationProvidedIPAddr: "10.1.1.1"},
+		},
+		{
+			name:                "using cloud provider and no nodeIP: stale annotation removed, the cloud's addresses kept",
+			cloudProvider:       true,
+			existingAddresses:   []v1.NodeAddress{{Type: v1.NodeExternalIP, Address: "203.0.113.10"}, {Type: v1.NodeHostName, Address: testHostname}},
+			existingAnnotations: map[string]string{annotationProvidedIPAddr: "10.1.1.1"},
+			wantAddresses:       []v1.NodeAddress{{Type: v1.NodeExternalIP, Address: "203.0.113.10"}, {Type: v1.NodeHostName, Address: testHostname}},
+			wantAnnotations:     map[string]string{},
+		},
+		{
+			name:                "using cloud provider and nodeIP unspecified: no annotation (stale one removed), address resolved",
+			nodeIPs:             []net.IP{ip("0.0.0.0")},
+			cloudProvider:       true,
+			resolvedIP:          ip("10.0.0.2"),
+			existingAnnotations: map[string]string{annotationProvidedIPAddr: "10.1.1.1"},
+			wantAddresses:       []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "10.0.0.2"}, {Type: v1.NodeHostName, Address: testHostname}},
+			wantAnnotations:     map[string]string{},
+		},
+		{
 			name:            "no cloud provider does not get nodeIP annotation",
 			nodeIPs:         []net.IP{ip("10.1.1.1")},
 			wantAddresses:   []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "10.1.1.1"}, {Type: v1.NodeHostName, Address: testHostname}},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	goruntime "runtime"
 	"strings"
 	"sync"
@@ -774,4 +775,95 @@ func TestNew(t *testing.T) {
 	if r.cfg.Hostname != nodeName || r.cfg.InitialBackoff != 100*time.Millisecond || r.cfg.MaxBackoff != 7*time.Second || r.cfg.Clock == nil {
 		t.Errorf("defaults: %+v", r.cfg)
 	}
+}
+
+// TestRegisterExternalCloudProvider: with --cloud-provider=external the Node is created tainted
+// uninitialized with only its own addresses, as the kubelet's initialNode; once a cloud controller has
+// initialised it (taint removed, providerID, labels, addresses), a restart's registration finds it and
+// changes none of that (the kubelet's tryRegisterWithAPIServer reconciles only the attach-detach
+// annotation, default labels and resources); and after the Node is deleted, registering again creates
+// it tainted again, for the cloud controller to initialise anew.
+func TestRegisterExternalCloudProvider(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	client := fake.NewClientset()
+	nodeIP := net.ParseIP("10.1.1.1")
+	funcs := nodestatus.NewFuncs(clock.RealClock{}, nodestatus.Func{Name: "NodeAddress", Setter: nodestatus.NodeAddress(
+		[]net.IP{nodeIP}, func(net.IP) error { return nil }, hostname, true,
+		func(net.IP) (net.IP, error) { return nil, errors.New("not called") },
+		func(string) ([]net.IP, error) { return nil, errors.New("not called") })})
+	r := newRegistrar(t, Config{Client: client, Hostname: hostname, ExternalCloudProvider: true, Funcs: funcs})
+	gvr := schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
+	stored := func() *v1.Node {
+		t.Helper()
+		o, err := client.Tracker().Get(gvr, "", nodeName)
+		if err != nil {
+			t.Fatalf("node in the API server: %v", err)
+		}
+		return o.(*v1.Node).DeepCopy()
+	}
+	uninitialized := []v1.Taint{{Key: TaintExternalCloudProvider, Value: "true", Effect: v1.TaintEffectNoSchedule}}
+	ownAddresses := []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "10.1.1.1"}, {Type: v1.NodeHostName, Address: hostname}}
+	checkCreated := func(when string) {
+		t.Helper()
+		n := stored()
+		if !apiequality.Semantic.DeepEqual(uninitialized, n.Spec.Taints) {
+			t.Errorf("%s: taints %v, want %v", when, n.Spec.Taints, uninitialized)
+		}
+		if n.Spec.ProviderID != "" {
+			t.Errorf("%s: providerID %q, want none", when, n.Spec.ProviderID)
+		}
+		if !apiequality.Semantic.DeepEqual(ownAddresses, n.Status.Addresses) {
+			t.Errorf("%s: addresses %v, want %v", when, n.Status.Addresses, ownAddresses)
+		}
+		if got := n.Annotations["alpha.kubernetes.io/provided-node-ip"]; got != "10.1.1.1" {
+			t.Errorf("%s: provided-node-ip annotation %q, want 10.1.1.1", when, got)
+		}
+	}
+
+	if err := r.Register(ctx); err != nil {
+		t.Fatal(err)
+	}
+	checkCreated("first registration")
+
+	// The cloud controller initialises it.
+	n := stored()
+	n.Spec.Taints = nil
+	n.Spec.ProviderID = "fake://" + nodeName
+	for k, v := range map[string]string{
+		v1.LabelInstanceTypeStable: "m1", v1.LabelInstanceType: "m1", v1.LabelTopologyZone: "z", v1.LabelFailureDomainBetaZone: "z",
+		v1.LabelTopologyRegion: "r", v1.LabelFailureDomainBetaRegion: "r",
+	} {
+		n.Labels[k] = v
+	}
+	n.Status.Addresses = []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "10.1.1.1"},
+		{Type: v1.NodeExternalIP, Address: "203.0.113.10"}, {Type: v1.NodeHostName, Address: hostname}}
+	if err := client.Tracker().Update(gvr, n, ""); err != nil {
+		t.Fatal(err)
+	}
+	initialised := stored()
+
+	// A restart registers again: the Node exists and is left as the cloud controller made it.
+	client.ClearActions()
+	if err := newRegistrar(t, Config{Client: client, Hostname: hostname, ExternalCloudProvider: true, Funcs: funcs}).Register(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var verbs []string
+	for _, a := range client.Actions() {
+		verbs = append(verbs, a.GetVerb())
+	}
+	if strings.Join(verbs, ",") != "create,get" {
+		t.Errorf("restart: actions %v, want [create get] (nothing to reconcile)", verbs)
+	}
+	if got := stored(); !apiequality.Semantic.DeepEqual(initialised, got) {
+		t.Errorf("restart changed the initialised Node: %s", diff.Diff(initialised, got))
+	}
+
+	// Deleted: registering again creates it uninitialised.
+	if err := client.CoreV1().Nodes().Delete(ctx, nodeName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Register(ctx); err != nil {
+		t.Fatal(err)
+	}
+	checkCreated("registration after the Node was deleted")
 }

@@ -69,6 +69,7 @@ type worldOpts struct {
 	register        bool
 	bubble          bool                  // running inside synctest.Test: use the bubble's clock
 	updateRuntimeUp func(context.Context) // replaces the counting UpdateRuntimeUp
+	extra           []nodestatus.Func     // setters run after the world's own
 }
 
 func baseNode() *v1.Node {
@@ -137,10 +138,10 @@ func newWorld(t *testing.T, o worldOpts) *world {
 	}
 	cfg := Config{
 		Client: w.client, Lister: w.lister, Cache: w.cache, NodeName: nodeName,
-		Funcs: nodestatus.NewFuncs(w.clock,
-			nodestatus.Func{Name: "Capacity", Setter: capacitySetter},
-			nodestatus.Func{Name: "Kernel", Setter: kernel},
-			nodestatus.Func{Name: "ReadyCondition", Setter: ready}),
+		Funcs: nodestatus.NewFuncs(w.clock, append([]nodestatus.Func{
+			{Name: "Capacity", Setter: capacitySetter},
+			{Name: "Kernel", Setter: kernel},
+			{Name: "ReadyCondition", Setter: ready}}, o.extra...)...),
 		UpdateFrequency: 10 * time.Second, ReportFrequency: 5 * time.Minute,
 		UpdateRuntimeUp: updateRuntimeUp,
 		OnRepeatedHeartbeatFailure: func() {

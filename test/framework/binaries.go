@@ -48,7 +48,7 @@ var ensureBinaries = sync.OnceValues(func() (string, error) {
 
 // EnsureBinaries runs hack/install-deps.sh once per process (later calls return the first result): it
 // installs containerd and the CNI plugins if missing and builds etcd, kube-apiserver,
-// kube-controller-manager, kube-scheduler, kubelet and kubectl into <repo>/_output/bin if missing or out of
+// kube-controller-manager, kube-scheduler, kubelet, kubectl and cloud-node-controller into <repo>/_output/bin if missing or out of
 // date. It returns that directory. The script takes a file lock, so parallel test binaries build at most
 // once; a cold build takes about half an hour on 2 cores.
 func EnsureBinaries() (binDir string, err error) { return ensureBinaries() }

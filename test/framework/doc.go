@@ -34,7 +34,13 @@
 // ControlPlane.StartScheduler adds the real kube-scheduler to a running control plane, ControlPlane.Kubectl runs
 // kubectl as admin, and PodServiceAccountKubeconfig mints a service-account token bound to a pod on a node.
 //
-// Binaries (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl) come from
+// StartCloudNodeController (NewCloudNodeController, then Start; NewTestCloudNodeController and
+// StartTestCloudNodeController stop it when the test ends) runs an external cloud provider against a control plane: k8s.io/cloud-provider's cloud node
+// controller and cloud node lifecycle controller over its fake cloud, which initialise Nodes registered with
+// --cloud-provider=external (providerID CloudProviderID(name), instance type, zone, region, ExternalIP).
+//
+// Binaries (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl,
+// cloud-node-controller) come from
 // hack/install-deps.sh, which builds them from the hack/tools module into _output/bin once; call
 // EnsureBinaries first (Start functions call it themselves).
 package framework

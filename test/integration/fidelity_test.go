@@ -156,7 +156,7 @@ func flattenNode(n *corev1.Node) map[string]string {
 		out["taint/"+tn.Key+":"+string(tn.Effect)] = tn.Value
 	}
 	out["spec/unschedulable"] = fmt.Sprint(n.Spec.Unschedulable)
-	out["spec/providerID"] = n.Spec.ProviderID
+	out["spec/providerID"] = norm(n.Spec.ProviderID)
 	for r, q := range n.Status.Capacity {
 		out["capacity/"+string(r)] = q.String()
 	}
