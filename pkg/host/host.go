@@ -62,13 +62,15 @@ func (m *Machine) MachineInfo() (*cadvisorapi.MachineInfo, error) {
 	return info, nil
 }
 
-// EphemeralStorageCapacity returns the capacity in bytes of the root dir's filesystem (the nodefs).
+// EphemeralStorageCapacity returns the capacity in bytes of the root dir's filesystem (the nodefs), in
+// decimal format ("270553174016", not "264212084Ki") as the 1.37 kubelet's
+// cadvisor.EphemeralStorageCapacityFromFsInfo.
 func (m *Machine) EphemeralStorageCapacity() (resource.Quantity, error) {
 	f, err := eviction.DirFs(m.fsInfo, m.rootDir)
 	if err != nil {
 		return resource.Quantity{}, err
 	}
-	return *resource.NewQuantity(int64(f.Capacity), resource.BinarySI), nil
+	return *resource.NewQuantity(int64(f.Capacity), resource.DecimalSI), nil
 }
 
 // KernelVersion returns the running kernel's release (cadvisor machine.KernelVersion).
