@@ -5,8 +5,21 @@
 #     cloud-node-controller (k8s.io/cloud-provider's node controllers over its fake cloud) built from the
 #     hack/tools module into _output/bin, rebuilt when a binary is missing or hack/tools (go.mod, go.sum,
 #     *.go) changed, as recorded by the stamp file _output/bin/.tools.stamp.
+# With --skew v1.34 it builds instead the older control plane of the version-skew smoke suite (make
+# test-skew): etcd, kube-apiserver and kube-controller-manager from hack/tools-v1.34 into
+# _output/bin/v1.34, with the same stamp logic; the Debian packages are checked as usual.
 # A lock (_output/bin/.install-deps.lock) serialises concurrent runs, e.g. parallel test packages.
 set -euo pipefail
+
+skew=""
+case "${1:-}" in
+  "") ;;
+  --skew)
+    skew="${2:-}"
+    [[ $skew =~ ^v1\.[0-9]+$ ]] || { echo "install-deps: --skew wants a minor version such as v1.34, not \"$skew\"" >&2; exit 1; }
+    ;;
+  *) echo "install-deps: unknown argument \"$1\" (only --skew v1.NN)" >&2; exit 1 ;;
+esac
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BIN="$ROOT/_output/bin"
@@ -17,6 +30,13 @@ log() { echo "install-deps: $*"; }
 
 mkdir -p "$BIN"
 exec 9>"$BIN/.install-deps.lock"
+if [[ -n $skew ]]; then
+  TOOLS="$ROOT/hack/tools-$skew"
+  BIN="$BIN/$skew"
+  BINARIES=(etcd kube-apiserver kube-controller-manager)
+  [[ -d $TOOLS ]] || { echo "install-deps: no $TOOLS for --skew $skew" >&2; exit 1; }
+  mkdir -p "$BIN"
+fi
 if ! flock -n 9; then
   log "waiting for another install-deps run to finish"
   flock 9
@@ -57,14 +77,14 @@ for b in "${BINARIES[@]}"; do
   [[ -x "$BIN/$b" ]] || reason="$b is missing"
 done
 if [[ -z $reason && "$(cat "$BIN/.tools.stamp" 2>/dev/null)" != "$stamp" ]]; then
-  reason="hack/tools changed since the last build (or no stamp)"
+  reason="${TOOLS#"$ROOT/"} changed since the last build (or no stamp)"
 fi
 if [[ -n $reason ]]; then
-  log "building ${BINARIES[*]} into _output/bin: $reason (cold: about 35 min on 2 cores, module downloads included)"
+  log "building ${BINARIES[*]} into ${BIN#"$ROOT/"}: $reason (cold: about 35 min on 2 cores, module downloads included)"
   start=$SECONDS
   (cd "$TOOLS" && go build -ldflags "$ldflags" -o "$BIN/" "${BINARIES[@]/#/./}")
   echo "$stamp" >"$BIN/.tools.stamp"
   log "built in $((SECONDS - start)) s"
 else
-  log "${BINARIES[*]}: up to date in _output/bin"
+  log "${BINARIES[*]}: up to date in ${BIN#"$ROOT/"}"
 fi

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // AuditEvent is the part of an audit.k8s.io/v1 Event (one line of ControlPlane.AuditLogPath) that tells
@@ -32,6 +34,8 @@ type AuditEvent struct {
 	ResponseStatus *struct {
 		Code int `json:"code"`
 	} `json:"responseStatus"`
+	// StageTimestamp is when the API server reached Stage (for ResponseComplete: the answer was sent).
+	StageTimestamp metav1.MicroTime `json:"stageTimestamp"`
 }
 
 // ReadAuditEvents parses the JSON-lines audit log at path (a trailing partly written line is ignored). To count a node's API requests, keep events

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 )
@@ -32,19 +33,49 @@ func RepoRoot() (string, error) {
 	}
 }
 
-var ensureBinaries = sync.OnceValues(func() (string, error) {
+var ensureBinaries = sync.OnceValues(func() (string, error) { return installDeps("") })
+
+// installDeps runs hack/install-deps.sh (with --skew version when version is set) and returns the
+// directory it built into: <repo>/_output/bin, or <repo>/_output/bin/<version>.
+func installDeps(version string) (string, error) {
 	root, err := RepoRoot()
 	if err != nil {
 		return "", err
 	}
-	cmd := exec.Command("bash", filepath.Join(root, "hack", "install-deps.sh"))
+	args := []string{filepath.Join(root, "hack", "install-deps.sh")}
+	dir := filepath.Join(root, "_output", "bin")
+	if version != "" {
+		args = append(args, "--skew", version)
+		dir = filepath.Join(dir, version)
+	}
+	cmd := exec.Command("bash", args...)
 	cmd.Dir = root
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return "", fmt.Errorf("hack/install-deps.sh: %w\n%s", err, out)
+		return "", fmt.Errorf("hack/install-deps.sh %s: %w\n%s", strings.Join(args[1:], " "), err, out)
 	}
-	return filepath.Join(root, "_output", "bin"), nil
-})
+	return dir, nil
+}
+
+var (
+	skewMu       sync.Mutex
+	skewBinaries = map[string]func() (string, error){}
+)
+
+// EnsureSkewBinaries runs hack/install-deps.sh --skew version once per process and version (later calls
+// return the first result) and returns <repo>/_output/bin/<version>, which holds etcd, kube-apiserver and
+// kube-controller-manager of that older minor (e.g. "v1.34", from hack/tools-v1.34) for the version-skew
+// smoke suite. A cold build takes about 20 minutes on 2 cores.
+func EnsureSkewBinaries(version string) (binDir string, err error) {
+	skewMu.Lock()
+	f, ok := skewBinaries[version]
+	if !ok {
+		f = sync.OnceValues(func() (string, error) { return installDeps(version) })
+		skewBinaries[version] = f
+	}
+	skewMu.Unlock()
+	return f()
+}
 
 // EnsureBinaries runs hack/install-deps.sh once per process (later calls return the first result): it
 // installs containerd and the CNI plugins if missing and builds etcd, kube-apiserver,

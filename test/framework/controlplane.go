@@ -47,6 +47,10 @@ type ControlPlaneOptions struct {
 	// Bootstrap, if set, sets the cluster up for TLS bootstrap as kubeadm does (see BootstrapOptions);
 	// it implies ControllerManager.
 	Bootstrap *BootstrapOptions
+	// Version, if set (e.g. "v1.34"), runs etcd, kube-apiserver and kube-controller-manager of that older
+	// minor, built by EnsureSkewBinaries, for version-skew tests; the scheduler and kubectl stay the
+	// hack/tools ones. Empty: the hack/tools build (the Kubernetes nodeagent is built with).
+	Version string
 }
 
 // ControlPlane is a running etcd + kube-apiserver (+ kube-controller-manager) on 127.0.0.1.
@@ -72,7 +76,8 @@ type ControlPlane struct {
 	AuditLogPath string
 
 	opts       ControlPlaneOptions
-	binDir     string
+	binDir     string // hack/tools' binaries: kube-scheduler, kubectl
+	cpBinDir   string // etcd, kube-apiserver, kube-controller-manager: binDir, or the skew build's
 	etcdArgs   []string
 	apiArgs    []string
 	kcmArgs    []string
@@ -103,7 +108,12 @@ func StartControlPlane(ctx context.Context, opts ControlPlaneOptions) (*ControlP
 	if err != nil {
 		return nil, fmt.Errorf("start control plane: %w", err)
 	}
-	cp := &ControlPlane{Dir: opts.Dir, opts: opts, binDir: binDir, nodeTokens: map[string]string{}}
+	cp := &ControlPlane{Dir: opts.Dir, opts: opts, binDir: binDir, cpBinDir: binDir, nodeTokens: map[string]string{}}
+	if opts.Version != "" {
+		if cp.cpBinDir, err = EnsureSkewBinaries(opts.Version); err != nil {
+			return nil, fmt.Errorf("start control plane %s: %w", opts.Version, err)
+		}
+	}
 	if err := cp.writeFiles(); err != nil {
 		return nil, fmt.Errorf("start control plane: %w", err)
 	}
@@ -273,7 +283,7 @@ func (cp *ControlPlane) NodeConfig(nodeName string) *rest.Config {
 }
 
 func (cp *ControlPlane) startEtcd(ctx context.Context) error {
-	p, err := startProcess("etcd", filepath.Join(cp.Dir, "etcd.log"), filepath.Join(cp.binDir, "etcd"), cp.etcdArgs...)
+	p, err := startProcess("etcd", filepath.Join(cp.Dir, "etcd.log"), filepath.Join(cp.cpBinDir, "etcd"), cp.etcdArgs...)
 	if err != nil {
 		return err
 	}
@@ -307,7 +317,11 @@ func (cp *ControlPlane) startComponent(slot **process, name string, args ...stri
 			return nil, fmt.Errorf("start %s: already running", name)
 		}
 	}
-	p, err := startProcess(name, filepath.Join(cp.Dir, name+".log"), filepath.Join(cp.binDir, name), args...)
+	dir := cp.binDir
+	if name == "kube-apiserver" || name == "kube-controller-manager" {
+		dir = cp.cpBinDir
+	}
+	p, err := startProcess(name, filepath.Join(cp.Dir, name+".log"), filepath.Join(dir, name), args...)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,13 @@
+// Command kube-controller-manager is the real controller manager, built from k8s.io/kubernetes.
+package main
+
+import (
+	"os"
+
+	"k8s.io/component-base/cli"
+	"k8s.io/kubernetes/cmd/kube-controller-manager/app"
+)
+
+func main() {
+	os.Exit(cli.Run(app.NewControllerManagerCommand()))
+}
