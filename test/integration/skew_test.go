@@ -116,7 +116,7 @@ func skewSmoke(t *testing.T, version string) {
 	if err := framework.DeleteNode(ctx, client, node); err != nil {
 		t.Fatal(err)
 	}
-	again := framework.WaitNode(ctx, t, client, node, time.Minute, "registered again, Ready", func(n *corev1.Node) bool {
+	again, _ := framework.WaitNode(ctx, t, client, node, time.Minute, "registered again, Ready", func(n *corev1.Node) bool {
 		return n.UID != uid && framework.IsReady(n)
 	})
 	framework.WaitLease(ctx, t, client, node, 30*time.Second, "owned by the new Node", framework.LeaseOwnedBy(again))
