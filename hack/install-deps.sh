@@ -8,7 +8,7 @@
 # With --skew v1.34 it builds instead the older control plane of the version-skew smoke suite (make
 # test-skew): etcd, kube-apiserver and kube-controller-manager from hack/tools-v1.34 into
 # _output/bin/v1.34, with the same stamp logic; the Debian packages are checked as usual.
-# A lock (_output/bin/.install-deps.lock) serialises concurrent runs, e.g. parallel test packages.
+# A lock (.install-deps.lock in the output directory) serialises concurrent runs, e.g. parallel test packages.
 set -euo pipefail
 
 skew=""
@@ -28,15 +28,14 @@ BINARIES=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kub
 
 log() { echo "install-deps: $*"; }
 
-mkdir -p "$BIN"
-exec 9>"$BIN/.install-deps.lock"
 if [[ -n $skew ]]; then
   TOOLS="$ROOT/hack/tools-$skew"
   BIN="$BIN/$skew"
   BINARIES=(etcd kube-apiserver kube-controller-manager)
   [[ -d $TOOLS ]] || { echo "install-deps: no $TOOLS for --skew $skew" >&2; exit 1; }
-  mkdir -p "$BIN"
 fi
+mkdir -p "$BIN"
+exec 9>"$BIN/.install-deps.lock"
 if ! flock -n 9; then
   log "waiting for another install-deps run to finish"
   flock 9
