@@ -7,6 +7,7 @@ package statussync
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -21,6 +22,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -128,7 +130,11 @@ type Syncer struct {
 	mu                         sync.Mutex // the kubelet's syncNodeStatusMux; held for a whole sync, never during a fast-path CRI call
 	lastStatusReportTime       time.Time
 	delayAfterNodeStatusChange time.Duration
-	trigger                    chan struct{}
+	// unkeptSent and unkeptKept are, after a patch the API server did not keep in full, the status sent
+	// and the status it kept: while the setters compute the same again and the Node still holds what was
+	// kept, there is nothing new to say (see unkept). Nil after a patch kept in full.
+	unkeptSent, unkeptKept *v1.NodeStatus
+	trigger                chan struct{}
 
 	// registeredCh is closed once the Node is first registered; registered says whether it is now
 	// (a deleted Node is registered again). Read by health checks while a sync may be blocked.
@@ -348,6 +354,9 @@ func (s *Syncer) tryUpdateNodeStatus(ctx context.Context, try int) SyncResult {
 		}
 	}
 	node, changed := s.updateNode(ctx, original)
+	if changed && s.unkept(original, node) {
+		changed = false
+	}
 	if err := ctx.Err(); err != nil {
 		// Shutting down: the setters' CRI calls failed on the cancelled context, so node would say
 		// "containerd://Unknown" and list no images. Post nothing rather than that.
@@ -421,8 +430,40 @@ func (s *Syncer) patchNodeStatus(ctx context.Context, original, node *v1.Node) S
 	}
 	klog.FromContext(ctx).V(4).Info("Patched node status", "node", s.cfg.NodeName, "patchBytes", len(patch))
 	s.lastStatusReportTime = s.cfg.Clock.Now()
+	s.recordUnkept(ctx, node, updated)
 	r.Result, r.Node = ResultPatched, updated
 	return r
+}
+
+// unkept reports whether the change from original to node is only what the API server did not keep
+// after the last patch: the setters computed the same status as was then sent, and the Node still holds
+// what was kept. An older API server drops fields it does not know (nodeInfo.runningInUserNamespace
+// before 1.37, or with the KubeletInUserNamespace gate off): without this, every sync would patch them
+// again, and the write rate per node would be one per status period instead of one per report period.
+func (s *Syncer) unkept(original, node *v1.Node) bool {
+	return s.unkeptSent != nil && !NodeStatusHasChanged(s.unkeptSent, &node.Status) && !NodeStatusHasChanged(s.unkeptKept, &original.Status)
+}
+
+// recordUnkept compares the status sent with the status the patch returned, remembers a difference for
+// unkept, and logs it (as a two-way merge patch from kept to sent) when it is new.
+func (s *Syncer) recordUnkept(ctx context.Context, sent, updated *v1.Node) {
+	if updated == nil || !NodeStatusHasChanged(&updated.Status, &sent.Status) {
+		s.unkeptSent, s.unkeptKept = nil, nil
+		return
+	}
+	if s.unkeptSent == nil || NodeStatusHasChanged(s.unkeptSent, &sent.Status) {
+		diff := "?"
+		kept, err1 := json.Marshal(updated.Status)
+		want, err2 := json.Marshal(sent.Status)
+		if err := errors.Join(err1, err2); err == nil {
+			if p, err := strategicpatch.CreateTwoWayMergePatch(kept, want, v1.NodeStatus{}); err == nil {
+				diff = string(p)
+			}
+		}
+		klog.FromContext(ctx).Info("The API server did not keep part of the node status it was sent (a field it does not know?); it is sent again only when the status changes or at the report frequency",
+			"node", s.cfg.NodeName, "notKept", diff)
+	}
+	s.unkeptSent, s.unkeptKept = sent.Status.DeepCopy(), updated.Status.DeepCopy()
 }
 
 // nodesClient is a CoreV1Interface whose Nodes() is nodes.

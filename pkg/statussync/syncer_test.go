@@ -26,6 +26,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 
 	"github.com/nodeagent/nodeagent/pkg/nodecache"
 	"github.com/nodeagent/nodeagent/pkg/nodestatus"
@@ -1067,4 +1068,58 @@ func TestNew(t *testing.T) {
 		t.Errorf("before any sync: LastResult %v, LastSync %v", s.LastResult(), s.LastSync())
 	}
 	_ = fmt.Sprint(s)
+}
+
+// TestUnkeptFieldNotPatchedAgain: an API server that drops a status field it does not know (here
+// nodeInfo.runningInUserNamespace, as kube-apiserver before 1.37) gets it once; later syncs that compute
+// the same status do not patch it again until something else changes or the report frequency is due.
+func TestUnkeptFieldNotPatchedAgain(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	userNS := func(_ context.Context, n *v1.Node) error {
+		n.Status.NodeInfo.RunningInUserNamespace = ptr.To(false)
+		return nil
+	}
+	w := newWorld(t, worldOpts{inAPI: baseNode(), inLister: baseNode(), rand: 0.5,
+		extra: []nodestatus.Func{{Name: "UserNS", Setter: userNS}}})
+	patch := core.ObjectReaction(w.client.Tracker())
+	w.client.PrependReactor("patch", "nodes", func(a core.Action) (bool, runtime.Object, error) {
+		_, obj, err := patch(a)
+		if err != nil {
+			return true, nil, err
+		}
+		n := obj.(*v1.Node)
+		n.Status.NodeInfo.RunningInUserNamespace = nil // an older API server decodes without it
+		if err := w.client.Tracker().Update(nodesGVR, n, ""); err != nil {
+			return true, nil, err
+		}
+		return true, n, nil
+	})
+	steps := []struct {
+		desc        string
+		advance     time.Duration
+		change      func(w *world)
+		wantActions []string
+	}{
+		{desc: "first sync: patched (the field is dropped)", wantActions: []string{"patch/status"}},
+		{desc: "same status again: nothing new to say", advance: 10 * time.Second},
+		{desc: "and again", advance: 10 * time.Second},
+		{desc: "a real change is patched", advance: 10 * time.Second, change: func(w *world) { w.kernel = "6.2.0" }, wantActions: []string{"patch/status"}},
+		{desc: "then quiet again", advance: 10 * time.Second},
+		{desc: "the report frequency still reports", advance: 5 * time.Minute, wantActions: []string{"patch/status"}},
+	}
+	for i, s := range steps {
+		w.step(s.advance)
+		if s.change != nil {
+			w.set(s.change)
+		}
+		w.syncer.SyncNodeStatus(ctx)
+		if got := w.actions(); join(got) != join(s.wantActions) {
+			t.Errorf("step %d (%s): actions %v, want %v", i, s.desc, got, s.wantActions)
+		}
+		w.takeSyncs()
+		w.syncInformer()
+	}
+	if n := w.apiNode(); n.Status.NodeInfo.KernelVersion != "6.2.0" || n.Status.NodeInfo.RunningInUserNamespace != nil {
+		t.Errorf("nodeInfo in the API server: %+v", n.Status.NodeInfo)
+	}
 }
