@@ -1,5 +1,6 @@
 # nodeagent developer entry points. `make up` runs it locally; `make test` runs every test.
 SHELL := /bin/bash
+comma := ,
 GO ?= go
 GOTEST_FLAGS ?= -count=1 -timeout 30m
 # Everything under test/ runs real components (or whole builds); the rest are unit tests.
@@ -60,6 +61,16 @@ fmt:
 ## BENCHMARKS.md. About 6 min after `make tools` (BENCH_ARGS="--runs 10 --steady 3m" to change the defaults).
 bench: tools
 	$(GO) run ./test/bench $(BENCH_ARGS)
+
+.PHONY: test-skew
+## test-skew: the version-skew smoke suite (TestVersionSkewSmoke: register, Ready, Lease, patch on change
+## only, Events, re-registration) against the hack/tools control plane (1.37) and each minor in
+## SKEW_VERSIONS (default v1.34, the oldest supported: etcd 3.6, kube-apiserver and kube-controller-manager
+## from hack/tools-v1.34, built once into _output/bin/v1.34, about 10 min cold). Not part of make test.
+SKEW_VERSIONS ?= v1.34
+test-skew: tools
+	for v in $(subst $(comma), ,$(SKEW_VERSIONS)); do hack/install-deps.sh --skew $$v || exit 1; done
+	NODEAGENT_SKEW_VERSIONS=$(SKEW_VERSIONS) $(GO) test -count=1 -v -run '^TestVersionSkewSmoke$$' ./test/integration/
 
 .PHONY: soak
 ## soak: fault suite case 11: nodeagent at a 1 s status frequency for SOAK_DURATION (default 30m) against the
