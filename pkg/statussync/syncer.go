@@ -134,6 +134,7 @@ type Syncer struct {
 	// and the status it kept: while the setters compute the same again and the Node still holds what was
 	// kept, there is nothing new to say (see unkept). Nil after a patch kept in full.
 	unkeptSent, unkeptKept *v1.NodeStatus
+	unkeptLogged           string // the last difference logged
 	trigger                chan struct{}
 
 	// registeredCh is closed once the Node is first registered; registered says whether it is now
@@ -444,26 +445,30 @@ func (s *Syncer) unkept(original, node *v1.Node) bool {
 	return s.unkeptSent != nil && !NodeStatusHasChanged(s.unkeptSent, &node.Status) && !NodeStatusHasChanged(s.unkeptKept, &original.Status)
 }
 
-// recordUnkept compares the status sent with the status the patch returned, remembers a difference for
-// unkept, and logs it (as a two-way merge patch from kept to sent) when it is new.
+// recordUnkept compares the status sent, as the API server decodes it (a JSON round trip: times to the
+// second), with the status the patch returned; it remembers a difference for unkept and logs it (as a
+// two-way merge patch from kept to sent) when it is new.
 func (s *Syncer) recordUnkept(ctx context.Context, sent, updated *v1.Node) {
-	if updated == nil || !NodeStatusHasChanged(&updated.Status, &sent.Status) {
-		s.unkeptSent, s.unkeptKept = nil, nil
+	s.unkeptSent, s.unkeptKept = nil, nil
+	if updated == nil {
 		return
 	}
-	if s.unkeptSent == nil || NodeStatusHasChanged(s.unkeptSent, &sent.Status) {
-		diff := "?"
-		kept, err1 := json.Marshal(updated.Status)
-		want, err2 := json.Marshal(sent.Status)
-		if err := errors.Join(err1, err2); err == nil {
-			if p, err := strategicpatch.CreateTwoWayMergePatch(kept, want, v1.NodeStatus{}); err == nil {
-				diff = string(p)
-			}
-		}
-		klog.FromContext(ctx).Info("The API server did not keep part of the node status it was sent (a field it does not know?); it is sent again only when the status changes or at the report frequency",
-			"node", s.cfg.NodeName, "notKept", diff)
+	want, err1 := json.Marshal(sent.Status)
+	kept, err2 := json.Marshal(updated.Status)
+	var wire v1.NodeStatus
+	if err := errors.Join(err1, err2, json.Unmarshal(want, &wire)); err != nil || !NodeStatusHasChanged(&updated.Status, &wire) {
+		return
 	}
-	s.unkeptSent, s.unkeptKept = sent.Status.DeepCopy(), updated.Status.DeepCopy()
+	p, err := strategicpatch.CreateTwoWayMergePatch(kept, want, v1.NodeStatus{})
+	if err != nil || string(p) == "{}" {
+		return
+	}
+	if key := string(p); key != s.unkeptLogged {
+		s.unkeptLogged = key
+		klog.FromContext(ctx).Info("The API server did not keep part of the node status it was sent (a field it does not know?); it is sent again only when the status changes or at the report frequency",
+			"node", s.cfg.NodeName, "notKept", key)
+	}
+	s.unkeptSent, s.unkeptKept = &wire, updated.Status.DeepCopy()
 }
 
 // nodesClient is a CoreV1Interface whose Nodes() is nodes.
