@@ -159,4 +159,3 @@ func errorLogLines(logs string) []string {
 	}
 	return out
 }
-
