@@ -14,8 +14,9 @@
 //     system runs as a service account of its own, which the framework's audit policy logs);
 //   - kube-apiserver's, etcd's and kube-controller-manager's CPU over the window.
 //
-// It prints the tables (markdown) and writes them into the "bench-scale" section of BENCHMARKS.md
-// (between its markers, appended if missing; the rest of the file is left as it is).
+// It prints the tables (markdown) and writes them into the bench-scale section of BENCHMARKS.md for its
+// list of node counts (between that section's markers, appended if missing; the rest of the file,
+// sections of other node lists included, is left as it is).
 //
 //	go run ./test/benchscale [--nodes 100,1000] [--duration 10m] [--out BENCHMARKS.md] [--dir _output/bench-scale]
 //
@@ -140,7 +141,7 @@ func run() error {
 	if o.out == "" {
 		return nil
 	}
-	if err := writeSection(o.out, report); err != nil {
+	if err := writeSection(o.out, o.nodes, report); err != nil {
 		return err
 	}
 	fmt.Printf("wrote the bench-scale section of %s\n", o.out)

@@ -14,10 +14,18 @@ import (
 	"time"
 )
 
-const (
-	beginMarker = "<!-- BEGIN bench-scale (written by make bench-scale) -->"
-	endMarker   = "<!-- END bench-scale -->"
+// The section of BENCHMARKS.md a run writes is its own node list's: BENCH_SCALE_NODES=5000 does not
+// replace the tables of 100,1000.
+func markers(nodes []int) (begin, end string) {
+	list := make([]string, len(nodes))
+	for i, n := range nodes {
+		list[i] = fmt.Sprint(n)
+	}
+	l := strings.Join(list, ",")
+	return "<!-- BEGIN bench-scale nodes=" + l + " (written by make bench-scale) -->", "<!-- END bench-scale nodes=" + l + " -->"
+}
 
+const (
 	// kubeletWritesPerMin is a real kubelet's steady write rate per node: a Lease renewal every 10 s
 	// (BENCHMARKS.md's kubelet run measured 6.00 writes/min, all Lease updates, over 3 minutes) plus a
 	// status patch at most every 5 min when nothing changes (0.2/min).
@@ -130,8 +138,9 @@ func render(o options, e *env, rs []*result) string {
 	for i, n := range o.nodes {
 		nodes[i] = fmt.Sprint(n)
 	}
+	beginMarker, endMarker := markers(o.nodes)
 	p("%s", beginMarker)
-	p("## bench-scale: `nodeagent simulate` vs KWOK")
+	p("## bench-scale: `nodeagent simulate` vs KWOK, %s Nodes", strings.Join(nodes, " and "))
 	p("")
 	p("Written by `make bench-scale BENCH_SCALE_NODES=%s BENCH_SCALE_DURATION=%s BENCH_SCALE_SETTLE=%s`",
 		strings.Join(nodes, ","), o.duration, o.settle)
@@ -172,7 +181,7 @@ func render(o options, e *env, rs []*result) string {
 	row("  per 1000 Nodes (cores)", func(r *result) string { return fmt.Sprintf("%.3f", r.cores*1000/float64(r.nodes)) })
 	row("**Process RSS, mean (MiB)**", func(r *result) string { return fmt.Sprintf("**%.1f**", mib(r.rssMean)) })
 	row("Process RSS, max (MiB)", func(r *result) string { return fmt.Sprintf("%.1f", mib(r.rssMax)) })
-	row("  per Node, mean (KiB)", func(r *result) string { return fmt.Sprintf("%.1f", float64(r.rssMean)/1024/float64(r.nodes)) })
+	row("  RSS mean ÷ Nodes (KiB)", func(r *result) string { return fmt.Sprintf("%.1f", float64(r.rssMean)/1024/float64(r.nodes)) })
 	row("**API writes / min / Node**", func(r *result) string { return fmt.Sprintf("**%.2f**", r.perNodeMin(r.writes)) })
 	row("API requests (all) / min / Node", func(r *result) string { return fmt.Sprintf("%.2f", r.perNodeMin(r.total)) })
 	row("kube-apiserver CPU (cores)", func(r *result) string { return fmt.Sprintf("%.3f", r.componentCores["kube-apiserver"]) })
@@ -238,7 +247,7 @@ func render(o options, e *env, rs []*result) string {
 			n, metText(rssRatio <= 0.5), mib(na.rssMean), mib(kw.rssMean), rssRatio, mib(na.rssMax), mib(kw.rssMax))
 	}
 	if !slices.Contains(o.nodes, 5000) {
-		p("- 5000 Nodes: not run here (`BENCH_SCALE_NODES=5000`).")
+		p("- 5000 Nodes: not in this run (`BENCH_SCALE_NODES=5000`; see its own section, if any).")
 	}
 	p("")
 	p("### Method")
@@ -335,7 +344,8 @@ func describeBad(m map[string]string) string {
 }
 
 // writeSection replaces the bench-scale section of the file at path with section, or appends it.
-func writeSection(path, section string) error {
+func writeSection(path string, nodes []int, section string) error {
+	beginMarker, endMarker := markers(nodes)
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return err
