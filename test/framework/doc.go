@@ -34,6 +34,10 @@
 // ControlPlane.StartScheduler adds the real kube-scheduler to a running control plane, ControlPlane.Kubectl runs
 // kubectl as admin, and PodServiceAccountKubeconfig mints a service-account token bound to a pod on a node.
 //
+// For benchmarks: StartProcess runs any other binary the same way (test/benchscale runs KWOK with it);
+// ControlPlane.PIDs, ReadProcCPU and ReadProcStats give what each process costs the machine; AuditLogSize and
+// ReadAuditEventsRange read the audit log written during a window.
+//
 // Binaries (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl) come from
 // hack/install-deps.sh, which builds them from the hack/tools module into _output/bin once; call
 // EnsureBinaries first (Start functions call it themselves).
