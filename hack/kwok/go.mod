@@ -1,7 +1,7 @@
 // The KWOK controller (sigs.k8s.io/kwok/cmd/kwok), pinned, for `make bench-scale`: hack/build-kwok.sh
 // builds it into _output/bin/kwok. A module of its own because KWOK's k8s.io/* versions are not those of
-// hack/tools (the Kubernetes components), and outside hack/tools so that it is not part of that module's
-// build stamp.
+// hack/tools (the Kubernetes components), kept beside hack/tools rather than in it so that bumping either
+// never touches the other or its build stamp.
 module github.com/nodeagent/nodeagent/hack/kwok
 
 go 1.26.0
