@@ -71,7 +71,10 @@ func measure(ctx context.Context, o options, sys string, n int, agentBin, binDir
 	if !o.keep {
 		defer os.RemoveAll(dir)
 	}
-	cp, err := framework.StartControlPlane(ctx, framework.ControlPlaneOptions{Dir: dir, ControllerManager: true})
+	// The audit log must not rotate during the run (kube-apiserver rotates it at 100 MB by default, which
+	// 5000 Nodes write in about a minute): the window is read by byte offsets in one file.
+	cp, err := framework.StartControlPlane(ctx, framework.ControlPlaneOptions{Dir: dir, ControllerManager: true,
+		ExtraAPIServerArgs: []string{"--audit-log-maxsize=1000000"}})
 	if err != nil {
 		return nil, err
 	}
@@ -150,10 +153,16 @@ wait:
 		case <-nodes.allReady:
 			break wait
 		case <-rctx.Done():
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("%w: %d of %d Nodes Ready %v after start", ctx.Err(), nodes.readyCount(), n, time.Since(t0).Round(time.Second))
+			}
 			return nil, fmt.Errorf("%w: %d of %d Nodes Ready after %v", errTimeout, nodes.readyCount(), n, o.readyTimeout)
 		case <-tick.C:
 			if err := proc.ExitedErr(); err != nil {
 				return nil, err
+			}
+			if d := time.Since(t0); d.Round(time.Second)%(30*time.Second) == 0 {
+				fmt.Printf("    %v after start: %d of %d Ready\n", d.Round(time.Second), nodes.readyCount(), n)
 			}
 		}
 	}
@@ -228,6 +237,9 @@ window:
 		return nil, err
 	}
 	r.window = time.Since(w0)
+	if rotated, _ := filepath.Glob(filepath.Join(dir, "audit-*.log")); audit1 < audit0 || len(rotated) > 0 {
+		return nil, fmt.Errorf("the audit log was rotated during the run (%v): its window cannot be read", rotated)
+	}
 	if r.rssSamples > 0 {
 		r.rssMean = rssSum / int64(r.rssSamples)
 	}
