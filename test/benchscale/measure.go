@@ -44,6 +44,11 @@ type result struct {
 
 	created    time.Duration // KWOK: creating the Nodes beforehand (admin, not audited)
 	readyAfter time.Duration // from the process's start until all n Ready
+	// notAllReady is -1, or the number of Nodes Ready when --ready-timeout ran out (the window then
+	// starts --settle after that, and readyAfter is the timeout).
+	notAllReady int
+	// readyAtEnd is the number of Nodes Ready at the end of the window.
+	readyAtEnd int
 
 	// Nodes seen with Ready False or Unknown, by the phase they were seen in, name → status.
 	badStartup, badWindow map[string]string
@@ -83,7 +88,7 @@ func measure(ctx context.Context, o options, sys string, n int, agentBin, binDir
 	if err != nil {
 		return nil, err
 	}
-	r := &result{system: sys, nodes: n}
+	r := &result{system: sys, nodes: n, notAllReady: -1}
 
 	// The watches (protobuf, admin: not in the audit log) start before anything exists.
 	cfg := rest.CopyConfig(cp.AdminConfig)
@@ -156,7 +161,11 @@ wait:
 			if ctx.Err() != nil {
 				return nil, fmt.Errorf("%w: %d of %d Nodes Ready %v after start", ctx.Err(), nodes.readyCount(), n, time.Since(t0).Round(time.Second))
 			}
-			return nil, fmt.Errorf("%w: %d of %d Nodes Ready after %v", errTimeout, nodes.readyCount(), n, o.readyTimeout)
+			// Not all Ready in time: measured all the same, from now, and reported as such.
+			r.notAllReady = nodes.readyCount()
+			nodes.timedOut()
+			fmt.Printf("    %v: only %d of %d Nodes Ready after %v; measuring from now all the same\n", errTimeout, r.notAllReady, n, o.readyTimeout)
+			break wait
 		case <-tick.C:
 			if err := proc.ExitedErr(); err != nil {
 				return nil, err
@@ -166,7 +175,11 @@ wait:
 			}
 		}
 	}
-	r.readyAfter = nodes.readyAt().Sub(t0)
+	if r.notAllReady < 0 {
+		r.readyAfter = nodes.readyAt().Sub(t0)
+	} else {
+		r.readyAfter = time.Since(t0)
+	}
 	fmt.Printf("    all %d Ready %v after start; window of %v begins in %v\n", n, r.readyAfter.Round(100*time.Millisecond), o.duration, o.settle)
 	settle := time.NewTimer(o.settle)
 	defer settle.Stop()
@@ -228,6 +241,7 @@ window:
 		}
 	}
 	leases.record(false)
+	r.readyAtEnd = nodes.readyCount()
 	cpu1, err := readCPU(pids)
 	if err != nil {
 		return nil, err
@@ -364,6 +378,14 @@ type nodeTracker struct {
 	nReady                int
 	allReady              chan struct{} // closed when all want Nodes are Ready the first time
 	allReadyAt            time.Time
+	after                 bool // all were Ready once, or waiting for that timed out: count in badWindow
+}
+
+// timedOut makes Nodes seen not Ready from now on count in badWindow, as if all had been Ready.
+func (t *nodeTracker) timedOut() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.after = true
 }
 
 // observe takes one Node from the watch. A Node without a Ready condition (KWOK's before it initializes
@@ -386,14 +408,14 @@ func (t *nodeTracker) observe(n *corev1.Node) {
 	}
 	t.ready[n.Name] = ready
 	if !ready {
-		if t.allReadyAt.IsZero() {
+		if !t.after {
 			t.badStartup[n.Name] = string(c.Status)
 		} else {
 			t.badWindow[n.Name] = string(c.Status)
 		}
 	}
 	if t.nReady == t.want && t.allReadyAt.IsZero() {
-		t.allReadyAt = now
+		t.allReadyAt, t.after = now, true
 		close(t.allReady)
 	}
 }

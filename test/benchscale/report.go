@@ -169,10 +169,16 @@ func render(o options, e *env, rs []*result) string {
 		}
 		return fmt.Sprintf("%.1f", r.created.Seconds())
 	})
-	row("Time from the process's start until all Ready (s)", func(r *result) string { return fmt.Sprintf("%.1f", r.readyAfter.Seconds()) })
+	row("Time from the process's start until all Ready (s)", func(r *result) string {
+		if r.notAllReady >= 0 {
+			return fmt.Sprintf("**not reached**: %d Ready at %.0f s", r.notAllReady, r.readyAfter.Seconds())
+		}
+		return fmt.Sprintf("%.1f", r.readyAfter.Seconds())
+	})
+	row("Nodes Ready at the end of the window", func(r *result) string { return fmt.Sprint(r.readyAtEnd) })
 	row(fmt.Sprintf("Window, starting %v after all Ready (s)", o.settle), func(r *result) string { return fmt.Sprintf("%.0f", r.window.Seconds()) })
-	row("Nodes seen NotReady/Unknown before all Ready", func(r *result) string { return describeBad(r.badStartup) })
-	row("**Nodes seen NotReady/Unknown after all Ready**", func(r *result) string { return "**" + describeBad(r.badWindow) + "**" })
+	row("Nodes seen NotReady/Unknown before all Ready (or the timeout)", func(r *result) string { return describeBad(r.badStartup) })
+	row("**Nodes seen NotReady/Unknown after all Ready (or the timeout)**", func(r *result) string { return "**" + describeBad(r.badWindow) + "**" })
 	row("Lease renew interval p50 (s)", func(r *result) string { return fmt.Sprintf("%.2f", r.leasePct(0.5).Seconds()) })
 	row("Lease renew interval p99 (s)", func(r *result) string { return fmt.Sprintf("%.2f", r.leasePct(0.99).Seconds()) })
 	row("Lease renew interval max (s)", func(r *result) string { return fmt.Sprintf("%.2f", r.leasePct(1).Seconds()) })
@@ -228,8 +234,13 @@ func render(o options, e *env, rs []*result) string {
 				continue
 			}
 			lost := len(r.badWindow)
+			if r.notAllReady >= 0 {
+				p("- %d Nodes, %s: 0 Nodes lost: %s — not all were ever Ready at once: %d of %d after %v; %d Ready at the end of the window; %d seen NotReady or Unknown before the window, %d in it",
+					n, systemTitle(r.system), metText(false), r.notAllReady, n, r.readyAfter.Round(time.Second), r.readyAtEnd, len(r.badStartup), lost)
+				continue
+			}
 			p("- %d Nodes, %s: 0 Nodes lost (none seen NotReady or Unknown after all were Ready): %s — %d seen%s",
-				n, systemTitle(r.system), metText(lost == 0), lost, startupNote(r))
+				n, systemTitle(r.system), metText(lost == 0 && r.readyAtEnd == n), lost, startupNote(r))
 		}
 		if na != nil {
 			w := na.perNodeMin(na.writes)
