@@ -86,3 +86,17 @@ soak: tools
 SIMULATE_SCALE_NODES ?= 1000
 bench-sim: tools
 	SIMULATE_SCALE_NODES=$(SIMULATE_SCALE_NODES) $(GO) test -tags scale -count=1 -v -run '^TestSimulateScale$$' -timeout 0 ./test/integration/
+
+.PHONY: kwok bench-scale
+## kwok: build KWOK (sigs.k8s.io/kwok/cmd/kwok, pinned in hack/kwok) into _output/bin/kwok, with its default node Stages
+kwok:
+	hack/build-kwok.sh
+
+## bench-scale: nodeagent simulate vs KWOK, one after the other, each with BENCH_SCALE_NODES Nodes (default 100,1000;
+## e.g. 5000) on a fresh control plane with kube-controller-manager, for BENCH_SCALE_DURATION (default 10m) after all
+## are Ready: time to Ready, Nodes lost, Lease intervals, CPU and RSS, API requests per Node, control plane CPU.
+## Writes the bench-scale section of BENCHMARKS.md. Not part of make test.
+BENCH_SCALE_NODES ?= 100,1000
+BENCH_SCALE_DURATION ?= 10m
+bench-scale: tools kwok
+	BENCH_SCALE_NODES=$(BENCH_SCALE_NODES) BENCH_SCALE_DURATION=$(BENCH_SCALE_DURATION) $(GO) run ./test/benchscale $(BENCH_SCALE_ARGS)

@@ -39,6 +39,10 @@
 // controller and cloud node lifecycle controller over its fake cloud, which initialise Nodes registered with
 // --cloud-provider=external (providerID CloudProviderID(name), instance type, zone, region, ExternalIP).
 //
+// For benchmarks: StartProcess runs any other binary the same way (test/benchscale runs KWOK with it);
+// ControlPlane.PIDs, ReadProcCPU and ReadProcStats give what each process costs the machine; AuditLogSize and
+// ReadAuditEventsRange read the audit log written during a window.
+//
 // Binaries (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl,
 // cloud-node-controller) come from
 // hack/install-deps.sh, which builds them from the hack/tools module into _output/bin once; call
