@@ -50,7 +50,7 @@ func New(cfg *config.Completed, deps *Dependencies) (*Agent, error) {
 		if a.node, err = node.New(nodeConfig(cfg, deps), node.Dependencies{
 			Client: deps.Client, HeartbeatClient: deps.HeartbeatClient, NodeLister: deps.Informers.Core().V1().Nodes().Lister(),
 			Cache: deps.NodeCache, Recorder: deps.Recorder, Clock: deps.Clock, OnHeartbeatFailure: deps.CloseAllConns,
-			Observer: deps.Metrics, Serving: lease.NewServingProbe(deps.HeartbeatClient.CoreV1().RESTClient(), deps.Clock, 0),
+			Observer: deps.Metrics, Serving: lease.NewServingProbe(deps.HeartbeatClient, cfg.NodeName, deps.Clock, 0),
 		}); err != nil {
 			return nil, err
 		}

@@ -194,9 +194,9 @@ func runSimulate(ctx context.Context, o *simulateOptions) error {
 			Client: deps.client, HeartbeatClient: deps.heartbeat, NodeLister: deps.informers.Core().V1().Nodes().Lister(),
 			Cache: deps.tracker, Recorder: deps.recorder, Clock: deps.clock, OnHeartbeatFailure: deps.closeAllConns,
 			Observer: simulationObserver{m: deps.metrics, heartbeats: deps.heartbeats},
-			// One probe for every simulated node: after an outage, N Leases resume together, at the
-			// cost of one /readyz request per probe period while they wait.
-			Serving: lease.NewServingProbe(deps.heartbeat.CoreV1().RESTClient(), deps.clock, 0),
+			// One probe for every simulated node (it reads the first node's Lease): after an outage, N
+			// Leases resume together, at the cost of one GET per probe period while they wait.
+			Serving: lease.NewServingProbe(deps.heartbeat, simulation.NodeName(o.prefix, 0), deps.clock, 0),
 		},
 		StartQPS: float64(*cfg.KubeAPIQPS), StartBurst: int(cfg.KubeAPIBurst),
 	})

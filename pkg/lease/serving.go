@@ -2,11 +2,15 @@ package lease
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"sync"
 	"time"
 
-	"k8s.io/client-go/rest"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	coordinationclientv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 )
@@ -16,15 +20,20 @@ import (
 const DefaultServingProbePeriod = 250 * time.Millisecond
 
 // ServingProbe tells when the API server serves again after a transport failure, for every Renewer of a
-// process at once: while at least one caller waits in Wait, one goroutine GETs /readyz every Period (each
-// bounded by Period·4) until it answers 200 OK, then releases every waiter. Nothing is sent while nobody
-// waits, so a healthy agent pays nothing, and N simulated nodes waiting cost one request per Period.
+// process at once: while at least one caller waits in Wait, one goroutine GETs one Lease (in
+// kube-node-lease; a node identity may read its own) every Period (each bounded by Period·4) until the API
+// server answers from storage (the Lease, or NotFound, Forbidden and the like; not a transport error, a
+// timeout, 429 or a 5xx), then releases every waiter. Not /readyz: after a restart the API server serves
+// storage a second or more before all its post-start hooks report ready, and a node may not read the
+// per-check paths (/readyz/etcd). Nothing is sent while nobody waits, so a healthy agent pays nothing, and N
+// simulated nodes waiting cost one request per Period.
 //
 // It exists because the component-helpers lease controller (like the kubelet's) backs off up to 7 s
 // between attempts to find its Lease after failures: without the probe, renewal resumes up to 7 s after
 // the API server is back, and a Node the node lifecycle controller marked Unknown stays Unknown that long.
 type ServingProbe struct {
-	client rest.Interface
+	leases coordinationclientv1.LeaseInterface
+	name   string
 	clock  clock.Clock
 	period time.Duration
 
@@ -33,19 +42,20 @@ type ServingProbe struct {
 	waiters int
 }
 
-// NewServingProbe returns a probe that GETs /readyz through client (the heartbeat client's REST client:
-// same credentials and transport as the Lease writes) every period (DefaultServingProbePeriod if 0).
-func NewServingProbe(client rest.Interface, clk clock.Clock, period time.Duration) *ServingProbe {
+// NewServingProbe returns a probe that GETs the Lease leaseName in kube-node-lease through client (the
+// heartbeat client: same credentials and transport as the Lease writes) every period
+// (DefaultServingProbePeriod if 0).
+func NewServingProbe(client kubernetes.Interface, leaseName string, clk clock.Clock, period time.Duration) *ServingProbe {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
 	if period <= 0 {
 		period = DefaultServingProbePeriod
 	}
-	return &ServingProbe{client: client, clock: clk, period: period}
+	return &ServingProbe{leases: client.CoordinationV1().Leases(Namespace), name: leaseName, clock: clk, period: period}
 }
 
-// Wait blocks until the API server answers /readyz with 200 OK, or ctx ends (then it returns ctx's
+// Wait blocks until the API server answers from storage, or ctx ends (then it returns ctx's
 // error). Concurrent callers share one probe.
 func (p *ServingProbe) Wait(ctx context.Context) error {
 	p.mu.Lock()
@@ -70,18 +80,17 @@ func (p *ServingProbe) Wait(ctx context.Context) error {
 	}
 }
 
-// probe GETs /readyz every period until it answers 200 or nobody waits any more, then closes serving
-// (on 200) and lets the next Wait start a new probe.
+// probe GETs the Lease every period until the API server answers from storage or nobody waits any
+// more, then closes serving (on an answer) and lets the next Wait start a new probe.
 func (p *ServingProbe) probe(ctx context.Context, cancel context.CancelFunc, serving chan struct{}) {
 	defer cancel()
 	logger := klog.FromContext(ctx)
 	for {
 		reqCtx, reqCancel := context.WithTimeout(ctx, 4*p.period)
-		var code int
-		err := p.client.Get().AbsPath("/readyz").Do(reqCtx).StatusCode(&code).Error()
+		_, err := p.leases.Get(reqCtx, p.name, metav1.GetOptions{})
 		reqCancel()
 		p.mu.Lock()
-		if err == nil && code == http.StatusOK {
+		if answered(err) {
 			close(serving)
 			p.serving = nil
 			p.mu.Unlock()
@@ -100,4 +109,18 @@ func (p *ServingProbe) probe(ctx context.Context, cancel context.CancelFunc, ser
 		case <-p.clock.After(p.period):
 		}
 	}
+}
+
+// answered reports whether err (of a GET) means the API server answered from storage: no error, or an API
+// status other than a timeout, throttling or a server error.
+func answered(err error) bool {
+	if err == nil {
+		return true
+	}
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return false
+	}
+	code := status.Status().Code
+	return code != 0 && code < http.StatusInternalServerError && code != http.StatusTooManyRequests && code != http.StatusRequestTimeout
 }

@@ -3,25 +3,23 @@ package lease
 import (
 	"context"
 	"errors"
-	"io"
-	"net/http"
-	"strings"
+	"fmt"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
-	"k8s.io/client-go/kubernetes/scheme"
-	restfake "k8s.io/client-go/rest/fake"
 	core "k8s.io/client-go/testing"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/clock"
 )
 
-// apiServer is a fake API server's reachability: while down, /readyz and Lease calls fail in
-// transport (connection refused); it counts /readyz requests.
+// apiServer is a fake API server's reachability: while down, Lease calls fail in transport (connection
+// refused); it counts the Lease GETs.
 type apiServer struct {
 	mu     sync.Mutex
 	down   bool
@@ -40,33 +38,35 @@ func (s *apiServer) probeCount() int {
 	return s.probes
 }
 
-// restClient answers /readyz: refused while down, 200 ok after.
-func (s *apiServer) restClient() *restfake.RESTClient {
-	return &restfake.RESTClient{
-		NegotiatedSerializer: scheme.Codecs.WithoutConversion(),
-		Client: restfake.CreateHTTPClient(func(req *http.Request) (*http.Response, error) {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			if req.URL.Path != "/readyz" {
-				return nil, errors.New("unexpected path " + req.URL.Path)
-			}
-			s.probes++
-			if s.down {
-				return nil, errors.New("dial tcp 127.0.0.1:6443: connect: connection refused")
-			}
-			return &http.Response{StatusCode: http.StatusOK, Body: io.NopCloser(strings.NewReader("ok")), Header: http.Header{}}, nil
-		}),
+// refuse is a reactor for leases: refused while down, else on to the fake's tracker (NotFound for a
+// Lease that does not exist: an answer from storage all the same).
+func (s *apiServer) refuse(a core.Action) (bool, runtime.Object, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if a.GetVerb() == "get" {
+		s.probes++
 	}
+	if s.down {
+		return true, nil, errors.New("dial tcp 127.0.0.1:6443: connect: connection refused")
+	}
+	return false, nil, nil
 }
 
-// TestServingProbe: waiters share one probe that asks /readyz every period while anyone waits, are
-// released at the first 200, and nothing is asked while nobody waits; a waiter whose context ends
-// gets its error.
+// client returns a clientset whose Lease calls go through refuse.
+func (s *apiServer) client(objs ...runtime.Object) *fake.Clientset {
+	c := fake.NewClientset(objs...)
+	c.PrependReactor("*", "leases", s.refuse)
+	return c
+}
+
+// TestServingProbe: waiters share one probe that GETs a Lease every period while anyone waits, are
+// released at the first answer from storage (here NotFound), and nothing is asked while nobody waits; a
+// waiter whose context ends gets its error.
 func TestServingProbe(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, ctx := ktesting.NewTestContext(t)
 		srv := &apiServer{down: true}
-		p := NewServingProbe(srv.restClient(), clock.RealClock{}, 250*time.Millisecond)
+		p := NewServingProbe(srv.client(), nodeName, clock.RealClock{}, 250*time.Millisecond)
 
 		done := make(chan error, 2)
 		for range 2 {
@@ -78,7 +78,7 @@ func TestServingProbe(t *testing.T) {
 			t.Fatalf("%d waiters released while the API server is down", n)
 		}
 		if n := srv.probeCount(); n != 5 {
-			t.Errorf("%d /readyz requests in 1 s at a 250 ms period with two waiters, want 5 (one probe)", n)
+			t.Errorf("%d Lease GETs in 1 s at a 250 ms period with two waiters, want 5 (one probe)", n)
 		}
 		srv.setDown(false)
 		time.Sleep(250 * time.Millisecond)
@@ -97,7 +97,7 @@ func TestServingProbe(t *testing.T) {
 		time.Sleep(10 * time.Second)
 		synctest.Wait()
 		if n := srv.probeCount() - before; n != 0 {
-			t.Errorf("%d /readyz requests while nobody waits", n)
+			t.Errorf("%d Lease GETs while nobody waits", n)
 		}
 
 		srv.setDown(true)
@@ -112,7 +112,7 @@ func TestServingProbe(t *testing.T) {
 		time.Sleep(time.Second)
 		synctest.Wait()
 		if n := srv.probeCount() - before; n != 0 {
-			t.Errorf("%d /readyz requests after the only waiter left", n)
+			t.Errorf("%d Lease GETs after the only waiter left", n)
 		}
 	})
 }
@@ -133,22 +133,13 @@ func TestRenewalResumesWhenServing(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				_, ctx := ktesting.NewTestContext(t)
 				srv := &apiServer{}
-				client := fake.NewClientset(node("uid-1"))
-				refused := func(core.Action) (bool, runtime.Object, error) {
-					srv.mu.Lock()
-					defer srv.mu.Unlock()
-					if srv.down {
-						return true, nil, errors.New("dial tcp 127.0.0.1:6443: connect: connection refused")
-					}
-					return false, nil, nil
-				}
-				client.PrependReactor("*", "leases", refused)
+				client := srv.client(node("uid-1"))
 				var mu sync.Mutex
 				var recoveredAt time.Time
 				cfg := Config{Client: client, Lister: listerWith(t, node("uid-1")), NodeName: nodeName, LeaseDurationSeconds: 40,
 					Clock: clock.RealClock{}, OnHeartbeatRecovered: func() { mu.Lock(); recoveredAt = time.Now(); mu.Unlock() }}
 				if tc.probe {
-					cfg.Serving = NewServingProbe(srv.restClient(), clock.RealClock{}, 250*time.Millisecond)
+					cfg.Serving = NewServingProbe(client, nodeName, clock.RealClock{}, 250*time.Millisecond)
 				}
 				r, err := New(cfg)
 				if err != nil {
@@ -176,5 +167,29 @@ func TestRenewalResumesWhenServing(t *testing.T) {
 				stop()
 			})
 		})
+	}
+}
+
+// TestAnswered: which GET outcomes mean the API server answered from storage.
+func TestAnswered(t *testing.T) {
+	gr := schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}
+	for _, tc := range []struct {
+		desc string
+		err  error
+		want bool
+	}{
+		{"found", nil, true},
+		{"NotFound", apierrors.NewNotFound(gr, nodeName), true},
+		{"Forbidden", apierrors.NewForbidden(gr, nodeName, errors.New("no")), true},
+		{"wrapped NotFound", fmt.Errorf("get: %w", apierrors.NewNotFound(gr, nodeName)), true},
+		{"connection refused", errors.New("dial tcp: connect: connection refused"), false},
+		{"server timeout (etcd paused)", apierrors.NewTimeoutError("etcd", 1), false},
+		{"throttled", apierrors.NewTooManyRequests("slow down", 1), false},
+		{"internal error", apierrors.NewInternalError(errors.New("etcdserver: leader changed")), false},
+		{"service unavailable", apierrors.NewServiceUnavailable("not ready"), false},
+	} {
+		if got := answered(tc.err); got != tc.want {
+			t.Errorf("%s: answered(%v) = %v, want %v", tc.desc, tc.err, got, tc.want)
+		}
 	}
 }
