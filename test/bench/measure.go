@@ -20,35 +20,11 @@ import (
 	"github.com/nodeagent/nodeagent/test/framework"
 )
 
-// clockTicks is USER_HZ, the unit of /proc/PID/stat times: 100 on every Linux architecture Go runs on
-// (sysconf(_SC_CLK_TCK) without cgo).
-const clockTicks = 100
-
-// cpuSeconds returns utime+stime+cutime+cstime of pid (its own CPU time plus that of children it has
-// reaped, e.g. iptables runs), in seconds.
+// cpuSeconds returns framework.ReadProcCPU of pid (utime+stime+cutime+cstime: its own CPU time plus that
+// of children it has reaped, e.g. iptables runs), in seconds.
 func cpuSeconds(pid int) (float64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, fmt.Errorf("read stat of pid %d: %w", pid, err)
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("parse /proc/%d/stat: no comm", pid)
-	}
-	f := strings.Fields(s[i+1:]) // f[0] is field 3 (state); utime is field 14
-	if len(f) < 15 {
-		return 0, fmt.Errorf("parse /proc/%d/stat: %d fields", pid, len(f))
-	}
-	var ticks int64
-	for _, idx := range []int{11, 12, 13, 14} { // utime, stime, cutime, cstime
-		v, err := strconv.ParseInt(f[idx], 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("parse /proc/%d/stat field %d: %w", pid, idx+3, err)
-		}
-		ticks += v
-	}
-	return float64(ticks) / clockTicks, nil
+	d, err := framework.ReadProcCPU(pid)
+	return d.Seconds(), err
 }
 
 // statusField returns a "kB" field of /proc/PID/status (VmRSS, ...) in bytes, or a plain count (Threads).

@@ -143,19 +143,10 @@ func (s *simulator) mustPost(t *testing.T, name, body string) {
 	}
 }
 
-// cpuSeconds returns the user+system CPU time of pid from /proc/PID/stat.
+// cpuSeconds returns framework.ReadProcCPU of pid in seconds.
 func cpuSeconds(pid int) (float64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
-	utime, err1 := strconv.ParseFloat(f[11], 64)
-	stime, err2 := strconv.ParseFloat(f[12], 64)
-	if err := errors.Join(err1, err2); err != nil {
-		return 0, err
-	}
-	return (utime + stime) / 100, nil // USER_HZ is 100 on Linux
+	d, err := framework.ReadProcCPU(pid)
+	return d.Seconds(), err
 }
 
 // memStats is what the process's heap profile says after a forced GC (runtime.MemStats), and its
