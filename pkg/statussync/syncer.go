@@ -13,6 +13,7 @@ import (
 	"math/rand/v2"
 	goruntime "runtime"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -145,6 +146,10 @@ type Syncer struct {
 
 	last atomic.Pointer[SyncResult] // the last finished sync
 	ok   atomic.Int64               // unix nanos of the last successful sync
+
+	// known is the newest Node this syncer had from the API server itself (a patch's response or a
+	// GET); the informer's copy may still be older (see cachedNode).
+	known atomic.Pointer[v1.Node]
 }
 
 // New validates cfg and fills defaults. It errors when Client, Lister, Cache, Funcs or NodeName is
@@ -320,13 +325,13 @@ func (s *Syncer) updateNodeStatus(ctx context.Context) SyncResult {
 
 var errNodeGone = errors.New("node not found on the API server")
 
-// getNode reads the Node: on try 0 from the lister unless the cache is stale, else from the API
-// server. Only an informer event makes the cache current again (see pkg/nodecache): a GET that finds
+// getNode reads the Node: on try 0 from the lister (or the newer Node the last patch returned, see
+// cachedNode) unless the cache is stale, else from the API server. Only an informer event makes the cache current again (see pkg/nodecache): a GET that finds
 // the cache at the API server's resourceVersion proves nothing about the watch, which may still be
 // down and miss the next change (the node lifecycle controller's Ready=Unknown right after an outage).
 func (s *Syncer) getNode(ctx context.Context, try int) (*v1.Node, error) {
 	if try == 0 && s.cfg.Cache.Stale() == nil {
-		return s.cfg.Lister.Get(s.cfg.NodeName)
+		return s.cachedNode()
 	}
 	node, err := s.cfg.Client.CoreV1().Nodes().Get(ctx, s.cfg.NodeName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -335,7 +340,34 @@ func (s *Syncer) getNode(ctx context.Context, try int) (*v1.Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.known.Store(node)
 	return node, nil
+}
+
+// cachedNode reads the Node from the lister, or returns the Node last had from the API server (a
+// patch's response or a GET) when the lister's copy of the same Node is older than that: the
+// informer may not have delivered this agent's own last patch yet, and a sync computed against the
+// older copy would find a change it just made undone "unchanged" and post nothing for a status
+// period (a pressure set and cleared within a second). Older means a smaller resourceVersion, read as
+// the integer that every etcd-backed API server gives; a resourceVersion that is not one leaves the
+// lister's copy in use. It returns the lister's error (NotFound before the informer saw the Node).
+func (s *Syncer) cachedNode() (*v1.Node, error) {
+	node, err := s.cfg.Lister.Get(s.cfg.NodeName)
+	if err != nil {
+		return nil, err
+	}
+	if k := s.known.Load(); k != nil && k.UID == node.UID && olderResourceVersion(node.ResourceVersion, k.ResourceVersion) {
+		return k, nil
+	}
+	return node, nil
+}
+
+// olderResourceVersion reports whether resourceVersion a is older than b, both read as unsigned
+// integers; false when either is not one.
+func olderResourceVersion(a, b string) bool {
+	x, err1 := strconv.ParseUint(a, 10, 64)
+	y, err2 := strconv.ParseUint(b, 10, 64)
+	return err1 == nil && err2 == nil && x < y
 }
 
 // tryUpdateNodeStatus reads the Node, runs the setters, and patches if the status changed or the
@@ -431,6 +463,9 @@ func (s *Syncer) patchNodeStatus(ctx context.Context, original, node *v1.Node) S
 	}
 	klog.FromContext(ctx).V(4).Info("Patched node status", "node", s.cfg.NodeName, "patchBytes", len(patch))
 	s.lastStatusReportTime = s.cfg.Clock.Now()
+	if updated != nil {
+		s.known.Store(updated)
+	}
 	s.recordUnkept(ctx, node, updated)
 	r.Result, r.Node = ResultPatched, updated
 	return r
@@ -534,7 +569,7 @@ func (s *Syncer) fastNodeStatusUpdate(ctx context.Context, timeout bool) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	start := s.cfg.Clock.Now()
-	original, err := s.cfg.Lister.Get(s.cfg.NodeName)
+	original, err := s.cachedNode()
 	if err != nil {
 		return false
 	}
@@ -570,7 +605,7 @@ func (s *Syncer) fastNodeStatusUpdate(ctx context.Context, timeout bool) bool {
 // cachedReady reads the Node's Ready condition from the lister: ok is false when the Node or its
 // Ready condition is not there yet.
 func (s *Syncer) cachedReady() (ready, ok bool) {
-	node, err := s.cfg.Lister.Get(s.cfg.NodeName)
+	node, err := s.cachedNode()
 	if err != nil {
 		return false, false
 	}
