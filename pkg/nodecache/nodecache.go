@@ -18,6 +18,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 )
@@ -33,6 +34,9 @@ type Tracker struct {
 	allStale    *Staleness
 	allStaleSeq uint64
 	freshSeq    map[string]uint64 // the allStaleSeq a Node's last MarkFresh saw
+	// watchRV is the highest resourceVersion of a Node event the informer delivered since the watch last
+	// failed: the watch stream has passed that point, for every Node.
+	watchRV string
 }
 
 // Staleness says why and since when a Node's cache is not trusted.
@@ -42,7 +46,8 @@ type Staleness struct {
 	// Until, when set, is before when no informer event makes the cache current (MarkStaleUntil).
 	Until time.Time `json:"until,omitzero"`
 
-	eventSeen bool // an event came before Until
+	eventSeen bool   // an event came before Until
+	readRV    string // the resourceVersion of the Node as last read from the API server (ReadAt)
 }
 
 // New returns a Tracker in which every Node's cache is current.
@@ -86,6 +91,45 @@ func (t *Tracker) MarkAllStale(reason string) {
 	defer t.mu.Unlock()
 	t.allStaleSeq++
 	t.allStale = &Staleness{Reason: reason, Since: t.clock.Now()}
+	t.watchRV = ""
+}
+
+// ReadAt records that the Node was read from the API server at resourceVersion rv while its cache was
+// stale. Once the informer has delivered any Node's event at or past rv (and Until has passed), the
+// Node's cache is current: the watch is live and past the Node's last change, so it holds that change and
+// will deliver the next. Without this, a stale Node stays stale until an event for that very Node (its
+// next status patch, up to the report frequency), and every sync meanwhile GETs it: at thousands of
+// simulated Nodes after an API server hiccup, that is thousands of GETs per status period.
+func (t *Tracker) ReadAt(name, rv string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s, ok := t.stale[name]; ok {
+		s.readRV = rv
+		t.stale[name] = s
+	}
+}
+
+// passed reports whether the watch has delivered an event at or past rv. Call with t.mu held.
+func (t *Tracker) passed(rv string) bool {
+	if rv == "" || t.watchRV == "" {
+		return false
+	}
+	c, err := resourceversion.CompareResourceVersion(t.watchRV, rv)
+	return err == nil && c >= 0
+}
+
+// observe raises watchRV to rv. Call with t.mu held.
+func (t *Tracker) observe(rv string) {
+	if rv == "" {
+		return
+	}
+	if t.watchRV == "" {
+		t.watchRV = rv
+		return
+	}
+	if c, err := resourceversion.CompareResourceVersion(rv, t.watchRV); err == nil && c > 0 {
+		t.watchRV = rv
+	}
 }
 
 // MarkFresh marks one Node's cache current.
@@ -106,9 +150,13 @@ func (t *Tracker) Stale(name string) *Staleness {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if s, ok := t.stale[name]; ok {
-		if !s.Until.IsZero() && !t.clock.Now().Before(s.Until) && s.eventSeen {
+		untilPassed := s.Until.IsZero() || !t.clock.Now().Before(s.Until)
+		switch {
+		case !s.Until.IsZero() && untilPassed && s.eventSeen:
 			delete(t.stale, name)
-		} else {
+		case untilPassed && t.passed(s.readRV):
+			delete(t.stale, name)
+		default:
 			return &s
 		}
 	}
@@ -130,6 +178,9 @@ func (t *Tracker) EventHandler() cache.ResourceEventHandler {
 			obj = tomb.Obj
 		}
 		if n, ok := obj.(*v1.Node); ok {
+			t.mu.Lock()
+			t.observe(n.ResourceVersion)
+			t.mu.Unlock()
 			t.MarkFresh(n.Name)
 		}
 	}
@@ -165,6 +216,9 @@ func (n *Node) MarkFresh() { n.t.MarkFresh(n.name) }
 func (n *Node) MarkStaleUntil(reason string, until time.Time) {
 	n.t.MarkStaleUntil(n.name, reason, until)
 }
+
+// ReadAt records that this Node was read from the API server at resourceVersion rv (see Tracker.ReadAt).
+func (n *Node) ReadAt(rv string) { n.t.ReadAt(n.name, rv) }
 
 // Stale returns why this Node's cache is not trusted, or nil.
 func (n *Node) Stale() *Staleness { return n.t.Stale(n.name) }

@@ -176,3 +176,64 @@ func TestWatchErrorHandler(t *testing.T) {
 		})
 	}
 }
+
+// TestReadAtThenAnyEventPast: a Node read from the API server at resourceVersion 100 while stale is
+// current again once the informer delivers any Node's event at or past 100 (the watch is past its last
+// change), not before, not after a watch failure, and not before MarkStaleUntil's bound.
+func TestReadAtThenAnyEventPast(t *testing.T) {
+	rvNode := func(name, rv string) *v1.Node {
+		return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: rv}}
+	}
+	for _, tc := range []struct {
+		desc      string
+		steps     func(tr *Tracker, h cache.ResourceEventHandler, clk *testingclock.FakeClock)
+		wantStale bool
+		node      string // the Node checked; "a" (read at 100) when empty
+	}{
+		{"an older event of another Node: still stale", func(tr *Tracker, h cache.ResourceEventHandler, _ *testingclock.FakeClock) {
+			h.OnUpdate(nil, rvNode("b", "99"))
+		}, true},
+		{"an event of another Node at the read: current", func(tr *Tracker, h cache.ResourceEventHandler, _ *testingclock.FakeClock) {
+			h.OnUpdate(nil, rvNode("b", "100"))
+		}, false},
+		{"an event of another Node past the read: current", func(tr *Tracker, h cache.ResourceEventHandler, _ *testingclock.FakeClock) {
+			h.OnUpdate(nil, rvNode("b", "250"))
+		}, false},
+		{"past the read, but the watch failed after: stale", func(tr *Tracker, h cache.ResourceEventHandler, _ *testingclock.FakeClock) {
+			h.OnUpdate(nil, rvNode("b", "250"))
+			tr.MarkAllStale("watch failed")
+		}, true},
+		{"past the read within MarkStaleUntil's bound: stale", func(tr *Tracker, h cache.ResourceEventHandler, _ *testingclock.FakeClock) {
+			tr.MarkStaleUntil("a", "heartbeat recovered", tr.clock.Now().Add(time.Minute))
+			tr.ReadAt("a", "100")
+			h.OnUpdate(nil, rvNode("b", "250"))
+		}, true},
+		{"past the read and the bound: current", func(tr *Tracker, h cache.ResourceEventHandler, clk *testingclock.FakeClock) {
+			tr.MarkStaleUntil("a", "heartbeat recovered", clk.Now().Add(time.Minute))
+			tr.ReadAt("a", "100")
+			h.OnUpdate(nil, rvNode("b", "250"))
+			clk.Step(time.Minute)
+		}, false},
+		{"never read: an event of another Node proves nothing", func(tr *Tracker, h cache.ResourceEventHandler, _ *testingclock.FakeClock) {
+			tr.MarkStale("c", "heartbeat failed")
+			h.OnUpdate(nil, rvNode("b", "250"))
+		}, true, "c"},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+			tr := New(clk)
+			h := tr.EventHandler()
+			tr.MarkStale("a", "heartbeat failed")
+			tr.MarkStale("c", "heartbeat failed")
+			tr.ReadAt("a", "100")
+			tc.steps(tr, h, clk)
+			name := tc.node
+			if name == "" {
+				name = "a"
+			}
+			if got := tr.Stale(name) != nil; got != tc.wantStale {
+				t.Errorf("Stale(%s) = %v, want stale %v", name, tr.Stale(name), tc.wantStale)
+			}
+		})
+	}
+}

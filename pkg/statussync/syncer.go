@@ -88,11 +88,12 @@ type PatchAttempt struct {
 }
 
 // Cache is what the syncer needs to know about the Node informer's cache (nodecache.Node): whether
-// it is stale, and to tell it so.
+// it is stale, to tell it so, and at which resourceVersion the Node was read from the API server.
 type Cache interface {
 	Stale() *nodecache.Staleness
 	MarkStale(reason string)
 	MarkFresh()
+	ReadAt(rv string)
 }
 
 // Config configures a Syncer.
@@ -341,6 +342,7 @@ func (s *Syncer) getNode(ctx context.Context, try int) (*v1.Node, error) {
 		return nil, err
 	}
 	s.known.Store(node)
+	s.cfg.Cache.ReadAt(node.ResourceVersion)
 	return node, nil
 }
 
