@@ -192,28 +192,28 @@ func TestReadAtThenAnyEventPast(t *testing.T) {
 	}{
 		{"an older event of another Node: still stale", func(tr *Tracker, h cache.ResourceEventHandler, _ *testingclock.FakeClock) {
 			h.OnUpdate(nil, rvNode("b", "99"))
-		}, true},
+		}, true, ""},
 		{"an event of another Node at the read: current", func(tr *Tracker, h cache.ResourceEventHandler, _ *testingclock.FakeClock) {
 			h.OnUpdate(nil, rvNode("b", "100"))
-		}, false},
+		}, false, ""},
 		{"an event of another Node past the read: current", func(tr *Tracker, h cache.ResourceEventHandler, _ *testingclock.FakeClock) {
 			h.OnUpdate(nil, rvNode("b", "250"))
-		}, false},
+		}, false, ""},
 		{"past the read, but the watch failed after: stale", func(tr *Tracker, h cache.ResourceEventHandler, _ *testingclock.FakeClock) {
 			h.OnUpdate(nil, rvNode("b", "250"))
 			tr.MarkAllStale("watch failed")
-		}, true},
+		}, true, ""},
 		{"past the read within MarkStaleUntil's bound: stale", func(tr *Tracker, h cache.ResourceEventHandler, _ *testingclock.FakeClock) {
 			tr.MarkStaleUntil("a", "heartbeat recovered", tr.clock.Now().Add(time.Minute))
 			tr.ReadAt("a", "100")
 			h.OnUpdate(nil, rvNode("b", "250"))
-		}, true},
+		}, true, ""},
 		{"past the read and the bound: current", func(tr *Tracker, h cache.ResourceEventHandler, clk *testingclock.FakeClock) {
 			tr.MarkStaleUntil("a", "heartbeat recovered", clk.Now().Add(time.Minute))
 			tr.ReadAt("a", "100")
 			h.OnUpdate(nil, rvNode("b", "250"))
 			clk.Step(time.Minute)
-		}, false},
+		}, false, ""},
 		{"never read: an event of another Node proves nothing", func(tr *Tracker, h cache.ResourceEventHandler, _ *testingclock.FakeClock) {
 			tr.MarkStale("c", "heartbeat failed")
 			h.OnUpdate(nil, rvNode("b", "250"))
