@@ -13,7 +13,6 @@ import (
 	"math/rand/v2"
 	goruntime "runtime"
 	"sort"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,6 +22,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -350,9 +350,8 @@ func (s *Syncer) getNode(ctx context.Context, try int) (*v1.Node, error) {
 // patch's response or a GET) when the lister's copy of the same Node is older than that: the
 // informer may not have delivered this agent's own last patch yet, and a sync computed against the
 // older copy would find a change it just made undone "unchanged" and post nothing for a status
-// period (a pressure set and cleared within a second). Older means a smaller resourceVersion, read as
-// the integer that every etcd-backed API server gives; a resourceVersion that is not one leaves the
-// lister's copy in use. It returns the lister's error (NotFound before the informer saw the Node).
+// period (a pressure set and cleared within a second). Older is as resourceversion.CompareResourceVersion
+// orders them; a resourceVersion it cannot compare leaves the lister's copy in use. It returns the lister's error (NotFound before the informer saw the Node).
 func (s *Syncer) cachedNode() (*v1.Node, error) {
 	node, err := s.cfg.Lister.Get(s.cfg.NodeName)
 	if err != nil {
@@ -364,12 +363,11 @@ func (s *Syncer) cachedNode() (*v1.Node, error) {
 	return node, nil
 }
 
-// olderResourceVersion reports whether resourceVersion a is older than b, both read as unsigned
-// integers; false when either is not one.
+// olderResourceVersion reports whether resourceVersion a is older than b, as apimachinery's
+// resourceversion.CompareResourceVersion orders them; false when either is not a valid one.
 func olderResourceVersion(a, b string) bool {
-	x, err1 := strconv.ParseUint(a, 10, 64)
-	y, err2 := strconv.ParseUint(b, 10, 64)
-	return err1 == nil && err2 == nil && x < y
+	c, err := resourceversion.CompareResourceVersion(a, b)
+	return err == nil && c < 0
 }
 
 // tryUpdateNodeStatus reads the Node, runs the setters, and patches if the status changed or the
