@@ -134,6 +134,7 @@ func NewDependencies(ctx context.Context, cfg *config.Completed) (*Dependencies,
 	// One informer on this Node only; the tracker hears its events and watch errors.
 	d.NodeCache = nodecache.New(d.Clock)
 	d.Informers = informers.NewSharedInformerFactoryWithOptions(d.Client, 0,
+		informers.WithTransform(nodecache.StripManagedFields),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", cfg.NodeName).String()
 		}))

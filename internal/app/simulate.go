@@ -316,6 +316,7 @@ func newSimulateDeps(ctx context.Context, c *simulationConfig, restConfig *rest.
 
 	d.tracker = nodecache.New(d.clock)
 	d.informers = informers.NewSharedInformerFactoryWithOptions(d.client, 0,
+		informers.WithTransform(nodecache.StripManagedFields),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = simulation.LabelSimulated + "=true" }))
 	nodeInformer := d.informers.Core().V1().Nodes().Informer()
 	if _, err := nodeInformer.AddEventHandler(d.tracker.EventHandler()); err != nil {

@@ -3,6 +3,7 @@ package nodecache
 import (
 	"errors"
 	"io"
+	"reflect"
 	"testing"
 	"time"
 
@@ -233,6 +234,30 @@ func TestReadAtThenAnyEventPast(t *testing.T) {
 			}
 			if got := tr.Stale(name) != nil; got != tc.wantStale {
 				t.Errorf("Stale(%s) = %v, want stale %v", name, tr.Stale(name), tc.wantStale)
+			}
+		})
+	}
+}
+
+func TestStripManagedFields(t *testing.T) {
+	managed := []metav1.ManagedFieldsEntry{{Manager: "nodeagent", Operation: metav1.ManagedFieldsOperationUpdate}}
+	tomb := cache.DeletedFinalStateUnknown{Key: "n1", Obj: &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", ManagedFields: managed}}}
+	for _, tc := range []struct {
+		name string
+		in   any
+		want any
+	}{
+		{"a Node loses its managedFields and keeps the rest",
+			&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", ResourceVersion: "7", Labels: map[string]string{"a": "b"}, ManagedFields: managed}},
+			&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", ResourceVersion: "7", Labels: map[string]string{"a": "b"}}}},
+		{"a Node without managedFields is unchanged",
+			&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}},
+		{"a tombstone passes through", tomb, tomb},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := StripManagedFields(tc.in)
+			if err != nil || !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("StripManagedFields = %#v, %v; want %#v", got, err, tc.want)
 			}
 		})
 	}
