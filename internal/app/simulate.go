@@ -193,6 +193,7 @@ func runSimulate(ctx context.Context, o *simulateOptions) error {
 		Dependencies: node.Dependencies{
 			Client: deps.client, HeartbeatClient: deps.heartbeat, NodeLister: deps.informers.Core().V1().Nodes().Lister(),
 			Cache: deps.tracker, Recorder: deps.recorder, Clock: deps.clock, OnHeartbeatFailure: deps.closeAllConns,
+			Outage:   deps.outage,
 			Observer: simulationObserver{m: deps.metrics, heartbeats: deps.heartbeats},
 			// One probe for every simulated node (it reads the first node's Lease): after an outage, N
 			// Leases resume together, at the cost of one GET per probe period while they wait.
@@ -266,6 +267,7 @@ type simulateDeps struct {
 	clock                     clock.WithTicker
 	client, heartbeat, events kubernetes.Interface
 	closeAllConns             func()
+	outage                    func() bool // no heartbeat of any Node succeeded for a heartbeat timeout
 	heartbeats                *heartbeats
 	informers                 informers.SharedInformerFactory
 	tracker                   *nodecache.Tracker
@@ -294,6 +296,7 @@ func newSimulateDeps(ctx context.Context, c *simulationConfig, restConfig *rest.
 	d.heartbeats = &heartbeats{clock: d.clock}
 	d.heartbeats.succeeded()
 	d.closeAllConns = d.heartbeats.unless(heartbeatTimeout, throttle(d.clock, closeAllConnsMinInterval, dialer.CloseAll))
+	d.outage = func() bool { return d.heartbeats.silentFor(heartbeatTimeout) }
 	restConfig.ContentType = "application/vnd.kubernetes.protobuf"
 	restConfig.UserAgent = "nodeagent-simulate/" + version.Get().GitVersion
 	restConfig.QPS, restConfig.Burst = *cfg.KubeAPIQPS, int(cfg.KubeAPIBurst)
@@ -338,13 +341,17 @@ type heartbeats struct {
 
 func (h *heartbeats) succeeded() { h.last.Store(h.clock.Now().UnixNano()) }
 
+// silentFor reports whether no heartbeat has succeeded for quiet.
+func (h *heartbeats) silentFor(quiet time.Duration) bool {
+	return h.clock.Since(time.Unix(0, h.last.Load())) >= quiet
+}
+
 // unless returns f called only when no heartbeat has succeeded for quiet.
 func (h *heartbeats) unless(quiet time.Duration, f func()) func() {
 	return func() {
-		if h.clock.Since(time.Unix(0, h.last.Load())) < quiet {
-			return
+		if h.silentFor(quiet) {
+			f()
 		}
-		f()
 	}
 }
 

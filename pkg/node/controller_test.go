@@ -607,3 +607,33 @@ func TestHeartbeatRecoveryResyncs(t *testing.T) {
 		}
 	})
 }
+
+// TestHeartbeatFailureCountsOnlyInAnOutage: with Dependencies.Outage set (the simulation), a Node's
+// failed heartbeat marks its cache stale, and its recovery opens the window of reads from the API
+// server, only when Outage says the process's heartbeats fail as a whole; without Outage (one agent)
+// every failure counts.
+func TestHeartbeatFailureCountsOnlyInAnOutage(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		outage    func() bool
+		wantStale bool
+	}{
+		{"single agent: every failure counts", nil, true},
+		{"simulation, every heartbeat failing: counts", func() bool { return true }, true},
+		{"simulation, other Nodes' heartbeats succeed: does not count", func() bool { return false }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, nil)
+			e.ctrl.deps.Outage = tc.outage
+			e.ctrl.onHeartbeatFailure("lease Timeout: context deadline exceeded")
+			if got := e.tracker.Stale(nodeName) != nil; got != tc.wantStale {
+				t.Errorf("after the failure: stale %v, want %v", got, tc.wantStale)
+			}
+			e.tracker.MarkFresh(nodeName)
+			e.ctrl.onHeartbeatRecovered()
+			if got := e.tracker.Stale(nodeName) != nil; got != tc.wantStale {
+				t.Errorf("after the recovery: stale %v (the read window), want %v", got, tc.wantStale)
+			}
+		})
+	}
+}
