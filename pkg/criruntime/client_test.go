@@ -148,12 +148,24 @@ func TestVersionSource(t *testing.T) {
 			t.Errorf("runtimeVersionString(%q) = %q, want %q", tc.raw, got, tc.want)
 		}
 	}
-	v := NewVersionSource(&fakeRuntime{}, "unix:///run/crio/crio.sock", time.Second)
+	rt := &fakeRuntime{}
+	v := NewVersionSource(rt, "unix:///run/crio/crio.sock", time.Second)
 	if v.Type() != "cri-o" {
 		t.Errorf("type before any answer = %q, want cri-o from the endpoint", v.Type())
 	}
 	typ, ver, err := v.Version(t.Context())
 	if err != nil || typ != "fake" || ver != "1.0" || v.Type() != "fake" {
 		t.Errorf("Version() = %q, %q, %v; Type() = %q", typ, ver, err, v.Type())
+	}
+	// The parsed version is kept between answers; an upgraded runtime's new one replaces it.
+	for _, tc := range cases {
+		rt.mu.Lock()
+		rt.version = tc.raw
+		rt.mu.Unlock()
+		for range 2 {
+			if _, ver, err := v.Version(t.Context()); err != nil || ver != tc.want {
+				t.Errorf("Version() answering %q = %q, %v; want %q", tc.raw, ver, err, tc.want)
+			}
+		}
 	}
 }

@@ -116,10 +116,11 @@ func TestStateHandlersAndFeatures(t *testing.T) {
 
 // fakeRuntime answers Status with resp/err and counts calls.
 type fakeRuntime struct {
-	mu    sync.Mutex
-	resp  *runtimeapi.StatusResponse
-	err   error
-	calls int
+	mu      sync.Mutex
+	resp    *runtimeapi.StatusResponse
+	err     error
+	calls   int
+	version string // RuntimeVersion answered; "" for 1.0
 }
 
 func (f *fakeRuntime) Status(context.Context, bool) (*runtimeapi.StatusResponse, error) {
@@ -129,7 +130,13 @@ func (f *fakeRuntime) Status(context.Context, bool) (*runtimeapi.StatusResponse,
 	return f.resp, f.err
 }
 func (f *fakeRuntime) Version(context.Context, string) (*runtimeapi.VersionResponse, error) {
-	return &runtimeapi.VersionResponse{RuntimeName: "fake", RuntimeVersion: "1.0"}, nil
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	v := f.version
+	if v == "" {
+		v = "1.0"
+	}
+	return &runtimeapi.VersionResponse{RuntimeName: "fake", RuntimeVersion: v}, nil
 }
 func (f *fakeRuntime) ListImages(context.Context, *runtimeapi.ImageFilter) ([]*runtimeapi.Image, error) {
 	return nil, nil
