@@ -301,7 +301,7 @@ func run(ctx context.Context, o options) (err error) {
 	for _, c := range comps {
 		r := results[c.name()]
 		r.window = wall
-		r.counts = requestCounts(events, "system:node:"+c.nodeName())
+		r.counts = framework.RequestCounts(events, "system:node:"+c.nodeName())
 		for _, s := range samples[c.pid()] {
 			r.rss = append(r.rss, float64(s.rss))
 			r.rssAnon = append(r.rssAnon, float64(s.rssAnon))

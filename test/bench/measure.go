@@ -279,42 +279,6 @@ func auditWindow(path string, from, to int64, out string) ([]framework.AuditEven
 	return framework.ReadAuditEvents(out)
 }
 
-// requestCounts counts the requests of user in events, by "verb resource[/subresource]": one per
-// ResponseComplete event, except watches, counted once when they start (ResponseStarted), so a watch
-// that is still open at the end of the window counts and one that ends inside it is not counted twice.
-func requestCounts(events []framework.AuditEvent, user string) map[string]int {
-	counts := map[string]int{}
-	for _, e := range events {
-		if e.User.Username != user {
-			continue
-		}
-		switch {
-		case e.Verb == "watch" && e.Stage == "ResponseStarted":
-		case e.Verb != "watch" && e.Stage == "ResponseComplete":
-		default:
-			continue
-		}
-		res := "-"
-		if e.ObjectRef != nil {
-			res = e.ObjectRef.Resource
-			if e.ObjectRef.Subresource != "" {
-				res += "/" + e.ObjectRef.Subresource
-			}
-		}
-		counts[e.Verb+" "+res]++
-	}
-	return counts
-}
-
-// isWrite reports whether an API verb changes state.
-func isWrite(verb string) bool {
-	switch verb {
-	case "create", "update", "patch", "delete", "deletecollection", "apply":
-		return true
-	}
-	return false
-}
-
 // compactLen is the length of a JSON document without insignificant whitespace (how clients send it).
 func compactLen(raw json.RawMessage) int {
 	var b bytes.Buffer

@@ -65,7 +65,7 @@ func (r *result) perMinute(keep func(verb string) bool) float64 {
 	return float64(n) / r.window.Minutes()
 }
 
-func (r *result) writesPerMin() float64 { return r.perMinute(isWrite) }
+func (r *result) writesPerMin() float64 { return r.perMinute(framework.IsWriteVerb) }
 
 // writeInterval is the mean time between consecutive writes in the window (-1 with fewer than 3).
 // Unlike a count over the window, it does not depend on where the window's edges fall between two
@@ -149,7 +149,7 @@ func (r *result) fromAudit(events []timedEvent, user string, w0, w1, flip0, flip
 				continue
 			}
 			reqs++
-			if isWrite(e.Verb) {
+			if framework.IsWriteVerb(e.Verb) {
 				writes++
 			}
 		}
@@ -161,7 +161,7 @@ func (r *result) fromAudit(events []timedEvent, user string, w0, w1, flip0, flip
 			continue
 		}
 		inWindow := !e.RequestReceivedTimestamp.Before(w0) && !e.RequestReceivedTimestamp.After(w1)
-		if inWindow && isWrite(e.Verb) {
+		if inWindow && framework.IsWriteVerb(e.Verb) {
 			r.writeTimes = append(r.writeTimes, e.RequestReceivedTimestamp)
 		}
 		if len(e.RequestObject) == 0 || e.ObjectRef == nil {

@@ -272,11 +272,11 @@ window:
 	if err != nil {
 		return nil, err
 	}
-	r.requests = requestCounts(events, "system:serviceaccount:"+benchNamespace+":"+sys)
+	r.requests = framework.RequestCounts(events, "system:serviceaccount:"+benchNamespace+":"+sys)
 	for k, c := range r.requests {
 		verb, _, _ := strings.Cut(k, " ")
 		r.total += c
-		if isWrite(verb) {
+		if framework.IsWriteVerb(verb) {
 			r.writes += c
 		}
 		if verb == "watch" {
@@ -483,39 +483,4 @@ func (t *leaseTracker) intervals() []time.Duration {
 	out := slices.Clone(t.got)
 	slices.Sort(out)
 	return out
-}
-
-// requestCounts counts user's requests in events by "verb resource[/subresource]": one per
-// ResponseComplete event, except watches, counted once when they start (ResponseStarted).
-func requestCounts(events []framework.AuditEvent, user string) map[string]int {
-	counts := map[string]int{}
-	for _, e := range events {
-		if e.User.Username != user {
-			continue
-		}
-		switch {
-		case e.Verb == "watch" && e.Stage == "ResponseStarted":
-		case e.Verb != "watch" && e.Stage == "ResponseComplete":
-		default:
-			continue
-		}
-		res := "-"
-		if e.ObjectRef != nil {
-			res = e.ObjectRef.Resource
-			if e.ObjectRef.Subresource != "" {
-				res += "/" + e.ObjectRef.Subresource
-			}
-		}
-		counts[e.Verb+" "+res]++
-	}
-	return counts
-}
-
-// isWrite reports whether an API verb changes state.
-func isWrite(verb string) bool {
-	switch verb {
-	case "create", "update", "patch", "delete", "deletecollection", "apply":
-		return true
-	}
-	return false
 }

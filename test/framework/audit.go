@@ -95,3 +95,41 @@ func ReadAuditEventsBy(path, user string, keep func(AuditEvent) bool) ([]AuditEv
 	}
 	return out, nil
 }
+
+// RequestCounts counts the requests of user in events, by "verb resource[/subresource]" ("-" for a
+// request on no resource): one per ResponseComplete event, except watches, counted once when they start
+// (ResponseStarted), so a watch that is still open at the end of a window counts and one that ends
+// inside it is not counted twice. Used by make bench and make bench-scale.
+func RequestCounts(events []AuditEvent, user string) map[string]int {
+	counts := map[string]int{}
+	for _, e := range events {
+		if e.User.Username != user {
+			continue
+		}
+		switch {
+		case e.Verb == "watch" && e.Stage == "ResponseStarted":
+		case e.Verb != "watch" && e.Stage == "ResponseComplete":
+		default:
+			continue
+		}
+		res := "-"
+		if e.ObjectRef != nil {
+			res = e.ObjectRef.Resource
+			if e.ObjectRef.Subresource != "" {
+				res += "/" + e.ObjectRef.Subresource
+			}
+		}
+		counts[e.Verb+" "+res]++
+	}
+	return counts
+}
+
+// IsWriteVerb reports whether an API verb changes state: create, update, patch, delete,
+// deletecollection, apply.
+func IsWriteVerb(verb string) bool {
+	switch verb {
+	case "create", "update", "patch", "delete", "deletecollection", "apply":
+		return true
+	}
+	return false
+}
