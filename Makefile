@@ -15,7 +15,7 @@ tools:
 
 ## build: build nodeagent into _output/bin/nodeagent
 build:
-	$(GO) build -tags grpcnotrace -o _output/bin/nodeagent ./cmd/nodeagent
+	$(GO) build -tags grpcnotrace -ldflags "-X github.com/nodeagent/nodeagent/pkg/version.gitCommit=$$(git rev-parse --short HEAD 2>/dev/null)" -o _output/bin/nodeagent ./cmd/nodeagent
 
 ## up: local control plane + containerd + nodeagent until Ctrl-C (ARGS="--exit-when-ready" to stop once Ready);
 ## kubeconfigs in _output/local-up (admin.kubeconfig, node-<name>.kubeconfig)

@@ -25,7 +25,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"syscall"
@@ -422,8 +421,7 @@ func privateBinaries(root, sharedBin, binDir string) (kubeletBin, agentBin strin
 			return "", "", err
 		}
 	} else {
-		cmd := exec.Command("go", "build", "-tags", framework.AgentBuildTags, "-o", agentBin, "./cmd/nodeagent")
-		cmd.Dir = root
+		cmd := framework.AgentBuildCommand(root, agentBin)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return "", "", fmt.Errorf("go build ./cmd/nodeagent: %w\n%s", err, out)
 		}

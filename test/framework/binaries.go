@@ -105,8 +105,7 @@ var buildAgent = sync.OnceValues(func() (string, error) {
 	}
 	defer unlock()
 	out := filepath.Join(binDir, "nodeagent")
-	cmd := exec.Command("go", "build", "-tags", AgentBuildTags, "-o", out, "./cmd/nodeagent")
-	cmd.Dir = root
+	cmd := AgentBuildCommand(root, out)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build ./cmd/nodeagent: %w\n%s", err, b)
 	}
@@ -136,3 +135,17 @@ func lockFile(path string) (unlock func(), err error) {
 // linker keep every method of every linked type: without it the binary is ~2× larger and its mapped
 // pages add ~12 MiB of RSS (BENCHMARKS.md).
 const AgentBuildTags = "grpcnotrace"
+
+// AgentBuildCommand returns the go build command that builds ./cmd/nodeagent in the repository at root
+// into out, with AgentBuildTags and the repository's commit (git rev-parse --short HEAD) linked in as
+// `nodeagent version`'s commit, as `make build` does: GOFLAGS=-buildvcs=false, set on some machines,
+// would otherwise leave it empty. Without git, the commit is left out.
+func AgentBuildCommand(root, out string) *exec.Cmd {
+	args := []string{"build", "-tags", AgentBuildTags}
+	if rev, err := exec.Command("git", "-C", root, "rev-parse", "--short", "HEAD").Output(); err == nil {
+		args = append(args, "-ldflags", "-X github.com/nodeagent/nodeagent/pkg/version.gitCommit="+strings.TrimSpace(string(rev)))
+	}
+	cmd := exec.Command("go", append(args, "-o", out, "./cmd/nodeagent")...)
+	cmd.Dir = root
+	return cmd
+}
