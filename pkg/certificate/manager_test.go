@@ -16,10 +16,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientfeatures "k8s.io/client-go/features"
 	clientfeaturestesting "k8s.io/client-go/features/testing"
 	"k8s.io/client-go/kubernetes"
@@ -29,7 +31,35 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/testutil"
+	"k8s.io/klog/v2"
 )
+
+// The tests run the manager, client-go's certificate manager and the fake clientset in a synctest
+// bubble: all of them use the time package (no clock to inject into client-go's manager), so fake
+// time drives the rotation deadline, CSR backoff and the pending threshold, and the certificates the
+// signer issues are dated in the bubble's time too.
+
+// inBubble runs f in a synctest bubble.
+//
+// client-go's manager reports errors through utilruntime.HandleError, whose rate limiter remembers the
+// time of the last error across calls: with each bubble's clock starting again at 2000-01-01 (and the
+// real clock outside), it would sleep for the difference. Errors are only logged meanwhile.
+//
+// client-go's manager.Stop does not interrupt its wait for the rotation deadline (a select on a timer
+// and a template change only), so that goroutine outlives Stop until the deadline. A bubble's
+// goroutines must all have exited when it ends: the last cleanup (after the managers' contexts are
+// cancelled) lets a day of fake time pass for them.
+func inBubble(t *testing.T, f func(t *testing.T)) {
+	handlers := utilruntime.ErrorHandlers
+	utilruntime.ErrorHandlers = []utilruntime.ErrorHandler{func(ctx context.Context, err error, msg string, kv ...any) {
+		klog.FromContext(ctx).Error(err, msg, kv...)
+	}}
+	defer func() { utilruntime.ErrorHandlers = handlers }()
+	synctest.Test(t, func(t *testing.T) {
+		t.Cleanup(func() { time.Sleep(24 * time.Hour) }) // runs last
+		f(t)
+	})
+}
 
 // signer is a test CA answering CSRs through a fake clientset's reactor: decide says, for the n-th CSR
 // (from 0), whether to approve it, deny it (message) or leave it pending.
@@ -69,11 +99,12 @@ func (s *signer) clientset(c *restclient.Config) (kubernetes.Interface, error) {
 	cs := fake.NewClientset()
 	cs.PrependReactor("create", "certificatesigningrequests", func(a clienttesting.Action) (bool, runtime.Object, error) {
 		csr := a.(clienttesting.CreateAction).GetObject().(*certificatesv1.CertificateSigningRequest)
-		if csr.Name == "" {
-			csr.Name = fmt.Sprintf("csr-%d", time.Now().UnixNano())
-		}
 		s.mu.Lock()
 		n := len(s.csrs)
+		if csr.Name == "" {
+			// Not the time: in a bubble two CSRs may be made at the same instant.
+			csr.Name = fmt.Sprintf("csr-%d", n)
+		}
 		s.csrs = append(s.csrs, csr.DeepCopy())
 		s.mu.Unlock()
 		approve, deny := s.decide(n)
@@ -101,9 +132,10 @@ func (s *signer) sign(request []byte) []byte {
 	now := time.Now()
 	s.mu.Lock()
 	lifetime := s.lifetime
+	serial := int64(len(s.csrs)) + 1
 	s.mu.Unlock()
 	der, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{
-		SerialNumber: big.NewInt(now.UnixNano()), Subject: req.Subject,
+		SerialNumber: big.NewInt(serial), Subject: req.Subject,
 		NotBefore: now.Add(-time.Second), NotAfter: now.Add(lifetime),
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}, s.ca, req.PublicKey, s.key)
@@ -155,6 +187,7 @@ func start(t *testing.T, cfg Config) *Manager {
 	return m
 }
 
+// waitReady waits for m's first certificate for at most timeout of the bubble's time.
 func waitReady(t *testing.T, m *Manager, timeout time.Duration) {
 	t.Helper()
 	select {
@@ -167,7 +200,9 @@ func waitReady(t *testing.T, m *Manager, timeout time.Duration) {
 // TestBootstrap: with only a bootstrap kubeconfig, a CSR as the kubelet's is made with the bootstrap
 // credentials, and the issued certificate is stored with a -current.pem link, mode 0600, and
 // --kubeconfig is written to point at it with the bootstrap kubeconfig's server and CA.
-func TestBootstrap(t *testing.T) {
+func TestBootstrap(t *testing.T) { inBubble(t, testBootstrap) }
+
+func testBootstrap(t *testing.T) {
 	s := newSigner(t, time.Hour)
 	cfg := setup(t, s)
 	m := start(t, cfg)
@@ -241,35 +276,52 @@ nodeagent_certificate_manager_client_expiration_renew_errors_total 0
 	// A restart reuses the stored certificate: no new CSR.
 	m2 := start(t, Config{NodeName: "n1", Kubeconfig: cfg.Kubeconfig, BootstrapKubeconfig: cfg.BootstrapKubeconfig,
 		CertDir: cfg.CertDir, Rotate: true, NewClientset: s.clientset, CheckPeriod: 50 * time.Millisecond})
-	waitReady(t, m2, time.Second)
+	select {
+	case <-m2.Ready(): // at once: New found the stored certificate
+	default:
+		t.Fatalf("restart: not ready at once with the stored certificate: %v", m2.Healthy())
+	}
 	if !m2.Current().Leaf.Equal(leaf) {
 		t.Error("restart did not reuse the stored certificate")
 	}
-	time.Sleep(300 * time.Millisecond)
+	// Nothing is requested until the rotation deadline, 70 % (42 min) of the lifetime at the earliest.
+	time.Sleep(40 * time.Minute)
+	synctest.Wait()
 	if n := len(s.requests()); n != 1 {
-		t.Errorf("%d CSRs after a restart, want 1", n)
+		t.Errorf("%d CSRs in the 40 min after a restart, want 1", n)
+	}
+	if !m2.Current().Leaf.Equal(leaf) || !m.Current().Leaf.Equal(leaf) {
+		t.Error("certificate changed before the rotation deadline")
 	}
 }
 
 // TestRotation: a certificate is renewed at 70–90 % of its lifetime with a CSR made with the current
 // certificate (the node's identity), and the manager switches to the new one.
-func TestRotation(t *testing.T) {
+func TestRotation(t *testing.T) { inBubble(t, testRotation) }
+
+func testRotation(t *testing.T) {
 	s := newSigner(t, 4*time.Second)
 	cfg := setup(t, s)
 	m := start(t, cfg)
 	waitReady(t, m, 10*time.Second)
 	first := m.Current()
+	// The bubble's time only moves when every goroutine waits, so the CSR round trip takes no time and
+	// the rotation is seen within the polling step.
+	const step = 10 * time.Millisecond
 	deadline := time.Now().Add(10 * time.Second)
 	for m.Current() == first || m.Current() == nil {
 		if time.Now().After(deadline) {
 			t.Fatalf("not rotated within 10 s; CSRs: %d", len(s.requests()))
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(step)
 	}
 	rotatedAt := time.Since(first.Leaf.NotBefore)
-	// NotBefore is backdated 1 s: the lifetime is 5 s, 70–90 % is 3.5–4.5 s (plus the CSR round trip).
-	if rotatedAt < 3400*time.Millisecond || rotatedAt > 5*time.Second {
+	// NotBefore is backdated 1 s: the lifetime is 5 s, 70–90 % is 3.5–4.5 s.
+	if rotatedAt < 3500*time.Millisecond || rotatedAt > 4500*time.Millisecond+step {
 		t.Errorf("rotated %v after NotBefore, want 70–90 %% of 5s", rotatedAt)
+	}
+	if n := len(s.requests()); n != 2 {
+		t.Errorf("%d CSRs after one rotation, want 2", n)
 	}
 	s.mu.Lock()
 	second := s.configs[1]
@@ -277,24 +329,21 @@ func TestRotation(t *testing.T) {
 	if second.BearerToken != "" || second.CertFile != filepath.Join(cfg.CertDir, "nodeagent-client-current.pem") {
 		t.Errorf("renewal CSR made with %+v, want the current certificate", second)
 	}
-	// Wait for run to see it.
-	deadline = time.Now().Add(2 * time.Second)
-	for {
-		m.mu.Lock()
-		n := m.rotations
-		m.mu.Unlock()
-		if n >= 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("run saw %d certificates, want 2", n)
-		}
-		time.Sleep(20 * time.Millisecond)
+	// run sees it within a check period.
+	time.Sleep(cfg.CheckPeriod)
+	synctest.Wait()
+	m.mu.Lock()
+	n := m.rotations
+	m.mu.Unlock()
+	if n != 2 {
+		t.Fatalf("run saw %d certificates a check period after the rotation, want 2", n)
 	}
 }
 
 // TestDeniedThenApproved: a denied CSR is reported with its name and message and retried with backoff.
-func TestDeniedThenApproved(t *testing.T) {
+func TestDeniedThenApproved(t *testing.T) { inBubble(t, testDeniedThenApproved) }
+
+func testDeniedThenApproved(t *testing.T) {
 	s := newSigner(t, time.Hour)
 	s.decide = func(n int) (bool, string) {
 		if n == 0 {
@@ -304,38 +353,55 @@ func TestDeniedThenApproved(t *testing.T) {
 	}
 	cfg := setup(t, s)
 	m := start(t, cfg)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		err := m.Healthy()
-		if err != nil && strings.Contains(err.Error(), "denied: TestDenied: not this one") {
-			if !strings.Contains(err.Error(), s.requests()[0].Name) {
-				t.Errorf("Healthy() = %v, lacks the CSR's name %s", err, s.requests()[0].Name)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Healthy() = %v, want the denial", err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	started := time.Now()
+	synctest.Wait() // the first CSR is made and denied without time passing
+	reqs := s.requests()
+	if len(reqs) != 1 {
+		t.Fatalf("%d CSRs, want 1", len(reqs))
+	}
+	err := m.Healthy()
+	if err == nil || !strings.Contains(err.Error(), "denied: TestDenied: not this one") {
+		t.Fatalf("Healthy() = %v, want the denial", err)
+	}
+	if !strings.Contains(err.Error(), "certificate signing request "+reqs[0].Name+" denied") {
+		t.Errorf("Healthy() = %v, lacks the CSR's name %s", err, reqs[0].Name)
+	}
+	if v, _ := testutil.GetCounterMetricValue(m.renewErrors); v != 1 {
+		t.Errorf("renew errors %v, want 1", v)
+	}
+	// With backoff: no second CSR for a second.
+	time.Sleep(time.Second)
+	synctest.Wait()
+	if n := len(s.requests()); n != 1 {
+		t.Errorf("%d CSRs a second after the denial, want 1 (backoff)", n)
 	}
 	waitReady(t, m, 10*time.Second)
 	if n := len(s.requests()); n != 2 {
 		t.Errorf("%d CSRs, want 2", n)
 	}
-	if v, _ := testutil.GetCounterMetricValue(m.renewErrors); v < 1 {
-		t.Errorf("renew errors %v, want >= 1", v)
+	if d := time.Since(started); d > 5*time.Second {
+		t.Errorf("certificate after %v, want the retry within 5 s", d)
+	}
+	if err := m.Healthy(); err != nil {
+		t.Errorf("Healthy() after the approval = %v", err)
 	}
 }
 
 // TestPending: a CSR that is not approved is reported by Healthy and the pending metric, without
 // crashing or spinning.
-func TestPending(t *testing.T) {
+func TestPending(t *testing.T) { inBubble(t, testPending) }
+
+func testPending(t *testing.T) {
 	s := newSigner(t, time.Hour)
 	s.decide = func(int) (bool, string) { return false, "" }
 	cfg := setup(t, s)
 	cfg.PendingThreshold = 200 * time.Millisecond
 	m := start(t, cfg)
-	time.Sleep(1500 * time.Millisecond)
+	time.Sleep(150 * time.Millisecond)
+	if err := m.Healthy(); err != ErrNoCertificateYet {
+		t.Errorf("Healthy() before the pending threshold = %v, want %v", err, ErrNoCertificateYet)
+	}
+	time.Sleep(1350 * time.Millisecond) // 1.5 s
 	err := m.Healthy()
 	if err == nil || !strings.Contains(err.Error(), "not approved, waiting for a certificate for") || !strings.Contains(err.Error(), "no valid client certificate") {
 		t.Errorf("Healthy() = %v, want a CSR not approved", err)
@@ -349,11 +415,27 @@ nodeagent_certificate_manager_client_csr_pending_seconds 1
 `), "nodeagent_certificate_manager_client_csr_pending_seconds"); err != nil {
 		t.Error(err)
 	}
+	// Still the one CSR ten minutes on (client-go's manager waits 15 min for it).
+	time.Sleep(10 * time.Minute)
+	synctest.Wait()
+	if n := len(s.requests()); n != 1 {
+		t.Errorf("%d CSRs after 10 min pending, want 1", n)
+	}
+	if err := testutil.GatherAndCompare(cfg.Registry, strings.NewReader(`# HELP nodeagent_certificate_manager_client_csr_pending_seconds [ALPHA] How long the oldest client certificate signing request has waited for approval and issuance; 0 if none waits.
+# TYPE nodeagent_certificate_manager_client_csr_pending_seconds gauge
+nodeagent_certificate_manager_client_csr_pending_seconds 601
+`), "nodeagent_certificate_manager_client_csr_pending_seconds"); err != nil {
+		t.Error(err)
+	}
 }
 
 // TestExpiredKubeconfigBootstrapsAgain: a --kubeconfig whose certificate has expired is replaced
 // through the bootstrap credentials.
 func TestExpiredKubeconfigBootstrapsAgain(t *testing.T) {
+	inBubble(t, testExpiredKubeconfigBootstrapsAgain)
+}
+
+func testExpiredKubeconfigBootstrapsAgain(t *testing.T) {
 	s := newSigner(t, 3*time.Second) // x509 times are whole seconds
 	cfg := setup(t, s)
 	cfg.Rotate = false
@@ -365,7 +447,11 @@ func TestExpiredKubeconfigBootstrapsAgain(t *testing.T) {
 	m.Start(ctx)
 	waitReady(t, m, 10*time.Second)
 	cancel()
-	time.Sleep(3200 * time.Millisecond) // expired
+	notAfter := m.Current().Leaf.NotAfter
+	if ok, err := clientConfigStillValid(cfg.Kubeconfig, time.Now()); !ok {
+		t.Fatalf("kubeconfig not valid with a fresh certificate: %v", err)
+	}
+	time.Sleep(time.Until(notAfter) + time.Millisecond) // expired
 	if ok, _ := clientConfigStillValid(cfg.Kubeconfig, time.Now()); ok {
 		t.Fatal("kubeconfig still valid")
 	}
@@ -384,6 +470,9 @@ func TestExpiredKubeconfigBootstrapsAgain(t *testing.T) {
 	s.mu.Unlock()
 	if last.BearerToken == "" {
 		t.Errorf("CSR after expiry made with %+v, want the bootstrap token", last)
+	}
+	if !m2.Current().Leaf.NotAfter.After(notAfter) {
+		t.Errorf("certificate after bootstrapping again expires at %v, not after the expired one's %v", m2.Current().Leaf.NotAfter, notAfter)
 	}
 }
 

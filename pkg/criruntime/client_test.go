@@ -13,6 +13,7 @@ import (
 	"errors"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
 
@@ -88,17 +89,26 @@ func TestClientRuntimeAbsentThenPresent(t *testing.T) {
 		t.Errorf("goroutines %d → %d after 600 calls with no runtime: connections leak", before, after)
 	}
 
+	// gRPC reconnects by itself, after its backoff (100 ms to 3 s). That wait cannot be in a synctest
+	// bubble: the connection is a real unix socket, and goroutines blocked in its I/O are not durably
+	// blocked, so the bubble's clock would not advance. Instead of polling, wait for the connection's
+	// state changes; nothing here kicks it, except that an idle connection is told to connect, which
+	// any call would do.
 	serveCRI(t, sock, &criServer{})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := c.Status(ctx, false)
-		if err == nil && resp.GetStatus() != nil {
-			break
+	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second) // a liveness bound: the backoff is at most 3 s
+	defer cancel()
+	conn := c.conns[0]
+	for s := conn.GetState(); s != connectivity.Ready; s = conn.GetState() {
+		if s == connectivity.Idle {
+			conn.Connect()
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Status after the runtime came up: %v", err)
+		if !conn.WaitForStateChange(waitCtx, s) {
+			t.Fatalf("no connection to the runtime once it listens: still %v (Status: %v)", s, errOf(c.Status(ctx, false)))
 		}
-		time.Sleep(50 * time.Millisecond) // gRPC's reconnect backoff (at most 3 s) runs in real time
+	}
+	resp, err := c.Status(ctx, false)
+	if err != nil || resp.GetStatus() == nil {
+		t.Fatalf("Status once connected to the runtime: %v, %v", resp, err)
 	}
 	v, err := c.Version(ctx, "v1")
 	if err != nil || v.RuntimeVersion != "1.6.20~ds1" {
@@ -109,6 +119,8 @@ func TestClientRuntimeAbsentThenPresent(t *testing.T) {
 		t.Errorf("ListImages: %v, %v", images, err)
 	}
 }
+
+func errOf[T any](_ T, err error) error { return err }
 
 // TestClientHungRuntime: a runtime that never answers Status holds a call only until its context's
 // deadline, and the error names the endpoint and the call.
