@@ -12,11 +12,15 @@ import (
 )
 
 func main() {
+	// Hidden: NODEAGENT_STARTUP_TRACE=FILE writes a runtime/trace of the first second (docs/operating.md).
+	stopTrace := app.StartStartupTrace(os.Getenv)
 	// SIGTERM/SIGINT cancel the context and the agent shuts down; a second signal exits at once.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	go func() {
 		<-ctx.Done()
 		stop() // restore default handling: the next signal kills the process
 	}()
-	os.Exit(app.Main(ctx, os.Args[1:], os.Stdout, os.Stderr))
+	code := app.Main(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stopTrace()
+	os.Exit(code)
 }

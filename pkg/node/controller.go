@@ -172,6 +172,9 @@ type Controller struct {
 	// heartbeatOutage is set when a heartbeat failure was counted as an outage (see Dependencies.Outage),
 	// and cleared by the recovery that follows.
 	heartbeatOutage atomic.Bool
+	// startupDeadline is closed StatusCallTimeout + 1 s after Run started (or when its ctx ends): the
+	// bound of every start-up wait (the first runtime check, the first Lease attempt) taken together.
+	startupDeadline chan struct{}
 }
 
 // New validates cfg and deps and composes the Controller. It makes no API or CRI call. It errors,
@@ -199,6 +202,8 @@ func New(cfg Config, deps Dependencies) (*Controller, error) {
 		cache:       deps.Cache.Node(cfg.NodeName),
 		started:     deps.Clock.Now(),
 		runtimeSeen: make(chan struct{}),
+
+		startupDeadline: make(chan struct{}),
 	}
 	c.runtimeState = criruntime.NewState(deps.Clock, MaxWaitForContainerRuntime)
 	var err error
@@ -221,6 +226,9 @@ func New(cfg Config, deps Dependencies) (*Controller, error) {
 			Labels: cfg.Labels, Taints: cfg.Taints, Unschedulable: cfg.Unschedulable,
 			ExternalCloudProvider: cfg.ExternalCloudProvider, ProviderID: cfg.ProviderID,
 			Funcs: c.funcs, Clock: deps.Clock, OnAttempt: c.observeRegistration,
+			// The Node is built (setters, CRI calls) while the Lease is being written; only the
+			// create waits for it, so that a Node is never Ready without its Lease (issue 13).
+			BeforeCreate: func(ctx context.Context) { c.awaitStartup(ctx, c.renewer.FirstAttempt()) },
 		})
 		if err != nil {
 			return nil, err
@@ -260,37 +268,42 @@ func New(cfg Config, deps Dependencies) (*Controller, error) {
 // Name returns the Node's name.
 func (c *Controller) Name() string { return c.cfg.NodeName }
 
-// Run runs the Node's loops until ctx ends and returns once they all have stopped. As the kubelet's
-// Run: the runtime poller and the Lease renewer start at once in their own goroutines; the first status
-// sync (registration) waits for the first runtime check and the first Lease write, together bounded
-// by StatusCallTimeout + 1 s, so a Node whose runtime is ready registers Ready with its Lease already
-// there, and one whose runtime is gone or hangs registers NotReady, saying why; the fast start-up
-// update runs once.
+// Run runs the Node's loops until ctx ends and returns once they all have stopped; call it once. As
+// the kubelet's Run: the runtime poller and the Lease renewer start at once in their own goroutines;
+// the first status sync (registration) waits for the first runtime check, builds the Node meanwhile
+// the Lease is written, and creates it once the first Lease write was attempted; these waits together
+// are bounded by StatusCallTimeout + 1 s. So a Node whose runtime is ready registers Ready with its
+// Lease already there, and one whose runtime is gone or hangs registers NotReady, saying why. The
+// fast start-up update (fastStatusUpdateOnce) runs once, after both waits, so that it never posts
+// Ready before the Lease either; so does the first sync with --register-node=false.
 func (c *Controller) Run(ctx context.Context) {
 	logger := klog.FromContext(ctx).WithValues("node", c.cfg.NodeName)
 	ctx = klog.NewContext(ctx, logger)
 	c.deps.Recorder.Eventf(c.EventRef(), v1.EventTypeNormal, "Starting", "Starting nodeagent.")
 
 	var wg sync.WaitGroup
+	deadline := c.deps.Clock.NewTimer(StatusCallTimeout + time.Second)
+	wg.Go(func() {
+		defer close(c.startupDeadline)
+		defer deadline.Stop()
+		select {
+		case <-ctx.Done():
+		case <-deadline.C():
+		}
+	})
 	wg.Go(func() { c.poller.Run(ctx) })
 	wg.Go(func() { c.renewer.Run(ctx) })
 	wg.Go(func() {
-		t := c.deps.Clock.NewTimer(StatusCallTimeout + time.Second)
-		defer t.Stop()
-		timedOut := false
-		for _, first := range []<-chan struct{}{c.runtimeSeen, c.renewer.FirstAttempt()} {
-			if timedOut {
-				break
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-first:
-			case <-t.C():
-				timedOut = true
-			}
+		if !c.awaitStartup(ctx, c.runtimeSeen) {
+			return
+		}
+		if c.registrar == nil && !c.awaitStartup(ctx, c.renewer.FirstAttempt()) {
+			return // without registration there is no create to hold back: the first sync waits
 		}
 		wg.Go(func() {
+			if !c.awaitStartup(ctx, c.renewer.FirstAttempt()) {
+				return
+			}
 			c.syncer.FastStatusUpdateOnce(ctx)
 			// From now on a runtime that is not ready is news: log it at the default level (the
 			// kubelet's containerRuntimeReadyExpected).
@@ -311,6 +324,19 @@ func (c *Controller) Run(ctx context.Context) {
 		})
 	}
 	wg.Wait()
+}
+
+// awaitStartup waits until first is closed or the start-up deadline (StatusCallTimeout + 1 s after
+// Run started) has passed, and returns true; it returns false when ctx ended first.
+func (c *Controller) awaitStartup(ctx context.Context, first <-chan struct{}) bool {
+	select {
+	case <-first:
+		return true
+	case <-c.startupDeadline:
+		return ctx.Err() == nil
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // Trigger asks for a status sync now (e.g. a problem monitor's condition changed).

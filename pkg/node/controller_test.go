@@ -19,7 +19,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	coordinationclientv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
@@ -82,6 +84,13 @@ type env struct {
 
 func newEnv(t *testing.T, mutate func(*Config)) *env {
 	t.Helper()
+	return newEnvWith(t, mutate, nil)
+}
+
+// newEnvWith is newEnv whose heartbeat client (status, Lease) is wrap(the fake API server) when wrap
+// is not nil.
+func newEnvWith(t *testing.T, mutate func(*Config), wrap func(kubernetes.Interface) kubernetes.Interface) *env {
+	t.Helper()
 	e := &env{
 		t:        t,
 		client:   fake.NewClientset(),
@@ -103,8 +112,12 @@ func newEnv(t *testing.T, mutate func(*Config)) *env {
 	if mutate != nil {
 		mutate(&cfg)
 	}
+	var heartbeat kubernetes.Interface = e.client
+	if wrap != nil {
+		heartbeat = wrap(e.client)
+	}
 	deps := Dependencies{
-		Client: e.client, HeartbeatClient: e.client,
+		Client: e.client, HeartbeatClient: heartbeat,
 		NodeLister: corelisters.NewNodeLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})),
 		Cache:      e.tracker, Recorder: e.recorder, Clock: clock.RealClock{},
 	}
@@ -312,6 +325,54 @@ func TestRegistersReady(t *testing.T) {
 		}
 		stop()
 	})
+}
+
+// TestNodeBuiltWhileLeaseWritten (issue 13): registration builds the Node (every setter runs) while
+// the first Lease write is still in flight and sends the create only once that write has been
+// answered, created or failed: the Node is never Ready without its Lease, and the setters' time is
+// not added to the Lease's.
+func TestNodeBuiltWhileLeaseWritten(t *testing.T) {
+	for name, leaseErr := range map[string]error{
+		"lease created": nil,
+		"lease fails":   apierrors.NewServiceUnavailable("etcd down"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				_, ctx := ktesting.NewTestContext(t)
+				setterRuns := 0
+				release := make(chan struct{})
+				e := newEnvWith(t, func(c *Config) {
+					c.ExtraFuncs = []nodestatus.Func{{Name: "Probe", Setter: func(context.Context, *v1.Node) error { setterRuns++; return nil }}}
+				}, func(c kubernetes.Interface) kubernetes.Interface { return gatedLeases{Interface: c, release: release} })
+				if leaseErr != nil {
+					e.client.PrependReactor("create", "leases", func(core.Action) (bool, runtime.Object, error) {
+						return true, nil, leaseErr
+					})
+				}
+				stop := e.run(ctx)
+				defer stop()
+				synctest.Wait()
+				if setterRuns == 0 {
+					t.Error("the Node was not built while the Lease write was in flight")
+				}
+				if n := e.node(); n != nil {
+					t.Fatalf("Node created before the Lease write was answered: %+v", ready(n))
+				}
+				close(release)
+				synctest.Wait()
+				n := e.node()
+				if n == nil {
+					t.Fatal("Node not registered after the Lease write was answered")
+				}
+				if r := ready(n); r == nil || r.Status != v1.ConditionTrue {
+					t.Errorf("Ready = %+v, want True", r)
+				}
+				if writes := e.writes(); len(writes) < 2 || writes[0] != "create leases" || writes[1] != "create nodes" {
+					t.Errorf("API writes %v, want the Lease attempt, then the Node", writes)
+				}
+			})
+		})
+	}
 }
 
 // TestRuntimeNotReadyPatchedWithinOnePoll: a runtime that turns NotReady is posted at the next CRI
@@ -636,4 +697,34 @@ func TestHeartbeatFailureCountsOnlyInAnOutage(t *testing.T) {
 			}
 		})
 	}
+}
+
+// gatedLeases is a client whose Lease creates wait for release (outside the fake's lock, which its
+// reactors hold).
+type gatedLeases struct {
+	kubernetes.Interface
+	release <-chan struct{}
+}
+
+func (c gatedLeases) CoordinationV1() coordinationclientv1.CoordinationV1Interface {
+	return gatedCoordination{CoordinationV1Interface: c.Interface.CoordinationV1(), release: c.release}
+}
+
+type gatedCoordination struct {
+	coordinationclientv1.CoordinationV1Interface
+	release <-chan struct{}
+}
+
+func (c gatedCoordination) Leases(namespace string) coordinationclientv1.LeaseInterface {
+	return gatedLeaseInterface{LeaseInterface: c.CoordinationV1Interface.Leases(namespace), release: c.release}
+}
+
+type gatedLeaseInterface struct {
+	coordinationclientv1.LeaseInterface
+	release <-chan struct{}
+}
+
+func (l gatedLeaseInterface) Create(ctx context.Context, lease *coordinationv1.Lease, opts metav1.CreateOptions) (*coordinationv1.Lease, error) {
+	<-l.release
+	return l.LeaseInterface.Create(ctx, lease, opts)
 }

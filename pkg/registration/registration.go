@@ -63,6 +63,10 @@ type Config struct {
 	InitialBackoff, MaxBackoff time.Duration
 	// OnAttempt, if set, is called after each attempt with its result: "created", "existing" or "error".
 	OnAttempt func(result string)
+	// BeforeCreate, if set, is called by Register after the initial Node is built and before each
+	// attempt sends it, and returns when the attempt may go ahead (e.g. once the Lease exists, so
+	// that a Node is never Ready without its Lease); the Node is built meanwhile, not after.
+	BeforeCreate func(ctx context.Context)
 }
 
 // Registrar registers the Node. Build with New; Register blocks until registered or ctx ends.
@@ -104,12 +108,19 @@ func New(cfg Config) (*Registrar, error) {
 
 // Register builds the initial Node and tries to register it until one attempt succeeds, sleeping
 // InitialBackoff doubling to MaxBackoff between attempts (the first attempt is immediate, unlike the
-// kubelet's, which sleeps 100 ms first). It returns nil once registered, or ctx's error.
+// kubelet's, which sleeps 100 ms first); each attempt waits for Config.BeforeCreate after building
+// the Node. It returns nil once registered, or ctx's error. Mirrors registerWithAPIServer.
 func (r *Registrar) Register(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	step := r.cfg.InitialBackoff
 	for {
 		node := r.InitialNode(ctx)
+		if r.cfg.BeforeCreate != nil {
+			r.cfg.BeforeCreate(ctx)
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("registering node %q: %w", r.cfg.NodeName, err)
+			}
+		}
 		logger.Info("Attempting to register node", "node", klog.KObj(node))
 		if err := r.TryRegister(ctx, node); err == nil {
 			logger.Info("Successfully registered node", "node", klog.KObj(node))

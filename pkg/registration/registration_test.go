@@ -761,6 +761,59 @@ func TestRegisterImmediateSuccess(t *testing.T) {
 	}
 }
 
+// TestRegisterBeforeCreate: the Node is built (the setters run) before BeforeCreate is waited on and
+// sent only after it returns; a context that ends during the wait sends nothing.
+func TestRegisterBeforeCreate(t *testing.T) {
+	for name, tc := range map[string]struct {
+		cancel     bool
+		wantCreate bool
+	}{
+		"waits, then creates": {wantCreate: true},
+		"cancelled in wait":   {cancel: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				_, ctx := ktesting.NewTestContext(t)
+				ctx, cancel := context.WithCancel(ctx)
+				defer cancel()
+				client := fake.NewClientset()
+				built := false
+				funcs := nodestatus.NewFuncs(clock.RealClock{}, nodestatus.Func{Name: "probe", Setter: func(context.Context, *v1.Node) error {
+					built = true
+					return nil
+				}})
+				release := make(chan struct{})
+				var builtAtWait, createdAtWait bool
+				r := newRegistrar(t, Config{Client: client, Clock: clock.RealClock{}, Funcs: funcs, BeforeCreate: func(ctx context.Context) {
+					builtAtWait, createdAtWait = built, len(client.Actions()) > 0
+					select {
+					case <-release:
+					case <-ctx.Done():
+					}
+				}})
+				done := make(chan error, 1)
+				go func() { done <- r.Register(ctx) }()
+				synctest.Wait()
+				if !builtAtWait || createdAtWait {
+					t.Errorf("at BeforeCreate: Node built %v, API called %v; want built and nothing sent", builtAtWait, createdAtWait)
+				}
+				if tc.cancel {
+					cancel()
+				} else {
+					close(release)
+				}
+				err := <-done
+				if created := len(client.Actions()) > 0; created != tc.wantCreate || (err == nil) != tc.wantCreate {
+					t.Errorf("Register = %v, API called %v; want success %v", err, created, tc.wantCreate)
+				}
+				if tc.cancel && !errors.Is(err, context.Canceled) {
+					t.Errorf("Register error = %v, want context.Canceled", err)
+				}
+			})
+		})
+	}
+}
+
 func TestNew(t *testing.T) {
 	if _, err := New(Config{NodeName: nodeName}); err == nil {
 		t.Error("New without Client: no error")
