@@ -86,12 +86,19 @@ type event struct{ eventType, reason, message, source string }
 type recorder struct {
 	mu     sync.Mutex
 	events []event
+	added  chan struct{} // if made, signalled (without blocking) after each event
 }
 
 func (r *recorder) record(eventType, reason, message, source string) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.events = append(r.events, event{eventType, reason, message, source})
+	r.mu.Unlock()
+	if r.added != nil {
+		select {
+		case r.added <- struct{}{}:
+		default:
+		}
+	}
 }
 
 func (r *recorder) take() []event {
@@ -277,7 +284,7 @@ func TestHangingPluginDoesNotBlockOthers(t *testing.T) {
 		"conditions":[{"type":"Flaky","reason":"NotFlaky"}],
 		"rules":[{"type":"temporary","reason":"Flake","path":"`+fail+`"},
 		         {"type":"permanent","condition":"Flaky","reason":"IsFlaky","path":"`+fail+`"}]}`, 0o644)
-	rec := &recorder{}
+	rec := &recorder{added: make(chan struct{}, 1)}
 	m, err := New(Config{CustomPluginMonitors: []string{hangCfg, quickCfg}, Recorder: rec.record})
 	if err != nil {
 		t.Fatal(err)
@@ -288,11 +295,17 @@ func TestHangingPluginDoesNotBlockOthers(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- m.Run(ctx) }()
-	deadline := time.Now().Add(1500 * time.Millisecond)
+	// The plugins are real processes, so this waits in real time, on the recorder's signal; the
+	// deadline only bounds a quick monitor that the hanging one blocks.
+	deadline := time.After(1500 * time.Millisecond)
 	flakes := 0
 	var all []event
-	for flakes < 3 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
+	for waiting := true; flakes < 3 && waiting; {
+		select {
+		case <-rec.added:
+		case <-deadline:
+			waiting = false
+		}
 		for _, e := range rec.take() {
 			all = append(all, e)
 			if e.reason == "Flake" && e.source == "quick" {

@@ -6,11 +6,13 @@ import (
 	"debug/buildinfo"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -489,11 +491,7 @@ func (rp *report) write(path string) error {
 	for kk := range a.counts {
 		keys[kk] = true
 	}
-	sorted := make([]string, 0, len(keys))
-	for kk := range keys {
-		sorted = append(sorted, kk)
-	}
-	sort.Strings(sorted)
+	sorted := slices.Sorted(maps.Keys(keys))
 	for _, kk := range sorted {
 		p("| %s | %.2f | %.2f |", kk, float64(k.counts[kk])/k.window.Minutes(), float64(a.counts[kk])/a.window.Minutes())
 	}

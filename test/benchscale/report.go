@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -205,11 +206,7 @@ func render(o options, e *env, rs []*result) string {
 			keys[k] = true
 		}
 	}
-	sorted := make([]string, 0, len(keys))
-	for k := range keys {
-		sorted = append(sorted, k)
-	}
-	sort.Strings(sorted)
+	sorted := slices.Sorted(maps.Keys(keys))
 	p("| verb resource | %s |", strings.Join(mapResults(rs, func(r *result) string {
 		return fmt.Sprintf("%s, %d", systemTitle(r.system), r.nodes)
 	}), " | "))
