@@ -31,6 +31,7 @@ type Agent struct {
 	cfg       *config.Completed
 	deps      *Dependencies
 	node      *node.Controller // standalone
+	scheduler *node.Scheduler  // runs the standalone Node's steps
 	companion *companionMode   // --companion
 	server    *server.Server   // nil with --healthz-port=0
 }
@@ -47,9 +48,12 @@ func New(cfg *config.Completed, deps *Dependencies) (*Agent, error) {
 		}
 		healthy, ready = a.companion.healthy, a.companion.patched
 	} else {
+		if a.scheduler, err = node.NewScheduler(node.SchedulerConfig{Clock: deps.Clock, CloseAllConns: deps.CloseAllConns}); err != nil {
+			return nil, err
+		}
 		if a.node, err = node.New(nodeConfig(cfg, deps), node.Dependencies{
 			Client: deps.Client, HeartbeatClient: deps.HeartbeatClient, NodeLister: deps.Informers.Core().V1().Nodes().Lister(),
-			Cache: deps.NodeCache, Recorder: deps.Recorder, Clock: deps.Clock, OnHeartbeatFailure: deps.CloseAllConns,
+			Cache: deps.NodeCache, Recorder: deps.Recorder, Clock: deps.Clock, Scheduler: a.scheduler,
 			Observer: deps.Metrics, Serving: lease.NewServingProbe(deps.HeartbeatClient, cfg.NodeName, deps.Clock, 0),
 		}); err != nil {
 			return nil, err
@@ -93,7 +97,6 @@ func nodeConfig(cfg *config.Completed, deps *Dependencies) node.Config {
 		for i, setter := range deps.Problems.Setters() {
 			nc.ExtraFuncs = append(nc.ExtraFuncs, nodestatus.Func{Name: "ProblemMonitor(" + deps.Problems.Status()[i].Source + ")", Setter: setter})
 		}
-		nc.Triggers = deps.ProblemChanges
 	}
 	return nc
 }
@@ -213,7 +216,28 @@ func (a *Agent) Run(ctx context.Context) error {
 	if a.node != nil {
 		a.deps.Informers.Start(ctx.Done())
 		wg.Go(func() { a.deps.Eviction.Run(ctx) })
-		wg.Go(func() { a.node.Run(ctx) })
+		wg.Go(func() {
+			if err := a.scheduler.Start(a.node); err != nil {
+				logger.Error(err, "Cannot start the node controller")
+				return
+			}
+			if err := a.scheduler.Run(ctx); err != nil {
+				logger.Error(err, "Node step scheduler stopped")
+			}
+		})
+		if a.deps.Problems != nil {
+			// A problem monitor's condition changed: sync the status now.
+			wg.Go(func() {
+				for {
+					select {
+					case <-ctx.Done():
+						return
+					case <-a.deps.ProblemChanges:
+						a.node.Trigger()
+					}
+				}
+			})
+		}
 	} else {
 		a.deps.Recorder.Eventf(a.eventRef(), v1.EventTypeNormal, "Starting", "Starting nodeagent (companion).")
 		wg.Go(func() { a.companion.run(ctx, a.deps.ProblemChanges) })

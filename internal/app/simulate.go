@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -61,13 +60,15 @@ type simulateOptions struct {
 	simulatedTaint bool
 	eventQPS       float32
 	eventBurst     int32
+	workers        int
+	leaseWorkers   int
 }
 
 // simulateFlags returns the options and the flag set bound to them: the agent's flags that apply and
 // the simulation's own.
 func simulateFlags() (*simulateOptions, *pflag.FlagSet) {
 	o := &simulateOptions{agent: &config.Options{Config: config.NewDefault()}, nodes: 100, prefix: "sim-node-",
-		eventQPS: 50, eventBurst: 100}
+		eventQPS: 50, eventBurst: 100, workers: 16, leaseWorkers: 16}
 	agentFlags := config.BindFlags(o.agent)
 	logFlags := pflag.NewFlagSet("logging", pflag.ContinueOnError)
 	logsapi.AddFlags(&config.NewDefault().Logging, logFlags)
@@ -78,6 +79,8 @@ func simulateFlags() (*simulateOptions, *pflag.FlagSet) {
 	fs.BoolVar(&o.simulatedTaint, "simulated-taint", o.simulatedTaint, "Register every simulated Node with the taint "+taintText(simulation.SimulatedTaint)+", so that only pods that tolerate it are scheduled there.")
 	fs.Float32Var(&o.eventQPS, "event-qps", o.eventQPS, "QPS of the client that writes Events (its own rate limit, as the kubelet's --event-qps); events beyond it are dropped, never the heartbeats.")
 	fs.Int32Var(&o.eventBurst, "event-burst", o.eventBurst, "Burst of the Events client (as the kubelet's --event-burst).")
+	fs.IntVar(&o.workers, "workers", o.workers, "Workers that run every simulated Node's runtime polls, status syncs and fast start-up updates, from one work queue.")
+	fs.IntVar(&o.leaseWorkers, "lease-workers", o.leaseWorkers, "Workers that renew every simulated Node's Lease, from a work queue of their own, so that no status sync delays a Lease.")
 	for _, name := range simulateAgentFlags {
 		fs.AddFlag(agentFlags.Lookup(name))
 	}
@@ -136,6 +139,12 @@ func completeSimulate(o *simulateOptions) (*simulationConfig, error) {
 	if err := simulation.ValidateNamePrefix(o.prefix); err != nil {
 		return nil, fmt.Errorf("--node-name-prefix %q: %w", o.prefix, err)
 	}
+	if o.workers < 1 || o.workers > 1000 {
+		return nil, fmt.Errorf("--workers %d: must be between 1 and 1000", o.workers)
+	}
+	if o.leaseWorkers < 1 || o.leaseWorkers > 1000 {
+		return nil, fmt.Errorf("--lease-workers %d: must be between 1 and 1000", o.leaseWorkers)
+	}
 	if o.eventQPS <= 0 || o.eventBurst <= 0 {
 		return nil, fmt.Errorf("--event-qps %v --event-burst %d: must be greater than 0", o.eventQPS, o.eventBurst)
 	}
@@ -192,9 +201,8 @@ func runSimulate(ctx context.Context, o *simulateOptions) error {
 		},
 		Dependencies: node.Dependencies{
 			Client: deps.client, HeartbeatClient: deps.heartbeat, NodeLister: deps.informers.Core().V1().Nodes().Lister(),
-			Cache: deps.tracker, Recorder: deps.recorder, Clock: deps.clock, OnHeartbeatFailure: deps.closeAllConns,
-			Outage:   deps.outage,
-			Observer: simulationObserver{m: deps.metrics, heartbeats: deps.heartbeats},
+			Cache: deps.tracker, Recorder: deps.recorder, Clock: deps.clock, Scheduler: deps.scheduler,
+			Observer: simulationObserver{m: deps.metrics},
 			// One probe for every simulated node (it reads the first node's Lease): after an outage, N
 			// Leases resume together, at the cost of one GET per probe period while they wait.
 			Serving: lease.NewServingProbe(deps.heartbeat, simulation.NodeName(o.prefix, 0), deps.clock, 0),
@@ -266,19 +274,13 @@ func runSimulation(ctx context.Context, c *simulationConfig, deps *simulateDeps,
 type simulateDeps struct {
 	clock                     clock.WithTicker
 	client, heartbeat, events kubernetes.Interface
-	closeAllConns             func()
-	outage                    func() bool // no heartbeat of any Node succeeded for a heartbeat timeout
-	heartbeats                *heartbeats
+	scheduler                 *node.Scheduler
 	informers                 informers.SharedInformerFactory
 	tracker                   *nodecache.Tracker
 	broadcaster               record.EventBroadcaster
 	recorder                  record.EventRecorder
 	metrics                   *metrics.Metrics
 }
-
-// closeAllConnsMinInterval spaces the closing of every API connection: when the API server goes away,
-// every simulated Node's heartbeat fails and asks for it, and closing once is what one agent would do.
-const closeAllConnsMinInterval = 10 * time.Second
 
 func newSimulateDeps(ctx context.Context, c *simulationConfig, restConfig *rest.Config) (*simulateDeps, error) {
 	cfg := c.agent.Config
@@ -289,19 +291,19 @@ func newSimulateDeps(ctx context.Context, c *simulationConfig, restConfig *rest.
 		d.metrics.Registry.Unregister(c)
 	}
 	dialer := connrotation.NewDialer((&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext)
-	// A failed heartbeat of one Node says nothing of the connection it shares with the others while
-	// theirs succeed (the API server is slow, or that Node was stopped): close the connections only when
-	// no heartbeat of any Node has succeeded for a heartbeat timeout, as one agent whose heartbeats all fail.
 	heartbeatTimeout := min(cfg.NodeStatusUpdateFrequency.Duration, time.Duration(cfg.NodeLeaseDurationSeconds)*time.Second)
-	d.heartbeats = &heartbeats{clock: d.clock}
-	d.heartbeats.succeeded()
-	d.closeAllConns = d.heartbeats.unless(heartbeatTimeout, throttle(d.clock, closeAllConnsMinInterval, dialer.CloseAll))
-	d.outage = func() bool { return d.heartbeats.silentFor(heartbeatTimeout) }
+	// One scheduler runs every simulated Node's steps; it closes the connections only when the
+	// process's heartbeats fail as a whole (node.Heartbeats), as one agent whose heartbeats all fail.
+	var err error
+	if d.scheduler, err = node.NewScheduler(node.SchedulerConfig{
+		Workers: c.workers, LeaseWorkers: c.leaseWorkers, Clock: d.clock, CloseAllConns: dialer.CloseAll,
+	}); err != nil {
+		return nil, err
+	}
 	restConfig.ContentType = "application/vnd.kubernetes.protobuf"
 	restConfig.UserAgent = "nodeagent-simulate/" + version.Get().GitVersion
 	restConfig.QPS, restConfig.Burst = *cfg.KubeAPIQPS, int(cfg.KubeAPIBurst)
 	restConfig.Dial = dialer.DialContext
-	var err error
 	if d.client, err = kubernetes.NewForConfig(restConfig); err != nil {
 		return nil, fmt.Errorf("--kubeconfig %q: building client: %w", c.agent.Kubeconfig, err)
 	}
@@ -331,44 +333,6 @@ func newSimulateDeps(ctx context.Context, c *simulationConfig, restConfig *rest.
 	d.broadcaster = record.NewBroadcaster(record.WithContext(ctx))
 	d.recorder = d.broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: "nodeagent"})
 	return d, nil
-}
-
-// heartbeats remembers when a heartbeat (Lease write or status sync) of any simulated Node last succeeded.
-type heartbeats struct {
-	clock clock.PassiveClock
-	last  atomic.Int64 // unix nanos
-}
-
-func (h *heartbeats) succeeded() { h.last.Store(h.clock.Now().UnixNano()) }
-
-// silentFor reports whether no heartbeat has succeeded for quiet.
-func (h *heartbeats) silentFor(quiet time.Duration) bool {
-	return h.clock.Since(time.Unix(0, h.last.Load())) >= quiet
-}
-
-// unless returns f called only when no heartbeat has succeeded for quiet.
-func (h *heartbeats) unless(quiet time.Duration, f func()) func() {
-	return func() {
-		if h.silentFor(quiet) {
-			f()
-		}
-	}
-}
-
-// throttle returns f called at most once per interval; calls in between do nothing.
-func throttle(clk clock.PassiveClock, interval time.Duration, f func()) func() {
-	var mu sync.Mutex
-	var last time.Time
-	return func() {
-		mu.Lock()
-		if !last.IsZero() && clk.Since(last) < interval {
-			mu.Unlock()
-			return
-		}
-		last = clk.Now()
-		mu.Unlock()
-		f()
-	}
 }
 
 // simulationAccess is what the simulation's identity must be allowed to do, as SelfSubjectAccessReview
@@ -492,8 +456,7 @@ func simulationDebugHandler(sim *simulation.Simulator) http.Handler {
 // histograms add up; the gauges that describe one Node (node_ready, node_condition, runtime_condition,
 // the last sync time, startup_to_ready, node_name) are not set, and not exported (newSimulateDeps).
 type simulationObserver struct {
-	m          *metrics.Metrics
-	heartbeats *heartbeats
+	m *metrics.Metrics
 }
 
 var _ node.Observer = simulationObserver{}
@@ -508,7 +471,6 @@ func (o simulationObserver) ObserveRuntimeStatus(err error, _, _ bool) {
 
 func (o simulationObserver) ObserveLeaseRenewal(d time.Duration) {
 	o.m.ObserveLeaseRenewal(d)
-	o.heartbeats.succeeded()
 }
 func (o simulationObserver) ObserveLeaseError(reason string) { o.m.ObserveLeaseError(reason) }
 func (o simulationObserver) ObserveRegistrationAttempt(result string) {
@@ -517,9 +479,6 @@ func (o simulationObserver) ObserveRegistrationAttempt(result string) {
 
 func (o simulationObserver) ObserveSync(_ string, r statussync.SyncResult) {
 	o.m.NodeStatusSyncs.WithLabelValues(string(r.Result)).Inc()
-	if r.Result == statussync.ResultPatched { // an unchanged status may come from the informer: no proof
-		o.heartbeats.succeeded()
-	}
 	for _, p := range r.Patches {
 		if p.Reason == "" {
 			o.m.NodeStatusPatchDuration.WithLabelValues("success").Observe(p.Duration.Seconds())

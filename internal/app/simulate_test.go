@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -18,11 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	core "k8s.io/client-go/testing"
-	testingclock "k8s.io/utils/clock/testing"
 
-	"github.com/nodeagent/nodeagent/pkg/metrics"
 	"github.com/nodeagent/nodeagent/pkg/simulation"
-	"github.com/nodeagent/nodeagent/pkg/statussync"
 )
 
 // TestSimulateBadInput: each bad command line exits 1 with one "nodeagent: ..." line naming the flag
@@ -170,51 +166,3 @@ func TestCheckNamesFree(t *testing.T) {
 	}
 }
 
-func TestThrottle(t *testing.T) {
-	clk := testingclock.NewFakePassiveClock(time.Now())
-	calls := 0
-	f := throttle(clk, 10*time.Second, func() { calls++ })
-	f()
-	f()
-	clk.SetTime(clk.Now().Add(9 * time.Second))
-	f()
-	if calls != 1 {
-		t.Errorf("%d calls within the interval, want 1", calls)
-	}
-	clk.SetTime(clk.Now().Add(time.Second))
-	f()
-	if calls != 2 {
-		t.Errorf("%d calls after the interval, want 2", calls)
-	}
-}
-
-// TestCloseAllConnsOnlyWhenEveryHeartbeatFails: a failed heartbeat asks to close the shared
-// connections only when no simulated Node's heartbeat has succeeded for the quiet period.
-func TestCloseAllConnsOnlyWhenEveryHeartbeatFails(t *testing.T) {
-	clk := testingclock.NewFakePassiveClock(time.Now())
-	h := &heartbeats{clock: clk}
-	h.succeeded()
-	closes := 0
-	closeAll := h.unless(10*time.Second, func() { closes++ })
-	obs := simulationObserver{m: metrics.New(time.Now()), heartbeats: h}
-
-	clk.SetTime(clk.Now().Add(9 * time.Second))
-	closeAll()
-	if closes != 0 {
-		t.Fatalf("closed 9s after a success")
-	}
-	clk.SetTime(clk.Now().Add(2 * time.Second))
-	closeAll()
-	if closes != 1 {
-		t.Fatalf("not closed 11s after the last success")
-	}
-	obs.ObserveLeaseRenewal(time.Millisecond) // another Node's Lease renewed
-	closeAll()
-	obs.ObserveSync("n", statussync.SyncResult{Result: statussync.ResultUnchanged})
-	clk.SetTime(clk.Now().Add(11 * time.Second))
-	obs.ObserveSync("n", statussync.SyncResult{Result: statussync.ResultPatched})
-	closeAll()
-	if closes != 1 {
-		t.Errorf("closed although a heartbeat just succeeded")
-	}
-}

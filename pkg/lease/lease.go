@@ -1,8 +1,14 @@
-// Package lease renews the node's Lease in kube-node-lease with the component-helpers lease
-// controller (k8s.io/component-helpers/apimachinery/lease), as the kubelet does: holder and name are
-// the node name, renew interval a quarter of the lease duration with 0.04 jitter, and an owner
-// reference to the Node so the Lease goes with it. The controller has no hooks, so the Renewer
-// decorates the client's LeaseInterface to observe each renewal (time, duration, errors).
+// Package lease renews the node's Lease in kube-node-lease as the kubelet does, with a single-shot
+// step instead of the component-helpers lease controller's goroutine: Renewer.Step runs the lease
+// controller's sync (k8s.io/component-helpers/apimachinery/lease v0.37.2, controller.go) until it
+// ends or would sleep, and returns when it wants to run next, so one scheduler can renew thousands
+// of Leases with a few workers. It mirrors that controller call for call (TestParityWithLeaseController
+// drives both through the same scenarios): holder and name are the node name; an existing Lease is
+// updated from the last one written (no GET); a failed update is tried 5 times at once, a conflict
+// fetching the Lease again; the Lease is fetched or created with a backoff of 200 ms doubling to 7 s
+// between attempts; onRepeatedHeartbeatFailure after each failed update but the first; the next
+// renewal a quarter of the lease duration later with 0.04 jitter. As the kubelet's
+// setNodeOwnerFunc, every write carries an owner reference to the Node once it exists.
 package lease
 
 import (
@@ -15,12 +21,13 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	coordinationclientv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
-	leasecontroller "k8s.io/component-helpers/apimachinery/lease"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 )
 
 // Namespace is where node Leases live.
@@ -39,22 +46,31 @@ type Config struct {
 	LeaseDurationSeconds int32
 	// OnRepeatedHeartbeatFailure runs when renewals keep failing (close idle connections).
 	OnRepeatedHeartbeatFailure func()
-	// OnHeartbeatFailure, if set, runs after each failed Lease write or read, with its reason.
-	OnHeartbeatFailure func(reason string)
+	// OnHeartbeatFailure, if set, runs after each failed Lease write or read, with its reason and
+	// when the failed call started.
+	OnHeartbeatFailure func(reason string, start time.Time)
 	// OnHeartbeatRecovered, if set, runs after the first successful Lease write that follows a failure.
 	OnHeartbeatRecovered func()
 	// Observer, if set, is told each renewal's duration and each failure's reason (metrics).
 	Observer Observer
-	// Serving, if set, is waited on when looking for the Lease fails in transport (the API server
-	// cannot be reached): the look is retried as soon as the API server serves again, instead of after
-	// the lease controller's backoff (up to 7 s). One probe serves every Renewer of a process.
+	// Serving, if set, is asked to call Wake when looking for the Lease fails in transport (the API
+	// server cannot be reached): the look is retried as soon as the API server serves again, instead
+	// of after the lease controller's backoff (up to 7 s). One probe serves every Renewer of a process.
 	Serving *ServingProbe
 	// Registered, if set, says whether the Node has been registered: before, the owner reference is
 	// looked up only in Lister (no GET for a Node that does not exist yet), as the Lease is written
 	// before the Node, as the kubelet's.
 	Registered func() bool
-	// Clock is injected for tests; default the real clock.
+	// Wake, if set, asks for Step to run now: the Renewer calls it when Serving says the API server
+	// serves again while it waits in backoff.
+	Wake func()
+	// NewLeasePostProcess, if set, replaces the owner reference hook (the lease controller's
+	// newLeasePostProcessFunc): the parity test gives both the kubelet's setNodeOwnerFunc.
+	NewLeasePostProcess func(*coordinationv1.Lease) error
+	// Clock is injected for tests; default the real clock. Rand returns a float in [0,1) for the
+	// renew interval's jitter; default math/rand (wait.Jitter).
 	Clock clock.Clock
+	Rand  func() float64
 }
 
 // Observer is told about Lease writes: ObserveLeaseRenewal after each successful one (its duration),
@@ -78,21 +94,51 @@ type Status struct {
 	ErrorTime time.Time `json:"lastErrorTime,omitzero"`
 }
 
-// Renewer keeps the node Lease renewed. Build with New, run with Run.
+// The lease controller's constants (component-helpers apimachinery/lease).
+const (
+	// maxUpdateRetries is how many updates one sync tries at once before giving up until the next.
+	maxUpdateRetries = 5
+	// maxBackoff caps the sleep between attempts to get or create the Lease.
+	maxBackoff = 7 * time.Second
+	// initialBackoff doubles before the first sleep: the first wait is 200 ms.
+	initialBackoff = 100 * time.Millisecond
+	// jitterFactor is wait.JitterUntil's jitter of the renew interval.
+	jitterFactor = 0.04
+)
+
+// phase is where a sync interrupted by a backoff sleep resumes.
+type phase uint8
+
+const (
+	// phaseIdle: no sync in progress; the next Step starts one.
+	phaseIdle phase = iota
+	// phaseEnsure: backoffEnsureLease, before its next attempt.
+	phaseEnsure
+)
+
+// Renewer keeps the node Lease renewed, one Step at a time. Build with New. Step is not safe for
+// concurrent use (the scheduler never runs one Node's step twice at once); the accessors are.
 type Renewer struct {
-	cfg        Config
-	controller leasecontroller.Controller
+	cfg    Config
+	leases coordinationclientv1.LeaseInterface
 
-	mu      sync.Mutex
-	status  Status
-	failing bool
+	// The lease controller's state, and where an interrupted sync resumes.
+	latest *coordinationv1.Lease // the lease controller's latestLease
+	phase  phase
+	sleep  time.Duration // backoffEnsureLease's sleep
+	// Within phaseEnsure: conflictTry >= 0 when the ensure was started by retryUpdateLease's conflict
+	// at that try; secondUpdate says which retryUpdateLease of sync runs after it.
+	conflictTry  int
+	secondUpdate bool
 
-	firstAttempt     chan struct{} // closed after the first Lease write, or the first failure
-	firstAttemptOnce sync.Once
+	mu        sync.Mutex
+	status    Status
+	failing   bool
+	attempted bool
 }
 
-// New validates cfg and builds the component-helpers lease controller over the decorated client. It
-// errors when Client or NodeName is missing or LeaseDurationSeconds is not positive.
+// New validates cfg. It errors when Client or NodeName is missing or LeaseDurationSeconds is not
+// positive. It makes no API call.
 func New(cfg Config) (*Renewer, error) {
 	if cfg.Client == nil || cfg.NodeName == "" {
 		return nil, fmt.Errorf("lease: Config needs Client and NodeName")
@@ -103,10 +149,9 @@ func New(cfg Config) (*Renewer, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
-	r := &Renewer{cfg: cfg, firstAttempt: make(chan struct{})}
+	r := &Renewer{cfg: cfg, conflictTry: -1}
+	r.leases = observedLeases{LeaseInterface: cfg.Client.CoordinationV1().Leases(Namespace), r: r}
 	r.status.RenewInterval = r.RenewInterval()
-	r.controller = leasecontroller.NewController(cfg.Clock, observedClient{Interface: cfg.Client, r: r}, cfg.NodeName,
-		cfg.LeaseDurationSeconds, cfg.OnRepeatedHeartbeatFailure, r.RenewInterval(), cfg.NodeName, Namespace, r.setNodeOwner)
 	return r, nil
 }
 
@@ -115,14 +160,183 @@ func (r *Renewer) RenewInterval() time.Duration {
 	return time.Duration(float64(r.cfg.LeaseDurationSeconds) * 0.25 * float64(time.Second))
 }
 
-// Run renews the Lease until ctx ends; the first renewal (creating the Lease if needed) is immediate.
-func (r *Renewer) Run(ctx context.Context) { r.controller.Run(ctx) }
+// nextRenewal is the sliding, jittered period of wait.JitterUntil(sync, renewInterval, 0.04, true).
+func (r *Renewer) nextRenewal() time.Duration {
+	if r.cfg.Rand != nil {
+		return r.RenewInterval() + time.Duration(r.cfg.Rand()*jitterFactor*float64(r.RenewInterval()))
+	}
+	return wait.Jitter(r.RenewInterval(), jitterFactor)
+}
 
-// FirstAttempt is closed once the first Lease write succeeded or a write or read failed: registration
-// waits on it (bounded) so that a Node is never Ready without its Lease.
-func (r *Renewer) FirstAttempt() <-chan struct{} { return r.firstAttempt }
+// Step runs the lease controller's sync from where it stopped until the sync ends, and returns the
+// renew interval (jittered); or until backoffEnsureLease would sleep, and returns that sleep (200 ms
+// doubling to 7 s), after which the next Step resumes it. It returns 0 when ctx ended. API errors are
+// recorded in Status and told to the Observer, never returned.
+func (r *Renewer) Step(ctx context.Context) time.Duration {
+	logger := klog.FromContext(ctx)
+	if r.phase == phaseIdle {
+		if r.latest != nil {
+			// sync: update from the last Lease written, without a GET.
+			if r.retryUpdateLease(ctx, r.latest, 0) {
+				return r.nextRenewal()
+			}
+			if r.phase == phaseEnsure {
+				return r.sleep // a conflict's ensure sleeps
+			}
+			if ctx.Err() != nil {
+				return 0
+			}
+			logger.Info("failed to update lease using latest lease, fallback to ensure lease", "lease", r.cfg.NodeName)
+		}
+		r.phase, r.sleep, r.conflictTry, r.secondUpdate = phaseEnsure, initialBackoff, -1, false
+	}
+	for {
+		// phaseEnsure: one attempt of backoffEnsureLease.
+		lease, created, err := r.ensureLease(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				r.phase = phaseIdle
+				return 0
+			}
+			r.sleep = min(2*r.sleep, maxBackoff)
+			logger.Error(err, "Failed to ensure lease exists, will retry", "interval", r.sleep)
+			return r.sleep
+		}
+		r.phase = phaseIdle
+		if try := r.conflictTry; try >= 0 {
+			// retryUpdateLease goes on with the Lease just fetched.
+			second := r.secondUpdate
+			if r.retryUpdateLease(ctx, lease, try+1) {
+				return r.nextRenewal()
+			}
+			if r.phase == phaseEnsure {
+				return r.sleep
+			}
+			if !second {
+				if ctx.Err() != nil {
+					return 0
+				}
+				logger.Info("failed to update lease using latest lease, fallback to ensure lease", "lease", r.cfg.NodeName)
+				r.phase, r.sleep, r.conflictTry, r.secondUpdate = phaseEnsure, initialBackoff, -1, false
+				continue
+			}
+			logger.Error(fmt.Errorf("failed %d attempts to update lease", maxUpdateRetries), "Will retry updating lease", "interval", r.RenewInterval())
+			return r.nextRenewal()
+		}
+		// sync, after backoffEnsureLease.
+		r.latest = lease
+		if !created && lease != nil {
+			r.secondUpdate = true
+			if r.retryUpdateLease(ctx, lease, 0) {
+				return r.nextRenewal()
+			}
+			if r.phase == phaseEnsure {
+				return r.sleep
+			}
+			logger.Error(fmt.Errorf("failed %d attempts to update lease", maxUpdateRetries), "Will retry updating lease", "interval", r.RenewInterval())
+		}
+		return r.nextRenewal()
+	}
+}
 
-func (r *Renewer) attempted() { r.firstAttemptOnce.Do(func() { close(r.firstAttempt) }) }
+// retryUpdateLease is the lease controller's retryUpdateLease from try on: it reports whether an
+// update succeeded. On a conflict it enters phaseEnsure (to fetch the Lease, with backoff) and
+// returns false with r.phase == phaseEnsure; the ensure's end resumes it at the next try.
+func (r *Renewer) retryUpdateLease(ctx context.Context, base *coordinationv1.Lease, try int) bool {
+	logger := klog.FromContext(ctx)
+	second := r.secondUpdate
+	for i := try; i < maxUpdateRetries; i++ {
+		if ctx.Err() != nil {
+			return false
+		}
+		leaseToUpdate, err := r.newLease(ctx, base)
+		if err != nil {
+			logger.Error(err, "Failed to prepare lease")
+		} else {
+			lease, err := r.leases.Update(ctx, leaseToUpdate, metav1.UpdateOptions{})
+			if err == nil {
+				r.latest = lease
+				return true
+			}
+			logger.Error(err, "Failed to update lease")
+			if apierrors.IsConflict(err) {
+				// OptimisticLockError requires getting the newer version of the lease to proceed.
+				r.phase, r.sleep, r.conflictTry, r.secondUpdate = phaseEnsure, initialBackoff, i, second
+				lease, created, err := r.ensureLease(ctx)
+				if err != nil {
+					if ctx.Err() != nil {
+						r.phase = phaseIdle
+						return false
+					}
+					r.sleep = min(2*r.sleep, maxBackoff)
+					logger.Error(err, "Failed to ensure lease exists, will retry", "interval", r.sleep)
+					return false
+				}
+				_ = created
+				r.phase, r.conflictTry = phaseIdle, -1
+				base = lease
+				continue
+			}
+		}
+		if i > 0 && r.cfg.OnRepeatedHeartbeatFailure != nil {
+			r.cfg.OnRepeatedHeartbeatFailure()
+		}
+	}
+	return false
+}
+
+// ensureLease gets the Lease, or creates it when it does not exist; created says which. Mirrors the
+// lease controller's ensureLease: a post-process error skips the create without an error.
+func (r *Renewer) ensureLease(ctx context.Context) (*coordinationv1.Lease, bool, error) {
+	lease, err := r.leases.Get(ctx, r.cfg.NodeName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		leaseToCreate, err := r.newLease(ctx, nil)
+		if err != nil {
+			return nil, false, nil
+		}
+		lease, err := r.leases.Create(ctx, leaseToCreate, metav1.CreateOptions{})
+		if err != nil {
+			return nil, false, err
+		}
+		return lease, true, nil
+	} else if err != nil {
+		if r.cfg.Serving != nil && r.cfg.Wake != nil && transportError(err) && ctx.Err() == nil {
+			// The API server cannot be reached: try again as soon as it serves, not only after the
+			// backoff (up to 7 s). One probe serves every Renewer of the process.
+			r.cfg.Serving.OnServing(r.cfg.Wake)
+		}
+		return nil, false, err
+	}
+	return lease, false, nil
+}
+
+// newLease is the lease controller's newLease: a new Lease (holder and name the node name) or a copy
+// of base, with the duration and the renew time set, then the post-process hook.
+func (r *Renewer) newLease(ctx context.Context, base *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+	var lease *coordinationv1.Lease
+	if base == nil {
+		lease = &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: r.cfg.NodeName, Namespace: Namespace},
+			Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To(r.cfg.NodeName)},
+		}
+	} else {
+		lease = base.DeepCopy()
+	}
+	lease.Spec.LeaseDurationSeconds = ptr.To(r.cfg.LeaseDurationSeconds)
+	lease.Spec.RenewTime = &metav1.MicroTime{Time: r.cfg.Clock.Now()}
+	if r.cfg.NewLeasePostProcess != nil {
+		return lease, r.cfg.NewLeasePostProcess(lease)
+	}
+	return lease, r.setNodeOwner(ctx, lease)
+}
+
+// Attempted reports whether a Lease write succeeded or a Lease write or read failed since start:
+// registration waits (bounded) for it, so that a Node is never Ready without its Lease.
+func (r *Renewer) Attempted() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.attempted
+}
 
 // Status returns a copy of the Renewer's status.
 func (r *Renewer) Status() Status {
@@ -147,8 +361,8 @@ func (r *Renewer) renewed(lease *coordinationv1.Lease, d time.Duration) {
 	}
 	recovered := r.failing
 	r.failing = false
+	r.attempted = true
 	r.mu.Unlock()
-	r.attempted()
 	if r.cfg.Observer != nil {
 		r.cfg.Observer.ObserveLeaseRenewal(d)
 	}
@@ -157,8 +371,8 @@ func (r *Renewer) renewed(lease *coordinationv1.Lease, d time.Duration) {
 	}
 }
 
-// failed records a failed Lease write or read.
-func (r *Renewer) failed(err error) {
+// failed records a failed Lease write or read, started at start.
+func (r *Renewer) failed(err error, start time.Time) {
 	reason := string(apierrors.ReasonForError(err))
 	if reason == "" || reason == string(metav1.StatusReasonUnknown) {
 		if _, ok := err.(apierrors.APIStatus); !ok {
@@ -172,56 +386,29 @@ func (r *Renewer) failed(err error) {
 	r.status.LastError = err.Error()
 	r.status.ErrorTime = r.cfg.Clock.Now()
 	r.failing = true
+	r.attempted = true
 	r.mu.Unlock()
-	r.attempted()
 	if r.cfg.Observer != nil {
 		r.cfg.Observer.ObserveLeaseError(reason)
 	}
 	if r.cfg.OnHeartbeatFailure != nil {
-		r.cfg.OnHeartbeatFailure("lease " + reason + ": " + err.Error())
+		r.cfg.OnHeartbeatFailure("lease "+reason+": "+err.Error(), start)
 	}
 }
 
-// observedClient is the heartbeat client with its Lease interface decorated (see observedLeases).
-type observedClient struct {
-	kubernetes.Interface
-	r *Renewer
-}
-
-func (c observedClient) CoordinationV1() coordinationclientv1.CoordinationV1Interface {
-	return observedCoordination{CoordinationV1Interface: c.Interface.CoordinationV1(), r: c.r}
-}
-
-type observedCoordination struct {
-	coordinationclientv1.CoordinationV1Interface
-	r *Renewer
-}
-
-func (c observedCoordination) Leases(namespace string) coordinationclientv1.LeaseInterface {
-	return observedLeases{LeaseInterface: c.CoordinationV1Interface.Leases(namespace), r: c.r}
-}
-
-// observedLeases records the calls the lease controller makes: Create and Update are renewals; Get is
-// the controller looking for its Lease (at start, or after failed updates), where NotFound is the
-// expected answer. A Get that fails in transport waits for Config.Serving and is retried once.
+// observedLeases records the calls the Renewer makes: Create and Update are renewals; Get is the
+// controller looking for its Lease (at start, or after failed updates), where NotFound is the
+// expected answer.
 type observedLeases struct {
 	coordinationclientv1.LeaseInterface
 	r *Renewer
 }
 
 func (l observedLeases) Get(ctx context.Context, name string, opts metav1.GetOptions) (*coordinationv1.Lease, error) {
+	start := l.r.cfg.Clock.Now()
 	lease, err := l.LeaseInterface.Get(ctx, name, opts)
-	if err != nil && !apierrors.IsNotFound(err) {
-		l.r.failed(err)
-		if l.r.cfg.Serving != nil && transportError(err) && ctx.Err() == nil {
-			klog.FromContext(ctx).V(2).Info("Lease unreachable: waiting for the API server to serve again", "lease", name, "err", err)
-			if l.r.cfg.Serving.Wait(ctx) == nil {
-				lease, err = l.LeaseInterface.Get(ctx, name, opts)
-				if err != nil && !apierrors.IsNotFound(err) {
-					l.r.failed(err)
-				}
-			}
-		}
+	if err != nil && !apierrors.IsNotFound(err) && ctx.Err() == nil {
+		l.r.failed(err, start)
 	}
 	return lease, err
 }
@@ -234,18 +421,20 @@ func transportError(err error) bool {
 }
 
 func (l observedLeases) Create(ctx context.Context, lease *coordinationv1.Lease, opts metav1.CreateOptions) (*coordinationv1.Lease, error) {
-	return l.write(func() (*coordinationv1.Lease, error) { return l.LeaseInterface.Create(ctx, lease, opts) })
+	return l.write(ctx, func() (*coordinationv1.Lease, error) { return l.LeaseInterface.Create(ctx, lease, opts) })
 }
 
 func (l observedLeases) Update(ctx context.Context, lease *coordinationv1.Lease, opts metav1.UpdateOptions) (*coordinationv1.Lease, error) {
-	return l.write(func() (*coordinationv1.Lease, error) { return l.LeaseInterface.Update(ctx, lease, opts) })
+	return l.write(ctx, func() (*coordinationv1.Lease, error) { return l.LeaseInterface.Update(ctx, lease, opts) })
 }
 
-func (l observedLeases) write(call func() (*coordinationv1.Lease, error)) (*coordinationv1.Lease, error) {
+func (l observedLeases) write(ctx context.Context, call func() (*coordinationv1.Lease, error)) (*coordinationv1.Lease, error) {
 	start := l.r.cfg.Clock.Now()
 	lease, err := call()
 	if err != nil {
-		l.r.failed(err)
+		if ctx.Err() == nil {
+			l.r.failed(err, start)
+		}
 	} else {
 		l.r.renewed(lease, l.r.cfg.Clock.Since(start))
 	}
@@ -254,20 +443,18 @@ func (l observedLeases) write(call func() (*coordinationv1.Lease, error)) (*coor
 
 // setNodeOwner points the Lease's owner reference at the current Node, as the kubelet's
 // setNodeOwnerFunc, and also re-points it when the Node was deleted and registered again (new UID).
-// The Node comes from the lister when it has it, else from one GET. Without a Node the Lease is
-// still written, with no owner, and the reference is added on a later renewal.
-func (r *Renewer) setNodeOwner(lease *coordinationv1.Lease) error {
+// The Node comes from the lister when it has it, else from one GET once the Node is registered.
+// Without a Node the Lease is still written, with no owner, and the reference is added on a later
+// renewal.
+func (r *Renewer) setNodeOwner(ctx context.Context, lease *coordinationv1.Lease) error {
 	var node *v1.Node
 	if r.cfg.Lister != nil {
 		node, _ = r.cfg.Lister.Get(r.cfg.NodeName)
 	}
 	if node == nil && len(lease.OwnerReferences) == 0 && (r.cfg.Registered == nil || r.cfg.Registered()) {
-		// The lease controller's hook takes no context; bound the GET by the renew interval instead.
-		ctx, cancel := context.WithTimeout(context.Background(), r.RenewInterval())
-		defer cancel()
 		n, err := r.cfg.Client.CoreV1().Nodes().Get(ctx, r.cfg.NodeName, metav1.GetOptions{})
 		if err != nil {
-			klog.Background().V(2).Info("Lease owner reference not set: node not available yet", "node", r.cfg.NodeName, "err", err)
+			klog.FromContext(ctx).V(2).Info("Lease owner reference not set: node not available yet", "node", r.cfg.NodeName, "err", err)
 			return nil
 		}
 		node = n

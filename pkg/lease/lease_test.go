@@ -97,7 +97,7 @@ func TestSetNodeOwner(t *testing.T) {
 				t.Fatal(err)
 			}
 			lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: nodeName, Namespace: Namespace, OwnerReferences: tc.owners}}
-			if err := r.setNodeOwner(lease); err != nil {
+			if err := r.setNodeOwner(t.Context(), lease); err != nil {
 				t.Fatalf("setNodeOwner: %v (an error would block the Lease write)", err)
 			}
 			if !apiequality.Semantic.DeepEqual(tc.wantOwners, lease.OwnerReferences) {
@@ -178,7 +178,7 @@ func (r *recorder) take() []string {
 // "failure".
 func (r *recorder) hook(cfg *Config, full bool) {
 	cfg.Observer = r
-	cfg.OnHeartbeatFailure = func(reason string) {
+	cfg.OnHeartbeatFailure = func(reason string, _ time.Time) {
 		if full {
 			r.add("failure:" + reason)
 		} else {
@@ -263,7 +263,7 @@ func TestObservedLeases(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			leases := observedClient{Interface: client, r: r}.CoordinationV1().Leases(Namespace)
+			leases := r.leases
 			for _, c := range tc.calls {
 				errs = append(errs, c.err)
 				clk.SetTime(start)
@@ -323,7 +323,7 @@ func TestHeartbeatHooks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	leases := observedClient{Interface: client, r: r}.CoordinationV1().Leases(Namespace)
+	leases := r.leases
 	timeout := apierrors.NewTimeoutError("request timed out", 1)
 	steps := []struct {
 		err  error
@@ -368,7 +368,28 @@ func getLease(ctx context.Context, t *testing.T, client *fake.Clientset) *coordi
 func startRun(ctx context.Context, r *Renewer) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
-	go func() { r.Run(ctx); close(done) }()
+	wake := make(chan struct{}, 1)
+	r.cfg.Wake = func() {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	}
+	go func() {
+		defer close(done)
+		for { // as the scheduler runs the step
+			d := r.Step(ctx)
+			if ctx.Err() != nil {
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-r.cfg.Clock.After(d):
+			case <-wake:
+			}
+		}
+	}()
 	return func() { cancel(); <-done }
 }
 

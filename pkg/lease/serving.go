@@ -40,6 +40,8 @@ type ServingProbe struct {
 	mu      sync.Mutex
 	serving chan struct{} // closed when the running probe saw 200; nil while no probe runs
 	waiters int
+	// callbacks are OnServing's functions, called once when the running probe sees an answer.
+	callbacks []func()
 }
 
 // NewServingProbe returns a probe that GETs the Lease leaseName in kube-node-lease through client (the
@@ -80,6 +82,20 @@ func (p *ServingProbe) Wait(ctx context.Context) error {
 	}
 }
 
+// OnServing calls fn once, from the probe's goroutine, as soon as the API server answers again (see
+// Wait); it never blocks. The scheduler's Lease steps use it instead of Wait, so that no worker
+// waits: fn queues the step again.
+func (p *ServingProbe) OnServing(fn func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.callbacks = append(p.callbacks, fn)
+	if p.serving == nil {
+		p.serving = make(chan struct{})
+		probeCtx, cancel := context.WithCancel(context.Background())
+		go p.probe(probeCtx, cancel, p.serving)
+	}
+}
+
 // probe GETs the Lease every period until the API server answers from storage or nobody waits any
 // more, then closes serving (on an answer) and lets the next Wait start a new probe.
 func (p *ServingProbe) probe(ctx context.Context, cancel context.CancelFunc, serving chan struct{}) {
@@ -93,11 +109,16 @@ func (p *ServingProbe) probe(ctx context.Context, cancel context.CancelFunc, ser
 		if answered(err) {
 			close(serving)
 			p.serving = nil
+			callbacks := p.callbacks
+			p.callbacks = nil
 			p.mu.Unlock()
+			for _, fn := range callbacks {
+				fn()
+			}
 			logger.V(2).Info("API server serves again")
 			return
 		}
-		if p.waiters == 0 {
+		if p.waiters == 0 && len(p.callbacks) == 0 {
 			p.serving = nil // the waiters left (their contexts ended): stop asking
 			p.mu.Unlock()
 			return

@@ -6,9 +6,13 @@
 // the real machine and containerd, and the simulation runs N over templates and CRI fakes, on the
 // very same code path.
 //
+// A Controller's loops are steps (see Step) that one Scheduler per process runs for every Node on a
+// shared work queue: the single agent is the same code with one Node, and the simulation runs
+// thousands without a goroutine or timer per Node.
+//
 //	deps := node.Dependencies{Client: c, HeartbeatClient: hb, NodeLister: l, Cache: t, Recorder: r, Clock: clk}
 //	ctrl, err := node.New(node.Config{NodeName: "n1", Host: h, Runtime: rt, ...}, deps)
-//	go ctrl.Run(ctx)
+//	err = ctrl.Run(ctx) // or: sched.Start(ctrl) on a shared Scheduler
 package node
 
 import (
@@ -17,12 +21,12 @@ import (
 	"fmt"
 	"net"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	cadvisorapi "github.com/google/cadvisor/lib/model"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/record"
@@ -110,9 +114,6 @@ type Config struct {
 	ExtraFuncs []nodestatus.Func
 	// RuntimePollPeriod is how often CRI Status is called (5 s when 0).
 	RuntimePollPeriod time.Duration
-	// Triggers, if set, asks for a status sync now on each receive (e.g. a problem monitor's
-	// condition changed).
-	Triggers <-chan struct{}
 
 	// Host and Runtime are this Node's machine and container runtime; required.
 	Host    Host
@@ -131,25 +132,27 @@ type Dependencies struct {
 	Recorder record.EventRecorder
 	// Clock is the clock of every loop.
 	Clock clock.WithTicker
-	// OnHeartbeatFailure runs on repeated heartbeat failures: close the API connections (the kubelet's
-	// OnHeartbeatFailure = closeAllConns), which also resets the informer's watch.
-	OnHeartbeatFailure func()
-	// Outage, if set, reports whether the process's API connection is failing as a whole (no heartbeat
-	// of any Node has succeeded lately). A Node's heartbeat failure then marks its cache stale, and its
-	// recovery reads the Node from the API server for a while, only when it is part of an outage: one
-	// Lease write that times out while thousands of others succeed (a busy API server, in the simulation)
-	// says nothing of the shared informer's watch, and treating it as an outage turned each such failure
-	// into a minute of Node GETs (bench-scale at 5000 Nodes: 6 GETs per Node per minute). Nil: every
-	// heartbeat failure counts, as for a single agent, whose heartbeats are all its connection's.
-	Outage func() bool
+	// Scheduler runs the Controller's steps, shared by every Controller of the process; nil: Run
+	// makes one of its own (the library's single Node). It also decides, for all its Nodes alike,
+	// when heartbeat failures are an outage (Heartbeats) and closes the API connections then.
+	Scheduler *Scheduler
 	// Observer is told what the loops do; nil for none.
 	Observer Observer
+	// CloseAllConns, if set, closes every API connection (the kubelet's closeAllConns, its
+	// OnHeartbeatFailure), which also resets the informer's watch; used by the Scheduler that Run
+	// makes when Scheduler is nil (a shared Scheduler has its own, SchedulerConfig.CloseAllConns).
+	CloseAllConns func()
 	// Serving, if set, is the process's one probe of the API server (lease.NewServingProbe over the
 	// heartbeat client): Lease renewal resumes as soon as it serves again after an outage.
 	Serving *lease.ServingProbe
 }
 
-// Controller keeps one Node true. Build with New, run with Run.
+// StartupWait bounds the start-up waits taken together (the first runtime check, the first Lease
+// write), counted from Start: StatusCallTimeout + 1 s.
+const StartupWait = StatusCallTimeout + time.Second
+
+// Controller keeps one Node true. Build with New; run with Run, or Start it on a shared Scheduler.
+// Ready is closed once the Node is registered and its status posted, Done once it has stopped.
 type Controller struct {
 	cfg  Config
 	deps Dependencies
@@ -163,19 +166,45 @@ type Controller struct {
 	cache        *nodecache.Node
 	started      time.Time
 
-	mu          sync.Mutex
-	firstReady  time.Time // when a sync first found the Node Ready
-	lastPosted  *v1.Node  // the Node as of the last successful sync
-	lastPatch   *statussync.SyncResult
-	runtimeSeen chan struct{}
-	seenOnce    sync.Once
-	// heartbeatOutage is set when a heartbeat failure was counted as an outage (see Dependencies.Outage),
-	// and cleared by the recovery that follows.
-	heartbeatOutage atomic.Bool
-	// startupDeadline is closed StatusCallTimeout + 1 s after Run started (or when its ctx ends): the
-	// bound of every start-up wait (the first runtime check, the first Lease attempt) taken together.
-	startupDeadline chan struct{}
+	mu         sync.Mutex
+	sched      *Scheduler
+	state      nodeState
+	firstReady time.Time // when a sync first found the Node Ready
+	lastPosted *v1.Node  // the Node as of the last successful sync
+	lastPatch  *statussync.SyncResult
+
+	ready     chan struct{}
+	readyOnce sync.Once
+	done      chan struct{}
 }
+
+// nodeState is one Node's start-up order and step bookkeeping, guarded by Controller.mu. The steps
+// read it; nothing else orders them. The start-up order, as the kubelet's:
+//   - the Lease step and the runtime poll run at once;
+//   - the status step builds the Node to register once the runtime was checked (or StartupWait has
+//     passed), meanwhile the Lease's first write is in flight, and creates it once that write was
+//     attempted (or StartupWait has passed), so that a Node is never Ready without its Lease;
+//     with --register-node=false the first sync waits for both;
+//   - the fast start-up update starts once both have happened (or StartupWait has passed).
+type nodeState struct {
+	attachedAt     time.Time // when Start queued the first steps
+	leaseAttempted bool      // the Lease's first write succeeded, or a Lease call failed
+	runtimeChecked bool      // the runtime poll ran once
+	fastStarted    bool
+	fastDeadline   time.Time
+	pending        *v1.Node // the Node built for registration while the Lease's first write is in flight
+	stopped        bool
+
+	due       [numSteps]time.Time // a step popped before its due time waits; zero: due now
+	triggered [numSteps]bool      // run when popped, whatever due says
+	cancel    [numSteps]context.CancelFunc
+	runStart  [numSteps]time.Time
+	lastRun   [numSteps]time.Time // when each step last finished
+	resyncs   []time.Time         // extra status syncs asked for (heartbeat recovery)
+}
+
+// never is a due time no step reaches: a step that does not want to run again.
+var never = time.Unix(1<<62, 0)
 
 // New validates cfg and deps and composes the Controller. It makes no API or CRI call. It errors,
 // naming the field, when a required field is missing or a frequency is not positive.
@@ -194,28 +223,27 @@ func New(cfg Config, deps Dependencies) (*Controller, error) {
 	if deps.Clock == nil {
 		deps.Clock = clock.RealClock{}
 	}
-	if deps.OnHeartbeatFailure == nil {
-		deps.OnHeartbeatFailure = func() {}
-	}
 	c := &Controller{
 		cfg: cfg, deps: deps,
-		cache:       deps.Cache.Node(cfg.NodeName),
-		started:     deps.Clock.Now(),
-		runtimeSeen: make(chan struct{}),
-
-		startupDeadline: make(chan struct{}),
+		cache:   deps.Cache.Node(cfg.NodeName),
+		started: deps.Clock.Now(),
+		ready:   make(chan struct{}),
+		done:    make(chan struct{}),
 	}
 	c.runtimeState = criruntime.NewState(deps.Clock, MaxWaitForContainerRuntime)
 	var err error
 	pollerCfg := criruntime.PollerConfig{
 		Runtime: cfg.Runtime, State: c.runtimeState, Period: cfg.RuntimePollPeriod, Timeout: StatusCallTimeout,
-		Clock: deps.Clock, OnChange: c.onRuntimeChange,
+		Clock: deps.Clock, OnChange: func() { c.trigger(StepStatus) },
 	}
 	if deps.Observer != nil {
 		pollerCfg.Observer = deps.Observer
 	}
 	if c.poller, err = criruntime.NewPoller(pollerCfg); err != nil {
 		return nil, err
+	}
+	if c.cfg.RuntimePollPeriod <= 0 {
+		c.cfg.RuntimePollPeriod = 5 * time.Second
 	}
 	c.funcs = nodestatus.NewFuncs(deps.Clock, append(c.DefaultNodeStatusFuncs(), cfg.ExtraFuncs...)...)
 
@@ -226,40 +254,32 @@ func New(cfg Config, deps Dependencies) (*Controller, error) {
 			Labels: cfg.Labels, Taints: cfg.Taints, Unschedulable: cfg.Unschedulable,
 			ExternalCloudProvider: cfg.ExternalCloudProvider, ProviderID: cfg.ProviderID,
 			Funcs: c.funcs, Clock: deps.Clock, OnAttempt: c.observeRegistration,
-			// The Node is built (setters, CRI calls) while the Lease is being written; only the
-			// create waits for it, so that a Node is never Ready without its Lease (issue 13).
-			BeforeCreate: func(ctx context.Context) { c.awaitStartup(ctx, c.renewer.FirstAttempt()) },
 		})
 		if err != nil {
 			return nil, err
 		}
-		register = c.registrar.Register
+		register = func(ctx context.Context) error { return c.registrar.TryRegister(ctx, c.registrar.InitialNode(ctx)) }
 	}
 	c.syncer, err = statussync.New(statussync.Config{
 		Client: deps.HeartbeatClient, Lister: deps.NodeLister, Cache: c.cache, NodeName: cfg.NodeName,
 		Funcs: c.funcs, Register: register, UpdateRuntimeUp: c.poller.UpdateRuntimeUp,
 		UpdateFrequency: cfg.NodeStatusUpdateFrequency, ReportFrequency: cfg.NodeStatusReportFrequency,
-		OnRepeatedHeartbeatFailure: deps.OnHeartbeatFailure, OnSync: c.onSync, Clock: deps.Clock,
+		OnRepeatedHeartbeatFailure: c.closeAllConns, OnSync: c.onSync, Clock: deps.Clock,
 	})
 	if err != nil {
 		return nil, err
 	}
-	leaseCfg := lease.Config{
+	c.renewer, err = lease.New(lease.Config{
 		Client: deps.HeartbeatClient, Lister: deps.NodeLister, NodeName: cfg.NodeName,
-		LeaseDurationSeconds: cfg.NodeLeaseDurationSeconds, OnRepeatedHeartbeatFailure: deps.OnHeartbeatFailure,
-		OnHeartbeatFailure: c.onHeartbeatFailure,
-		// The API server answers again: post the status at once, read from the API server (the cache
-		// is stale since the failures), so a Node the lifecycle controller marked Unknown during the
-		// outage is Ready again within a round trip instead of one status period.
-		OnHeartbeatRecovered: c.onHeartbeatRecovered,
-		Serving:              deps.Serving,
-		Registered:           c.syncer.IsRegistered,
-		Clock:                deps.Clock,
-	}
-	if deps.Observer != nil {
-		leaseCfg.Observer = deps.Observer
-	}
-	if c.renewer, err = lease.New(leaseCfg); err != nil {
+		LeaseDurationSeconds: cfg.NodeLeaseDurationSeconds, OnRepeatedHeartbeatFailure: c.closeAllConns,
+		OnHeartbeatFailure: c.heartbeatFailed,
+		Observer:           leaseObserver{c},
+		Serving:            deps.Serving,
+		Wake:               func() { c.trigger(StepLease) },
+		Registered:         c.syncer.IsRegistered,
+		Clock:              deps.Clock,
+	})
+	if err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -268,79 +288,290 @@ func New(cfg Config, deps Dependencies) (*Controller, error) {
 // Name returns the Node's name.
 func (c *Controller) Name() string { return c.cfg.NodeName }
 
-// Run runs the Node's loops until ctx ends and returns once they all have stopped; call it once. As
-// the kubelet's Run: the runtime poller and the Lease renewer start at once in their own goroutines;
-// the first status sync (registration) waits for the first runtime check, builds the Node meanwhile
-// the Lease is written, and creates it once the first Lease write was attempted; these waits together
-// are bounded by StatusCallTimeout + 1 s. So a Node whose runtime is ready registers Ready with its
-// Lease already there, and one whose runtime is gone or hangs registers NotReady, saying why. The
-// fast start-up update (fastStatusUpdateOnce) runs once, after both waits, so that it never posts
-// Ready before the Lease either; so does the first sync with --register-node=false.
-func (c *Controller) Run(ctx context.Context) {
-	logger := klog.FromContext(ctx).WithValues("node", c.cfg.NodeName)
-	ctx = klog.NewContext(ctx, logger)
-	c.deps.Recorder.Eventf(c.EventRef(), v1.EventTypeNormal, "Starting", "Starting nodeagent.")
-
-	var wg sync.WaitGroup
-	deadline := c.deps.Clock.NewTimer(StatusCallTimeout + time.Second)
-	wg.Go(func() {
-		defer close(c.startupDeadline)
-		defer deadline.Stop()
+// Run runs the Node until ctx ends and returns nil once its steps have stopped; call it once. On the
+// Dependencies' Scheduler it starts the Node there; without one it runs a Scheduler of its own with
+// the default workers (the library's and the single agent's case). See nodeState for the start-up
+// order, which is the kubelet's: a Node whose runtime is ready registers Ready with its Lease already
+// there, and one whose runtime is gone or hangs registers NotReady, saying why.
+func (c *Controller) Run(ctx context.Context) error {
+	if s := c.deps.Scheduler; s != nil {
+		if err := s.Start(c); err != nil {
+			return err
+		}
 		select {
 		case <-ctx.Done():
-		case <-deadline.C():
+			c.Stop()
+			<-c.Done()
+		case <-c.Done():
 		}
-	})
-	wg.Go(func() { c.poller.Run(ctx) })
-	wg.Go(func() { c.renewer.Run(ctx) })
-	wg.Go(func() {
-		if !c.awaitStartup(ctx, c.runtimeSeen) {
-			return
-		}
-		if c.registrar == nil && !c.awaitStartup(ctx, c.renewer.FirstAttempt()) {
-			return // without registration there is no create to hold back: the first sync waits
-		}
-		wg.Go(func() {
-			if !c.awaitStartup(ctx, c.renewer.FirstAttempt()) {
-				return
-			}
-			c.syncer.FastStatusUpdateOnce(ctx)
-			// From now on a runtime that is not ready is news: log it at the default level (the
-			// kubelet's containerRuntimeReadyExpected).
-			c.poller.SetReadyExpected()
-		})
-		c.syncer.Run(ctx)
-	})
-	if c.cfg.Triggers != nil {
-		wg.Go(func() {
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-c.cfg.Triggers:
-					c.syncer.Trigger()
-				}
-			}
-		})
+		return nil
 	}
-	wg.Wait()
+	s, err := NewScheduler(SchedulerConfig{Clock: c.deps.Clock, CloseAllConns: c.deps.CloseAllConns})
+	if err != nil {
+		return err
+	}
+	if err := s.Start(c); err != nil {
+		return err
+	}
+	return s.Run(ctx)
 }
 
-// awaitStartup waits until first is closed or the start-up deadline (StatusCallTimeout + 1 s after
-// Run started) has passed, and returns true; it returns false when ctx ended first.
-func (c *Controller) awaitStartup(ctx context.Context, first <-chan struct{}) bool {
-	select {
-	case <-first:
-		return true
-	case <-c.startupDeadline:
-		return ctx.Err() == nil
-	case <-ctx.Done():
-		return false
+// Ready returns a channel closed once the Node is registered and a status has been posted.
+func (c *Controller) Ready() <-chan struct{} { return c.ready }
+
+// Done returns a channel closed once the Controller has stopped and none of its steps runs.
+func (c *Controller) Done() <-chan struct{} { return c.done }
+
+// Err returns why the Controller stopped: nil (it stops only when told to, by Stop or Run's ctx).
+func (c *Controller) Err() error { return nil }
+
+// attach binds c to s; a Controller runs once, on one Scheduler.
+func (c *Controller) attach(s *Scheduler) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.sched != nil || c.state.stopped {
+		return fmt.Errorf("node %q: controller already started", c.cfg.NodeName)
 	}
+	c.sched = s
+	c.state.attachedAt = c.deps.Clock.Now()
+	c.started = c.state.attachedAt
+	return nil
+}
+
+// Stop stops the Node: no step of it starts any more, a running one's context is cancelled, and
+// Done is closed once none runs. A stopped Controller is not started again (build a new one).
+func (c *Controller) Stop() {
+	c.mu.Lock()
+	if c.state.stopped {
+		c.mu.Unlock()
+		return
+	}
+	c.state.stopped = true
+	running := false
+	for _, cancel := range c.state.cancel {
+		if cancel != nil {
+			cancel()
+			running = true
+		}
+	}
+	if !running {
+		close(c.done)
+	}
+	s := c.sched
+	c.mu.Unlock()
+	if s != nil {
+		s.remove(c)
+	}
+}
+
+// trigger asks for step to run now (a runtime change, a problem monitor's change, the control
+// endpoint): it is queued at once, and triggers while one is queued coalesce.
+func (c *Controller) trigger(step Step) {
+	c.mu.Lock()
+	s := c.sched
+	if s == nil || c.state.stopped {
+		c.mu.Unlock()
+		return
+	}
+	c.state.triggered[step] = true
+	c.mu.Unlock()
+	s.add(c, step)
 }
 
 // Trigger asks for a status sync now (e.g. a problem monitor's condition changed).
-func (c *Controller) Trigger() { c.syncer.Trigger() }
+func (c *Controller) Trigger() { c.trigger(StepStatus) }
+
+// claim decides whether a popped step runs: not when the Node is stopped, nor before its due time
+// unless triggered (then wait says how long until it is due). When it runs, it gets a context
+// bounded by timeout that Stop cancels.
+func (c *Controller) claim(ctx context.Context, step Step, now time.Time, timeout time.Duration) (context.Context, context.CancelFunc, time.Duration, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := &c.state
+	if st.stopped {
+		return nil, nil, 0, false
+	}
+	if !st.triggered[step] && now.Before(st.due[step]) {
+		if st.due[step] == never {
+			return nil, nil, 0, false
+		}
+		return nil, nil, st.due[step].Sub(now), false
+	}
+	st.triggered[step] = false
+	stepCtx, cancel := context.WithTimeout(ctx, timeout)
+	stepCtx = klog.NewContext(stepCtx, klog.FromContext(ctx).WithValues("node", c.cfg.NodeName))
+	st.cancel[step], st.runStart[step] = cancel, now
+	return stepCtx, cancel, 0, true
+}
+
+// release records the end of a step that wants to run again after `after` (never when negative) and
+// reports whether, and after how long, to queue it again; a stopped Node closes Done once none of
+// its steps runs.
+func (c *Controller) release(step Step, now time.Time, after time.Duration) (time.Duration, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := &c.state
+	st.cancel[step] = nil
+	st.lastRun[step] = now
+	if st.stopped {
+		for _, cancel := range st.cancel {
+			if cancel != nil {
+				return 0, false
+			}
+		}
+		select {
+		case <-c.done:
+		default:
+			close(c.done)
+		}
+		return 0, false
+	}
+	if after < 0 {
+		st.due[step] = never
+		return 0, false
+	}
+	st.due[step] = now.Add(after)
+	if step == StepStatus && len(st.resyncs) > 0 {
+		start := st.runStart[step]
+		kept := st.resyncs[:0]
+		for _, t := range st.resyncs {
+			if t.After(start) {
+				kept = append(kept, t)
+			}
+		}
+		st.resyncs = kept
+		if len(kept) > 0 && kept[0].Before(st.due[step]) {
+			st.due[step] = kept[0]
+			after = max(kept[0].Sub(now), 0)
+		}
+	}
+	return after, true
+}
+
+// runStep runs one round of step and returns when it wants to run next (negative: never), or an
+// error for the scheduler's backoff (100 ms doubling to 7 s: failed registration attempts).
+func (c *Controller) runStep(ctx context.Context, step Step) (time.Duration, error) {
+	switch step {
+	case StepLease:
+		next := c.renewer.Step(ctx)
+		if c.renewer.Attempted() {
+			c.startupProgress(func(st *nodeState) bool { was := st.leaseAttempted; st.leaseAttempted = true; return !was })
+		}
+		return next, nil
+	case StepRuntime:
+		c.poller.UpdateRuntimeUp(ctx)
+		if ctx.Err() == nil {
+			c.startupProgress(func(st *nodeState) bool { was := st.runtimeChecked; st.runtimeChecked = true; return !was })
+		}
+		return c.cfg.RuntimePollPeriod, nil
+	case StepStatus:
+		return c.statusStep(ctx)
+	case StepFastUpdate:
+		return c.fastUpdateStep(ctx), nil
+	}
+	return -1, fmt.Errorf("node: unknown step %d", step)
+}
+
+// startupProgress applies change to the start-up state and, when it changed, wakes the steps that
+// wait on it: the status step, and the fast start-up update once both waits are over.
+func (c *Controller) startupProgress(change func(*nodeState) bool) {
+	c.mu.Lock()
+	changed := change(&c.state)
+	c.mu.Unlock()
+	if changed {
+		c.trigger(StepStatus)
+		c.maybeStartFastUpdate()
+	}
+}
+
+// startupGates says whether the runtime was checked and the Lease's first write attempted, each
+// counting as done once StartupWait has passed since Start; it returns the time left until then.
+func (c *Controller) startupGates(now time.Time) (runtimeOK, leaseOK bool, left time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	left = c.state.attachedAt.Add(StartupWait).Sub(now)
+	return c.state.runtimeChecked || left <= 0, c.state.leaseAttempted || left <= 0, left
+}
+
+// maybeStartFastUpdate starts the fast start-up update once, when both start-up waits are over.
+func (c *Controller) maybeStartFastUpdate() {
+	now := c.deps.Clock.Now()
+	runtimeOK, leaseOK, _ := c.startupGates(now)
+	if !runtimeOK || !leaseOK {
+		return
+	}
+	c.mu.Lock()
+	if c.state.fastStarted {
+		c.mu.Unlock()
+		return
+	}
+	c.state.fastStarted = true
+	c.state.fastDeadline = now.Add(statussync.FastStatusUpdateGrace)
+	c.mu.Unlock()
+	c.trigger(StepFastUpdate)
+}
+
+// statusStep is one run of the status step: wait for the start-up order, register (one attempt),
+// then one status sync (syncNodeStatus, up to 5 tries). It returns the next sync's delay, the status
+// update frequency with 0.04 jitter, or a registration error for the backoff.
+func (c *Controller) statusStep(ctx context.Context) (time.Duration, error) {
+	logger := klog.FromContext(ctx)
+	runtimeOK, leaseOK, left := c.startupGates(c.deps.Clock.Now())
+	if !runtimeOK || (c.registrar == nil && !leaseOK) {
+		return left, nil // the runtime poll or the Lease step triggers this step as soon as it can go on
+	}
+	c.maybeStartFastUpdate()
+	if c.registrar != nil && !c.syncer.IsRegistered() {
+		c.mu.Lock()
+		node := c.state.pending
+		c.state.pending = nil
+		c.mu.Unlock()
+		if node == nil {
+			node = c.registrar.InitialNode(ctx)
+		}
+		if !leaseOK {
+			// Built while the Lease's first write is in flight; created once it was attempted.
+			c.mu.Lock()
+			c.state.pending = node
+			c.mu.Unlock()
+			return left, nil
+		}
+		logger.Info("Attempting to register node", "node", klog.KObj(node))
+		if err := c.registrar.TryRegister(ctx, node); err != nil {
+			if ctx.Err() == nil {
+				logger.Error(err, "Unable to register node with API server", "node", klog.KObj(node))
+			}
+			return 0, err
+		}
+		logger.Info("Successfully registered node", "node", klog.KObj(node))
+		c.syncer.SetRegistered()
+	}
+	r := c.syncer.SyncNodeStatus(ctx)
+	if r.Err != nil && !c.syncer.IsRegistered() {
+		return 0, r.Err // the Node was deleted and could not be registered again: back off
+	}
+	return wait.Jitter(c.cfg.NodeStatusUpdateFrequency, 0.04), nil
+}
+
+// fastUpdateStep is one tick of the fast start-up update; it returns the next tick's delay, or -1
+// once the fast path is finished.
+func (c *Controller) fastUpdateStep(ctx context.Context) time.Duration {
+	c.mu.Lock()
+	started, deadline := c.state.fastStarted, c.state.fastDeadline
+	c.mu.Unlock()
+	if !started {
+		return -1
+	}
+	if c.syncer.FastNodeStatusUpdate(ctx, !c.deps.Clock.Now().Before(deadline)) {
+		if ctx.Err() == nil {
+			// From now on a runtime that is not ready is news: log it at the default level (the
+			// kubelet's containerRuntimeReadyExpected).
+			c.poller.SetReadyExpected()
+		}
+		return -1
+	}
+	return statussync.FastStatusUpdateTick
+}
 
 // recoveryResyncs are the delays after a heartbeat recovers at which the status is synced again:
 // the node lifecycle controller may mark the Node Unknown just after the first sync (from a Lease it
@@ -352,39 +583,78 @@ var recoveryResyncs = []time.Duration{0, time.Second, 3 * time.Second}
 // outage (etcd paused), and the lifecycle controller's Ready=Unknown may come seconds later.
 const recoveryReadWindow = time.Minute
 
-// onHeartbeatFailure runs after each failed Lease write or read: the connection, and so the informer's
-// watch, may be gone, so the cache is stale, unless Dependencies.Outage says the process's other
-// heartbeats succeed.
-func (c *Controller) onHeartbeatFailure(reason string) {
-	if c.deps.Outage != nil && !c.deps.Outage() {
-		return
+// heartbeatFailed runs after each failed Lease write or read, started at start: in an outage (no
+// heartbeat of the process succeeded since, see Heartbeats) the connection, and so the informer's
+// watch, may be gone, so the cache is stale. One failure among many successes says nothing of it.
+func (c *Controller) heartbeatFailed(reason string, start time.Time) {
+	c.mu.Lock()
+	s := c.sched
+	c.mu.Unlock()
+	if s == nil || s.heartbeats.Failed(start) {
+		c.cache.MarkStale(reason)
 	}
-	c.heartbeatOutage.Store(true)
-	c.cache.MarkStale(reason)
 }
 
-// onHeartbeatRecovered runs after the first successful Lease renewal that follows failures; it does
-// nothing when none of them was counted as an outage.
-func (c *Controller) onHeartbeatRecovered() {
-	if !c.heartbeatOutage.Swap(false) {
+// recover runs on every Node when the process's heartbeats succeed again after an outage: read the
+// Node from the API server for recoveryReadWindow and sync the status at once and after 1 s and 3 s,
+// so that a Node the lifecycle controller marked Unknown during the outage is Ready again within a
+// round trip instead of one status period.
+func (c *Controller) recover() {
+	now := c.deps.Clock.Now()
+	c.cache.MarkStaleUntil("heartbeat recovered after failures", now.Add(recoveryReadWindow))
+	c.mu.Lock()
+	s := c.sched
+	if s == nil || c.state.stopped {
+		c.mu.Unlock()
 		return
 	}
-	c.cache.MarkStaleUntil("heartbeat recovered after failures", c.deps.Clock.Now().Add(recoveryReadWindow))
 	for _, d := range recoveryResyncs {
-		if d == 0 {
-			c.syncer.Trigger()
-			continue
+		t := now.Add(d)
+		c.state.resyncs = append(c.state.resyncs, t)
+		if t.Before(c.state.due[StepStatus]) {
+			c.state.due[StepStatus] = t
 		}
-		t := c.deps.Clock.NewTimer(d)
-		go func() { <-t.C(); c.syncer.Trigger() }()
+	}
+	c.mu.Unlock()
+	for _, d := range recoveryResyncs {
+		s.addAfter(c, StepStatus, d)
 	}
 }
 
-// onRuntimeChange runs after the poller updated runtimeState with a change of reachability or
-// readiness: post it now rather than up to one status period later.
-func (c *Controller) onRuntimeChange() {
-	c.seenOnce.Do(func() { close(c.runtimeSeen) })
-	c.syncer.Trigger()
+// closeAllConns is the repeated heartbeat failure hook: the scheduler closes the connections when
+// the process's heartbeats fail as a whole.
+func (c *Controller) closeAllConns() {
+	c.mu.Lock()
+	s := c.sched
+	c.mu.Unlock()
+	if s != nil {
+		s.closeAllConns()
+	}
+}
+
+// leaseObserver tells the Observer, and the process's heartbeat tracker, about Lease writes.
+type leaseObserver struct{ c *Controller }
+
+func (o leaseObserver) ObserveLeaseRenewal(d time.Duration) {
+	o.c.heartbeatSucceeded()
+	if o.c.deps.Observer != nil {
+		o.c.deps.Observer.ObserveLeaseRenewal(d)
+	}
+}
+
+func (o leaseObserver) ObserveLeaseError(reason string) {
+	if o.c.deps.Observer != nil {
+		o.c.deps.Observer.ObserveLeaseError(reason)
+	}
+}
+
+func (c *Controller) heartbeatSucceeded() {
+	c.mu.Lock()
+	s := c.sched
+	c.mu.Unlock()
+	if s != nil {
+		s.heartbeats.Succeeded()
+	}
 }
 
 func (c *Controller) observeRegistration(result string) {
@@ -393,19 +663,30 @@ func (c *Controller) observeRegistration(result string) {
 	}
 }
 
-// onSync records the posted Node and tells the Observer.
+// onSync records the posted Node, tells the heartbeat tracker and the Observer.
 func (c *Controller) onSync(r statussync.SyncResult) {
 	c.mu.Lock()
 	if r.Patched {
 		c.lastPatch = &r
 	}
+	posted := false
 	if r.Node != nil {
 		c.lastPosted = r.Node
+		posted = true
 		if c.firstReady.IsZero() && nodeReady(r.Node) {
 			c.firstReady = r.Time
 		}
 	}
 	c.mu.Unlock()
+	switch {
+	case r.Result == statussync.ResultPatched:
+		c.heartbeatSucceeded()
+	case r.Err != nil && len(r.Patches) > 0:
+		c.heartbeatFailed("node status patch failed: "+r.Error, r.Time.Add(-r.Duration))
+	}
+	if posted && c.syncer.IsRegistered() {
+		c.readyOnce.Do(func() { close(c.ready) })
+	}
 	if c.deps.Observer != nil {
 		c.deps.Observer.ObserveSync(c.cfg.NodeName, r)
 	}

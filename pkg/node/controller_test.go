@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -150,7 +151,12 @@ func (e *env) failStatus(err error) {
 func (e *env) run(ctx context.Context) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
-	go func() { e.ctrl.Run(ctx); close(done) }()
+	go func() {
+		if err := e.ctrl.Run(ctx); err != nil {
+			e.t.Error(err)
+		}
+		close(done)
+	}()
 	return func() { cancel(); <-done }
 }
 
@@ -467,8 +473,9 @@ func TestRuntimeStatusFails(t *testing.T) {
 	})
 }
 
-// TestHealthy: Healthy fails once the last successful status sync is older than three status
-// periods (30 s), and says so; Status().Problems carries it and the failing sync.
+// TestHealthy: while the API server refuses every status sync the loops are alive: Healthy (the
+// syncloop check and the watchdog's test) stays nil, while Late fails once the last successful sync
+// is older than three status periods (30 s) and Status().Problems says so with the failing sync.
 func TestHealthy(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, ctx := ktesting.NewTestContext(t)
@@ -489,8 +496,8 @@ func TestHealthy(t *testing.T) {
 		e.client.PrependReactor("patch", "nodes", refuse)
 		stop := e.run(ctx)
 		synctest.Wait()
-		if err := e.ctrl.Healthy(); err != nil {
-			t.Fatalf("Healthy() after registration = %v", err)
+		if err := errors.Join(e.ctrl.Healthy(), e.ctrl.Late()); err != nil {
+			t.Fatalf("Healthy() and Late() after registration = %v", err)
 		}
 		last := e.ctrl.LastSync()
 		mu.Lock()
@@ -499,29 +506,68 @@ func TestHealthy(t *testing.T) {
 
 		time.Sleep(last.Add(30 * time.Second).Sub(time.Now()))
 		synctest.Wait()
-		if err := e.ctrl.Healthy(); err != nil {
-			t.Errorf("Healthy() 30 s after the last sync = %v, want nil (the bound is three periods)", err)
+		if err := e.ctrl.Late(); err != nil {
+			t.Errorf("Late() 30 s after the last sync = %v, want nil (the bound is three periods)", err)
 		}
 		time.Sleep(time.Second)
 		synctest.Wait()
-		err := e.ctrl.Healthy()
+		err := e.ctrl.Late()
 		if err == nil || err.Error() != "last node status sync 31s ago, bound 30s" {
-			t.Errorf("Healthy() 31 s after the last sync = %v, want \"last node status sync 31s ago, bound 30s\"", err)
+			t.Errorf("Late() 31 s after the last sync = %v, want \"last node status sync 31s ago, bound 30s\"", err)
 		}
 		problems := strings.Join(e.ctrl.Status().Problems, "\n")
 		if !strings.Contains(problems, "last node status sync 31s ago") || !strings.Contains(problems, "etcd leader changed") {
 			t.Errorf("Status().Problems:\n%s\nwant the stale sync and its error", problems)
 		}
+		// Three minutes of refusals: the loops still run, so the process is healthy.
+		time.Sleep(3 * time.Minute)
+		synctest.Wait()
+		if err := e.ctrl.Healthy(); err != nil {
+			t.Errorf("Healthy() after 3 minutes of API errors = %v, want nil: the loops are alive", err)
+		}
 
-		// The API server answers again: the next sync makes the controller healthy.
+		// The API server answers again: the next sync makes the controller on time again.
 		mu.Lock()
 		down = false
 		mu.Unlock()
 		time.Sleep(10500 * time.Millisecond)
 		synctest.Wait()
-		if err := e.ctrl.Healthy(); err != nil {
-			t.Errorf("Healthy() after a successful sync = %v", err)
+		if err := e.ctrl.Late(); err != nil {
+			t.Errorf("Late() after a successful sync = %v", err)
 		}
+		stop()
+	})
+}
+
+// TestHealthyFailsOnAStuckLoop: a setter that never returns (a genuinely stuck loop, ignoring its
+// context) holds the status step: Healthy fails once that step has not finished for three periods
+// plus the step timeout, naming it, while the Lease goes on being renewed on its own worker.
+func TestHealthyFailsOnAStuckLoop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, ctx := ktesting.NewTestContext(t)
+		stuck := make(chan struct{})
+		var block atomic.Bool
+		e := newEnv(t, func(c *Config) {
+			c.ExtraFuncs = []nodestatus.Func{{Name: "Stuck", Setter: func(context.Context, *v1.Node) error {
+				if block.Load() {
+					<-stuck
+				}
+				return nil
+			}}}
+		})
+		stop := e.run(ctx)
+		synctest.Wait()
+		block.Store(true)
+		time.Sleep(30*time.Second + DefaultStepTimeout + 15*time.Second)
+		synctest.Wait()
+		err := e.ctrl.Healthy()
+		if err == nil || !strings.Contains(err.Error(), "status step") {
+			t.Errorf("Healthy() with the status step stuck = %v, want it to name the status step", err)
+		}
+		if age := time.Since(e.ctrl.LastLeaseRenew()); age > 11*time.Second {
+			t.Errorf("last Lease renewal %v ago while the status step is stuck, want within a renew interval", age)
+		}
+		close(stuck)
 		stop()
 	})
 }
@@ -669,32 +715,49 @@ func TestHeartbeatRecoveryResyncs(t *testing.T) {
 	})
 }
 
-// TestHeartbeatFailureCountsOnlyInAnOutage: with Dependencies.Outage set (the simulation), a Node's
-// failed heartbeat marks its cache stale, and its recovery opens the window of reads from the API
-// server, only when Outage says the process's heartbeats fail as a whole; without Outage (one agent)
-// every failure counts.
+// TestHeartbeatFailureCountsOnlyInAnOutage: one policy for the agent and the simulation
+// (Heartbeats): a Node's failed heartbeat marks its cache stale only when no heartbeat of the
+// process succeeded since the failed call started, and the recovery that ends such an outage opens
+// every Node's window of reads from the API server; a failure while others succeed counts for nothing.
 func TestHeartbeatFailureCountsOnlyInAnOutage(t *testing.T) {
 	for _, tc := range []struct {
-		name      string
-		outage    func() bool
-		wantStale bool
+		name              string
+		successAfterStart bool
+		wantStale         bool
 	}{
-		{"single agent: every failure counts", nil, true},
-		{"simulation, every heartbeat failing: counts", func() bool { return true }, true},
-		{"simulation, other Nodes' heartbeats succeed: does not count", func() bool { return false }, false},
+		{"no heartbeat succeeded since the failed call started (one agent, or every Node failing)", false, true},
+		{"another heartbeat succeeded meanwhile (a busy API server)", true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t, nil)
-			e.ctrl.deps.Outage = tc.outage
-			e.ctrl.onHeartbeatFailure("lease Timeout: context deadline exceeded")
-			if got := e.tracker.Stale(nodeName) != nil; got != tc.wantStale {
-				t.Errorf("after the failure: stale %v, want %v", got, tc.wantStale)
-			}
-			e.tracker.MarkFresh(nodeName)
-			e.ctrl.onHeartbeatRecovered()
-			if got := e.tracker.Stale(nodeName) != nil; got != tc.wantStale {
-				t.Errorf("after the recovery: stale %v (the read window), want %v", got, tc.wantStale)
-			}
+			synctest.Test(t, func(t *testing.T) {
+				e := newEnv(t, nil)
+				s, err := NewScheduler(SchedulerConfig{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := s.Start(e.ctrl); err != nil {
+					t.Fatal(err)
+				}
+				ctx, cancel := context.WithCancel(t.Context())
+				done := make(chan error)
+				go func() { done <- s.Run(ctx) }()
+				defer func() { cancel(); <-done }()
+				time.Sleep(time.Second)
+				start := time.Now()
+				time.Sleep(time.Second)
+				if tc.successAfterStart {
+					s.Heartbeats().Succeeded()
+				}
+				e.ctrl.heartbeatFailed("lease Timeout: context deadline exceeded", start)
+				if got := e.tracker.Stale(nodeName) != nil; got != tc.wantStale {
+					t.Errorf("after the failure: stale %v, want %v", got, tc.wantStale)
+				}
+				e.tracker.MarkFresh(nodeName)
+				s.Heartbeats().Succeeded()
+				if got := e.tracker.Stale(nodeName) != nil; got != tc.wantStale {
+					t.Errorf("after the next success: stale %v (the recovery's read window), want %v", got, tc.wantStale)
+				}
+			})
 		})
 	}
 }

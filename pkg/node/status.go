@@ -144,6 +144,9 @@ func (c *Controller) problems(now time.Time, st Status) []string {
 	if err := c.Healthy(); err != nil {
 		out = append(out, err.Error())
 	}
+	if err := c.Late(); err != nil {
+		out = append(out, err.Error())
+	}
 	if st.LastSync != nil && st.LastSync.Result == statussync.ResultError {
 		out = append(out, fmt.Sprintf("last status sync failed %s ago: %s", now.Sub(st.LastSync.Time).Round(time.Second), st.LastSync.Error))
 	}
@@ -153,10 +156,11 @@ func (c *Controller) problems(now time.Time, st Status) []string {
 	return out
 }
 
-// Healthy fails when the last successful status sync or Lease renewal is older than three of its
-// periods (counted from start before the first one): 30 s each with the defaults. It is the syncloop
-// health check and the systemd watchdog's test.
-func (c *Controller) Healthy() error {
+// Late fails when the last successful status sync or Lease renewal is older than three of its
+// periods (counted from start before the first one): 30 s each with the defaults. It says the Node's
+// heartbeats are late (the API server does not answer, or refuses), which /debug/nodestatus and
+// `nodeagent status` report; it is not a health check (see Healthy).
+func (c *Controller) Late() error {
 	now := c.deps.Clock.Now()
 	var problems []string
 	if bound, last := 3*c.cfg.NodeStatusUpdateFrequency, orStart(c.syncer.LastSync(), c.started); now.Sub(last) > bound {
@@ -169,6 +173,37 @@ func (c *Controller) Healthy() error {
 		return errors.New(strings.Join(problems, "; "))
 	}
 	return nil
+}
+
+// Healthy reports whether this Node's loops are alive: its scheduler's workers serve their queues
+// (Scheduler.Alive) and each of its periodic steps (Lease, runtime poll, status) finished a run, with
+// whatever result, within three of its periods plus the step timeout. It fails on a stuck loop, never
+// because the API server or the runtime fails: a step that fails or waits in backoff has run. It is
+// the syncloop health check and the systemd watchdog's test, as the kubelet's syncloop check tests
+// its sync loop's iterations. Before Start it is nil.
+func (c *Controller) Healthy() error {
+	c.mu.Lock()
+	s, st := c.sched, c.state
+	c.mu.Unlock()
+	if s == nil || st.stopped {
+		return nil
+	}
+	var errs []error
+	if err := s.Alive(); err != nil {
+		errs = append(errs, err)
+	}
+	now := c.deps.Clock.Now()
+	periods := map[Step]time.Duration{
+		StepLease: c.renewer.RenewInterval(), StepRuntime: c.cfg.RuntimePollPeriod, StepStatus: c.cfg.NodeStatusUpdateFrequency,
+	}
+	for _, step := range []Step{StepLease, StepRuntime, StepStatus} {
+		last := orStart(st.lastRun[step], st.attachedAt)
+		bound := 3*periods[step] + s.cfg.StepTimeout
+		if age := now.Sub(last); age > bound {
+			errs = append(errs, fmt.Errorf("%s step of node %q has not run for %s (bound %s)", step, c.cfg.NodeName, age.Round(time.Second), bound))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Registered is /readyz's check: nil once the Node is registered and a status has been posted.

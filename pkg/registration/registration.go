@@ -59,17 +59,12 @@ type Config struct {
 	Funcs *nodestatus.Funcs
 	// Clock is injected for tests; default the real clock.
 	Clock clock.Clock
-	// InitialBackoff and MaxBackoff bound the retry sleep: 100 ms doubling to 7 s by default.
-	InitialBackoff, MaxBackoff time.Duration
 	// OnAttempt, if set, is called after each attempt with its result: "created", "existing" or "error".
 	OnAttempt func(result string)
-	// BeforeCreate, if set, is called by Register after the initial Node is built and before each
-	// attempt sends it, and returns when the attempt may go ahead (e.g. once the Lease exists, so
-	// that a Node is never Ready without its Lease); the Node is built meanwhile, not after.
-	BeforeCreate func(ctx context.Context)
 }
 
-// Registrar registers the Node. Build with New; Register blocks until registered or ctx ends.
+// Registrar registers the Node. Build with New; each TryRegister is one attempt of the kubelet's
+// registerWithAPIServer (the scheduler spaces failed attempts 100 ms doubling to 7 s).
 type Registrar struct {
 	cfg Config
 
@@ -97,44 +92,7 @@ func New(cfg Config) (*Registrar, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
-	if cfg.InitialBackoff <= 0 {
-		cfg.InitialBackoff = 100 * time.Millisecond
-	}
-	if cfg.MaxBackoff <= 0 {
-		cfg.MaxBackoff = 7 * time.Second
-	}
 	return &Registrar{cfg: cfg}, nil
-}
-
-// Register builds the initial Node and tries to register it until one attempt succeeds, sleeping
-// InitialBackoff doubling to MaxBackoff between attempts (the first attempt is immediate, unlike the
-// kubelet's, which sleeps 100 ms first); each attempt waits for Config.BeforeCreate after building
-// the Node. It returns nil once registered, or ctx's error. Mirrors registerWithAPIServer.
-func (r *Registrar) Register(ctx context.Context) error {
-	logger := klog.FromContext(ctx)
-	step := r.cfg.InitialBackoff
-	for {
-		node := r.InitialNode(ctx)
-		if r.cfg.BeforeCreate != nil {
-			r.cfg.BeforeCreate(ctx)
-			if err := ctx.Err(); err != nil {
-				return fmt.Errorf("registering node %q: %w", r.cfg.NodeName, err)
-			}
-		}
-		logger.Info("Attempting to register node", "node", klog.KObj(node))
-		if err := r.TryRegister(ctx, node); err == nil {
-			logger.Info("Successfully registered node", "node", klog.KObj(node))
-			return nil
-		} else {
-			logger.Error(err, "Unable to register node with API server", "node", klog.KObj(node), "retryIn", step)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-r.cfg.Clock.After(step):
-		}
-		step = min(step*2, r.cfg.MaxBackoff)
-	}
 }
 
 // InitialNode returns the Node this agent registers: default and --node-labels labels, taints,

@@ -9,8 +9,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"testing/synctest"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -25,7 +23,6 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"k8s.io/utils/clock"
-	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/nodeagent/nodeagent/pkg/nodestatus"
 )
@@ -650,170 +647,6 @@ func TestReconcileExtendedResources(t *testing.T) {
 	}
 }
 
-// TestRegisterBackoff: Register retries with 100 ms doubling to 7 s between attempts (the kubelet's
-// registerWithAPIServer steps) until an attempt succeeds; Status counts the attempts and keeps the
-// last error until the Node is registered. Runs in a synctest bubble on its clock.
-func TestRegisterBackoff(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		_, ctx := ktesting.NewTestContext(t)
-		const failures = 10
-		client := fake.NewClientset()
-		counts := &reactorCounts{counts: map[string]int{}}
-		client.PrependReactor("create", "nodes", func(core.Action) (bool, runtime.Object, error) {
-			counts.inc("create")
-			if counts.get("create") <= failures {
-				return true, nil, apierrors.NewServiceUnavailable("apiserver starting")
-			}
-			return false, nil, nil
-		})
-		var mu sync.Mutex
-		var results []string
-		r := newRegistrar(t, Config{Client: client, Clock: clock.RealClock{}, OnAttempt: func(res string) {
-			mu.Lock()
-			defer mu.Unlock()
-			results = append(results, res)
-		}})
-		start := time.Now()
-		done := make(chan error, 1)
-		go func() { done <- r.Register(ctx) }()
-
-		wantSteps := []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond,
-			1600 * time.Millisecond, 3200 * time.Millisecond, 6400 * time.Millisecond, 7 * time.Second, 7 * time.Second, 7 * time.Second}
-		var total time.Duration
-		for i, step := range wantSteps {
-			synctest.Wait()
-			if got := counts.get("create"); got != i+1 {
-				t.Fatalf("before sleep %d: %d attempts, want %d", i, got, i+1)
-			}
-			if st := r.Status(); st.Attempts != i+1 || !strings.Contains(st.LastError, "apiserver starting") || !st.RegisteredAt.IsZero() {
-				t.Errorf("Status() after %d failed attempts: %+v", i+1, st)
-			}
-			time.Sleep(step - time.Nanosecond)
-			synctest.Wait()
-			if got := counts.get("create"); got != i+1 {
-				t.Fatalf("sleep %d ended before %v", i, step)
-			}
-			time.Sleep(time.Nanosecond)
-			total += step
-		}
-		synctest.Wait()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatalf("Register: %v", err)
-			}
-		default:
-			t.Fatal("Register did not return after the API server accepted the node")
-		}
-		if took := time.Since(start); took != total {
-			t.Errorf("registered after %v, want %v", took, total)
-		}
-		if got := counts.get("create"); got != failures+1 {
-			t.Errorf("%d create attempts, want %d", got, failures+1)
-		}
-		if st := r.Status(); st.Attempts != failures+1 || st.LastError != "" || !st.RegisteredAt.Equal(start.Add(total)) {
-			t.Errorf("Status() after registering: %+v", st)
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		if len(results) != failures+1 || results[failures] != "created" || results[0] != "error" {
-			t.Errorf("OnAttempt results = %v, want %d errors then created", results, failures)
-		}
-		if _, err := client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{}); err != nil {
-			t.Errorf("node not created: %v", err)
-		}
-	})
-}
-
-// TestRegisterCancel: Register returns the context's error at once when cancelled while backing off.
-func TestRegisterCancel(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		_, ctx := ktesting.NewTestContext(t)
-		ctx, cancel := context.WithCancel(ctx)
-		client := fake.NewClientset()
-		client.PrependReactor("create", "nodes", func(core.Action) (bool, runtime.Object, error) {
-			return true, nil, apierrors.NewServiceUnavailable("down")
-		})
-		r := newRegistrar(t, Config{Client: client, Clock: clock.RealClock{}})
-		done := make(chan error, 1)
-		go func() { done <- r.Register(ctx) }()
-		synctest.Wait()
-		cancel()
-		synctest.Wait()
-		select {
-		case err := <-done:
-			if !errors.Is(err, context.Canceled) {
-				t.Errorf("Register error = %v, want context.Canceled", err)
-			}
-		default:
-			t.Fatal("Register did not return after cancel")
-		}
-	})
-}
-
-// TestRegisterImmediateSuccess: the first attempt is made at once, without sleeping.
-func TestRegisterImmediateSuccess(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	clk := testingclock.NewFakeClock(time.Now())
-	r := newRegistrar(t, Config{Client: fake.NewClientset(), Clock: clk})
-	if err := r.Register(ctx); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// TestRegisterBeforeCreate: the Node is built (the setters run) before BeforeCreate is waited on and
-// sent only after it returns; a context that ends during the wait sends nothing.
-func TestRegisterBeforeCreate(t *testing.T) {
-	for name, tc := range map[string]struct {
-		cancel     bool
-		wantCreate bool
-	}{
-		"waits, then creates": {wantCreate: true},
-		"cancelled in wait":   {cancel: true},
-	} {
-		t.Run(name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				_, ctx := ktesting.NewTestContext(t)
-				ctx, cancel := context.WithCancel(ctx)
-				defer cancel()
-				client := fake.NewClientset()
-				built := false
-				funcs := nodestatus.NewFuncs(clock.RealClock{}, nodestatus.Func{Name: "probe", Setter: func(context.Context, *v1.Node) error {
-					built = true
-					return nil
-				}})
-				release := make(chan struct{})
-				var builtAtWait, createdAtWait bool
-				r := newRegistrar(t, Config{Client: client, Clock: clock.RealClock{}, Funcs: funcs, BeforeCreate: func(ctx context.Context) {
-					builtAtWait, createdAtWait = built, len(client.Actions()) > 0
-					select {
-					case <-release:
-					case <-ctx.Done():
-					}
-				}})
-				done := make(chan error, 1)
-				go func() { done <- r.Register(ctx) }()
-				synctest.Wait()
-				if !builtAtWait || createdAtWait {
-					t.Errorf("at BeforeCreate: Node built %v, API called %v; want built and nothing sent", builtAtWait, createdAtWait)
-				}
-				if tc.cancel {
-					cancel()
-				} else {
-					close(release)
-				}
-				err := <-done
-				if created := len(client.Actions()) > 0; created != tc.wantCreate || (err == nil) != tc.wantCreate {
-					t.Errorf("Register = %v, API called %v; want success %v", err, created, tc.wantCreate)
-				}
-				if tc.cancel && !errors.Is(err, context.Canceled) {
-					t.Errorf("Register error = %v, want context.Canceled", err)
-				}
-			})
-		})
-	}
-}
-
 func TestNew(t *testing.T) {
 	if _, err := New(Config{NodeName: nodeName}); err == nil {
 		t.Error("New without Client: no error")
@@ -825,7 +658,7 @@ func TestNew(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.cfg.Hostname != nodeName || r.cfg.InitialBackoff != 100*time.Millisecond || r.cfg.MaxBackoff != 7*time.Second || r.cfg.Clock == nil {
+	if r.cfg.Hostname != nodeName || r.cfg.Clock == nil {
 		t.Errorf("defaults: %+v", r.cfg)
 	}
 }
@@ -873,7 +706,7 @@ func TestRegisterExternalCloudProvider(t *testing.T) {
 		}
 	}
 
-	if err := r.Register(ctx); err != nil {
+	if err := r.TryRegister(ctx, r.InitialNode(ctx)); err != nil {
 		t.Fatal(err)
 	}
 	checkCreated("first registration")
@@ -897,8 +730,8 @@ func TestRegisterExternalCloudProvider(t *testing.T) {
 
 	// A restart registers again: the Node exists and is left as the cloud controller made it.
 	client.ClearActions()
-	if err := newRegistrar(t, Config{Client: client, Hostname: hostname, ExternalCloudProvider: true, Funcs: funcs}).Register(ctx); err != nil {
-		t.Fatal(err)
+	if r := newRegistrar(t, Config{Client: client, Hostname: hostname, ExternalCloudProvider: true, Funcs: funcs}); r.TryRegister(ctx, r.InitialNode(ctx)) != nil {
+		t.Fatal("registering again failed")
 	}
 	var verbs []string
 	for _, a := range client.Actions() {
@@ -915,7 +748,7 @@ func TestRegisterExternalCloudProvider(t *testing.T) {
 	if err := client.CoreV1().Nodes().Delete(ctx, nodeName, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Register(ctx); err != nil {
+	if err := r.TryRegister(ctx, r.InitialNode(ctx)); err != nil {
 		t.Fatal(err)
 	}
 	checkCreated("registration after the Node was deleted")

@@ -24,6 +24,10 @@ import (
 // MaxNodes is the most Nodes one simulator runs (--nodes), and what the 4-digit names can hold.
 const MaxNodes = 10000
 
+// DefaultWorkers is the simulator's default number of workers of each kind (node.SchedulerConfig):
+// enough for the Lease writes and status syncs of 10 000 Nodes at a few milliseconds each.
+const DefaultWorkers = 16
+
 // LabelSimulated is on every simulated Node, with the value "true": the simulator's one Node informer
 // selects on it, and it tells simulated Nodes from real ones.
 const LabelSimulated = "nodeagent.io/simulated"
@@ -47,7 +51,8 @@ type Config struct {
 	Node node.Config
 	// Dependencies are shared by every Node's controller, built once: the API clients, the Node
 	// informer's lister (its informer must select LabelSimulated=true), the cache tracker, the event
-	// recorder, the clock, the observer.
+	// recorder, the clock, the observer, and the Scheduler that runs every Node's steps (Run runs
+	// it; nil: one with DefaultWorkers workers of each kind).
 	Dependencies node.Dependencies
 	// StartQPS and StartBurst pace the start of the Nodes (each start registers one Node through the
 	// rate-limited Client): use the Client's QPS and burst so that registration never queues in its
@@ -94,8 +99,6 @@ type simNode struct {
 	phase                      Phase
 	runtimeReady, networkReady bool
 	ctrl                       *node.Controller // the running or last run controller; nil before
-	cancel                     context.CancelFunc
-	done                       chan struct{} // closed when ctrl.Run has returned
 }
 
 type restart struct {
@@ -143,6 +146,14 @@ func New(cfg Config) (*Simulator, error) {
 	}
 	if cfg.Dependencies.Clock == nil {
 		cfg.Dependencies.Clock = clock.RealClock{}
+	}
+	if cfg.Dependencies.Scheduler == nil {
+		sched, err := node.NewScheduler(node.SchedulerConfig{Workers: DefaultWorkers, LeaseWorkers: DefaultWorkers,
+			Clock: cfg.Dependencies.Clock, CloseAllConns: cfg.Dependencies.CloseAllConns})
+		if err != nil {
+			return nil, fmt.Errorf("simulation: %w", err)
+		}
+		cfg.Dependencies.Scheduler = sched
 	}
 	if cfg.StartQPS <= 0 {
 		cfg.StartQPS = 50
@@ -211,16 +222,18 @@ func (s *Simulator) nodeConfig(n *simNode) node.Config {
 	return c
 }
 
-// Run starts the Nodes, paced by StartQPS and StartBurst in index order, restarts those the control
-// API asks to, and when ctx ends stops them all and returns once every controller has returned. It
-// returns nil; it must be called once.
+// Run runs the scheduler of every Node's steps, starts the Nodes on it, paced by StartQPS and
+// StartBurst in index order, restarts those the control API asks to, and when ctx ends stops them
+// all and returns once no step runs any more. It returns the scheduler's error (nil); it must be
+// called once.
 func (s *Simulator) Run(ctx context.Context) error {
 	defer close(s.done)
 	logger := klog.FromContext(ctx)
 	logger.Info("Starting simulated nodes", "nodes", len(s.nodes), "first", s.nodes[0].name, "last", s.nodes[len(s.nodes)-1].name,
 		"startQPS", s.cfg.StartQPS, "startBurst", s.cfg.StartBurst)
-	var wg sync.WaitGroup
-	defer wg.Wait()
+	sched := s.cfg.Dependencies.Scheduler
+	schedErr := make(chan error, 1)
+	go func() { schedErr <- sched.Run(ctx) }()
 
 	pending := make(chan *simNode)
 	go func() {
@@ -241,37 +254,33 @@ func (s *Simulator) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			logger.Info("Stopping simulated nodes")
-			return nil
+			return <-schedErr
 		case n := <-pending:
-			s.start(ctx, &wg, n, false)
+			s.start(ctx, n, false)
 		case r := <-s.restarts:
-			s.start(ctx, &wg, r.n, true)
+			s.start(ctx, r.n, true)
 			close(r.done)
 		}
 	}
 }
 
-// start runs a new controller for n, unless it is running, or (on the paced first start) was
-// stopped while pending.
-func (s *Simulator) start(ctx context.Context, wg *sync.WaitGroup, n *simNode, restart bool) {
+// start starts a new controller for n on the scheduler, unless it is running, or (on the paced first
+// start) was stopped while pending.
+func (s *Simulator) start(ctx context.Context, n *simNode, restart bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.phase == PhaseRunning || (n.phase == PhaseStopped && !restart) {
 		return
 	}
 	ctrl, err := node.New(s.nodeConfig(n), s.cfg.Dependencies)
+	if err == nil {
+		err = s.cfg.Dependencies.Scheduler.Start(ctrl)
+	}
 	if err != nil { // New checked the same configuration for node 0
 		klog.FromContext(ctx).Error(err, "Cannot start simulated node", "node", n.name)
 		return
 	}
-	cctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	n.ctrl, n.cancel, n.done, n.phase = ctrl, cancel, done, PhaseRunning
-	wg.Go(func() {
-		defer close(done)
-		defer cancel()
-		ctrl.Run(cctx)
-	})
+	n.ctrl, n.phase = ctrl, PhaseRunning
 }
 
 // ErrUnknownNode is returned for a name that is not a simulated Node of this Simulator.
@@ -288,8 +297,8 @@ type Change struct {
 	MemoryPressure *bool `json:"memoryPressure,omitempty"`
 	DiskPressure   *bool `json:"diskPressure,omitempty"`
 	PIDPressure    *bool `json:"pidPressure,omitempty"`
-	// Stopped true cancels the Node's controller (no status, no Lease: the node lifecycle controller
-	// marks it Unknown after its grace period) and returns once its loops have ended; false starts a
+	// Stopped true stops the Node's controller (no status, no Lease: the node lifecycle controller
+	// marks it Unknown after its grace period) and returns once none of its steps runs; false starts a
 	// new controller for it, as a restarted agent.
 	Stopped *bool `json:"stopped,omitempty"`
 }
@@ -325,17 +334,22 @@ func (s *Simulator) Set(ctx context.Context, name string, c Change) (NodeState, 
 	if pressure && n.phase == PhaseRunning {
 		n.ctrl.Trigger()
 	}
-	var wait chan struct{}
+	var wait <-chan struct{}
 	switch {
 	case c.Stopped == nil:
 	case *c.Stopped:
 		if n.phase == PhaseRunning {
-			n.cancel()
+			n.ctrl.Stop()
 		}
 		n.phase = PhaseStopped // if pending, the paced start skips it
-		wait = n.done          // nil if it never ran; closed if it has stopped already
+		if n.ctrl != nil {
+			wait = n.ctrl.Done() // closed once none of its steps runs
+		}
 	case n.phase == PhaseStopped:
-		prev := n.done // a stop may still be ending: never two controllers for one Node
+		var prev <-chan struct{}
+		if n.ctrl != nil {
+			prev = n.ctrl.Done() // a stop may still be ending: never two controllers for one Node
+		}
 		n.mu.Unlock()
 		if prev != nil {
 			select {

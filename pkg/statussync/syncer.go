@@ -25,7 +25,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -110,7 +109,8 @@ type Config struct {
 	NodeName string
 	// Funcs computes the status: the node's ordered setter list; required.
 	Funcs *nodestatus.Funcs
-	// Register registers the Node; nil when --register-node=false. It blocks until registered or ctx ends.
+	// Register makes one registration attempt; nil when --register-node=false. A sync of a Node not
+	// registered (or deleted) calls it once and fails when it fails.
 	Register func(ctx context.Context) error
 	// UpdateRuntimeUp refreshes the runtime state; the fast start-up update calls it on each tick,
 	// holding no lock. It must bound its own CRI call.
@@ -139,7 +139,6 @@ type Syncer struct {
 	// kept, there is nothing new to say (see unkept). Nil after a patch kept in full.
 	unkeptSent, unkeptKept *v1.NodeStatus
 	unkeptLogged           string // the last difference logged
-	trigger                chan struct{}
 
 	// registeredCh is closed once the Node is first registered; registered says whether it is now
 	// (a deleted Node is registered again). Read by health checks while a sync may be blocked.
@@ -173,38 +172,11 @@ func New(cfg Config) (*Syncer, error) {
 	if cfg.UpdateRuntimeUp == nil {
 		cfg.UpdateRuntimeUp = func(context.Context) {}
 	}
-	s := &Syncer{cfg: cfg, trigger: make(chan struct{}, 1), registeredCh: make(chan struct{})}
+	s := &Syncer{cfg: cfg, registeredCh: make(chan struct{})}
 	if cfg.Register == nil {
 		s.setRegistered(true)
 	}
 	return s, nil
-}
-
-// Run calls SyncNodeStatus every UpdateFrequency with 0.04 jitter, sliding (the period starts when a
-// sync ends), until ctx ends. A Trigger starts the next sync at once.
-func (s *Syncer) Run(ctx context.Context) {
-	for {
-		s.SyncNodeStatus(ctx)
-		t := s.cfg.Clock.NewTimer(wait.Jitter(s.cfg.UpdateFrequency, 0.04))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C():
-		case <-s.trigger:
-			t.Stop()
-		}
-	}
-}
-
-// Trigger asks Run to sync now rather than at the end of the period, e.g. when the runtime's
-// readiness changed, so a runtime that comes back shows Ready within one poll instead of one period.
-// It never blocks; triggers while one is pending coalesce into one sync.
-func (s *Syncer) Trigger() {
-	select {
-	case s.trigger <- struct{}{}:
-	default:
-	}
 }
 
 // Registered returns a channel closed once the Node has been registered (at once with registration
@@ -233,25 +205,31 @@ func (s *Syncer) LastSync() time.Time {
 // LastResult returns the last finished sync, or nil before the first.
 func (s *Syncer) LastResult() *SyncResult { return s.last.Load() }
 
-// SyncNodeStatus registers the Node if needed, then updates its status with retries; errors are
-// logged and reported through OnSync. Mirrors syncNodeStatus.
-func (s *Syncer) SyncNodeStatus(ctx context.Context) {
+// SyncNodeStatus registers the Node if needed (one attempt), then updates its status with up to
+// NodeStatusUpdateRetry tries; it returns the result, also reported through OnSync (except when ctx
+// ended: then nothing was posted and the result's Err is ctx's error, wrapped). Errors are logged.
+// Mirrors syncNodeStatus.
+func (s *Syncer) SyncNodeStatus(ctx context.Context) SyncResult {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.syncLocked(ctx, s.cfg.Clock.Now())
+	return s.syncLocked(ctx, s.cfg.Clock.Now())
 }
+
+// SetRegistered records that the Node was registered by the caller (the first registration runs
+// in the controller's status step, which orders it after the Lease).
+func (s *Syncer) SetRegistered() { s.setRegistered(true) }
 
 // syncLocked registers if needed and updates the status; earlier are PATCHes already sent for this
 // sync (by a failed fast update) and are reported with it.
-func (s *Syncer) syncLocked(ctx context.Context, start time.Time, earlier ...PatchAttempt) {
+func (s *Syncer) syncLocked(ctx context.Context, start time.Time, earlier ...PatchAttempt) SyncResult {
 	logger := klog.FromContext(ctx)
 	if !s.registered.Load() {
 		if err := s.cfg.Register(ctx); err != nil {
-			if ctx.Err() == nil {
-				logger.Error(err, "Unable to register node", "node", s.cfg.NodeName)
-				s.finish(start, SyncResult{Result: ResultError, Err: err, Patches: earlier})
+			if ctx.Err() != nil {
+				return SyncResult{Result: ResultError, Err: fmt.Errorf("registering node: %w", ctx.Err())}
 			}
-			return
+			logger.Error(err, "Unable to register node", "node", s.cfg.NodeName)
+			return s.finish(start, SyncResult{Result: ResultError, Err: err, Patches: earlier})
 		}
 		s.setRegistered(true)
 	}
@@ -259,15 +237,16 @@ func (s *Syncer) syncLocked(ctx context.Context, start time.Time, earlier ...Pat
 	r.Patches = append(earlier, r.Patches...)
 	if r.Err != nil {
 		if ctx.Err() != nil {
-			return // shutting down: nothing was posted, nothing to report
+			r.Result = ResultError
+			return r // shutting down: nothing was posted, nothing to report
 		}
 		logger.Error(r.Err, "Unable to update node status", "node", s.cfg.NodeName)
 	}
-	s.finish(start, r)
+	return s.finish(start, r)
 }
 
-// finish stamps r and reports it.
-func (s *Syncer) finish(start time.Time, r SyncResult) {
+// finish stamps r, reports it and returns it.
+func (s *Syncer) finish(start time.Time, r SyncResult) SyncResult {
 	r.Time = s.cfg.Clock.Now()
 	r.Duration = r.Time.Sub(start)
 	if r.Err != nil {
@@ -279,6 +258,7 @@ func (s *Syncer) finish(start time.Time, r SyncResult) {
 	if s.cfg.OnSync != nil {
 		s.cfg.OnSync(r)
 	}
+	return r
 }
 
 // updateNodeStatus makes up to NodeStatusUpdateRetry tries. A Node the API server says is gone
@@ -315,7 +295,7 @@ func (s *Syncer) updateNodeStatus(ctx context.Context) SyncResult {
 		if errors.Is(r.Err, errNodeGone) && s.cfg.Register != nil {
 			logger.Info("Node object was deleted; registering it again", "node", s.cfg.NodeName)
 			s.registered.Store(false)
-			if rerr := s.cfg.Register(ctx); rerr != nil {
+			if rerr := s.cfg.Register(ctx); rerr != nil { // the next sync tries again
 				r.Err = fmt.Errorf("registering deleted node again: %w", rerr)
 				return r
 			}
@@ -529,27 +509,22 @@ func (n *errorKeepingNodes) Patch(ctx context.Context, name string, pt types.Pat
 	return updated, err
 }
 
-// FastStatusUpdateOnce checks every 100 ms until the Node is Ready or NodeReadyGracePeriod (120 s)
-// has passed: it refreshes the runtime state (holding no lock), reads the Node from the lister, runs
-// the setters and, once Ready is no longer False, patches once (falling back to a full sync if that
-// patch fails). It returns when done or when ctx ends. Mirrors fastStatusUpdateOnce /
+// FastStatusUpdateTick is the fast start-up update's period, and FastStatusUpdateGrace how long it
+// goes on (the kubelet's 100 ms and nodeReadyGracePeriod, 120 s).
+const (
+	FastStatusUpdateTick  = 100 * time.Millisecond
+	FastStatusUpdateGrace = 120 * time.Second
+)
+
+// FastNodeStatusUpdate makes one attempt of the fast start-up update and reports whether the fast
+// path is finished; the caller runs it every FastStatusUpdateTick until it is, with timedOut true
+// once FastStatusUpdateGrace has passed. One attempt refreshes the runtime state (holding no lock),
+// reads the Node from the lister, runs the setters and, once Ready is no longer False, patches once
+// (falling back to a full sync if that patch fails). Mirrors fastStatusUpdateOnce's loop body,
 // fastNodeStatusUpdate, whose updateRuntimeUp call runs under syncNodeStatusMux: here a runtime that
-// hangs cannot hold up the sync loop.
-func (s *Syncer) FastStatusUpdateOnce(ctx context.Context) {
-	const tick, grace = 100 * time.Millisecond, 120 * time.Second
-	deadline := s.cfg.Clock.Now().Add(grace)
-	t := s.cfg.Clock.NewTicker(tick)
-	defer t.Stop()
-	for {
-		if s.fastNodeStatusUpdate(ctx, !s.cfg.Clock.Now().Before(deadline)) {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C():
-		}
-	}
+// hangs cannot hold up the status sync.
+func (s *Syncer) FastNodeStatusUpdate(ctx context.Context, timedOut bool) bool {
+	return s.fastNodeStatusUpdate(ctx, timedOut)
 }
 
 // fastNodeStatusUpdate makes one fast-path attempt and reports whether the fast path is finished.

@@ -750,7 +750,7 @@ func notReadyNode() *v1.Node {
 func runFast(ctx context.Context, w *world, onTick func(attempt int)) (attempts int, took time.Duration) {
 	start := time.Now()
 	done := make(chan struct{})
-	go func() { w.syncer.FastStatusUpdateOnce(ctx); close(done) }()
+	go func() { fastStatusUpdateOnce(ctx, w.syncer); close(done) }()
 	for attempts = 1; ; attempts++ {
 		synctest.Wait()
 		select {
@@ -880,7 +880,7 @@ func TestFastStatusUpdateOnceCancel(t *testing.T) {
 		w.set(func(w *world) { w.runtimeErr = errors.New("container runtime not ready") })
 		start := time.Now()
 		done := make(chan struct{})
-		go func() { w.syncer.FastStatusUpdateOnce(ctx); close(done) }()
+		go func() { fastStatusUpdateOnce(ctx, w.syncer); close(done) }()
 		synctest.Wait()
 		cancel()
 		synctest.Wait()
@@ -923,7 +923,7 @@ func TestHungRuntimeDoesNotBlockSync(t *testing.T) {
 		}
 	}
 	fastDone := make(chan struct{})
-	go func() { w.syncer.FastStatusUpdateOnce(ctx); close(fastDone) }()
+	go func() { fastStatusUpdateOnce(ctx, w.syncer); close(fastDone) }()
 	wait(entered, "the fast path to call UpdateRuntimeUp")
 
 	syncDone := make(chan struct{})
@@ -942,90 +942,6 @@ func TestHungRuntimeDoesNotBlockSync(t *testing.T) {
 	}
 }
 
-// TestRunAndTrigger: Run syncs at once, a Trigger syncs again without waiting for the period, the
-// period (10 s with up to 4 % jitter, counted from the end of the last sync) starts the next sync,
-// and Run returns when the context ends.
-func TestRunAndTrigger(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		_, ctx := ktesting.NewTestContext(t)
-		w := newWorld(t, worldOpts{inAPI: baseNode(), inLister: baseNode(), rand: 0.5, bubble: true})
-		start := time.Now()
-		stop := startRun(ctx, w.syncer)
-		count := func(want int, when string) {
-			t.Helper()
-			synctest.Wait()
-			if got := len(w.takeSyncs()); got != want {
-				t.Fatalf("%s (at %v): %d syncs, want %d", when, time.Since(start), got, want)
-			}
-		}
-		count(1, "at start")
-
-		time.Sleep(3 * time.Second)
-		w.syncer.Trigger()
-		count(1, "at once after a Trigger")
-
-		time.Sleep(10*time.Second - time.Nanosecond)
-		count(0, "just before the period after the triggered sync")
-		time.Sleep(400*time.Millisecond + time.Nanosecond)
-		count(1, "once the period with its jitter has passed")
-
-		stop() // a Run that did not return would deadlock the bubble
-	})
-}
-
-// startRun starts s.Run in a goroutine; stop cancels its context and waits for Run to return.
-func startRun(ctx context.Context, s *Syncer) (stop func()) {
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { s.Run(ctx); close(done) }()
-	return func() { cancel(); <-done }
-}
-
-// TestTriggerCoalesces: Trigger never blocks, and any number of Triggers while a sync runs make
-// exactly one more sync, not one each.
-func TestTriggerCoalesces(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		_, ctx := ktesting.NewTestContext(t)
-		w := newWorld(t, worldOpts{inAPI: baseNode(), inLister: baseNode(), rand: 0.5, bubble: true})
-		stop := startRun(ctx, w.syncer)
-		synctest.Wait()
-		if got := len(w.takeSyncs()); got != 1 {
-			t.Fatalf("%d syncs at start, want 1", got)
-		}
-
-		// A sync that blocks in a setter.
-		block := make(chan struct{})
-		w.set(func(w *world) { w.block = block })
-		w.syncer.Trigger()
-		synctest.Wait()
-		w.set(func(w *world) { w.block = nil })
-		for range 5 {
-			w.syncer.Trigger()
-		}
-		close(block)
-		synctest.Wait()
-		if got := len(w.takeSyncs()); got != 2 {
-			t.Errorf("%d syncs for a Trigger plus 5 Triggers during its sync, want 2 (the blocked one and one more)", got)
-		}
-		time.Sleep(10*time.Second - time.Nanosecond)
-		synctest.Wait()
-		if got := len(w.takeSyncs()); got != 0 {
-			t.Errorf("%d syncs before the period, want 0: triggers left pending", got)
-		}
-
-		// Without Run receiving, Triggers do not block; they too make one sync.
-		stop()
-		for range 3 {
-			w.syncer.Trigger()
-		}
-		stop = startRun(ctx, w.syncer)
-		synctest.Wait()
-		if got := len(w.takeSyncs()); got != 2 {
-			t.Errorf("%d syncs after Run started with 3 pending Triggers, want 2 (the first sync and one more)", got)
-		}
-		stop()
-	})
-}
 
 func TestNew(t *testing.T) {
 	lister := corelisters.NewNodeLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}))
@@ -1121,5 +1037,21 @@ func TestUnkeptFieldNotPatchedAgain(t *testing.T) {
 	}
 	if n := w.apiNode(); n.Status.NodeInfo.KernelVersion != "6.2.0" || n.Status.NodeInfo.RunningInUserNamespace != nil {
 		t.Errorf("nodeInfo in the API server: %+v", n.Status.NodeInfo)
+	}
+}
+
+// fastStatusUpdateOnce is the kubelet's fastStatusUpdateOnce loop over FastNodeStatusUpdate, as the
+// controller's fast-update step runs it: every FastStatusUpdateTick until finished or ctx ends.
+func fastStatusUpdateOnce(ctx context.Context, s *Syncer) {
+	deadline := s.cfg.Clock.Now().Add(FastStatusUpdateGrace)
+	for {
+		if s.FastNodeStatusUpdate(ctx, !s.cfg.Clock.Now().Before(deadline)) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.cfg.Clock.After(FastStatusUpdateTick):
+		}
 	}
 }

@@ -1,0 +1,393 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+)
+
+// Step is one of a Node's steps: each does one round of one of the kubelet's loops and says when it
+// wants to run next. The scheduler runs every Node's steps.
+type Step uint8
+
+// A Node's steps.
+const (
+	// StepLease renews the Node's Lease: one run of the component-helpers lease controller's sync, up
+	// to its next backoff sleep (lease.Renewer.Step).
+	StepLease Step = iota
+	// StepRuntime is the runtime-health poll: one CRI Status call into runtimeState (the kubelet's
+	// updateRuntimeUp), every RuntimePollPeriod.
+	StepRuntime
+	// StepStatus registers the Node until it is registered, then syncs its status (the kubelet's
+	// registerWithAPIServer attempt, then syncNodeStatus with its 5 tries), every
+	// NodeStatusUpdateFrequency with 0.04 jitter, or at once when triggered.
+	StepStatus
+	// StepFastUpdate is one tick of the fast start-up update (the kubelet's fastNodeStatusUpdate),
+	// every 100 ms from the end of start-up until the Node is Ready or 120 s have passed.
+	StepFastUpdate
+	numSteps
+)
+
+var stepNames = [numSteps]string{"lease", "runtime", "status", "fastupdate"}
+
+// String returns the step's name: lease, runtime, status or fastupdate.
+func (s Step) String() string {
+	if s < numSteps {
+		return stepNames[s]
+	}
+	return fmt.Sprintf("step(%d)", uint8(s))
+}
+
+// stepKey is a work queue item: one step of one Node's controller. The controller's pointer is the
+// key, so a Node stopped and started again (a new Controller) never runs the old one's items.
+type stepKey struct {
+	c    *Controller
+	step Step
+}
+
+// Defaults of SchedulerConfig.
+const (
+	// DefaultWorkers and DefaultLeaseWorkers serve one Node (the single agent): a hung runtime
+	// call holds one worker, the status sync runs on the other, and the Lease has its own.
+	DefaultWorkers      = 2
+	DefaultLeaseWorkers = 1
+	// DefaultStepTimeout bounds one run of any step, so that no call without a timeout of its own
+	// can hold a worker for ever. The steps' own bounds are shorter: CRI calls StatusCallTimeout,
+	// API calls the heartbeat client's timeout.
+	DefaultStepTimeout = time.Minute
+	// registrationBackoff and registrationMaxBackoff space failed registration attempts: 100 ms
+	// doubling to 7 s, as the kubelet's registerWithAPIServer.
+	registrationBackoff    = 100 * time.Millisecond
+	registrationMaxBackoff = 7 * time.Second
+	// closeAllConnsMinInterval spaces the closing of every API connection: when the API server goes
+	// away every Node's heartbeat fails and asks for it, and closing once is what one agent does.
+	closeAllConnsMinInterval = 10 * time.Second
+)
+
+// SchedulerConfig configures a Scheduler.
+type SchedulerConfig struct {
+	// Workers run the runtime, status and fast-update steps of every Node; LeaseWorkers run only
+	// Lease steps, from a queue of their own, so that no slow status sync or hung runtime of any Node
+	// delays any Node's Lease. Defaults DefaultWorkers and DefaultLeaseWorkers.
+	Workers, LeaseWorkers int
+	// StepTimeout bounds one run of a step (DefaultStepTimeout when 0).
+	StepTimeout time.Duration
+	// Clock drives the work queues' delays and every controller's timing; default the real clock.
+	Clock clock.WithTicker
+	// CloseAllConns, if set, closes every API connection of the process (the kubelet's
+	// closeAllConns, which also resets the informers' watches). It is called on a Node's repeated
+	// heartbeat failure only while the process's heartbeats fail as a whole (see Heartbeats), and
+	// at most once per 10 s.
+	CloseAllConns func()
+}
+
+// Scheduler runs the steps of every Node of a process on two client-go work queues (delaying and
+// rate-limited, keyed by Node and step) served by a bounded pool of workers: one queue for the
+// Lease steps, one for the others. No Node has a goroutine or a timer of its own. Build with
+// NewScheduler, add controllers with Start (before or while Run runs), run with Run.
+//
+// It follows KWOK's node lease controller (one delaying queue, a worker pool) and controller-runtime's
+// controllers (a rate-limited work queue, Forget on success).
+type Scheduler struct {
+	cfg        SchedulerConfig
+	queues     [2]workqueue.TypedRateLimitingInterface[stepKey] // [0] Lease, [1] the others
+	limiters   [2]workqueue.TypedRateLimiter[stepKey]
+	heartbeats *Heartbeats
+
+	mu          sync.Mutex
+	controllers map[*Controller]struct{}
+	running     bool
+	lastClose   time.Time
+
+	// alive records, per queue, when a worker last finished an item; the liveness probe item is
+	// added to each queue every livenessPeriod, so a queue whose workers are all stuck shows.
+	aliveMu   sync.Mutex
+	lastServe [2]time.Time
+	probeKey  [2]stepKey
+}
+
+// NewScheduler validates cfg and builds the queues. It starts nothing.
+func NewScheduler(cfg SchedulerConfig) (*Scheduler, error) {
+	if cfg.Workers < 0 || cfg.LeaseWorkers < 0 {
+		return nil, fmt.Errorf("node: SchedulerConfig.Workers %d and LeaseWorkers %d must not be negative", cfg.Workers, cfg.LeaseWorkers)
+	}
+	if cfg.Workers == 0 {
+		cfg.Workers = DefaultWorkers
+	}
+	if cfg.LeaseWorkers == 0 {
+		cfg.LeaseWorkers = DefaultLeaseWorkers
+	}
+	if cfg.StepTimeout <= 0 {
+		cfg.StepTimeout = DefaultStepTimeout
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	s := &Scheduler{cfg: cfg, controllers: map[*Controller]struct{}{}}
+	s.heartbeats = newHeartbeats(cfg.Clock, s.recovered)
+	for i, name := range []string{"node_lease", "node_steps"} {
+		s.limiters[i] = workqueue.NewTypedItemExponentialFailureRateLimiter[stepKey](registrationBackoff, registrationMaxBackoff)
+		s.queues[i] = workqueue.NewTypedRateLimitingQueueWithConfig(s.limiters[i],
+			workqueue.TypedRateLimitingQueueConfig[stepKey]{Name: name, Clock: cfg.Clock})
+		s.probeKey[i] = stepKey{c: nil, step: Step(i)}
+	}
+	now := cfg.Clock.Now()
+	s.lastServe = [2]time.Time{now, now}
+	return s, nil
+}
+
+// Heartbeats returns the process's heartbeat tracker: whether its heartbeats fail as a whole.
+func (s *Scheduler) Heartbeats() *Heartbeats { return s.heartbeats }
+
+// Len returns how many controllers the scheduler runs.
+func (s *Scheduler) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.controllers)
+}
+
+func (s *Scheduler) queue(step Step) workqueue.TypedRateLimitingInterface[stepKey] {
+	if step == StepLease {
+		return s.queues[0]
+	}
+	return s.queues[1]
+}
+
+// Start adds c to the scheduler and queues its first steps: the Lease and the runtime poll at once,
+// the status step (which waits for the start-up order, see Controller). It returns an error when c
+// runs on a scheduler already or has been stopped.
+func (s *Scheduler) Start(c *Controller) error {
+	if err := c.attach(s); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.controllers[c] = struct{}{}
+	s.mu.Unlock()
+	c.deps.Recorder.Eventf(c.EventRef(), v1.EventTypeNormal, "Starting", "Starting nodeagent.")
+	for _, step := range []Step{StepLease, StepRuntime, StepStatus} {
+		c.trigger(step)
+	}
+	return nil
+}
+
+// remove forgets a stopped controller.
+func (s *Scheduler) remove(c *Controller) {
+	s.mu.Lock()
+	delete(s.controllers, c)
+	s.mu.Unlock()
+	for step := range numSteps {
+		s.queue(step).Forget(stepKey{c, step})
+	}
+}
+
+// add queues c's step now.
+func (s *Scheduler) add(c *Controller, step Step) { s.queue(step).Add(stepKey{c, step}) }
+
+// addAfter queues c's step after d.
+func (s *Scheduler) addAfter(c *Controller, step Step, d time.Duration) {
+	s.queue(step).AddAfter(stepKey{c, step}, d)
+}
+
+// Run starts the workers and a liveness probe and blocks until ctx ends; then it stops every
+// controller, shuts the queues down and returns once the workers have returned (a step still
+// running after its context ended is waited for). It returns nil, or an error if called twice.
+func (s *Scheduler) Run(ctx context.Context) error {
+	s.mu.Lock()
+	if s.running {
+		s.mu.Unlock()
+		return errors.New("node: Scheduler.Run called twice")
+	}
+	s.running = true
+	s.mu.Unlock()
+	logger := klog.FromContext(ctx)
+	logger.V(2).Info("Starting node step scheduler", "workers", s.cfg.Workers, "leaseWorkers", s.cfg.LeaseWorkers)
+
+	var wg sync.WaitGroup
+	for i, n := range []int{s.cfg.LeaseWorkers, s.cfg.Workers} {
+		q := s.queues[i]
+		for range n {
+			wg.Go(func() {
+				for s.processNext(ctx, i) {
+				}
+			})
+		}
+		q.Add(s.probeKey[i])
+	}
+	<-ctx.Done()
+	s.mu.Lock()
+	controllers := make([]*Controller, 0, len(s.controllers))
+	for c := range s.controllers {
+		controllers = append(controllers, c)
+	}
+	s.mu.Unlock()
+	for _, c := range controllers {
+		c.Stop()
+	}
+	for _, q := range s.queues {
+		q.ShutDown()
+	}
+	wg.Wait()
+	for _, c := range controllers {
+		<-c.Done()
+	}
+	return nil
+}
+
+// livenessPeriod is how often the probe item goes through each queue.
+const livenessPeriod = 5 * time.Second
+
+// processNext takes one item from q and runs it; false once q is shut down.
+func (s *Scheduler) processNext(ctx context.Context, qi int) bool {
+	q := s.queues[qi]
+	key, shutdown := q.Get()
+	if shutdown {
+		return false
+	}
+	defer q.Done(key)
+	if key.c == nil { // the liveness probe
+		s.aliveMu.Lock()
+		s.lastServe[qi] = s.cfg.Clock.Now()
+		s.aliveMu.Unlock()
+		if ctx.Err() == nil {
+			q.AddAfter(key, livenessPeriod)
+		}
+		return true
+	}
+	s.runStep(ctx, qi, key)
+	s.aliveMu.Lock()
+	s.lastServe[qi] = s.cfg.Clock.Now()
+	s.aliveMu.Unlock()
+	return true
+}
+
+// runStep runs one step of one controller if it is due, and queues it again when it wants.
+func (s *Scheduler) runStep(ctx context.Context, qi int, key stepKey) {
+	q := s.queues[qi]
+	c, step := key.c, key.step
+	now := s.cfg.Clock.Now()
+	stepCtx, cancel, wait, ok := c.claim(ctx, step, now, s.cfg.StepTimeout)
+	if !ok {
+		if wait > 0 {
+			q.AddAfter(key, wait)
+		}
+		return
+	}
+	after, err := c.runStep(stepCtx, step)
+	cancel()
+	now = s.cfg.Clock.Now()
+	if err != nil {
+		after = s.limiters[qi].When(key)
+	} else {
+		q.Forget(key)
+	}
+	if d, again := c.release(step, now, after); again {
+		q.AddAfter(key, d)
+	}
+}
+
+// Alive reports whether the scheduler's workers are serving their queues: nil while a worker of each
+// queue finished an item within the last bound (3 liveness periods plus a step timeout: a worker may
+// be in one step for that long). It says nothing of the API server or the runtime: a step that
+// fails, or waits in backoff, has been served. It is the systemd watchdog's and /healthz syncloop's
+// test, as the kubelet's syncloop check tests its own loop.
+func (s *Scheduler) Alive() error {
+	bound := 3*livenessPeriod + s.cfg.StepTimeout
+	now := s.cfg.Clock.Now()
+	s.aliveMu.Lock()
+	defer s.aliveMu.Unlock()
+	var errs []error
+	for i, name := range []string{"lease", "node step"} {
+		if age := now.Sub(s.lastServe[i]); age > bound {
+			errs = append(errs, fmt.Errorf("no %s worker has finished an item for %s (bound %s): every worker is stuck", name, age.Round(time.Second), bound))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// recovered runs when the process's heartbeats succeed again after an outage: every Node reads its
+// Node from the API server for a while and re-syncs its status at once and twice more (see
+// Controller.recover), as the lifecycle controller may have marked any of them Unknown meanwhile.
+func (s *Scheduler) recovered() {
+	s.mu.Lock()
+	controllers := make([]*Controller, 0, len(s.controllers))
+	for c := range s.controllers {
+		controllers = append(controllers, c)
+	}
+	s.mu.Unlock()
+	for _, c := range controllers {
+		c.recover()
+	}
+}
+
+// closeAllConns closes every API connection when the process's heartbeats fail as a whole, at most
+// once per closeAllConnsMinInterval.
+func (s *Scheduler) closeAllConns() {
+	if s.cfg.CloseAllConns == nil || !s.heartbeats.Outage() {
+		return
+	}
+	s.mu.Lock()
+	now := s.cfg.Clock.Now()
+	if !s.lastClose.IsZero() && now.Sub(s.lastClose) < closeAllConnsMinInterval {
+		s.mu.Unlock()
+		return
+	}
+	s.lastClose = now
+	s.mu.Unlock()
+	s.cfg.CloseAllConns()
+}
+
+// Heartbeats tracks whether a process's heartbeats (Lease writes and status patches of all its
+// Nodes) fail as a whole: one policy for the single agent and the simulation. A heartbeat that fails
+// counts as an outage only when no heartbeat of the process succeeded since the failed one started:
+// for one agent that is every failure; for thousands of simulated Nodes, one Lease write that timed
+// out on a busy API server while others succeeded is no outage. The first success after an outage
+// is a recovery.
+type Heartbeats struct {
+	clock     clock.PassiveClock
+	onRecover func()
+
+	mu          sync.Mutex
+	lastSuccess time.Time
+	outage      bool
+}
+
+func newHeartbeats(clk clock.PassiveClock, onRecover func()) *Heartbeats {
+	return &Heartbeats{clock: clk, onRecover: onRecover, lastSuccess: clk.Now()}
+}
+
+// Succeeded records a heartbeat that succeeded; it runs the recovery when it ends an outage.
+func (h *Heartbeats) Succeeded() {
+	h.mu.Lock()
+	h.lastSuccess = h.clock.Now()
+	recovered := h.outage
+	h.outage = false
+	h.mu.Unlock()
+	if recovered && h.onRecover != nil {
+		h.onRecover()
+	}
+}
+
+// Failed records a heartbeat, started at start, that failed, and reports whether the process is in
+// an outage: no heartbeat succeeded since start.
+func (h *Heartbeats) Failed(start time.Time) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.lastSuccess.Before(start) {
+		h.outage = true
+	}
+	return h.outage
+}
+
+// Outage reports whether the process's heartbeats fail as a whole now.
+func (h *Heartbeats) Outage() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.outage
+}
