@@ -165,4 +165,3 @@ func TestCheckNamesFree(t *testing.T) {
 		t.Errorf("a real node among the names: %v", err)
 	}
 }
-

@@ -942,7 +942,6 @@ func TestHungRuntimeDoesNotBlockSync(t *testing.T) {
 	}
 }
 
-
 func TestNew(t *testing.T) {
 	lister := corelisters.NewNodeLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}))
 	client := fake.NewClientset()
