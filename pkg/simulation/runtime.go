@@ -4,9 +4,9 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-	critest "k8s.io/cri-api/pkg/apis/testing"
 
 	"github.com/nodeagent/nodeagent/pkg/criruntime"
 )
@@ -24,11 +24,13 @@ const (
 // possible RuntimeStatus values (runtime ready or not × network ready or not), the Version answer,
 // the handlers and features, and the image list. Read-only: shared by every Node's CRI fakes.
 type runtimeShared struct {
-	statuses [2][2]*runtimeapi.RuntimeStatus // [runtimeReady][networkReady]
-	version  *runtimeapi.VersionResponse
-	handlers []*runtimeapi.RuntimeHandler
-	features *runtimeapi.RuntimeFeatures
-	images   map[string]*runtimeapi.Image
+	statuses  [2][2]*runtimeapi.RuntimeStatus  // [runtimeReady][networkReady]
+	responses [2][2]*runtimeapi.StatusResponse // the same with the handlers and features
+	imageList []*runtimeapi.Image              // images sorted by ID
+	version   *runtimeapi.VersionResponse
+	handlers  []*runtimeapi.RuntimeHandler
+	features  *runtimeapi.RuntimeFeatures
+	images    map[string]*runtimeapi.Image
 }
 
 func newRuntimeShared(t *Template) *runtimeShared {
@@ -74,6 +76,15 @@ func newRuntimeShared(t *Template) *runtimeShared {
 		}
 		s.images[ri.Id] = ri
 	}
+	for id := range s.images {
+		s.imageList = append(s.imageList, s.images[id])
+	}
+	slices.SortFunc(s.imageList, func(a, b *runtimeapi.Image) int { return strings.Compare(a.Id, b.Id) })
+	for rr := range 2 {
+		for nr := range 2 {
+			s.responses[rr][nr] = &runtimeapi.StatusResponse{Status: s.statuses[rr][nr], RuntimeHandlers: s.handlers, Features: s.features}
+		}
+	}
 	return s
 }
 
@@ -84,73 +95,57 @@ func b2i(b bool) int {
 	return 0
 }
 
-// simRuntime is one simulated Node's container runtime: its own FakeRuntimeService and
-// FakeImageService (k8s.io/cri-api/pkg/apis/testing), whose Status the control API flips. On top of the fakes it answers Version with the template's runtime, adds the
-// template's handlers and features to Status, lists images in a stable order (the fake's map order
-// would make every sync see a changed image list) and forgets the fakes' call log after each call
-// (it grows forever otherwise).
+// simRuntime is one simulated Node's container runtime, in memory: Status answers one of the four
+// shared RuntimeStatus values (the control API flips which), with the template's handlers and
+// features; Version the template's runtime; ListImages the template's images, sorted by ID once for
+// every Node (a stable order: a changed order would read as a changed image list); ImageFsInfo an
+// empty answer. Every answer is shared and read-only, so a Node costs one pointer here.
 type simRuntime struct {
-	runtime *critest.FakeRuntimeService
-	images  *critest.FakeImageService
-	shared  *runtimeShared
+	shared *runtimeShared
+	status atomic.Pointer[runtimeapi.StatusResponse]
 }
 
 func newSimRuntime(shared *runtimeShared) *simRuntime {
-	rs, is := critest.NewFakeRuntimeService(), critest.NewFakeImageService()
-	rs.FakeStatus = shared.statuses[1][1]
-	is.Images = shared.images // read-only, shared: ListImages only reads it
-	return &simRuntime{runtime: rs, images: is, shared: shared}
+	r := &simRuntime{shared: shared}
+	r.status.Store(shared.responses[1][1])
+	return r
 }
 
 var _ criruntime.Runtime = (*simRuntime)(nil)
 
-// setReady makes the fake's next Status answer RuntimeReady and NetworkReady as given.
+// setReady makes the next Status answer RuntimeReady and NetworkReady as given.
 func (r *simRuntime) setReady(runtimeReady, networkReady bool) {
-	r.runtime.Lock()
-	r.runtime.FakeStatus = r.shared.statuses[b2i(runtimeReady)][b2i(networkReady)]
-	r.runtime.Unlock()
+	r.status.Store(r.shared.responses[b2i(runtimeReady)][b2i(networkReady)])
 }
 
-func (r *simRuntime) Status(ctx context.Context, verbose bool) (*runtimeapi.StatusResponse, error) {
-	resp, err := r.runtime.Status(ctx, verbose)
-	r.forgetRuntimeCalls()
-	if err != nil {
+// Status is RuntimeService.Status: the current shared answer, or ctx's error.
+func (r *simRuntime) Status(ctx context.Context, _ bool) (*runtimeapi.StatusResponse, error) {
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	resp.RuntimeHandlers, resp.Features = r.shared.handlers, r.shared.features
-	return resp, nil
+	return r.status.Load(), nil
 }
 
-func (r *simRuntime) Version(ctx context.Context, apiVersion string) (*runtimeapi.VersionResponse, error) {
-	_, err := r.runtime.Version(ctx, apiVersion) // the fake's injected errors still apply
-	r.forgetRuntimeCalls()
-	if err != nil {
+// Version is RuntimeService.Version: the template's runtime name and version.
+func (r *simRuntime) Version(ctx context.Context, _ string) (*runtimeapi.VersionResponse, error) {
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	return r.shared.version, nil
 }
 
-func (r *simRuntime) ListImages(ctx context.Context, filter *runtimeapi.ImageFilter) ([]*runtimeapi.Image, error) {
-	images, err := r.images.ListImages(ctx, filter)
-	r.forgetImageCalls()
-	slices.SortFunc(images, func(a, b *runtimeapi.Image) int { return strings.Compare(a.Id, b.Id) })
-	return images, err
+// ListImages is ImageManagerService.ListImages: the template's images sorted by ID (filters ignored).
+func (r *simRuntime) ListImages(ctx context.Context, _ *runtimeapi.ImageFilter) ([]*runtimeapi.Image, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return r.shared.imageList, nil
 }
 
+// ImageFsInfo is ImageManagerService.ImageFsInfo: no filesystems.
 func (r *simRuntime) ImageFsInfo(ctx context.Context) (*runtimeapi.ImageFsInfoResponse, error) {
-	resp, err := r.images.ImageFsInfo(ctx)
-	r.forgetImageCalls()
-	return resp, err
-}
-
-func (r *simRuntime) forgetRuntimeCalls() {
-	r.runtime.Lock()
-	r.runtime.Called = r.runtime.Called[:0]
-	r.runtime.Unlock()
-}
-
-func (r *simRuntime) forgetImageCalls() {
-	r.images.Lock()
-	r.images.Called = r.images.Called[:0]
-	r.images.Unlock()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return &runtimeapi.ImageFsInfoResponse{}, nil
 }
