@@ -1,0 +1,209 @@
+package node
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"k8s.io/klog/v2/ktesting"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodeagent/nodeagent/pkg/criruntime"
+	"github.com/nodeagent/nodeagent/pkg/nodestatus"
+)
+
+// hungRuntime is a CRI runtime whose calls block until their context ends (a hung containerd).
+type hungRuntime struct{ criruntime.Runtime }
+
+func (hungRuntime) Status(ctx context.Context, _ bool) (*runtimeapi.StatusResponse, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// TestLeaseNeverWaitsForAnotherNode: on one scheduler with the default workers, a Node whose runtime
+// hangs (every CRI call until its 5 s timeout) and whose status sync hangs in a setter for 50 s
+// delays no Lease renewal, neither its own nor another Node's: each is renewed every 10-10.4 s.
+func TestLeaseNeverWaitsForAnotherNode(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, ctx := ktesting.NewTestContext(t)
+		ctx, cancel := context.WithCancel(ctx)
+		s, err := NewScheduler(SchedulerConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		healthy := newEnv(t, nil)
+		var slow atomic.Bool
+		hung := newEnv(t, func(c *Config) {
+			c.NodeName = "hung-node"
+			c.ExtraFuncs = []nodestatus.Func{{Name: "Slow", Setter: func(ctx context.Context, _ *v1.Node) error {
+				if slow.Load() {
+					time.Sleep(50 * time.Second) // a status call that takes its time, ignoring ctx
+				}
+				return nil
+			}}}
+		})
+		hung.ctrl.cfg.Runtime = hungRuntime{hung.ctrl.cfg.Runtime}
+		hung.ctrl.poller = mustPoller(t, hung.ctrl)
+		for _, c := range []*Controller{healthy.ctrl, hung.ctrl} {
+			if err := s.Start(c); err != nil {
+				t.Fatal(err)
+			}
+		}
+		done := make(chan error)
+		go func() { done <- s.Run(ctx) }()
+		time.Sleep(time.Second)
+		slow.Store(true)
+
+		var mu sync.Mutex
+		renewals := map[string][]time.Time{}
+		start := time.Now()
+		for time.Since(start) < 2*time.Minute {
+			time.Sleep(100 * time.Millisecond)
+			synctest.Wait()
+			mu.Lock()
+			for _, c := range []*Controller{healthy.ctrl, hung.ctrl} {
+				r := c.LastLeaseRenew()
+				if l := renewals[c.Name()]; !r.IsZero() && (len(l) == 0 || !l[len(l)-1].Equal(r)) {
+					renewals[c.Name()] = append(l, r)
+				}
+			}
+			mu.Unlock()
+		}
+		for name, l := range renewals {
+			if len(l) < 11 {
+				t.Errorf("%s: %d Lease renewals in 2 minutes, want at least 11", name, len(l))
+			}
+			for i := 1; i < len(l); i++ {
+				if gap := l[i].Sub(l[i-1]); gap > 10400*time.Millisecond+150*time.Millisecond {
+					t.Errorf("%s: %v between Lease renewals %d and %d, want at most 10.4 s", name, gap, i-1, i)
+				}
+			}
+		}
+		if len(renewals) != 2 {
+			t.Errorf("renewals seen for %d Nodes, want 2", len(renewals))
+		}
+		slow.Store(false)
+		cancel()
+		<-done
+	})
+}
+
+func mustPoller(t *testing.T, c *Controller) *criruntime.Poller {
+	t.Helper()
+	p, err := criruntime.NewPoller(criruntime.PollerConfig{
+		Runtime: c.cfg.Runtime, State: c.runtimeState, Period: c.cfg.RuntimePollPeriod, Timeout: StatusCallTimeout,
+		Clock: c.deps.Clock, OnChange: func() { c.trigger(StepStatus) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestStatusStepTriggersAndPeriod: the status step runs every 10 s (+ up to 4 % jitter) counted from
+// the end of the last run; a trigger runs it at once, and the period then counts from that run (no
+// extra sync when the earlier timer comes due); triggers while it runs make exactly one more run.
+func TestStatusStepTriggersAndPeriod(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, ctx := ktesting.NewTestContext(t)
+		var mu sync.Mutex
+		syncs := 0
+		block := make(chan struct{})
+		var blocking atomic.Bool
+		e := newEnv(t, func(c *Config) {
+			c.ExtraFuncs = []nodestatus.Func{{Name: "Count", Setter: func(context.Context, *v1.Node) error {
+				mu.Lock()
+				syncs++
+				mu.Unlock()
+				if blocking.Load() {
+					<-block
+				}
+				return nil
+			}}}
+		})
+		stop := e.run(ctx)
+		defer stop()
+		count := func() int {
+			synctest.Wait()
+			mu.Lock()
+			defer mu.Unlock()
+			n := syncs
+			syncs = 0
+			return n
+		}
+		time.Sleep(2 * time.Second)
+		count()
+		// A trigger at 2 s: one sync now, the next 10-10.4 s after it, not at the old timer.
+		e.ctrl.Trigger()
+		if n := count(); n != 1 {
+			t.Fatalf("%d syncs at once after a trigger, want 1", n)
+		}
+		time.Sleep(10*time.Second - time.Millisecond)
+		if n := count(); n != 0 {
+			t.Errorf("%d syncs within the period after the triggered sync, want 0", n)
+		}
+		time.Sleep(500 * time.Millisecond)
+		if n := count(); n != 1 {
+			t.Errorf("%d syncs once the period with its jitter has passed, want 1", n)
+		}
+		// Five triggers while a sync is blocked make one more sync, not five.
+		blocking.Store(true)
+		e.ctrl.Trigger()
+		synctest.Wait()
+		for range 5 {
+			e.ctrl.Trigger()
+		}
+		blocking.Store(false)
+		close(block)
+		if n := count(); n != 2 {
+			t.Errorf("%d syncs for a trigger plus 5 triggers during its run, want 2", n)
+		}
+	})
+}
+
+// TestCloseAllConnsOnlyInAnOutage: a repeated heartbeat failure closes the process's API
+// connections only while its heartbeats fail as a whole, and at most once per 10 s.
+func TestCloseAllConnsOnlyInAnOutage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		closes := 0
+		s, err := NewScheduler(SchedulerConfig{CloseAllConns: func() { closes++ }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error)
+		go func() { done <- s.Run(ctx) }()
+		defer func() { cancel(); <-done }()
+		time.Sleep(time.Second)
+		start := time.Now()
+		time.Sleep(time.Second)
+		s.Heartbeats().Succeeded() // another Node's heartbeat succeeded after ours started
+		s.Heartbeats().Failed(start)
+		s.closeAllConns()
+		if closes != 0 {
+			t.Fatalf("closed while other heartbeats succeed")
+		}
+		time.Sleep(time.Second)
+		s.Heartbeats().Failed(time.Now().Add(-time.Millisecond))
+		s.closeAllConns()
+		s.closeAllConns()
+		if closes != 1 {
+			t.Fatalf("%d closes in an outage, want 1", closes)
+		}
+		time.Sleep(9 * time.Second)
+		s.closeAllConns()
+		if closes != 1 {
+			t.Errorf("%d closes within 10 s, want 1", closes)
+		}
+		time.Sleep(time.Second)
+		s.closeAllConns()
+		if closes != 2 {
+			t.Errorf("%d closes after 10 s in the outage, want 2", closes)
+		}
+	})
+}
