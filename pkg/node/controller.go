@@ -72,6 +72,12 @@ type Host interface {
 	RunningInUserNamespace() *bool
 }
 
+// Runtime is the container runtime behind one Node, as the setters and the runtime poll call it
+// (CRI Status, Version, ListImages, ImageFsInfo): criruntime.Client over containerd on a real
+// machine, an in-memory one in the simulation. Each method must honour ctx (the controller bounds
+// every call by StatusCallTimeout) and be safe for concurrent use.
+type Runtime = criruntime.Runtime
+
 // Observer is told what the Controller's loops do (metrics.Metrics implements it). Optional.
 type Observer interface {
 	criruntime.Observer
@@ -117,7 +123,7 @@ type Config struct {
 
 	// Host and Runtime are this Node's machine and container runtime; required.
 	Host    Host
-	Runtime criruntime.Runtime
+	Runtime Runtime
 }
 
 // Dependencies are shared by every Controller of a process: built once.
