@@ -121,7 +121,9 @@ func runStatus(ctx context.Context, clk clock.PassiveClock, w io.Writer, base st
 	checks := parseHealthz(string(healthBody))
 	healthy := healthCode == http.StatusOK
 	for _, n := range report.Nodes {
-		healthy = healthy && n.Ready != nil && n.Ready.Status == v1.ConditionTrue
+		// A Node with problems (a late Lease, failing syncs) is not well, even while the loops are
+		// alive (/healthz ok) and its last posted Ready is True.
+		healthy = healthy && n.Ready != nil && n.Ready.Status == v1.ConditionTrue && len(n.Problems) == 0
 	}
 	if asJSON {
 		out := struct {

@@ -41,9 +41,10 @@ var healthyMetrics = []struct {
 }
 
 // TestHealthzAPIServerDown: /healthz (and /healthz/ping, /healthz/syncloop, ?verbose), /readyz and /livez
-// answer 200 while healthy; once the API server has been gone for longer than the syncloop bound (3 status
-// periods of 2 s, 3 renew intervals of 8 s / 4) /healthz answers 500 naming syncloop, and 200 again after
-// the API server is back. The outage also makes the error metrics appear, so every metric is checked here.
+// answer 200 while healthy; with the API server gone for longer than the heartbeats' bound (3 status
+// periods of 2 s, 3 renew intervals of 8 s / 4) /healthz still answers 200, as the loops are alive (health
+// never means "the API server answers": the systemd watchdog must not kill an agent that only waits),
+// while `nodeagent status` exits 1 saying the Lease and the syncs are late and failing. The outage also makes the error metrics appear, so every metric is checked here.
 // Its own control plane: stopping the API server would disturb the other tests.
 func TestHealthzAPIServerDown(t *testing.T) {
 	t.Parallel()
@@ -105,29 +106,13 @@ func TestHealthzAPIServerDown(t *testing.T) {
 		// and it is killed: it is down either way, and its listener closed at SIGTERM.
 		t.Logf("stop kube-apiserver: %v", firstLine(err.Error()))
 	}
-	var failBody string
-	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	err = framework.WaitFor(wctx, 200*time.Millisecond, func() (bool, error) {
-		code, body, err := a.Get(wctx, "/healthz")
-		failBody = body
-		return err == nil && code == http.StatusInternalServerError, err
-	})
-	cancel()
-	if err != nil {
-		t.Fatalf("/healthz did not answer 500 after the API server was stopped: %v (last body %q)", err, failBody)
-	}
-	after := time.Since(stopped)
-	t.Logf("/healthz 500 %v after the API server was stopped:\n%s", after.Round(time.Millisecond), failBody)
-	if !strings.Contains(failBody, "[-]syncloop failed") {
-		t.Errorf("/healthz 500 body does not name the failing syncloop check: %q", failBody)
-	}
-	// The bound is 6 s from the last success, which was at most one 2 s period before the stop.
-	if after < 3*time.Second {
-		t.Errorf("/healthz failed %v after the API server stopped, before the 6 s bound could have passed", after)
-	}
-	code, body, err := a.Get(ctx, "/healthz/syncloop")
-	if err != nil || code != http.StatusInternalServerError || !strings.Contains(body, "last") {
-		t.Errorf("GET /healthz/syncloop during the outage = %d %q (%v), want 500 saying what is late", code, body, err)
+	// Past the heartbeats' bound (6 s from the last success): the loops run, so /healthz stays 200.
+	for time.Since(stopped) < 15*time.Second {
+		code, body, err := a.Get(ctx, "/healthz/syncloop")
+		if err != nil || code != http.StatusOK {
+			t.Fatalf("GET /healthz/syncloop %v into the outage = %d %q (%v), want 200: the loops are alive", time.Since(stopped).Round(time.Second), code, body, err)
+		}
+		time.Sleep(time.Second)
 	}
 	if code, body, err := a.Get(ctx, "/livez"); err != nil || code != http.StatusOK {
 		t.Errorf("GET /livez during the outage = %d %q (%v), want 200: the process is alive", code, body, err)
@@ -140,7 +125,7 @@ func TestHealthzAPIServerDown(t *testing.T) {
 		return leaseErrs > 0 && syncErrs > 0
 	})
 	// nodeagent status says why (issue 12): the Lease is stale and failing, the sync fails, syncloop fails.
-	checkStatus(t, a, 1, "last lease renewal", "- lease renewal failing", "- last status sync failed", "syncloop FAILED")
+	checkStatus(t, a, 1, "last lease renewal", "- lease renewal failing", "- last status sync failed", "syncloop ok")
 
 	restarted := time.Now()
 	if err := cp.StartAPIServer(ctx); err != nil {
