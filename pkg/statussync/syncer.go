@@ -7,31 +7,21 @@ package statussync
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	goruntime "runtime"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/resourceversion"
-	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/client-go/kubernetes"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	nodeutil "k8s.io/component-helpers/node/util"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/ptr"
 
 	"github.com/nodeagent/nodeagent/pkg/nodecache"
 	"github.com/nodeagent/nodeagent/pkg/nodestatus"
@@ -308,50 +298,6 @@ func (s *Syncer) updateNodeStatus(ctx context.Context) SyncResult {
 
 var errNodeGone = errors.New("node not found on the API server")
 
-// getNode reads the Node: on try 0 from the lister (or the newer Node the last patch returned, see
-// cachedNode) unless the cache is stale, else from the API server. Only an informer event makes the cache current again (see pkg/nodecache): a GET that finds
-// the cache at the API server's resourceVersion proves nothing about the watch, which may still be
-// down and miss the next change (the node lifecycle controller's Ready=Unknown right after an outage).
-func (s *Syncer) getNode(ctx context.Context, try int) (*v1.Node, error) {
-	if try == 0 && s.cfg.Cache.Stale() == nil {
-		return s.cachedNode()
-	}
-	node, err := s.cfg.Client.CoreV1().Nodes().Get(ctx, s.cfg.NodeName, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil, fmt.Errorf("getting node %q: %w: %w", s.cfg.NodeName, errNodeGone, err)
-	}
-	if err != nil {
-		return nil, err
-	}
-	s.known.Store(node)
-	s.cfg.Cache.ReadAt(node.ResourceVersion)
-	return node, nil
-}
-
-// cachedNode reads the Node from the lister, or returns the Node last had from the API server (a
-// patch's response or a GET) when the lister's copy of the same Node is older than that: the
-// informer may not have delivered this agent's own last patch yet, and a sync computed against the
-// older copy would find a change it just made undone "unchanged" and post nothing for a status
-// period (a pressure set and cleared within a second). Older is as resourceversion.CompareResourceVersion
-// orders them; a resourceVersion it cannot compare leaves the lister's copy in use. It returns the lister's error (NotFound before the informer saw the Node).
-func (s *Syncer) cachedNode() (*v1.Node, error) {
-	node, err := s.cfg.Lister.Get(s.cfg.NodeName)
-	if err != nil {
-		return nil, err
-	}
-	if k := s.known.Load(); k != nil && k.UID == node.UID && olderResourceVersion(node.ResourceVersion, k.ResourceVersion) {
-		return k, nil
-	}
-	return node, nil
-}
-
-// olderResourceVersion reports whether resourceVersion a is older than b, as apimachinery's
-// resourceversion.CompareResourceVersion orders them; false when either is not a valid one.
-func olderResourceVersion(a, b string) bool {
-	c, err := resourceversion.CompareResourceVersion(a, b)
-	return err == nil && c < 0
-}
-
 // tryUpdateNodeStatus reads the Node, runs the setters, and patches if the status changed or the
 // report period expired. Mirrors tryUpdateNodeStatus.
 func (s *Syncer) tryUpdateNodeStatus(ctx context.Context, try int) SyncResult {
@@ -413,257 +359,5 @@ func (s *Syncer) updateNode(ctx context.Context, original *v1.Node) (*v1.Node, b
 		}
 	}
 	s.cfg.Funcs.Apply(ctx, node)
-	return node, labelsChanged || NodeStatusHasChanged(&original.Status, &node.Status)
-}
-
-// patchNodeStatus sends a two-way strategic merge patch of original→node to nodes/status
-// (component-helpers PatchNodeStatus, with $patch: replace for addresses) and records the report time.
-// A failed patch's Err wraps the API error, so that its reason (Conflict, NotFound, ...) reaches the
-// result and the node-gone check.
-func (s *Syncer) patchNodeStatus(ctx context.Context, original, node *v1.Node) SyncResult {
-	start := s.cfg.Clock.Now()
-	nodes := &errorKeepingNodes{NodeInterface: s.cfg.Client.CoreV1().Nodes()}
-	updated, patch, err := nodeutil.PatchNodeStatus(nodesClient{s.cfg.Client.CoreV1(), nodes}, types.NodeName(s.cfg.NodeName), original, node)
-	r := SyncResult{Patched: true, PatchDuration: s.cfg.Clock.Since(start), Patch: string(patch)}
-	if err != nil {
-		if nodes.err != nil {
-			// PatchNodeStatus formats the API error with %v, which drops its type: wrap it again.
-			err = fmt.Errorf("failed to patch status %q for node %q: %w", nodes.data, s.cfg.NodeName, nodes.err)
-			r.Patch = string(nodes.data)
-		}
-		r.PatchReason = string(apierrors.ReasonForError(err))
-		if r.PatchReason == "" {
-			r.PatchReason = "Unknown"
-		}
-		if apierrors.IsNotFound(err) {
-			err = fmt.Errorf("patching node %q status: %w: %w", s.cfg.NodeName, errNodeGone, err)
-		} else {
-			err = fmt.Errorf("patching node %q status: %w", s.cfg.NodeName, err)
-		}
-		r.Err = err
-		return r
-	}
-	klog.FromContext(ctx).V(4).Info("Patched node status", "node", s.cfg.NodeName, "patchBytes", len(patch))
-	s.lastStatusReportTime = s.cfg.Clock.Now()
-	if updated != nil {
-		s.known.Store(updated)
-	}
-	s.recordUnkept(ctx, node, updated)
-	r.Result, r.Node = ResultPatched, updated
-	return r
-}
-
-// unkept reports whether the change from original to node is only what the API server did not keep
-// after the last patch: the setters computed the same status as was then sent, and the Node still holds
-// what was kept. An older API server drops fields it does not know (nodeInfo.runningInUserNamespace
-// before 1.37, or with the KubeletInUserNamespace gate off): without this, every sync would patch them
-// again, and the write rate per node would be one per status period instead of one per report period.
-func (s *Syncer) unkept(original, node *v1.Node) bool {
-	return s.unkeptSent != nil && !NodeStatusHasChanged(s.unkeptSent, &node.Status) && !NodeStatusHasChanged(s.unkeptKept, &original.Status)
-}
-
-// recordUnkept compares the status sent, as the API server decodes it (a JSON round trip: times to the
-// second), with the status the patch returned; it remembers a difference for unkept and logs it (as a
-// two-way merge patch from kept to sent) when it is new.
-func (s *Syncer) recordUnkept(ctx context.Context, sent, updated *v1.Node) {
-	s.unkeptSent, s.unkeptKept = nil, nil
-	if updated == nil {
-		return
-	}
-	want, err1 := json.Marshal(sent.Status)
-	kept, err2 := json.Marshal(updated.Status)
-	var wire v1.NodeStatus
-	if err := errors.Join(err1, err2, json.Unmarshal(want, &wire)); err != nil || !NodeStatusHasChanged(&updated.Status, &wire) {
-		return
-	}
-	p, err := strategicpatch.CreateTwoWayMergePatch(kept, want, v1.NodeStatus{})
-	if err != nil || string(p) == "{}" {
-		return
-	}
-	if key := string(p); key != s.unkeptLogged {
-		s.unkeptLogged = key
-		klog.FromContext(ctx).Info("The API server did not keep part of the node status it was sent (a field it does not know?); it is sent again only when the status changes or at the report frequency",
-			"node", s.cfg.NodeName, "notKept", key)
-	}
-	s.unkeptSent, s.unkeptKept = &wire, updated.Status.DeepCopy()
-}
-
-// nodesClient is a CoreV1Interface whose Nodes() is nodes.
-type nodesClient struct {
-	typedcorev1.CoreV1Interface
-	nodes typedcorev1.NodeInterface
-}
-
-func (c nodesClient) Nodes() typedcorev1.NodeInterface { return c.nodes }
-
-// errorKeepingNodes remembers the data and the error of its last Patch.
-type errorKeepingNodes struct {
-	typedcorev1.NodeInterface
-	data []byte
-	err  error
-}
-
-func (n *errorKeepingNodes) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (*v1.Node, error) {
-	updated, err := n.NodeInterface.Patch(ctx, name, pt, data, opts, subresources...)
-	n.data, n.err = data, err
-	return updated, err
-}
-
-// FastStatusUpdateTick is the fast start-up update's period, and FastStatusUpdateGrace how long it
-// goes on (the kubelet's 100 ms and nodeReadyGracePeriod, 120 s).
-const (
-	FastStatusUpdateTick  = 100 * time.Millisecond
-	FastStatusUpdateGrace = 120 * time.Second
-)
-
-// FastNodeStatusUpdate makes one attempt of the fast start-up update and reports whether the fast
-// path is finished; the caller runs it every FastStatusUpdateTick until it is, with timedOut true
-// once FastStatusUpdateGrace has passed. One attempt refreshes the runtime state (holding no lock),
-// reads the Node from the lister, runs the setters and, once Ready is no longer False, patches once
-// (falling back to a full sync if that patch fails). Mirrors fastStatusUpdateOnce's loop body,
-// fastNodeStatusUpdate, whose updateRuntimeUp call runs under syncNodeStatusMux: here a runtime that
-// hangs cannot hold up the status sync.
-func (s *Syncer) FastNodeStatusUpdate(ctx context.Context, timedOut bool) bool {
-	return s.fastNodeStatusUpdate(ctx, timedOut)
-}
-
-// fastNodeStatusUpdate makes one fast-path attempt and reports whether the fast path is finished.
-func (s *Syncer) fastNodeStatusUpdate(ctx context.Context, timeout bool) bool {
-	logger := klog.FromContext(ctx)
-	if timeout {
-		logger.Error(nil, "Node not becoming ready in time after startup")
-		return true
-	}
-	if ready, ok := s.cachedReady(); !ok {
-		return false
-	} else if ready {
-		return true
-	}
-	s.cfg.UpdateRuntimeUp(ctx)
-	if ctx.Err() != nil {
-		return true
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	start := s.cfg.Clock.Now()
-	original, err := s.cachedNode()
-	if err != nil {
-		return false
-	}
-	if _, ready := nodeutil.GetNodeCondition(&original.Status, v1.NodeReady); ready == nil {
-		return false
-	} else if ready.Status == v1.ConditionTrue {
-		return true
-	}
-	node, changed := s.updateNode(ctx, original)
-	if ctx.Err() != nil {
-		return true // shutting down: the setters saw a cancelled context; post nothing
-	}
-	if !changed {
-		return false
-	}
-	if _, ready := nodeutil.GetNodeCondition(&node.Status, v1.NodeReady); ready == nil || ready.Status == v1.ConditionFalse {
-		return false
-	}
-	logger.Info("Fast updating node status as it just became ready")
-	s.delayAfterNodeStatusChange = s.calculateDelay()
-	r := s.patchNodeStatus(ctx, original, node)
-	r.Patches = []PatchAttempt{{Duration: r.PatchDuration, Reason: r.PatchReason}}
-	if r.Err != nil {
-		logger.Error(r.Err, "Error updating node status, will retry with syncNodeStatus")
-		s.syncLocked(ctx, start, r.Patches...) // the failed fast patch is reported with the full sync
-		return true
-	}
-	r.Try, r.Fast = 1, true
-	s.finish(start, r)
-	return true
-}
-
-// cachedReady reads the Node's Ready condition from the lister: ok is false when the Node or its
-// Ready condition is not there yet.
-func (s *Syncer) cachedReady() (ready, ok bool) {
-	node, err := s.cachedNode()
-	if err != nil {
-		return false, false
-	}
-	_, cond := nodeutil.GetNodeCondition(&node.Status, v1.NodeReady)
-	if cond == nil {
-		return false, false
-	}
-	return cond.Status == v1.ConditionTrue, true
-}
-
-// NodeStatusHasChanged reports whether status differs from original, ignoring condition heartbeat
-// times and condition order. Mirrors nodeStatusHasChanged.
-func NodeStatusHasChanged(original, status *v1.NodeStatus) bool {
-	if original == nil || status == nil {
-		return original != status
-	}
-	return conditionsChanged(original.Conditions, status.Conditions) || !statusEqualButConditions(original, status)
-}
-
-func conditionsChanged(original, current []v1.NodeCondition) bool {
-	if len(original) != len(current) {
-		return true
-	}
-	a := slices.Clone(original)
-	b := slices.Clone(current)
-	byType := func(x, y v1.NodeCondition) int { return strings.Compare(string(x.Type), string(y.Type)) }
-	slices.SortStableFunc(a, byType)
-	slices.SortStableFunc(b, byType)
-	for i := range a {
-		if a[i].Type != b[i].Type || a[i].Status != b[i].Status || a[i].Reason != b[i].Reason || a[i].Message != b[i].Message ||
-			!a[i].LastTransitionTime.Equal(&b[i].LastTransitionTime) {
-			return true
-		}
-	}
-	return false
-}
-
-// statusEqualButConditions reports whether a and b are equal in every field but Conditions, as
-// apiequality.Semantic.DeepEqual would say (quantities by value, nil and empty slices and maps alike),
-// without its reflection: the kubelet's nodeStatusHasChanged deep-copies both statuses and compares
-// them with it, which at thousands of simulated Nodes was a tenth of the simulator's CPU (deep copies,
-// and a reflect.Call for every Quantity). The rarely set pointer fields are still compared
-// with Semantic.DeepEqual. TestStatusEqualButConditionsCoversNodeStatus fails when NodeStatus gains a
-// field this does not compare; TestStatusEqualButConditionsAgreesWithSemantic checks it against
-// Semantic.DeepEqual on random statuses.
-func statusEqualButConditions(a, b *v1.NodeStatus) bool {
-	return resourceListEqual(a.Capacity, b.Capacity) && resourceListEqual(a.Allocatable, b.Allocatable) &&
-		a.Phase == b.Phase &&
-		slices.Equal(a.Addresses, b.Addresses) &&
-		a.DaemonEndpoints == b.DaemonEndpoints &&
-		nodeInfoEqual(&a.NodeInfo, &b.NodeInfo) &&
-		slices.EqualFunc(a.Images, b.Images, func(x, y v1.ContainerImage) bool {
-			return x.SizeBytes == y.SizeBytes && slices.Equal(x.Names, y.Names)
-		}) &&
-		slices.Equal(a.VolumesInUse, b.VolumesInUse) &&
-		slices.Equal(a.VolumesAttached, b.VolumesAttached) &&
-		apiequality.Semantic.DeepEqual(a.Config, b.Config) &&
-		apiequality.Semantic.DeepEqual(a.RuntimeHandlers, b.RuntimeHandlers) &&
-		apiequality.Semantic.DeepEqual(a.Features, b.Features) &&
-		slices.Equal(a.DeclaredFeatures, b.DeclaredFeatures)
-}
-
-// resourceListEqual compares quantities by value (Quantity.Cmp), as Semantic.DeepEqual does.
-func resourceListEqual(a, b v1.ResourceList) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, x := range a {
-		y, ok := b[k]
-		if !ok || x.Cmp(y) != 0 {
-			return false
-		}
-	}
-	return true
-}
-
-// nodeInfoEqual compares every NodeSystemInfo field: the strings with ==, the pointers by what they
-// point to.
-func nodeInfoEqual(a, b *v1.NodeSystemInfo) bool {
-	x, y := *a, *b
-	x.Swap, y.Swap = nil, nil
-	x.RunningInUserNamespace, y.RunningInUserNamespace = nil, nil
-	return x == y && ptr.Equal(a.RunningInUserNamespace, b.RunningInUserNamespace) && apiequality.Semantic.DeepEqual(a.Swap, b.Swap)
+	return node, labelsChanged || nodestatus.NodeStatusHasChanged(&original.Status, &node.Status)
 }

@@ -1,10 +1,11 @@
-package statussync
+package nodestatus
 
 import (
 	"math/rand/v2"
 	"reflect"
 	"slices"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -86,7 +87,7 @@ func TestStatusEqualButConditionsAgreesWithSemantic(t *testing.T) {
 // BenchmarkNodeStatusHasChanged compares an unchanged status of a typical Node (the sync's common
 // case), with the comparison the kubelet makes (deep copies and Semantic.DeepEqual).
 func BenchmarkNodeStatusHasChanged(b *testing.B) {
-	n := readyNode(v1.ConditionTrue, "1")
+	n := &v1.Node{Status: v1.NodeStatus{Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue, Reason: "R"}}}}
 	n.Status.Capacity = v1.ResourceList{v1.ResourceCPU: resource.MustParse("4"), v1.ResourceMemory: resource.MustParse("16Gi"),
 		v1.ResourcePods: resource.MustParse("110"), v1.ResourceEphemeralStorage: resource.MustParse("100Gi")}
 	n.Status.Allocatable = n.Status.Capacity.DeepCopy()
@@ -113,4 +114,70 @@ func BenchmarkNodeStatusHasChanged(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestNodeStatusHasChanged mirrors the kubelet's TestNodeStatusHasChanged.
+func TestNodeStatusHasChanged(t *testing.T) {
+	fakeNow := metav1.Date(2015, 1, 1, 12, 0, 0, 0, time.UTC)
+	fakeFuture := metav1.Time{Time: fakeNow.Time.Add(time.Minute)}
+	readyCondition := v1.NodeCondition{Type: v1.NodeReady, Status: v1.ConditionTrue, LastHeartbeatTime: fakeNow, LastTransitionTime: fakeNow}
+	readyConditionAtDiffHeartbeatTime := v1.NodeCondition{Type: v1.NodeReady, Status: v1.ConditionTrue, LastHeartbeatTime: fakeFuture, LastTransitionTime: fakeNow}
+	readyConditionAtDiffTransitionTime := v1.NodeCondition{Type: v1.NodeReady, Status: v1.ConditionTrue, LastHeartbeatTime: fakeFuture, LastTransitionTime: fakeFuture}
+	notReadyCondition := v1.NodeCondition{Type: v1.NodeReady, Status: v1.ConditionFalse, LastHeartbeatTime: fakeNow, LastTransitionTime: fakeNow}
+	memoryPressureCondition := v1.NodeCondition{Type: v1.NodeMemoryPressure, Status: v1.ConditionFalse, LastHeartbeatTime: fakeNow, LastTransitionTime: fakeNow}
+	readyWithMessage := readyConditionAtDiffHeartbeatTime
+	readyWithMessage.Message = "new message"
+	cases := []struct {
+		name           string
+		originalStatus *v1.NodeStatus
+		status         *v1.NodeStatus
+		expectChange   bool
+	}{
+		{"Node status does not change with nil status.", nil, nil, false},
+		{"Node status does not change with default status.", &v1.NodeStatus{}, &v1.NodeStatus{}, false},
+		{"Node status changes with nil and default status.", nil, &v1.NodeStatus{}, true},
+		{"Node status changes with nil and status.", nil, &v1.NodeStatus{Conditions: []v1.NodeCondition{readyCondition, memoryPressureCondition}}, true},
+		{"Node status does not change with empty conditions.", &v1.NodeStatus{Conditions: []v1.NodeCondition{}}, &v1.NodeStatus{Conditions: []v1.NodeCondition{}}, false},
+		{"Node status does not change",
+			&v1.NodeStatus{Conditions: []v1.NodeCondition{readyCondition, memoryPressureCondition}},
+			&v1.NodeStatus{Conditions: []v1.NodeCondition{readyCondition, memoryPressureCondition}}, false},
+		{"Node status does not change even if heartbeat time changes.",
+			&v1.NodeStatus{Conditions: []v1.NodeCondition{readyCondition, memoryPressureCondition}},
+			&v1.NodeStatus{Conditions: []v1.NodeCondition{readyConditionAtDiffHeartbeatTime, memoryPressureCondition}}, false},
+		{"Node status does not change even if the orders of conditions are different.",
+			&v1.NodeStatus{Conditions: []v1.NodeCondition{readyCondition, memoryPressureCondition}},
+			&v1.NodeStatus{Conditions: []v1.NodeCondition{memoryPressureCondition, readyConditionAtDiffHeartbeatTime}}, false},
+		{"Node status changes if condition status differs.",
+			&v1.NodeStatus{Conditions: []v1.NodeCondition{readyCondition, memoryPressureCondition}},
+			&v1.NodeStatus{Conditions: []v1.NodeCondition{notReadyCondition, memoryPressureCondition}}, true},
+		{"Node status changes if transition time changes.",
+			&v1.NodeStatus{Conditions: []v1.NodeCondition{readyCondition, memoryPressureCondition}},
+			&v1.NodeStatus{Conditions: []v1.NodeCondition{readyConditionAtDiffTransitionTime, memoryPressureCondition}}, true},
+		{"Node status changes if the message changes.",
+			&v1.NodeStatus{Conditions: []v1.NodeCondition{readyCondition}},
+			&v1.NodeStatus{Conditions: []v1.NodeCondition{readyWithMessage}}, true},
+		{"Node status changes with different number of conditions.",
+			&v1.NodeStatus{Conditions: []v1.NodeCondition{readyCondition}},
+			&v1.NodeStatus{Conditions: []v1.NodeCondition{readyCondition, memoryPressureCondition}}, true},
+		{"Node status changes with different phase.",
+			&v1.NodeStatus{Phase: v1.NodePending, Conditions: []v1.NodeCondition{readyCondition}},
+			&v1.NodeStatus{Phase: v1.NodeRunning, Conditions: []v1.NodeCondition{readyCondition}}, true},
+		{"Node status changes with different capacity.",
+			&v1.NodeStatus{Capacity: v1.ResourceList{v1.ResourcePods: resource.MustParse("110")}},
+			&v1.NodeStatus{Capacity: v1.ResourceList{v1.ResourcePods: resource.MustParse("111")}}, true},
+		{"Node status does not change with semantically equal quantities.",
+			&v1.NodeStatus{Capacity: v1.ResourceList{v1.ResourceMemory: resource.MustParse("1Gi")}},
+			&v1.NodeStatus{Capacity: v1.ResourceList{v1.ResourceMemory: *resource.NewQuantity(1<<30, resource.DecimalSI)}}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			originalCopy, statusCopy := tc.originalStatus.DeepCopy(), tc.status.DeepCopy()
+			if got := NodeStatusHasChanged(tc.originalStatus, tc.status); got != tc.expectChange {
+				t.Errorf("changed = %v, want %v", got, tc.expectChange)
+			}
+			if !apiequality.Semantic.DeepEqual(originalCopy, tc.originalStatus) || !apiequality.Semantic.DeepEqual(statusCopy, tc.status) {
+				t.Errorf("NodeStatusHasChanged modified its arguments")
+			}
+		})
+	}
 }
