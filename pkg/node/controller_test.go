@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"errors"
-	"k8s.io/utils/ptr"
 	"net"
 	"slices"
 	"strings"
@@ -12,6 +11,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"k8s.io/utils/ptr"
 
 	cadvisorapi "github.com/google/cadvisor/lib/model"
 	coordinationv1 "k8s.io/api/coordination/v1"

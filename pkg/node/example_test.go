@@ -27,16 +27,18 @@ type host struct{}
 func (host) MachineInfo() (*cadvisorapi.MachineInfo, error) {
 	return &cadvisorapi.MachineInfo{NumCores: 4, MemoryCapacity: 16 << 30, MachineID: "m-1", SystemUUID: "u-1", BootID: "b-1"}, nil
 }
-func (host) EphemeralStorageCapacity() (resource.Quantity, error) { return resource.MustParse("100Gi"), nil }
-func (host) KernelVersion() string                                { return "6.1.0" }
-func (host) OSImage() string                                      { return "Example OS" }
-func (host) ValidateNodeIP(net.IP) error                          { return nil }
-func (host) LookupIP(string) ([]net.IP, error)                    { return []net.IP{net.ParseIP("192.0.2.10")}, nil }
-func (host) ResolveAddress(ip net.IP) (net.IP, error)             { return ip, nil }
-func (host) IsUnderMemoryPressure() bool                          { return false }
-func (host) IsUnderDiskPressure() bool                            { return false }
-func (host) IsUnderPIDPressure() bool                             { return false }
-func (host) RunningInUserNamespace() *bool                        { return nil }
+func (host) EphemeralStorageCapacity() (resource.Quantity, error) {
+	return resource.MustParse("100Gi"), nil
+}
+func (host) KernelVersion() string                    { return "6.1.0" }
+func (host) OSImage() string                          { return "Example OS" }
+func (host) ValidateNodeIP(net.IP) error              { return nil }
+func (host) LookupIP(string) ([]net.IP, error)        { return []net.IP{net.ParseIP("192.0.2.10")}, nil }
+func (host) ResolveAddress(ip net.IP) (net.IP, error) { return ip, nil }
+func (host) IsUnderMemoryPressure() bool              { return false }
+func (host) IsUnderDiskPressure() bool                { return false }
+func (host) IsUnderPIDPressure() bool                 { return false }
+func (host) RunningInUserNamespace() *bool            { return nil }
 
 // containerRuntime is a runtime that is always ready: what a provider implements as node.Runtime.
 type containerRuntime struct{}
