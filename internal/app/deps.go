@@ -3,24 +3,21 @@ package app
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/connrotation"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/nodeagent/nodeagent/pkg/apiclient"
 	"github.com/nodeagent/nodeagent/pkg/certificate"
 	"github.com/nodeagent/nodeagent/pkg/config"
 	"github.com/nodeagent/nodeagent/pkg/criruntime"
@@ -93,6 +90,7 @@ func NewDependencies(ctx context.Context, cfg *config.Completed) (*Dependencies,
 		return nil, fmt.Errorf("--root-dir %q: %w", c.RootDir, err)
 	}
 	var restConfig *rest.Config
+	var closeAllConns func()
 	var err error
 	if cfg.BootstrapKubeconfig != "" || c.RotateCertificates {
 		// TLS bootstrap and rotation, as the kubelet's buildKubeletClientConfig: the clients present
@@ -105,49 +103,26 @@ func NewDependencies(ctx context.Context, cfg *config.Completed) (*Dependencies,
 			return nil, err
 		}
 		restConfig = d.Certificates.RESTConfig()
-		d.CloseAllConns = d.Certificates.CloseAllConns
-	} else {
-		if restConfig, err = loadRESTConfig(cfg.Kubeconfig); err != nil {
-			return nil, err
-		}
-		// One rotating dialer serves every client, so closing its connections after repeated
-		// heartbeat failures also resets the watch.
-		dialer := connrotation.NewDialer((&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext)
-		d.CloseAllConns = dialer.CloseAll
-		restConfig.Dial = dialer.DialContext
+		closeAllConns = d.Certificates.CloseAllConns
+	} else if restConfig, err = loadRESTConfig(cfg.Kubeconfig); err != nil {
+		return nil, err
 	}
 	// The main client (protobuf, rate-limited) registers and watches; the heartbeat client (no rate
-	// limit, timeout ≤ the lease duration) posts status and renews the Lease.
-	restConfig.ContentType = "application/vnd.kubernetes.protobuf"
-	restConfig.UserAgent = "nodeagent/" + version.Get().GitVersion
-	restConfig.QPS, restConfig.Burst = *c.KubeAPIQPS, int(c.KubeAPIBurst)
-	if d.Client, err = kubernetes.NewForConfig(restConfig); err != nil {
-		return nil, fmt.Errorf("--kubeconfig %q: building client: %w", cfg.Kubeconfig, err)
+	// limit, timeout ≤ the lease duration) posts status and renews the Lease; one informer on this
+	// Node only, and the tracker that hears its events and watch errors.
+	set, err := apiclient.New(ctx, apiclient.Config{
+		REST: restConfig, CloseAllConns: closeAllConns, UserAgent: "nodeagent/" + version.Get().GitVersion,
+		QPS: *c.KubeAPIQPS, Burst: int(c.KubeAPIBurst),
+		HeartbeatTimeout: min(c.NodeStatusUpdateFrequency.Duration, time.Duration(c.NodeLeaseDurationSeconds)*time.Second),
+		NodeName:         cfg.NodeName, Clock: d.Clock,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("--kubeconfig %q: %w", cfg.Kubeconfig, err)
 	}
-	heartbeatConfig := rest.CopyConfig(restConfig)
-	heartbeatConfig.QPS = -1
-	heartbeatConfig.Timeout = min(c.NodeStatusUpdateFrequency.Duration, time.Duration(c.NodeLeaseDurationSeconds)*time.Second)
-	if d.HeartbeatClient, err = kubernetes.NewForConfig(heartbeatConfig); err != nil {
-		return nil, fmt.Errorf("--kubeconfig %q: building heartbeat client: %w", cfg.Kubeconfig, err)
-	}
-
-	// One informer on this Node only; the tracker hears its events and watch errors.
-	d.NodeCache = nodecache.New(d.Clock)
-	d.Informers = informers.NewSharedInformerFactoryWithOptions(d.Client, 0,
-		informers.WithTransform(nodecache.StripManagedFields),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", cfg.NodeName).String()
-		}))
-	nodeInformer := d.Informers.Core().V1().Nodes().Informer()
-	if _, err := nodeInformer.AddEventHandler(d.NodeCache.EventHandler()); err != nil {
-		return nil, fmt.Errorf("node informer: %w", err)
-	}
-	if err := nodeInformer.SetWatchErrorHandlerWithContext(d.NodeCache.WatchErrorHandler()); err != nil {
-		return nil, fmt.Errorf("node informer: %w", err)
-	}
+	d.Client, d.HeartbeatClient, d.CloseAllConns = set.Client, set.Heartbeat, set.CloseAllConns
+	d.Informers, d.NodeCache, d.Broadcaster = set.Informers, set.NodeCache, set.Broadcaster
 
 	// Events on the Node, as the kubelet's recorder (component "nodeagent", host = node name).
-	d.Broadcaster = record.NewBroadcaster(record.WithContext(ctx))
 	d.Recorder = d.RecorderFor("nodeagent", cfg.NodeName)
 
 	// Problem monitors: their configs are checked here, before anything touches the cluster.

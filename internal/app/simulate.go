@@ -3,41 +3,20 @@ package app
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
-	"slices"
-	"strconv"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	authenticationv1 "k8s.io/api/authentication/v1"
-	authorizationv1 "k8s.io/api/authorization/v1"
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/connrotation"
 	logsapi "k8s.io/component-base/logs/api/v1"
-	k8smetrics "k8s.io/component-base/metrics"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/clock"
 
 	"github.com/nodeagent/nodeagent/pkg/config"
-	"github.com/nodeagent/nodeagent/pkg/lease"
-	"github.com/nodeagent/nodeagent/pkg/metrics"
+	"github.com/nodeagent/nodeagent/pkg/lifecycle"
 	"github.com/nodeagent/nodeagent/pkg/node"
-	"github.com/nodeagent/nodeagent/pkg/nodecache"
 	"github.com/nodeagent/nodeagent/pkg/server"
 	"github.com/nodeagent/nodeagent/pkg/simulation"
-	"github.com/nodeagent/nodeagent/pkg/statussync"
 	"github.com/nodeagent/nodeagent/pkg/version"
 )
 
@@ -175,23 +154,12 @@ func runSimulate(ctx context.Context, o *simulateOptions) error {
 	if err != nil {
 		return err
 	}
-	deps, err := newSimulateDeps(ctx, c, restConfig)
-	if err != nil {
-		return err
-	}
-	if err := checkSimulationAccess(ctx, deps.client, o.agent.Kubeconfig); err != nil {
-		return err
-	}
-	if err := checkNamesFree(ctx, deps.client, o.prefix, o.nodes); err != nil {
-		return err
-	}
-
 	cfg := o.agent.Config
 	taints := append([]v1.Taint(nil), cfg.RegisterWithTaints...)
 	if o.simulatedTaint {
 		taints = append(taints, simulation.SimulatedTaint)
 	}
-	sim, err := simulation.New(simulation.Config{
+	p, err := simulation.NewProcess(ctx, simulation.ProcessConfig{
 		Nodes: o.nodes, NamePrefix: o.prefix, Template: c.template,
 		Node: node.Config{
 			Labels: cfg.NodeLabels, Taints: taints, Unschedulable: !*cfg.RegisterSchedulable,
@@ -199,292 +167,32 @@ func runSimulate(ctx context.Context, o *simulateOptions) error {
 			NodeLeaseDurationSeconds: cfg.NodeLeaseDurationSeconds, NodeStatusMaxImages: *cfg.NodeStatusMaxImages,
 			AgentVersion: version.Get().GitVersion,
 		},
-		Dependencies: node.Dependencies{
-			Client: deps.client, HeartbeatClient: deps.heartbeat, NodeLister: deps.informers.Core().V1().Nodes().Lister(),
-			Cache: deps.tracker, Recorder: deps.recorder, Clock: deps.clock, Scheduler: deps.scheduler,
-			Observer: simulationObserver{m: deps.metrics},
-			// One probe for every simulated node (it reads the first node's Lease): after an outage, N
-			// Leases resume together, at the cost of one GET per probe period while they wait.
-			Serving: lease.NewServingProbe(deps.heartbeat, simulation.NodeName(o.prefix, 0), deps.clock, 0),
-		},
-		StartQPS: float64(*cfg.KubeAPIQPS), StartBurst: int(cfg.KubeAPIBurst),
+		REST: restConfig, Kubeconfig: o.agent.Kubeconfig, QPS: *cfg.KubeAPIQPS, Burst: int(cfg.KubeAPIBurst),
+		EventQPS: o.eventQPS, EventBurst: int(o.eventBurst), Workers: o.workers, LeaseWorkers: o.leaseWorkers,
+		ProcessStart: processStart,
 	})
 	if err != nil {
 		return err
 	}
-	var srv *server.Server
+	if err := p.Preflight(ctx); err != nil {
+		return err
+	}
+	// One group: the HTTP server and the simulation, one shutdown timeout.
+	group := lifecycle.Group{ShutdownTimeout: 10 * time.Second}
 	if *cfg.HealthzPort > 0 {
-		srv, err = server.New(server.Config{
-			BindAddress: cfg.HealthzBindAddress, Port: int(*cfg.HealthzPort), Metrics: deps.metrics.Handler(),
-			SyncLoop: sim.Healthy, Registered: sim.Registered, EnableProfiling: cfg.EnableProfilingHandler, Flags: o.agent.Flags,
+		srv, err := server.New(server.Config{
+			BindAddress: cfg.HealthzBindAddress, Port: int(*cfg.HealthzPort), Metrics: p.Metrics.Handler(),
+			SyncLoop: p.Simulator.Healthy, Registered: p.Simulator.Registered, EnableProfiling: cfg.EnableProfilingHandler, Flags: o.agent.Flags,
 			Handlers: map[string]http.Handler{
-				simulation.Path: server.LoopbackOnly(sim.Handler()),
-				node.DebugPath:  simulationDebugHandler(sim),
+				simulation.Path: server.LoopbackOnly(p.Simulator.Handler()),
+				node.DebugPath:  p.DebugHandler(),
 			},
 		})
 		if err != nil {
 			return fmt.Errorf("--healthz-bind-address %q --healthz-port %d: %w", cfg.HealthzBindAddress, *cfg.HealthzPort, err)
 		}
+		group.Add("healthz server", srv)
 	}
-	return runSimulation(ctx, c, deps, sim, srv)
-}
-
-// runSimulation runs the server, the event sink, the Node informer and the simulator until ctx ends,
-// then stops them (waiting at most 10 s for the controllers) and flushes events.
-func runSimulation(ctx context.Context, c *simulationConfig, deps *simulateDeps, sim *simulation.Simulator, srv *server.Server) error {
-	logger := klog.FromContext(ctx)
-	logger.Info("Starting nodeagent simulate", "version", version.Get().GitVersion, "nodes", c.nodes, "prefix", c.prefix,
-		"template", c.templatePath, "kubeconfig", c.agent.Kubeconfig)
-	var wg sync.WaitGroup
-	if srv != nil {
-		wg.Go(func() {
-			if err := srv.Run(ctx); err != nil {
-				logger.Error(err, "Healthz server stopped")
-			}
-		})
-	}
-	deps.broadcaster.StartStructuredLogging(3)
-	deps.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: deps.events.CoreV1().Events("")})
-	deps.informers.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), deps.informers.Core().V1().Nodes().Informer().HasSynced) {
-		wg.Wait()
-		deps.broadcaster.Shutdown()
-		return nil // ctx ended first
-	}
-	wg.Go(func() { _ = sim.Run(ctx) })
-
-	<-ctx.Done()
-	logger.Info("Shutting down nodeagent simulate")
-	done := make(chan struct{})
-	go func() { wg.Wait(); deps.informers.Shutdown(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		logger.Info("Some simulated nodes did not stop within 10s; exiting anyway")
-	}
-	deps.broadcaster.Shutdown()
-	return nil
-}
-
-// simulateDeps are built once for every simulated Node: the main client (rate-limited by
-// --kube-api-qps/--kube-api-burst: registration and the informer), the heartbeat client (no rate
-// limit: status and Leases, so registration never starves them), the events client (its own limit),
-// one rotating dialer under all three, one Node informer selecting the simulated label and the cache
-// tracker it feeds, one event broadcaster and recorder, metrics and the clock.
-type simulateDeps struct {
-	clock                     clock.WithTicker
-	client, heartbeat, events kubernetes.Interface
-	scheduler                 *node.Scheduler
-	informers                 informers.SharedInformerFactory
-	tracker                   *nodecache.Tracker
-	broadcaster               record.EventBroadcaster
-	recorder                  record.EventRecorder
-	metrics                   *metrics.Metrics
-}
-
-func newSimulateDeps(ctx context.Context, c *simulationConfig, restConfig *rest.Config) (*simulateDeps, error) {
-	cfg := c.agent.Config
-	d := &simulateDeps{clock: clock.RealClock{}, metrics: metrics.New(processStart)}
-	// The gauges that describe one Node would read 0 or flap between Nodes: not exported.
-	for _, c := range []k8smetrics.Registerable{d.metrics.NodeReady, d.metrics.NodeCondition, d.metrics.RuntimeCondition,
-		d.metrics.StartupDuration, d.metrics.LastStatusSync, d.metrics.NodeName} {
-		d.metrics.Registry.Unregister(c)
-	}
-	dialer := connrotation.NewDialer((&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext)
-	heartbeatTimeout := min(cfg.NodeStatusUpdateFrequency.Duration, time.Duration(cfg.NodeLeaseDurationSeconds)*time.Second)
-	// One scheduler runs every simulated Node's steps; it closes the connections only when the
-	// process's heartbeats fail as a whole (node.Heartbeats), as one agent whose heartbeats all fail.
-	var err error
-	if d.scheduler, err = node.NewScheduler(node.SchedulerConfig{
-		Workers: c.workers, LeaseWorkers: c.leaseWorkers, Clock: d.clock, CloseAllConns: dialer.CloseAll,
-	}); err != nil {
-		return nil, err
-	}
-	restConfig.ContentType = "application/vnd.kubernetes.protobuf"
-	restConfig.UserAgent = "nodeagent-simulate/" + version.Get().GitVersion
-	restConfig.QPS, restConfig.Burst = *cfg.KubeAPIQPS, int(cfg.KubeAPIBurst)
-	restConfig.Dial = dialer.DialContext
-	if d.client, err = kubernetes.NewForConfig(restConfig); err != nil {
-		return nil, fmt.Errorf("--kubeconfig %q: building client: %w", c.agent.Kubeconfig, err)
-	}
-	heartbeatConfig := rest.CopyConfig(restConfig)
-	heartbeatConfig.QPS = -1
-	heartbeatConfig.Timeout = heartbeatTimeout
-	if d.heartbeat, err = kubernetes.NewForConfig(heartbeatConfig); err != nil {
-		return nil, fmt.Errorf("--kubeconfig %q: building heartbeat client: %w", c.agent.Kubeconfig, err)
-	}
-	eventConfig := rest.CopyConfig(restConfig)
-	eventConfig.QPS, eventConfig.Burst = c.eventQPS, int(c.eventBurst)
-	if d.events, err = kubernetes.NewForConfig(eventConfig); err != nil {
-		return nil, fmt.Errorf("--kubeconfig %q: building events client: %w", c.agent.Kubeconfig, err)
-	}
-
-	d.tracker = nodecache.New(d.clock)
-	d.informers = informers.NewSharedInformerFactoryWithOptions(d.client, 0,
-		informers.WithTransform(nodecache.StripManagedFields),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = simulation.LabelSimulated + "=true" }))
-	nodeInformer := d.informers.Core().V1().Nodes().Informer()
-	if _, err := nodeInformer.AddEventHandler(d.tracker.EventHandler()); err != nil {
-		return nil, fmt.Errorf("node informer: %w", err)
-	}
-	if err := nodeInformer.SetWatchErrorHandlerWithContext(d.tracker.WatchErrorHandler()); err != nil {
-		return nil, fmt.Errorf("node informer: %w", err)
-	}
-	d.broadcaster = record.NewBroadcaster(record.WithContext(ctx))
-	d.recorder = d.broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: "nodeagent"})
-	return d, nil
-}
-
-// simulationAccess is what the simulation's identity must be allowed to do, as SelfSubjectAccessReview
-// attributes: register, read and watch Nodes, patch their status, and write their Leases.
-var simulationAccess = []authorizationv1.ResourceAttributes{
-	{Verb: "create", Resource: "nodes"},
-	{Verb: "get", Resource: "nodes"},
-	{Verb: "list", Resource: "nodes"},
-	{Verb: "watch", Resource: "nodes"},
-	{Verb: "patch", Resource: "nodes", Subresource: "status"},
-	{Verb: "create", Group: "coordination.k8s.io", Resource: "leases", Namespace: v1.NamespaceNodeLease},
-	{Verb: "get", Group: "coordination.k8s.io", Resource: "leases", Namespace: v1.NamespaceNodeLease},
-	{Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Namespace: v1.NamespaceNodeLease},
-}
-
-// simulationEventAccess is what it should be allowed for Events; without it events are lost, nothing else.
-var simulationEventAccess = []authorizationv1.ResourceAttributes{
-	{Verb: "create", Resource: "events", Namespace: metav1.NamespaceDefault},
-	{Verb: "patch", Resource: "events", Namespace: metav1.NamespaceDefault},
-}
-
-// checkSimulationAccess asks the API server whether the identity may do what the simulation does
-// (SelfSubjectAccessReview) and refuses, naming what is missing, before any Node is created. A node
-// identity (group system:nodes) is refused too: NodeRestriction lets it register only its own Node.
-func checkSimulationAccess(ctx context.Context, client kubernetes.Interface, kubeconfig string) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	user := "the identity of --kubeconfig"
-	if r, err := client.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{}); err == nil {
-		user = fmt.Sprintf("user %q", r.Status.UserInfo.Username)
-		if slices.Contains(r.Status.UserInfo.Groups, "system:nodes") {
-			return fmt.Errorf("--kubeconfig %q: %s is a node identity (group system:nodes), which may register only its own Node; "+
-				"the simulation needs an identity with the RBAC in docs/simulation.md", kubeconfig, r.Status.UserInfo.Username)
-		}
-	}
-	allowed := func(attrs authorizationv1.ResourceAttributes) (bool, error) {
-		r, err := client.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
-			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &attrs},
-		}, metav1.CreateOptions{})
-		if err != nil {
-			return false, fmt.Errorf("--kubeconfig %q: checking access (SelfSubjectAccessReview): %w", kubeconfig, err)
-		}
-		return r.Status.Allowed, nil
-	}
-	var missing []string
-	for _, a := range simulationAccess {
-		ok, err := allowed(a)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			missing = append(missing, accessText(a))
-		}
-	}
-	if len(missing) > 0 {
-		return fmt.Errorf("--kubeconfig %q: %s may not %s; the simulation needs the RBAC in docs/simulation.md",
-			kubeconfig, user, strings.Join(missing, ", "))
-	}
-	for _, a := range simulationEventAccess {
-		if ok, err := allowed(a); err == nil && !ok {
-			klog.FromContext(ctx).Info("Warning: events will not be recorded", "user", user, "missing", accessText(a))
-		}
-	}
-	return nil
-}
-
-func accessText(a authorizationv1.ResourceAttributes) string {
-	s := a.Verb + " " + a.Resource
-	if a.Subresource != "" {
-		s += "/" + a.Subresource
-	}
-	if a.Group != "" {
-		s += "." + a.Group
-	}
-	if a.Namespace != "" {
-		s += " in " + a.Namespace
-	}
-	return s
-}
-
-// checkNamesFree refuses names already taken by Nodes that are not simulated (no LabelSimulated=true):
-// registration would otherwise adopt a real Node. Simulated Nodes of an earlier run are reused.
-func checkNamesFree(ctx context.Context, client kubernetes.Interface, prefix string, nodes int) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	list, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: simulation.LabelSimulated + "!=true"})
-	if err != nil {
-		return fmt.Errorf("listing nodes that are not simulated: %w", err)
-	}
-	for _, n := range list.Items {
-		index, err := strconv.Atoi(strings.TrimPrefix(n.Name, prefix))
-		if strings.HasPrefix(n.Name, prefix) && err == nil && index < nodes && n.Name == simulation.NodeName(prefix, index) {
-			return fmt.Errorf("--node-name-prefix %q: node %s exists and is not simulated (no label %s=true); choose another prefix",
-				prefix, n.Name, simulation.LabelSimulated)
-		}
-	}
-	return nil
-}
-
-// simulationDebugHandler serves /debug/nodestatus for the simulated Nodes: every one, or those named
-// by ?node= (repeatable).
-func simulationDebugHandler(sim *simulation.Simulator) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		names := r.URL.Query()["node"]
-		if len(names) == 0 {
-			names = sim.Names()
-		}
-		node.DebugHandler(func() node.Report {
-			rep := node.Report{Version: version.Get().GitVersion, StartedAt: processStart}
-			for _, name := range names {
-				if ctrl := sim.Controller(name); ctrl != nil {
-					rep.Nodes = append(rep.Nodes, ctrl.Status())
-				}
-			}
-			return rep
-		}).ServeHTTP(w, r)
-	})
-}
-
-// simulationObserver feeds the process's metrics from every simulated Node: the counters and
-// histograms add up; the gauges that describe one Node (node_ready, node_condition, runtime_condition,
-// the last sync time, startup_to_ready, node_name) are not set, and not exported (newSimulateDeps).
-type simulationObserver struct {
-	m *metrics.Metrics
-}
-
-var _ node.Observer = simulationObserver{}
-
-func (o simulationObserver) ObserveRuntimeStatus(err error, _, _ bool) {
-	result := "success"
-	if err != nil {
-		result = "error"
-	}
-	o.m.RuntimeStatusCalls.WithLabelValues(result).Inc()
-}
-
-func (o simulationObserver) ObserveLeaseRenewal(d time.Duration) {
-	o.m.ObserveLeaseRenewal(d)
-}
-func (o simulationObserver) ObserveLeaseError(reason string) { o.m.ObserveLeaseError(reason) }
-func (o simulationObserver) ObserveRegistrationAttempt(result string) {
-	o.m.ObserveRegistrationAttempt(result)
-}
-
-func (o simulationObserver) ObserveSync(_ string, r statussync.SyncResult) {
-	o.m.NodeStatusSyncs.WithLabelValues(string(r.Result)).Inc()
-	for _, p := range r.Patches {
-		if p.Reason == "" {
-			o.m.NodeStatusPatchDuration.WithLabelValues("success").Observe(p.Duration.Seconds())
-		} else {
-			o.m.NodeStatusPatchDuration.WithLabelValues("error").Observe(p.Duration.Seconds())
-			o.m.NodeStatusPatchErrors.WithLabelValues(p.Reason).Inc()
-		}
-	}
+	group.Add("simulation", p)
+	return group.Run(ctx)
 }

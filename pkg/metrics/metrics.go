@@ -214,3 +214,49 @@ func boolFloat(b bool) float64 {
 	}
 	return 0
 }
+
+// ManyNodes returns an observer for a process that runs many Nodes (the simulation): the counters
+// and histograms add up over every Node; the gauges that describe one Node (node_ready,
+// node_condition, runtime_condition, the last sync time, startup_to_ready, node_name) would read 0
+// or flap between Nodes, so they are unregistered and never set.
+func (m *Metrics) ManyNodes() ManyNodes {
+	for _, c := range []metrics.Registerable{m.NodeReady, m.NodeCondition, m.RuntimeCondition,
+		m.StartupDuration, m.LastStatusSync, m.NodeName} {
+		m.Registry.Unregister(c)
+	}
+	return ManyNodes{m: m}
+}
+
+// ManyNodes is Metrics as the observer of many Nodes (see Metrics.ManyNodes).
+type ManyNodes struct{ m *Metrics }
+
+// ObserveRuntimeStatus counts one CRI Status call by result.
+func (o ManyNodes) ObserveRuntimeStatus(err error, _, _ bool) {
+	result := "success"
+	if err != nil {
+		result = "error"
+	}
+	o.m.RuntimeStatusCalls.WithLabelValues(result).Inc()
+}
+
+// ObserveLeaseRenewal records one Lease write's duration.
+func (o ManyNodes) ObserveLeaseRenewal(d time.Duration) { o.m.ObserveLeaseRenewal(d) }
+
+// ObserveLeaseError counts one failed Lease call by reason.
+func (o ManyNodes) ObserveLeaseError(reason string) { o.m.ObserveLeaseError(reason) }
+
+// ObserveRegistrationAttempt counts one registration attempt by result.
+func (o ManyNodes) ObserveRegistrationAttempt(result string) { o.m.ObserveRegistrationAttempt(result) }
+
+// ObserveSync counts one status sync by result and its patches by duration and reason.
+func (o ManyNodes) ObserveSync(_ string, r statussync.SyncResult) {
+	o.m.NodeStatusSyncs.WithLabelValues(string(r.Result)).Inc()
+	for _, p := range r.Patches {
+		if p.Reason == "" {
+			o.m.NodeStatusPatchDuration.WithLabelValues("success").Observe(p.Duration.Seconds())
+		} else {
+			o.m.NodeStatusPatchDuration.WithLabelValues("error").Observe(p.Duration.Seconds())
+			o.m.NodeStatusPatchErrors.WithLabelValues(p.Reason).Inc()
+		}
+	}
+}

@@ -16,9 +16,10 @@ import (
 
 const module = "github.com/nodeagent/nodeagent/"
 
-// loopPackages hold the per-node loops; only pkg/node may compose them.
+// loopPackages hold the per-node loops; only pkg/node may compose them. (pkg/lease may be imported
+// for the process's one ServingProbe; loopConstructors keeps its Renewer out.)
 var loopPackages = []string{
-	module + "pkg/statussync", module + "pkg/lease", module + "pkg/registration",
+	module + "pkg/statussync", module + "pkg/registration",
 	"k8s.io/component-helpers/apimachinery/lease",
 }
 
