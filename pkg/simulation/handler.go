@@ -5,7 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
+	"net"
 	"net/http"
+	"net/url"
+	"slices"
 	"strings"
 
 	kjson "sigs.k8s.io/json"
@@ -41,7 +45,53 @@ type Summary struct {
 //
 // An unknown Node is 404; a body that is not a JSON Change (an unknown or mis-cased field, a value of
 // the wrong type) or changes nothing is 400; each with a one-line plain-text message.
-func (s *Simulator) Handler() http.Handler {
+//
+// Against a web page in a browser on the same host (cross-site requests, DNS rebinding), every request
+// must name a loopback host or one of allowedHosts in its Host header (else 403), and a POST must carry
+// Content-Type application/json (else 415) and no Origin but a loopback or allowed one (else 403): a
+// browser sends neither a JSON content type nor a foreign Origin's request without a CORS preflight,
+// which this handler never grants.
+func (s *Simulator) Handler(allowedHosts ...string) http.Handler {
+	return guard(s.handler(), allowedHosts)
+}
+
+// guard refuses requests whose Host is not loopback or allowed, and POSTs that are not JSON or come
+// from a foreign Origin (see Handler).
+func guard(next http.Handler, allowedHosts []string) http.Handler {
+	allowed := func(host string) bool {
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		host = strings.Trim(host, "[]")
+		if strings.EqualFold(host, "localhost") || slices.ContainsFunc(allowedHosts, func(a string) bool { return strings.EqualFold(a, host) }) {
+			return true
+		}
+		ip := net.ParseIP(host)
+		return ip != nil && ip.IsLoopback()
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !allowed(r.Host) {
+			http.Error(w, fmt.Sprintf("forbidden: Host %q is not a loopback address or an allowed host name", r.Host), http.StatusForbidden)
+			return
+		}
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			if origin := r.Header.Get("Origin"); origin != "" {
+				u, err := url.Parse(origin)
+				if err != nil || !allowed(u.Host) {
+					http.Error(w, fmt.Sprintf("forbidden: cross-origin request from %q", origin), http.StatusForbidden)
+					return
+				}
+			}
+			if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+				http.Error(w, fmt.Sprintf("unsupported media type %q: send Content-Type: application/json", r.Header.Get("Content-Type")), http.StatusUnsupportedMediaType)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *Simulator) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+Path+"nodes", func(w http.ResponseWriter, r *http.Request) {
 		l := List{Nodes: s.States()}

@@ -15,7 +15,10 @@ import (
 
 func serve(h http.Handler, method, path, body string) *httptest.ResponseRecorder {
 	w := httptest.NewRecorder()
-	h.ServeHTTP(w, httptest.NewRequest(method, path, strings.NewReader(body)))
+	r := httptest.NewRequest(method, path, strings.NewReader(body))
+	r.Host = "127.0.0.1:10248"
+	r.Header.Set("Content-Type", "application/json")
+	h.ServeHTTP(w, r)
 	return w
 }
 
@@ -107,4 +110,48 @@ func TestHandlerControls(t *testing.T) {
 			t.Errorf("POST started: %d %s", w.Code, w.Body.String())
 		}
 	})
+}
+
+// TestHandlerRefusesCrossSite: what a web page in a browser on the host could send is refused before
+// anything changes: a foreign Host (DNS rebinding), a foreign Origin, a POST that is not JSON (a
+// "simple" cross-site request needs no preflight); loopback hosts and the allowed names are served.
+func TestHandlerRefusesCrossSite(t *testing.T) {
+	sim := newSimEnv(t, nil).sim
+	h := sim.Handler("sim.example")
+	for _, tc := range []struct {
+		name, method, host, origin, contentType string
+		wantCode                                int
+	}{
+		{"foreign host (DNS rebinding)", "POST", "evil.example:10248", "", "application/json", http.StatusForbidden},
+		{"foreign host, read", "GET", "evil.example", "", "", http.StatusForbidden},
+		{"foreign origin", "POST", "127.0.0.1:10248", "http://evil.example", "application/json", http.StatusForbidden},
+		{"text/plain from a form", "POST", "127.0.0.1:10248", "", "text/plain", http.StatusUnsupportedMediaType},
+		{"no content type", "POST", "localhost:10248", "", "", http.StatusUnsupportedMediaType},
+		{"loopback, JSON", "POST", "127.0.0.1:10248", "", "application/json; charset=utf-8", http.StatusOK},
+		{"IPv6 loopback with a loopback origin", "POST", "[::1]:10248", "http://localhost:10248", "application/json", http.StatusOK},
+		{"allowed host name", "POST", "sim.example:10248", "", "application/json", http.StatusOK},
+		{"loopback read", "GET", "localhost", "", "", http.StatusOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body := ""
+			path := Path + "nodes"
+			if tc.method == "POST" {
+				body, path = `{"memoryPressure":true}`, Path+"nodes/"+sim.Names()[0]
+			}
+			r := httptest.NewRequest(tc.method, path, strings.NewReader(body))
+			r.Host = tc.host
+			if tc.origin != "" {
+				r.Header.Set("Origin", tc.origin)
+			}
+			if tc.contentType != "" {
+				r.Header.Set("Content-Type", tc.contentType)
+			}
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			if w.Code != tc.wantCode {
+				t.Errorf("%s %s Host %q Origin %q Content-Type %q: %d %q, want %d", tc.method, path, tc.host, tc.origin, tc.contentType,
+					w.Code, strings.TrimSpace(w.Body.String()), tc.wantCode)
+			}
+		})
+	}
 }

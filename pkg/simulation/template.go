@@ -3,6 +3,7 @@ package simulation
 import (
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"slices"
@@ -80,9 +81,17 @@ func DefaultTemplate() *Template {
 	return t
 }
 
-// LoadTemplate reads and parses a Node manifest file. The error names the file.
+// MaxTemplateBytes bounds the --node-template file: a Node manifest is a few KiB, and even one with
+// thousands of images is far below 4 MiB.
+const MaxTemplateBytes = 4 << 20
+
+// ErrTooLarge is wrapped by LoadTemplate's error for a file larger than MaxTemplateBytes.
+var ErrTooLarge = errors.New("file too large")
+
+// LoadTemplate reads (at most MaxTemplateBytes: /dev/zero or a huge file is refused, never read
+// whole) and parses a Node manifest file. The error names the file, and the limit when it is over.
 func LoadTemplate(path string) (*Template, error) {
-	data, err := os.ReadFile(path)
+	data, err := readBounded(path, MaxTemplateBytes)
 	if err != nil {
 		return nil, fmt.Errorf("--node-template %q: %w", path, err)
 	}
@@ -334,4 +343,22 @@ func (t *Template) extendedResources() v1.ResourceList {
 		}
 	}
 	return out
+}
+
+// readBounded reads the file at path, at most limit bytes; a longer one is an error wrapping
+// ErrTooLarge and naming the limit.
+func readBounded(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("%w: more than %d bytes", ErrTooLarge, limit)
+	}
+	return data, nil
 }

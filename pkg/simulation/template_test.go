@@ -1,6 +1,10 @@
 package simulation
 
 import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -153,5 +157,21 @@ func TestValidateNamePrefix(t *testing.T) {
 	}
 	if got := NodeName("sim-", 42); got != "sim-0042" {
 		t.Errorf("NodeName = %q", got)
+	}
+}
+
+// TestLoadTemplateBounded: a template file larger than MaxTemplateBytes, or endless (/dev/zero), is
+// refused with an error naming the flag, the file and the limit, after reading at most the limit.
+func TestLoadTemplateBounded(t *testing.T) {
+	big := filepath.Join(t.TempDir(), "big.yaml")
+	if err := os.WriteFile(big, append([]byte("apiVersion: v1\nkind: Node\n#"), bytes.Repeat([]byte("x"), MaxTemplateBytes)...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/dev/zero", big} {
+		_, err := LoadTemplate(path)
+		if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), `--node-template "`+path+`"`) ||
+			!strings.Contains(err.Error(), "more than 4194304 bytes") {
+			t.Errorf("LoadTemplate(%s) = %v, want the flag, the file and the limit", path, err)
+		}
 	}
 }

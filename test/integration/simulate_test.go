@@ -125,6 +125,7 @@ func (s *simulator) post(ctx context.Context, name, body string) (int, string, e
 	if err != nil {
 		return 0, "", err
 	}
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0, "", err
