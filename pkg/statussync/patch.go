@@ -48,6 +48,9 @@ func (s *Syncer) patchNodeStatus(ctx context.Context, original, node *v1.Node) S
 	klog.FromContext(ctx).V(4).Info("Patched node status", "node", s.cfg.NodeName, "patchBytes", len(patch))
 	s.lastStatusReportTime = s.cfg.Clock.Now()
 	if updated != nil {
+		// Kept until the next sync (and by the controller as the posted Node): without its
+		// managedFields, as the informer keeps its copy (nodecache.StripManagedFields).
+		updated.ManagedFields = nil
 		s.known.Store(updated)
 	}
 	s.recordUnkept(ctx, node, updated)

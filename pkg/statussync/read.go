@@ -25,6 +25,7 @@ func (s *Syncer) getNode(ctx context.Context, try int) (*v1.Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	node.ManagedFields = nil // kept: without them, as the informer's copy
 	s.known.Store(node)
 	s.cfg.Cache.ReadAt(node.ResourceVersion)
 	return node, nil
