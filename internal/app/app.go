@@ -55,6 +55,7 @@ func New(cfg *config.Completed, deps *Dependencies) (*Agent, error) {
 			Client: deps.Client, HeartbeatClient: deps.HeartbeatClient, NodeLister: deps.Informers.Core().V1().Nodes().Lister(),
 			Cache: deps.NodeCache, Recorder: deps.Recorder, Clock: deps.Clock, Scheduler: a.scheduler,
 			Observer: deps.Metrics, Serving: lease.NewServingProbe(deps.HeartbeatClient, cfg.NodeName, deps.Clock, 0),
+			Instance: node.ProcessInstance(),
 		}); err != nil {
 			return nil, err
 		}

@@ -30,6 +30,11 @@ import (
 	"k8s.io/utils/ptr"
 )
 
+// AnnotationInstance is on every Lease a Renewer writes: the identity of the process that wrote it
+// (Config.Instance). Another value on a Lease renewed within its duration means that another agent
+// renews the same Node's Lease (two agents started with one node name).
+const AnnotationInstance = "nodeagent.io/instance"
+
 // Namespace is where node Leases live.
 const Namespace = v1.NamespaceNodeLease
 
@@ -64,6 +69,12 @@ type Config struct {
 	// Wake, if set, asks for Step to run now: the Renewer calls it when Serving says the API server
 	// serves again while it waits in backoff.
 	Wake func()
+	// Instance identifies this process (host, PID, start time): written to AnnotationInstance, and
+	// compared with the one found on the Lease. Empty: neither.
+	Instance string
+	// OnDuplicate, if set, is called when the Lease was last renewed, within its duration, by another
+	// instance: with that instance's identity.
+	OnDuplicate func(other string)
 	// NewLeasePostProcess, if set, replaces the owner reference hook (the lease controller's
 	// newLeasePostProcessFunc): the parity test gives both the kubelet's setNodeOwnerFunc.
 	NewLeasePostProcess func(*coordinationv1.Lease) error
@@ -88,6 +99,10 @@ type Status struct {
 	Holder string `json:"holder,omitempty"`
 	// RenewInterval is how often it is renewed.
 	RenewInterval time.Duration `json:"renewInterval"`
+	// Duplicate, when set, is the identity of another agent seen renewing this Lease (AnnotationInstance),
+	// and DuplicateTime when it was last seen.
+	Duplicate     string    `json:"duplicate,omitempty"`
+	DuplicateTime time.Time `json:"duplicateTime,omitzero"`
 	// Errors counts failed Lease writes and reads since start; LastError is the last one's text.
 	Errors    int64     `json:"errors"`
 	LastError string    `json:"lastError,omitempty"`
@@ -307,7 +322,29 @@ func (r *Renewer) ensureLease(ctx context.Context) (*coordinationv1.Lease, bool,
 		}
 		return nil, false, err
 	}
+	r.checkInstance(lease)
 	return lease, false, nil
+}
+
+// checkInstance records another instance's recent renewal of the Lease (read by ensureLease, after
+// a conflict or at start) and tells OnDuplicate.
+func (r *Renewer) checkInstance(lease *coordinationv1.Lease) {
+	if r.cfg.Instance == "" || lease == nil {
+		return
+	}
+	other := lease.Annotations[AnnotationInstance]
+	if other == "" || other == r.cfg.Instance || lease.Spec.RenewTime == nil {
+		return
+	}
+	if r.cfg.Clock.Since(lease.Spec.RenewTime.Time) > time.Duration(r.cfg.LeaseDurationSeconds)*time.Second {
+		return // an earlier run of this node's agent, gone
+	}
+	r.mu.Lock()
+	r.status.Duplicate, r.status.DuplicateTime = other, r.cfg.Clock.Now()
+	r.mu.Unlock()
+	if r.cfg.OnDuplicate != nil {
+		r.cfg.OnDuplicate(other)
+	}
 }
 
 // newLease is the lease controller's newLease: a new Lease (holder and name the node name) or a copy
@@ -324,6 +361,12 @@ func (r *Renewer) newLease(ctx context.Context, base *coordinationv1.Lease) (*co
 	}
 	lease.Spec.LeaseDurationSeconds = ptr.To(r.cfg.LeaseDurationSeconds)
 	lease.Spec.RenewTime = &metav1.MicroTime{Time: r.cfg.Clock.Now()}
+	if r.cfg.Instance != "" && lease.Annotations[AnnotationInstance] != r.cfg.Instance {
+		if lease.Annotations == nil {
+			lease.Annotations = map[string]string{}
+		}
+		lease.Annotations[AnnotationInstance] = r.cfg.Instance
+	}
 	if r.cfg.NewLeasePostProcess != nil {
 		return lease, r.cfg.NewLeasePostProcess(lease)
 	}

@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"sync"
 	"time"
 
@@ -144,6 +145,9 @@ type Dependencies struct {
 	Scheduler *Scheduler
 	// Observer is told what the loops do; nil for none.
 	Observer Observer
+	// Instance identifies this process on the Leases it writes (lease.AnnotationInstance), so that
+	// two agents started with one node name find each other (ProcessInstance); empty: not checked.
+	Instance string
 	// CloseAllConns, if set, closes every API connection (the kubelet's closeAllConns, its
 	// OnHeartbeatFailure), which also resets the informer's watch; used by the Scheduler that Run
 	// makes when Scheduler is nil (a shared Scheduler has its own, SchedulerConfig.CloseAllConns).
@@ -207,6 +211,8 @@ type nodeState struct {
 	runStart  [numSteps]time.Time
 	lastRun   [numSteps]time.Time // when each step last finished
 	resyncs   []time.Time         // extra status syncs asked for (heartbeat recovery)
+	// duplicates are the other agents seen renewing this Node's Lease.
+	duplicates map[string]bool
 }
 
 // never is a due time no step reaches: a step that does not want to run again.
@@ -283,6 +289,8 @@ func New(cfg Config, deps Dependencies) (*Controller, error) {
 		Serving:            deps.Serving,
 		Wake:               func() { c.trigger(StepLease) },
 		Registered:         c.syncer.IsRegistered,
+		Instance:           deps.Instance,
+		OnDuplicate:        c.duplicate,
 		Clock:              deps.Clock,
 	})
 	if err != nil {
@@ -626,6 +634,32 @@ func (c *Controller) recover() {
 		s.addAfter(c, StepStatus, d)
 	}
 }
+
+// duplicate runs when another agent, other, renewed this Node's Lease within its duration: two
+// agents were started with one node name and overwrite each other's Lease and status. It records a
+// Warning Event once per other agent; Status().Problems and the /readyz check say it while it lasts.
+func (c *Controller) duplicate(other string) {
+	c.mu.Lock()
+	seen := c.state.duplicates[other]
+	if c.state.duplicates == nil {
+		c.state.duplicates = map[string]bool{}
+	}
+	c.state.duplicates[other] = true
+	c.mu.Unlock()
+	if !seen {
+		c.recordEvent(v1.EventTypeWarning, "DuplicateNodeAgent", fmt.Sprintf(
+			"Another agent (%s) renews the Lease of node %s: two agents run with one node name and overwrite each other's Lease and status", other, c.cfg.NodeName))
+	}
+}
+
+// ProcessInstance returns an identity of this process for Dependencies.Instance: host name, PID and
+// start time, e.g. "host-1_4242_1732480000123456789".
+func ProcessInstance() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s_%d_%d", host, os.Getpid(), processStart.UnixNano())
+}
+
+var processStart = time.Now()
 
 // closeAllConns is the repeated heartbeat failure hook: the scheduler closes the connections when
 // the process's heartbeats fail as a whole.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -93,9 +94,18 @@ func newEnv(t *testing.T, mutate func(*Config)) *env {
 // is not nil.
 func newEnvWith(t *testing.T, mutate func(*Config), wrap func(kubernetes.Interface) kubernetes.Interface) *env {
 	t.Helper()
+	return newEnvFull(t, mutate, wrap, nil, "")
+}
+
+// newEnvFull is newEnvWith over client (a new fake API server when nil) with Dependencies.Instance.
+func newEnvFull(t *testing.T, mutate func(*Config), wrap func(kubernetes.Interface) kubernetes.Interface, client *fake.Clientset, instance string) *env {
+	t.Helper()
+	if client == nil {
+		client = fake.NewClientset()
+	}
 	e := &env{
 		t:        t,
-		client:   fake.NewClientset(),
+		client:   client,
 		runtime:  critest.NewFakeRuntimeService(),
 		images:   critest.NewFakeImageService(),
 		recorder: record.NewFakeRecorder(1000),
@@ -121,7 +131,7 @@ func newEnvWith(t *testing.T, mutate func(*Config), wrap func(kubernetes.Interfa
 	deps := Dependencies{
 		Client: e.client, HeartbeatClient: heartbeat,
 		NodeLister: corelisters.NewNodeLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})),
-		Cache:      e.tracker, Recorder: e.recorder, Clock: clock.RealClock{},
+		Cache:      e.tracker, Recorder: e.recorder, Clock: clock.RealClock{}, Instance: instance,
 	}
 	ctrl, err := New(cfg, deps)
 	if err != nil {
@@ -791,4 +801,57 @@ type gatedLeaseInterface struct {
 func (l gatedLeaseInterface) Create(ctx context.Context, lease *coordinationv1.Lease, opts metav1.CreateOptions) (*coordinationv1.Lease, error) {
 	<-l.release
 	return l.LeaseInterface.Create(ctx, lease, opts)
+}
+
+// TestDuplicateAgentDetected: two agents with one node name (each its own process identity) renew
+// the same Lease; each finds the other's identity on it after a conflict and says so: a Warning Event
+// DuplicateNodeAgent, a Problem, and a failing /readyz check. One agent alone never does.
+func TestDuplicateAgentDetected(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, ctx := ktesting.NewTestContext(t)
+		a := newEnvFull(t, nil, nil, nil, "host-a_1_1")
+		// The API server's optimistic concurrency, which the fake lacks: an update of a Lease at an
+		// older resourceVersion is a Conflict.
+		var rv atomic.Int64
+		a.client.PrependReactor("*", "leases", func(act core.Action) (bool, runtime.Object, error) {
+			switch act.GetVerb() {
+			case "create":
+				act.(core.CreateAction).GetObject().(*coordinationv1.Lease).ResourceVersion = strconv.FormatInt(rv.Add(1), 10)
+			case "update":
+				l := act.(core.UpdateAction).GetObject().(*coordinationv1.Lease)
+				stored, err := a.client.Tracker().Get(coordinationv1.SchemeGroupVersion.WithResource("leases"), l.Namespace, l.Name)
+				if err == nil && stored.(*coordinationv1.Lease).ResourceVersion != l.ResourceVersion {
+					return true, nil, apierrors.NewConflict(coordinationv1.Resource("leases"), l.Name, errors.New("the object has been modified"))
+				}
+				l.ResourceVersion = strconv.FormatInt(rv.Add(1), 10)
+			}
+			return false, nil, nil
+		})
+		stopA := a.run(ctx)
+		defer stopA()
+		time.Sleep(25 * time.Second)
+		synctest.Wait()
+		if p := a.ctrl.Status().Problems; len(p) != 0 || a.ctrl.Registered() != nil {
+			t.Fatalf("one agent alone: problems %v, Registered() %v", p, a.ctrl.Registered())
+		}
+		// A second agent with the same node name, on the same API server.
+		b := newEnvFull(t, nil, nil, a.client, "host-b_2_2")
+		stopB := b.run(ctx)
+		defer stopB()
+		time.Sleep(30 * time.Second)
+		synctest.Wait()
+		for name, e := range map[string]*env{"a": a, "b": b} {
+			other := map[string]string{"a": "host-b_2_2", "b": "host-a_1_1"}[name]
+			err := e.ctrl.Registered()
+			if err == nil || !strings.Contains(err.Error(), other) {
+				t.Errorf("agent %s: Registered() = %v, want it to name %s", name, err, other)
+			}
+			if p := strings.Join(e.ctrl.Status().Problems, "\n"); !strings.Contains(p, "another agent ("+other+")") {
+				t.Errorf("agent %s: problems %q, want the other agent", name, p)
+			}
+			if ev := strings.Join(e.events(), "\n"); !strings.Contains(ev, "Warning DuplicateNodeAgent") {
+				t.Errorf("agent %s: events %q, want a DuplicateNodeAgent warning", name, ev)
+			}
+		}
+	})
 }

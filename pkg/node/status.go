@@ -150,6 +150,9 @@ func (c *Controller) problems(now time.Time, st Status) []string {
 	if st.LastSync != nil && st.LastSync.Result == statussync.ResultError {
 		out = append(out, fmt.Sprintf("last status sync failed %s ago: %s", now.Sub(st.LastSync.Time).Round(time.Second), st.LastSync.Error))
 	}
+	if err := c.duplicateRecently(now, st.Lease); err != nil {
+		out = append(out, err.Error())
+	}
 	if st.Lease.LastError != "" && st.Lease.ErrorTime.After(st.Lease.LastRenew) {
 		out = append(out, fmt.Sprintf("lease renewal failing (%d errors): %s", st.Lease.Errors, st.Lease.LastError))
 	}
@@ -206,8 +209,21 @@ func (c *Controller) Healthy() error {
 	return errors.Join(errs...)
 }
 
-// Registered is /readyz's check: nil once the Node is registered and a status has been posted.
+// duplicateRecently says that another agent renewed this Node's Lease within the last lease
+// duration (lease.Status.Duplicate); nil otherwise.
+func (c *Controller) duplicateRecently(now time.Time, st lease.Status) error {
+	if st.Duplicate == "" || now.Sub(st.DuplicateTime) > time.Duration(c.cfg.NodeLeaseDurationSeconds)*time.Second {
+		return nil
+	}
+	return fmt.Errorf("another agent (%s) renews this node's Lease: two agents run with node name %q", st.Duplicate, c.cfg.NodeName)
+}
+
+// Registered is /readyz's check: nil once the Node is registered and a status has been posted, and
+// no other agent renews its Lease.
 func (c *Controller) Registered() error {
+	if err := c.duplicateRecently(c.deps.Clock.Now(), c.renewer.Status()); err != nil {
+		return err
+	}
 	if !c.syncer.IsRegistered() {
 		return fmt.Errorf("node %q not registered yet", c.cfg.NodeName)
 	}

@@ -82,7 +82,7 @@ func NewProcess(ctx context.Context, cfg ProcessConfig) (*Process, error) {
 		Dependencies: node.Dependencies{
 			Client: set.Client, HeartbeatClient: set.Heartbeat, NodeLister: set.Informers.Core().V1().Nodes().Lister(),
 			Cache: set.NodeCache, Recorder: set.Broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: "nodeagent"}),
-			Clock: clk, Scheduler: p.Scheduler, Observer: p.Metrics.ManyNodes(),
+			Clock: clk, Scheduler: p.Scheduler, Observer: p.Metrics.ManyNodes(), Instance: node.ProcessInstance(),
 			// One probe for every simulated node (it reads the first node's Lease): after an outage, N
 			// Leases resume together, at the cost of one GET per probe period while they wait.
 			Serving: lease.NewServingProbe(set.Heartbeat, NodeName(cfg.NamePrefix, 0), clk, 0),
