@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -78,9 +77,10 @@ stale Lease. Exit code 0: Ready and healthy; 1: not Ready or unhealthy; 2: the a
 	return cmd
 }
 
-// readHealthzAddress reads the healthz address fields of a config file (the rest is not checked).
+// readHealthzAddress reads the healthz address fields of a config file (the rest is not checked);
+// a file over config.MaxFileSize is refused.
 func readHealthzAddress(path string) (*config.NodeAgentConfiguration, error) {
-	data, err := os.ReadFile(path)
+	data, err := config.ReadFileLimited(path, config.MaxFileSize)
 	if err != nil {
 		return nil, fmt.Errorf("--config %q: %w", path, err)
 	}
