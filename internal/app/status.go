@@ -228,6 +228,16 @@ func printSummary(w io.Writer, now time.Time, r node.Report, checks []healthChec
 		}
 		fmt.Fprintf(w, "  Node cache: %s\n", cache)
 	}
+	if cc, ok := r.Extra["clientCertificate"].(map[string]any); ok {
+		state := "none"
+		if na, _ := cc["notAfter"].(string); na != "" {
+			state = "valid until " + na
+		}
+		if p, _ := cc["problem"].(string); p != "" {
+			state += ", FAILING (see the notes)"
+		}
+		fmt.Fprintf(w, "Client certificate: %s (%v)\n", state, cc["path"])
+	}
 	var parts []string
 	for _, c := range checks {
 		mark := "ok"
