@@ -52,7 +52,8 @@ type Config struct {
 	// problem (Healthy turns non-nil) and when it is fine again. SetEvent sets it later.
 	Event func(eventType, reason, message string)
 	// CheckPeriod is how often the current certificate is compared with the one the connections were
-	// made with (5 s; the kubelet's UpdateTransport checks every 10 s); 100 ms until the first certificate.
+	// made with, and a certificate kept in memory is written to the store again (10 s, as the kubelet's
+	// UpdateTransport checks); 100 ms until the first certificate.
 	CheckPeriod time.Duration
 	// PendingThreshold is how long a certificate may be waited for before Healthy reports it: 1 min,
 	// or a twentieth of the current certificate's lifetime if shorter.
