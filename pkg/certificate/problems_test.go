@@ -9,6 +9,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"math/big"
 	"net/url"
 	"os"
@@ -334,4 +335,30 @@ func TestStoreFailureKeepsIssuedCertificate(t *testing.T) {
 			t.Errorf("%d CSRs, want 1", n)
 		}
 	})
+}
+
+// TestMoveAsideDamagedKeepsEarlierOnes: two damaged entries moved aside in the same second both stay.
+func TestMoveAsideDamagedKeepsEarlierOnes(t *testing.T) {
+	dir := t.TempDir()
+	current := filepath.Join(dir, PairNamePrefix+"-current.pem")
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	var moved []string
+	for i := range 3 {
+		if err := os.WriteFile(current, []byte(fmt.Sprint(i)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		to, err := moveAsideDamaged(current, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		moved = append(moved, to)
+	}
+	for i, p := range moved {
+		if b, err := os.ReadFile(p); err != nil || string(b) != fmt.Sprint(i) {
+			t.Errorf("%s = %q, %v; want %d", p, b, err, i)
+		}
+	}
+	if want := current + ".damaged-20260102T030405Z-2"; moved[2] != want {
+		t.Errorf("third name %s, want %s", moved[2], want)
+	}
 }

@@ -191,12 +191,22 @@ func (s *fileStore) pairFiles() map[string]bool {
 }
 
 // moveAsideDamaged renames the store's current entry (the link, or whatever stands at its path) to
-// <prefix>-current.pem.damaged-<UTC time>, keeping it (and, for a link, what it points at) for the
-// operator, and returns the new path.
+// <prefix>-current.pem.damaged-<UTC time>[-<n>], keeping it (and, for a link, what it points at) for
+// the operator, and returns the new path. An earlier damaged entry is never overwritten.
 func moveAsideDamaged(currentPath string, now time.Time) (string, error) {
-	to := currentPath + ".damaged-" + now.UTC().Format("20060102T150405Z")
-	if err := os.Rename(currentPath, to); err != nil {
-		return "", err
+	base := currentPath + ".damaged-" + now.UTC().Format("20060102T150405Z")
+	for i := 0; i < 100; i++ {
+		to := base
+		if i > 0 {
+			to = fmt.Sprintf("%s-%d", base, i)
+		}
+		if _, err := os.Lstat(to); !errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err := os.Rename(currentPath, to); err != nil {
+			return "", err
+		}
+		return to, nil
 	}
-	return to, nil
+	return "", fmt.Errorf("%s-1 to -99 all exist", base)
 }
