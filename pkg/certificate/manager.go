@@ -91,6 +91,8 @@ type Manager struct {
 	lastNotAfter   time.Time // of the last certificate seen
 	lastFailure    string    // the last denied/failed CSR, or renewal error
 	requestError   string    // why the last CSR could not be created ("" once one is)
+	requestReason  string    // its Reason* (credential problems fail Healthy, ReasonRequest does not)
+	stopped        bool      // the client-go manager was stopped after the first certificate (no rotation)
 	waitingSince   time.Time // first CSR since the last certificate was obtained
 	rotations      int
 }
@@ -384,7 +386,7 @@ func (m *Manager) run(ctx context.Context, last *tls.Certificate) {
 			m.mu.Lock()
 			m.rotations++
 			m.lastFailure = ""
-			m.requestError = ""
+			m.requestError, m.requestReason = "", ""
 			m.waitingSince = time.Time{}
 			m.mu.Unlock()
 			if first {
@@ -398,6 +400,9 @@ func (m *Manager) run(ctx context.Context, last *tls.Certificate) {
 			m.readyOnce.Do(func() { close(m.ready) })
 			if !m.cfg.Rotate {
 				m.manager().Stop()
+				m.mu.Lock()
+				m.stopped = true
+				m.mu.Unlock()
 			}
 		}
 		m.logPending(logger)
@@ -501,7 +506,7 @@ func (m *Manager) observe(csr *certificatesv1.CertificateSigningRequest, created
 	defer m.mu.Unlock()
 	logger := klog.Background().WithName("client")
 	if created {
-		m.requestError = ""
+		m.requestError, m.requestReason = "", ""
 		m.pending[csr.Name] = m.cfg.Clock.Now()
 		if m.waitingSince.IsZero() {
 			m.waitingSince = m.pending[csr.Name]
@@ -551,7 +556,7 @@ func (m *Manager) requestFailed(err error, creds string) {
 	reason, msg := classifyRequestError(err, creds)
 	m.errors.WithLabelValues(reason).Inc()
 	m.mu.Lock()
-	m.requestError = msg
+	m.requestError, m.requestReason = msg, reason
 	m.mu.Unlock()
 }
 
@@ -634,9 +639,13 @@ func (m *Manager) Healthy() error {
 	now := m.cfg.Clock.Now()
 	name, _, since := m.pendingSince()
 	m.mu.Lock()
-	failure, requestError, lastNotAfter := m.lastFailure, m.requestError, m.lastNotAfter
+	failure, requestError, requestReason, lastNotAfter, stopped := m.lastFailure, m.requestError, m.requestReason, m.lastNotAfter, m.stopped
 	m.mu.Unlock()
-	if requestError != "" {
+	// A refused credential or an untrusted server is a problem of its own; a request that failed
+	// otherwise (the API server unreachable) is only a problem once the certificate has expired (or
+	// is about to), not while joining or renewing early: Status says it meanwhile.
+	credentialError := requestError != "" && requestReason != ReasonRequest
+	if credentialError {
 		failure = strings.TrimPrefix(failure+"; "+requestError, "; ")
 	}
 	cert := m.manager().Current()
@@ -656,9 +665,12 @@ func (m *Manager) Healthy() error {
 		switch {
 		case m.cfg.BootstrapKubeconfig == "":
 			next = "no --bootstrap-kubeconfig to request a new one with: give --kubeconfig a valid certificate and restart"
-		case !m.cfg.Rotate:
+		case stopped:
 			next = "--rotate-certificates is off: restart nodeagent to bootstrap a new one with --bootstrap-kubeconfig"
-		case failure != "" || pending != "":
+		case failure != "" || pending != "" || requestError != "":
+			if !credentialError && requestError != "" {
+				failure = strings.TrimPrefix(failure+"; "+requestError, "; ")
+			}
 			next = strings.TrimPrefix(strings.TrimSuffix(pending+"; "+failure, "; "), "; ")
 		}
 		if store := m.store.storeError(); store != nil {
@@ -685,6 +697,9 @@ func (m *Manager) Healthy() error {
 		why := "--rotate-certificates is off"
 		if m.cfg.Rotate {
 			why = "not renewed"
+			if !credentialError && requestError != "" {
+				failure = strings.TrimPrefix(failure+"; "+requestError, "; ")
+			}
 			if failure != "" {
 				why += ": " + failure
 			} else if pending != "" {

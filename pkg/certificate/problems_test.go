@@ -217,12 +217,15 @@ func TestRequestErrorsAreReported(t *testing.T) {
 		err    error
 		reason string
 		want   string
+		// healthy: an unreachable API server is not a credential problem: Healthy stays
+		// ErrNoCertificateYet (a join that waits), Status says why.
+		healthy bool
 	}{
-		{"401", apierrors.NewUnauthorized("Unauthorized"), ReasonUnauthorized, "refused the bootstrap credentials"},
-		{"403", apierrors.NewForbidden(gr, "", errors.New("no")), ReasonForbidden, "system:node-bootstrapper"},
+		{"401", apierrors.NewUnauthorized("Unauthorized"), ReasonUnauthorized, "refused the bootstrap credentials", false},
+		{"403", apierrors.NewForbidden(gr, "", errors.New("no")), ReasonForbidden, "system:node-bootstrapper", false},
 		{"unknown CA", &url.Error{Op: "Post", URL: "https://127.0.0.1:6443/apis/certificates.k8s.io/v1/certificatesigningrequests",
-			Err: &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}}, ReasonUnknownAuthority, "not trusted with the CA of the kubeconfig"},
-		{"unreachable", &url.Error{Op: "Post", URL: "https://127.0.0.1:6443", Err: syscall.ECONNREFUSED}, ReasonRequest, "connection refused"},
+			Err: &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}}, ReasonUnknownAuthority, "not trusted with the CA of the kubeconfig", false},
+		{"unreachable", &url.Error{Op: "Post", URL: "https://127.0.0.1:6443", Err: syscall.ECONNREFUSED}, ReasonRequest, "connection refused", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			inBubble(t, func(t *testing.T) {
@@ -241,8 +244,14 @@ func TestRequestErrorsAreReported(t *testing.T) {
 				m := start(t, cfg)
 				time.Sleep(5 * time.Second)
 				err := m.Healthy()
-				if err == nil || errors.Is(err, ErrNoCertificateYet) || !strings.Contains(err.Error(), tc.want) {
+				if tc.healthy && err != ErrNoCertificateYet {
+					t.Errorf("Healthy() = %v, want %v", err, ErrNoCertificateYet)
+				}
+				if !tc.healthy && (err == nil || errors.Is(err, ErrNoCertificateYet) || !strings.Contains(err.Error(), tc.want)) {
 					t.Errorf("Healthy() = %v, want a failure saying %q", err, tc.want)
+				}
+				if notes := strings.Join(m.Status().Notes(), "\n"); !strings.Contains(notes, tc.want) {
+					t.Errorf("Status().Notes() = %q, want %q", notes, tc.want)
 				}
 				if st := m.Status(); !strings.Contains(st.RequestError, tc.want) {
 					t.Errorf("Status().RequestError = %q, want %q", st.RequestError, tc.want)
@@ -360,5 +369,26 @@ func TestMoveAsideDamagedKeepsEarlierOnes(t *testing.T) {
 	}
 	if want := current + ".damaged-20260102T030405Z-2"; moved[2] != want {
 		t.Errorf("third name %s, want %s", moved[2], want)
+	}
+}
+
+// TestExpiredWithoutRotation: without --rotate-certificates nothing renews the certificate, so once
+// it expires Healthy says so and that a restart bootstraps a new one.
+func TestExpiredWithoutRotation(t *testing.T) { inBubble(t, testExpiredWithoutRotation) }
+
+func testExpiredWithoutRotation(t *testing.T) {
+	s := newSigner(t, 3*time.Second)
+	cfg := setup(t, s)
+	cfg.Rotate = false
+	m := start(t, cfg)
+	waitReady(t, m, 10*time.Second)
+	time.Sleep(time.Until(m.Current().Leaf.NotAfter) + time.Second)
+	synctest.Wait()
+	err := m.Healthy()
+	if !errors.Is(err, ErrCertificateExpired) || !strings.Contains(err.Error(), "--rotate-certificates is off: restart nodeagent") {
+		t.Errorf("Healthy() = %v, want expired and the restart advice", err)
+	}
+	if n := len(s.requests()); n != 1 {
+		t.Errorf("%d CSRs, want 1", n)
 	}
 }

@@ -31,13 +31,14 @@ type fileStore struct {
 	// failed is called on each failed write (the store reason of the errors metric); may be nil.
 	failed func()
 
+	writeMu sync.Mutex // serializes writes: Persist never stores a pair older than one Update stored
+
 	mu               sync.Mutex
 	unsaved          *tls.Certificate // issued, not stored yet
 	unsavedCert      []byte
 	unsavedKey       []byte
-	err              error     // why unsaved is not stored
-	since            time.Time // first failure to store unsaved
-	storedAfterError bool      // set when a pair kept in memory was stored; read by takeStored
+	err              error // why unsaved is not stored
+	storedAfterError bool  // set when a pair kept in memory was stored; read by takeStored
 }
 
 func newFileStore(dir, certFile, keyFile string) (*fileStore, error) {
@@ -62,6 +63,12 @@ func (s *fileStore) Current() (*tls.Certificate, error) {
 // Update stores the pair. When it cannot be written but is a valid pair, it is kept in memory and
 // returned without error (see fileStore); the error is then storeError's.
 func (s *fileStore) Update(certPEM, keyPEM []byte) (*tls.Certificate, error) {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	return s.update(certPEM, keyPEM)
+}
+
+func (s *fileStore) update(certPEM, keyPEM []byte) (*tls.Certificate, error) {
 	cert, err := s.write(certPEM, keyPEM)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -69,7 +76,7 @@ func (s *fileStore) Update(certPEM, keyPEM []byte) (*tls.Certificate, error) {
 		if s.unsaved != nil {
 			s.storedAfterError = true
 		}
-		s.unsaved, s.unsavedCert, s.unsavedKey, s.err, s.since = nil, nil, nil, nil, time.Time{}
+		s.unsaved, s.unsavedCert, s.unsavedKey, s.err = nil, nil, nil, nil
 		return cert, nil
 	}
 	pair, perr := tls.X509KeyPair(certPEM, keyPEM)
@@ -81,9 +88,6 @@ func (s *fileStore) Update(certPEM, keyPEM []byte) (*tls.Certificate, error) {
 			return nil, err
 		}
 	}
-	if s.unsaved == nil || s.since.IsZero() {
-		s.since = time.Now()
-	}
 	s.unsaved, s.err = &pair, err
 	s.unsavedCert, s.unsavedKey = append([]byte(nil), certPEM...), append([]byte(nil), keyPEM...)
 	return &pair, nil
@@ -91,17 +95,19 @@ func (s *fileStore) Update(certPEM, keyPEM []byte) (*tls.Certificate, error) {
 
 // Persist writes the pair kept in memory, if any, again. It returns nil when nothing is left unsaved.
 func (s *fileStore) Persist() error {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
 	s.mu.Lock()
 	certPEM, keyPEM := s.unsavedCert, s.unsavedKey
 	s.mu.Unlock()
 	if certPEM == nil {
 		return nil
 	}
-	_, _ = s.Update(certPEM, keyPEM)
+	_, _ = s.update(certPEM, keyPEM)
 	return s.storeError()
 }
 
-// storeError is why the current pair is only in memory (nil if it is stored), and since when.
+// storeError is why the current pair is only in memory (nil if it is stored).
 func (s *fileStore) storeError() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
