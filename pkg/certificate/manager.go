@@ -632,9 +632,20 @@ var ErrNoCertificateYet = errors.New("no valid client certificate yet (not regis
 // system:anonymous) and is refused.
 var ErrCertificateExpired = errors.New("client certificate expired")
 
-// Healthy is nil while the client certificate is fine, else why not: there is none (yet), a CSR has
-// waited for approval longer than PendingThreshold, or the certificate is in the last 10 % of its
-// lifetime without having been renewed. The lead adds it as a /healthz check.
+// Healthy is nil while the client certificate is fine, else why not:
+//   - ErrNoCertificateYet: the first certificate is being requested and nothing went wrong (the
+//     caller may let this pass while joining);
+//   - an error wrapping ErrCertificateExpired: the certificate expired and no new one came, so every
+//     request is refused; it says when, and why no new one (the CSR waiting, denied, a request error,
+//     a store error, or --rotate-certificates off);
+//   - no certificate and a problem: a CSR waiting longer than PendingThreshold, denied or failed, or
+//     refused credentials, no permission or an untrusted API server (Reason* other than ReasonRequest);
+//   - the certificate in the last 10 % of its lifetime without having been renewed, or its renewal
+//     CSR waiting longer than the threshold.
+//
+// An issued certificate that could not be stored is in use and not a problem here (Status says it).
+// internal/app's withCertificate adds it to the /healthz syncloop check. The kubelet has no such check:
+// its certificate manager only logs.
 func (m *Manager) Healthy() error {
 	now := m.cfg.Clock.Now()
 	name, _, since := m.pendingSince()
