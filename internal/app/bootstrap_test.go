@@ -120,3 +120,24 @@ func TestWithCertificate(t *testing.T) {
 		})
 	}
 }
+
+// TestMainConfigTooLarge (issue 22, item 5): --config=/dev/zero or a config file over 4 MiB ends the
+// command at once with exit 1 and one line naming --config, the file and the limit, instead of being
+// read until the process is killed for its memory; so does `nodeagent status --config`.
+func TestMainConfigTooLarge(t *testing.T) {
+	big := filepath.Join(t.TempDir(), "big.yaml")
+	if err := os.WriteFile(big, []byte("#"+strings.Repeat("x", 5<<20)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"--config=/dev/zero"},
+		{"--config=" + big},
+		{"status", "--config=/dev/zero"},
+	} {
+		code, out := runMain(t, args)
+		line := nodeagentLine(out)
+		if code != 1 || !strings.Contains(line, `--config "`) || !strings.Contains(line, "file too large") || !strings.Contains(line, "4194304 bytes (4 MiB)") {
+			t.Errorf("Main(%q) = %d, %q; want 1 and a line naming --config, the file and the limit", args, code, line)
+		}
+	}
+}
