@@ -93,6 +93,8 @@ type Manager struct {
 	requestError   string    // why the last CSR could not be created ("" once one is)
 	requestReason  string    // its Reason* (credential problems fail Healthy, ReasonRequest does not)
 	stopped        bool      // the client-go manager was stopped after the first certificate (no rotation)
+	refused        int       // 401 answers in a row to the agent's requests
+	refusedSince   time.Time // the first of them
 	waitingSince   time.Time // first CSR since the last certificate was obtained
 	rotations      int
 }
@@ -277,7 +279,7 @@ func (m *Manager) buildRESTConfig(clientConfig *restclient.Config) error {
 		return &tls.Certificate{}, nil
 	}
 	m.dialer = connrotation.NewDialer((&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext)
-	c.Transport = waitForCertificate{ready: m.ready, rt: utilnet.SetTransportDefaults(&http.Transport{
+	c.Transport = waitForCertificate{ready: m.ready, observe: m.observeResponse, rt: utilnet.SetTransportDefaults(&http.Transport{
 		Proxy:               http.ProxyFromEnvironment,
 		TLSHandshakeTimeout: 10 * time.Second,
 		TLSClientConfig:     tlsConfig,
@@ -291,10 +293,12 @@ func (m *Manager) buildRESTConfig(clientConfig *restclient.Config) error {
 }
 
 // waitForCertificate holds requests until the first certificate is available (or the request's
-// context ends), so nothing reaches the API server anonymous while bootstrapping.
+// context ends), so nothing reaches the API server anonymous while bootstrapping, and tells observe
+// the status code of every response (a 401 means the certificate presented is refused).
 type waitForCertificate struct {
-	ready <-chan struct{}
-	rt    http.RoundTripper
+	ready   <-chan struct{}
+	observe func(code int)
+	rt      http.RoundTripper
 }
 
 func (w waitForCertificate) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -303,7 +307,34 @@ func (w waitForCertificate) RoundTrip(req *http.Request) (*http.Response, error)
 	case <-req.Context().Done():
 		return nil, fmt.Errorf("waiting for a client certificate: %w", req.Context().Err())
 	}
-	return w.rt.RoundTrip(req)
+	resp, err := w.rt.RoundTrip(req)
+	if err == nil && w.observe != nil {
+		w.observe(resp.StatusCode)
+	}
+	return resp, err
+}
+
+// refusedAfter is how many 401 answers in a row, to requests made with a valid certificate, make the
+// certificate unusable for Healthy.
+const refusedAfter = 3
+
+// observeResponse counts the API server's 401 answers in a row (any other status below 500 ends the
+// run): the certificate presented is not accepted (signed by a CA the API server's --client-ca-file
+// does not hold, e.g. after the cluster CA was replaced).
+func (m *Manager) observeResponse(code int) {
+	if code >= 500 {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if code != http.StatusUnauthorized {
+		m.refused, m.refusedSince = 0, time.Time{}
+		return
+	}
+	if m.refused == 0 {
+		m.refusedSince = m.cfg.Clock.Now()
+	}
+	m.refused++
 }
 
 func (w waitForCertificate) WrappedRoundTripper() http.RoundTripper { return w.rt }
@@ -387,6 +418,7 @@ func (m *Manager) run(ctx context.Context, last *tls.Certificate) {
 			m.rotations++
 			m.lastFailure = ""
 			m.requestError, m.requestReason = "", ""
+			m.refused, m.refusedSince = 0, time.Time{}
 			m.waitingSince = time.Time{}
 			m.mu.Unlock()
 			if first {
@@ -632,6 +664,11 @@ var ErrNoCertificateYet = errors.New("no valid client certificate yet (not regis
 // system:anonymous) and is refused.
 var ErrCertificateExpired = errors.New("client certificate expired")
 
+// ErrCertificateRefused is wrapped by Healthy's answer when the API server answers 401 Unauthorized to
+// requests made with a certificate that has not expired: it is unusable (not signed by a CA the API
+// server trusts for clients).
+var ErrCertificateRefused = errors.New("client certificate refused")
+
 // Healthy is nil while the client certificate is fine, else why not:
 //   - ErrNoCertificateYet: the first certificate is being requested and nothing went wrong (the
 //     caller may let this pass while joining);
@@ -640,6 +677,8 @@ var ErrCertificateExpired = errors.New("client certificate expired")
 //     a store error, or --rotate-certificates off);
 //   - no certificate and a problem: a CSR waiting longer than PendingThreshold, denied or failed, or
 //     refused credentials, no permission or an untrusted API server (Reason* other than ReasonRequest);
+//   - an error wrapping ErrCertificateRefused: a certificate that has not expired, to which the API
+//     server answered 401 Unauthorized the last 3 times in a row (no other answer between);
 //   - the certificate in the last 10 % of its lifetime without having been renewed, or its renewal
 //     CSR waiting longer than the threshold.
 //
@@ -651,6 +690,7 @@ func (m *Manager) Healthy() error {
 	name, _, since := m.pendingSince()
 	m.mu.Lock()
 	failure, requestError, requestReason, lastNotAfter, stopped := m.lastFailure, m.requestError, m.requestReason, m.lastNotAfter, m.stopped
+	refused, refusedSince := m.refused, m.refusedSince
 	m.mu.Unlock()
 	// A refused credential or an untrusted server is a problem of its own; a request that failed
 	// otherwise (the API server unreachable) is only a problem once the certificate has expired (or
@@ -701,6 +741,10 @@ func (m *Manager) Healthy() error {
 			}
 		}
 		return fmt.Errorf("%w", errors.New(msg))
+	}
+	if refused >= refusedAfter {
+		return fmt.Errorf("%w: the API server answered 401 Unauthorized to the last %d requests made with client certificate %q (issuer %q, valid until %s), since %s: is it signed by a CA of the API server's --client-ca-file?",
+			ErrCertificateRefused, refused, cert.Leaf.Subject.String(), cert.Leaf.Issuer.String(), cert.Leaf.NotAfter.UTC().Format(time.RFC3339), refusedSince.UTC().Format(time.RFC3339))
 	}
 	lifetime := cert.Leaf.NotAfter.Sub(cert.Leaf.NotBefore)
 	left := cert.Leaf.NotAfter.Sub(now)

@@ -7,10 +7,13 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/base64"
 	"encoding/pem"
 	"errors"
 	"fmt"
 	"math/big"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -390,5 +393,73 @@ func testExpiredWithoutRotation(t *testing.T) {
 	}
 	if n := len(s.requests()); n != 1 {
 		t.Errorf("%d CSRs, want 1", n)
+	}
+}
+
+// TestRefusedCertificate (issue 22, item 2, "unusable"): a certificate that has not expired but that
+// the API server answers 401 Unauthorized to (three requests in a row) is a failing Healthy saying so;
+// one accepted request ends it. Real time and a real TLS server: the transport is the one the agent's
+// clients use.
+func TestRefusedCertificate(t *testing.T) {
+	var mu sync.Mutex
+	code := http.StatusUnauthorized
+	var presented []string
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(r.TLS.PeerCertificates) > 0 {
+			presented = append(presented, r.TLS.PeerCertificates[0].Subject.CommonName)
+		}
+		w.WriteHeader(code)
+	}))
+	srv.TLS = &tls.Config{ClientAuth: tls.RequestClientCert}
+	srv.StartTLS()
+	defer srv.Close()
+
+	s := newSigner(t, time.Hour)
+	cfg := setup(t, s)
+	caPEM := base64.StdEncoding.EncodeToString(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}))
+	kc := strings.Replace(fmt.Sprintf(bootstrapKubeconfig, caPEM), "https://127.0.0.1:6443", srv.URL, 1)
+	if err := os.WriteFile(cfg.BootstrapKubeconfig, []byte(kc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Registry = nil
+	m := start(t, cfg)
+	select {
+	case <-m.Ready():
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no certificate: %v", m.Healthy())
+	}
+	client, err := restclient.HTTPClientFor(m.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func() {
+		t.Helper()
+		resp, err := client.Get(srv.URL + "/api/v1/nodes/n1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	for i := range 3 {
+		if err := m.Healthy(); err != nil {
+			t.Fatalf("Healthy() after %d refusals = %v, want nil", i, err)
+		}
+		get()
+	}
+	err = m.Healthy()
+	if !errors.Is(err, ErrCertificateRefused) || !strings.Contains(err.Error(), "401 Unauthorized") || !strings.Contains(err.Error(), "system:node:n1") {
+		t.Errorf("Healthy() after 3 refusals = %v, want ErrCertificateRefused naming the certificate", err)
+	}
+	mu.Lock()
+	code = http.StatusOK
+	if len(presented) != 3 || presented[0] != "system:node:n1" {
+		t.Errorf("certificates presented %v, want system:node:n1 each time", presented)
+	}
+	mu.Unlock()
+	get()
+	if err := m.Healthy(); err != nil {
+		t.Errorf("Healthy() after an accepted request = %v", err)
 	}
 }
