@@ -394,3 +394,64 @@ func selfSignedCAPEM(t *testing.T) []byte {
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 }
+
+// TestBootstrapCertificateRefused: a stored certificate that has not expired but is signed by a CA the
+// API server does not trust for clients (the cluster CA replaced) is reported as refused: /healthz
+// fails, and /debug/nodestatus and `nodeagent status` say "client certificate refused" with the 401s.
+func TestBootstrapCertificateRefused(t *testing.T) {
+	t.Parallel()
+	const name = "boot-refused"
+	cp := startBootstrapControlPlane(t, 0)
+	ctrd := startContainerd(t, true)
+	dir := t.TempDir()
+	certDir := filepath.Join(dir, "root", "pki")
+	if err := os.MkdirAll(certDir, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	// A node certificate from another CA, stored as the agent stores its own.
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "another-ca"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true,
+		BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	caDER, _ := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	ca, _ := x509.ParseCertificate(caDER)
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	der, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{SerialNumber: big.NewInt(2),
+		Subject:   pkix.Name{CommonName: "system:node:" + name, Organization: []string{"system:nodes"}},
+		NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, _ := x509.MarshalECPrivateKey(key)
+	pair := filepath.Join(certDir, "nodeagent-client-2026-01-01-00-00-00.pem")
+	if err := os.WriteFile(pair, append(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	current := filepath.Join(certDir, currentPEM)
+	if err := os.Symlink(pair, current); err != nil {
+		t.Fatal(err)
+	}
+	kc := writeBadBootstrapKubeconfig(t, cp, filepath.Join(dir, "node.kubeconfig"), func(_, user string, c *clientcmdapi.Config) {
+		c.AuthInfos[user] = &clientcmdapi.AuthInfo{ClientCertificate: current, ClientKey: current}
+	})
+	a := framework.StartTestAgent(t.Context(), t, framework.AgentOptions{
+		Dir: dir, NodeName: name, Kubeconfig: kc, RuntimeEndpoint: ctrd.Endpoint,
+		Args: []string{"--bootstrap-kubeconfig=" + cp.BootstrapKubeconfig(), "--rotate-certificates=true"},
+	})
+	st := waitCertStatus(t, a, time.Minute, "the certificate refused", func(s clientCertStatus) bool {
+		return strings.Contains(s.Problem, "client certificate refused")
+	})
+	if !strings.Contains(st.Problem, "401 Unauthorized") || !strings.Contains(st.Problem, "another-ca") {
+		t.Errorf("clientCertificate.problem = %q, want the 401s and the issuer", st.Problem)
+	}
+	if code, _, _ := a.Get(t.Context(), "/healthz"); code == 200 {
+		t.Errorf("/healthz = 200 with the certificate refused")
+	}
+	out, code := runStatus(t, a)
+	if code != 1 || !strings.Contains(out, "client certificate refused") {
+		t.Errorf("nodeagent status: exit %d, want 1 and the refusal in:\n%s", code, out)
+	}
+}
