@@ -14,7 +14,10 @@ import (
 func main() {
 	// Hidden: NODEAGENT_STARTUP_TRACE=FILE writes a runtime/trace of the first second (docs/operating.md).
 	stopTrace := app.StartStartupTrace(os.Getenv)
-	// SIGTERM/SIGINT cancel the context and the agent shuts down; a second signal exits at once.
+	// SIGHUP is logged and ignored (app.IgnoreHangup); SIGTERM/SIGINT cancel the context and the
+	// agent shuts down; a second signal exits at once.
+	stopHangup := app.IgnoreHangup()
+	defer stopHangup()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	go func() {
 		<-ctx.Done()

@@ -103,8 +103,10 @@ func nodeConfig(cfg *config.Completed, deps *Dependencies) node.Config {
 }
 
 // withCertificate adds the client certificate to the health checks: /healthz (syncloop) fails on a
-// certificate that is expiring unrenewed or a CSR left unapproved, and, once the loops are late, says
-// that there is no certificate yet (a join waiting for its CSR); /readyz waits for a certificate.
+// certificate that has expired (certificate.ErrCertificateExpired: every request is refused), is
+// expiring unrenewed, a CSR left unapproved or one that cannot be made (401, unknown CA), and, once
+// the loops are late, says that there is no certificate yet (a join waiting for its CSR); /readyz
+// waits for a certificate. Only a first certificate not obtained yet, with nothing wrong, passes.
 func withCertificate(healthy, ready, cert func() error) (func() error, func() error) {
 	return func() error {
 			loops, c := healthy(), cert()
@@ -127,14 +129,8 @@ type machineHost struct {
 func (a *Agent) report() node.Report {
 	r := node.Report{Version: version.Get().GitVersion, StartedAt: processStart, Notes: a.notes(), Extra: map[string]any{}}
 	if a.deps.Certificates != nil {
-		cert := map[string]string{"path": a.deps.Certificates.CurrentPath()}
-		if c := a.deps.Certificates.Current(); c != nil && c.Leaf != nil {
-			cert["notAfter"] = c.Leaf.NotAfter.Format(time.RFC3339)
-		}
-		if err := a.deps.Certificates.Healthy(); err != nil {
-			cert["problem"] = err.Error()
-			r.Notes = append(r.Notes, "client certificate: "+err.Error())
-		}
+		cert := a.deps.Certificates.Status()
+		r.Notes = append(r.Notes, cert.Notes()...)
 		r.Extra["clientCertificate"] = cert
 	}
 	if a.node != nil {

@@ -1,10 +1,14 @@
 package app
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/nodeagent/nodeagent/pkg/certificate"
 )
 
 // TestMainBadBootstrapInput: bad TLS bootstrap and rotation settings exit 1 with one "nodeagent: ..."
@@ -84,5 +88,56 @@ current-context: c
 	// Nothing was written where --kubeconfig points.
 	if _, err := os.Stat(filepath.Join(dir, "kc")); err == nil {
 		t.Error("a kubeconfig was written for bad input")
+	}
+}
+
+// TestWithCertificate (issue 22, item 2): the syncloop check fails on an expired client certificate
+// with the reason, while a first certificate not obtained yet (nothing wrong) passes as long as the
+// loops are alive; /readyz waits for a certificate either way.
+func TestWithCertificate(t *testing.T) {
+	expired := fmt.Errorf("%w at 2026-01-01T00:00:00Z (1m0s ago), requests are sent without a client certificate and refused: x", certificate.ErrCertificateExpired)
+	loopsLate := errors.New("status sync late")
+	for _, tc := range []struct {
+		name              string
+		loops, cert       error
+		wantHealthy       string // "" for nil
+		wantReadyContains string
+	}{
+		{name: "joining", cert: certificate.ErrNoCertificateYet, wantReadyContains: "no valid client certificate yet"},
+		{name: "joining, loops late", loops: loopsLate, cert: certificate.ErrNoCertificateYet, wantHealthy: "status sync late", wantReadyContains: "not registered"},
+		{name: "expired", cert: expired, wantHealthy: "client certificate expired at", wantReadyContains: "expired"},
+		{name: "fine"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			healthy, ready := withCertificate(func() error { return tc.loops }, func() error { return nil }, func() error { return tc.cert })
+			err := healthy()
+			if (err == nil) != (tc.wantHealthy == "") || (err != nil && !strings.Contains(err.Error(), tc.wantHealthy)) {
+				t.Errorf("healthy() = %v, want %q", err, tc.wantHealthy)
+			}
+			if err := ready(); (err == nil) != (tc.wantReadyContains == "") || (err != nil && !strings.Contains(err.Error(), tc.wantReadyContains)) {
+				t.Errorf("ready() = %v, want %q", err, tc.wantReadyContains)
+			}
+		})
+	}
+}
+
+// TestMainConfigTooLarge (issue 22, item 5): --config=/dev/zero or a config file over 4 MiB ends the
+// command at once with exit 1 and one line naming --config, the file and the limit, instead of being
+// read until the process is killed for its memory; so does `nodeagent status --config`.
+func TestMainConfigTooLarge(t *testing.T) {
+	big := filepath.Join(t.TempDir(), "big.yaml")
+	if err := os.WriteFile(big, []byte("#"+strings.Repeat("x", 5<<20)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"--config=/dev/zero"},
+		{"--config=" + big},
+		{"status", "--config=/dev/zero"},
+	} {
+		code, out := runMain(t, args)
+		line := nodeagentLine(out)
+		if code != 1 || !strings.Contains(line, `--config "`) || !strings.Contains(line, "file too large") || !strings.Contains(line, "4194304 bytes (4 MiB)") {
+			t.Errorf("Main(%q) = %d, %q; want 1 and a line naming --config, the file and the limit", args, code, line)
+		}
 	}
 }

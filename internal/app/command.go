@@ -8,7 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
 	"slices"
+	"syscall"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -107,6 +110,34 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// IgnoreHangup makes SIGHUP a logged no-op for the rest of the process (until the returned func is
+// called): "Received SIGHUP, ignoring it" at info level, and the process goes on. Without it Go's
+// default action ends the process at once with status 129, without a shutdown log or STOPPING=1
+// (issue 22). The kubelet handles only SIGINT and SIGTERM (k8s.io/apiserver's SetupSignalContext,
+// shutdownSignals), so it dies the same unlogged way; nodeagent deliberately differs: it has nothing
+// to reload (a changed --config or flag needs a restart, as with the kubelet) and logs to stderr,
+// so there is no log file to reopen. A closed terminal, `kill -HUP` or a stray `systemctl reload`
+// (the unit has no ExecReload) thus never ends it.
+func IgnoreHangup() (stop func()) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGHUP)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-ch:
+				klog.Background().Info("Received SIGHUP, ignoring it: nodeagent reloads nothing and has no log file to reopen; restart it to apply a changed configuration", "signal", "SIGHUP")
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(ch)
+		close(done)
+	}
 }
 
 // exitError ends the command with an exit code other than 1, printing err if it is not nil.

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -78,9 +77,10 @@ stale Lease. Exit code 0: Ready and healthy; 1: not Ready or unhealthy; 2: the a
 	return cmd
 }
 
-// readHealthzAddress reads the healthz address fields of a config file (the rest is not checked).
+// readHealthzAddress reads the healthz address fields of a config file (the rest is not checked);
+// a file over config.MaxFileSize is refused.
 func readHealthzAddress(path string) (*config.NodeAgentConfiguration, error) {
-	data, err := os.ReadFile(path)
+	data, err := config.ReadFileLimited(path, config.MaxFileSize)
 	if err != nil {
 		return nil, fmt.Errorf("--config %q: %w", path, err)
 	}
@@ -229,6 +229,16 @@ func printSummary(w io.Writer, now time.Time, r node.Report, checks []healthChec
 			cache = fmt.Sprintf("stale since %s: %s", ago(n.NodeCache.Stale.Since), n.NodeCache.Stale.Reason)
 		}
 		fmt.Fprintf(w, "  Node cache: %s\n", cache)
+	}
+	if cc, ok := r.Extra["clientCertificate"].(map[string]any); ok {
+		state := "none"
+		if na, _ := cc["notAfter"].(string); na != "" {
+			state = "valid until " + na
+		}
+		if p, _ := cc["problem"].(string); p != "" {
+			state += ", FAILING (see the notes)"
+		}
+		fmt.Fprintf(w, "Client certificate: %s (%v)\n", state, cc["path"])
 	}
 	var parts []string
 	for _, c := range checks {

@@ -13,4 +13,10 @@
 //	m.Start(ctx)                   // bootstraps (if needed) and rotates in the background
 //	<-m.Ready()                    // a certificate is available
 //	err = m.Healthy()              // nil, or why the client certificate is a problem
+//	st := m.Status()               // path, expiry, problem, request/store errors, damaged file moved aside
+//
+// Beyond the kubelet: a damaged stored pair is moved aside and bootstrapped again (with a bootstrap
+// kubeconfig), an issued certificate that cannot be stored is used from memory and stored later (no
+// new CSR), and why there is no certificate (401, 403, unknown CA, store failure) is in Status and
+// nodeagent_certificate_manager_client_errors_total{reason}.
 package certificate

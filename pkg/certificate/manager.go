@@ -19,6 +19,7 @@ import (
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/kubernetes"
 	restclient "k8s.io/client-go/rest"
@@ -51,7 +52,8 @@ type Config struct {
 	// problem (Healthy turns non-nil) and when it is fine again. SetEvent sets it later.
 	Event func(eventType, reason, message string)
 	// CheckPeriod is how often the current certificate is compared with the one the connections were
-	// made with (5 s; the kubelet's UpdateTransport checks every 10 s); 100 ms until the first certificate.
+	// made with, and a certificate kept in memory is written to the store again (10 s, as the kubelet's
+	// UpdateTransport checks); 100 ms until the first certificate.
 	CheckPeriod time.Duration
 	// PendingThreshold is how long a certificate may be waited for before Healthy reports it: 1 min,
 	// or a twentieth of the current certificate's lifetime if shorter.
@@ -70,13 +72,17 @@ type Manager struct {
 	cfg        Config
 	cm         atomic.Pointer[certificate.Manager]
 	newCM      func(rotateNow bool) (certificate.Manager, error)
-	store      certificate.FileStore
+	store      *fileStore
 	restConfig *restclient.Config
 	dialer     *connrotation.Dialer
 	ready      chan struct{}
 	readyOnce  sync.Once
 
 	renewErrors *metrics.Counter
+	errors      *metrics.CounterVec // by reason: see errorsHelp
+
+	// damaged says which damaged certificate New moved aside ("" if none); Start logs it once.
+	damaged string
 
 	mu             sync.Mutex
 	event          func(eventType, reason, message string)
@@ -84,6 +90,11 @@ type Manager struct {
 	lastPendingLog time.Time
 	lastNotAfter   time.Time // of the last certificate seen
 	lastFailure    string    // the last denied/failed CSR, or renewal error
+	requestError   string    // why the last CSR could not be created ("" once one is)
+	requestReason  string    // its Reason* (credential problems fail Healthy, ReasonRequest does not)
+	stopped        bool      // the client-go manager was stopped after the first certificate (no rotation)
+	refused        int       // 401 answers in a row to the agent's requests
+	refusedSince   time.Time // the first of them
 	waitingSince   time.Time // first CSR since the last certificate was obtained
 	rotations      int
 }
@@ -122,7 +133,7 @@ func New(cfg Config) (*Manager, error) {
 	m := &Manager{cfg: cfg, event: cfg.Event, ready: make(chan struct{}),
 		pending: map[string]time.Time{}}
 
-	store, err := certificate.NewFileStore(PairNamePrefix, cfg.CertDir, cfg.CertDir, "", "")
+	store, err := newFileStore(cfg.CertDir, "", "")
 	if err != nil {
 		return nil, fmt.Errorf("--cert-dir %q: %w", cfg.CertDir, err)
 	}
@@ -133,17 +144,37 @@ func New(cfg Config) (*Manager, error) {
 	// The store starts from the kubeconfig's own files when they are not the store's (a hand-made
 	// node kubeconfig with --rotate-certificates), as the kubelet's NewKubeletClientCertificateManager.
 	if clientConfig.CertFile != store.CurrentPath() {
-		if m.store, err = certificate.NewFileStore(PairNamePrefix, cfg.CertDir, cfg.CertDir, clientConfig.CertFile, clientConfig.KeyFile); err != nil {
+		if m.store, err = newFileStore(cfg.CertDir, clientConfig.CertFile, clientConfig.KeyFile); err != nil {
 			return nil, fmt.Errorf("--cert-dir %q: %w", cfg.CertDir, err)
 		}
 	} else {
 		m.store = store
+	}
+	// A damaged current pair (truncated or garbage PEM, a key that is not the certificate's, the link
+	// pointing at a directory) would make client-go's manager fail, and the agent exit: with bootstrap
+	// credentials, move it aside for the operator and bootstrap again, as docs/joining.md says.
+	if cfg.BootstrapKubeconfig != "" {
+		if _, err := m.store.FileStore.Current(); err != nil {
+			var none *certificate.NoCertKeyError
+			if !errors.As(err, &none) {
+				moved, merr := moveAsideDamaged(m.store.CurrentPath(), cfg.Clock.Now())
+				if merr != nil {
+					return nil, fmt.Errorf("--cert-dir %q: client certificate %s is damaged (%v) and could not be moved aside: %w", cfg.CertDir, m.store.CurrentPath(), err, merr)
+				}
+				m.damaged = fmt.Sprintf("client certificate %s was damaged (%v); moved aside to %s, bootstrapping again with --bootstrap-kubeconfig", m.store.CurrentPath(), err, moved)
+			}
+		}
 	}
 
 	m.renewErrors = metrics.NewCounter(&metrics.CounterOpts{
 		Namespace: "nodeagent", Subsystem: "certificate_manager", Name: "client_expiration_renew_errors_total",
 		Help: "Counter of client certificate renewal errors.", StabilityLevel: metrics.ALPHA,
 	})
+	m.errors = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace: "nodeagent", Subsystem: "certificate_manager", Name: "client_errors_total",
+		Help: errorsHelp, StabilityLevel: metrics.ALPHA,
+	}, []string{"reason"})
+	m.store.failed = func() { m.errors.WithLabelValues(ReasonStore).Inc() }
 	cmConfig := &certificate.Config{
 		ClientsetFn: m.clientsetFn(certConfig, clientConfig),
 		Template: &x509.CertificateRequest{Subject: pkix.Name{
@@ -163,12 +194,12 @@ func New(cfg Config) (*Manager, error) {
 		}
 		// client-go's manager rotates at once a certificate given as BootstrapCertificatePEM when its
 		// store has none: give it the current pair that way, through a store that answers "none" once.
-		pair, err := os.ReadFile(m.store.CurrentPath())
+		certPEM, keyPEM, err := m.store.currentPair()
 		if err != nil {
 			return nil, err
 		}
 		c := *cmConfig
-		c.BootstrapCertificatePEM, c.BootstrapKeyPEM = splitPair(pair)
+		c.BootstrapCertificatePEM, c.BootstrapKeyPEM = certPEM, keyPEM
 		c.CertificateStore = &storeWithoutCurrent{Store: m.store}
 		return certificate.NewManager(&c)
 	}
@@ -184,6 +215,11 @@ func New(cfg Config) (*Manager, error) {
 	}
 	if m.manager().Current() != nil {
 		m.readyOnce.Do(func() { close(m.ready) })
+	}
+	// An expired stored certificate is remembered, so that Healthy says it expired rather than "not
+	// yet" while a new one is requested.
+	if c, err := m.store.Current(); err == nil && c.Leaf != nil {
+		m.lastNotAfter = c.Leaf.NotAfter
 	}
 	m.registerMetrics()
 	return m, nil
@@ -201,9 +237,14 @@ func (m *Manager) clientsetFn(certConfig, clientConfig *restclient.Config) certi
 		case m.cfg.BootstrapKubeconfig != "":
 			c, err := LoadBootstrapKubeconfig(m.cfg.BootstrapKubeconfig)
 			if err != nil {
+				m.requestFailed(err, "")
 				return nil, err
 			}
 			config = c
+		}
+		creds := fmt.Sprintf("the bootstrap credentials of --bootstrap-kubeconfig %q", m.cfg.BootstrapKubeconfig)
+		if current != nil || m.cfg.BootstrapKubeconfig == "" {
+			creds = "the node's client certificate"
 		}
 		newClientset := m.cfg.NewClientset
 		if newClientset == nil {
@@ -211,9 +252,10 @@ func (m *Manager) clientsetFn(certConfig, clientConfig *restclient.Config) certi
 		}
 		cs, err := newClientset(config)
 		if err != nil {
+			m.requestFailed(err, creds)
 			return nil, err
 		}
-		return observedClientset{Interface: cs, observe: m.observe}, nil
+		return observedClientset{Interface: cs, observe: m.observe, failed: func(err error) { m.requestFailed(err, creds) }}, nil
 	}
 }
 
@@ -237,7 +279,7 @@ func (m *Manager) buildRESTConfig(clientConfig *restclient.Config) error {
 		return &tls.Certificate{}, nil
 	}
 	m.dialer = connrotation.NewDialer((&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext)
-	c.Transport = waitForCertificate{ready: m.ready, rt: utilnet.SetTransportDefaults(&http.Transport{
+	c.Transport = waitForCertificate{ready: m.ready, observe: m.observeResponse, rt: utilnet.SetTransportDefaults(&http.Transport{
 		Proxy:               http.ProxyFromEnvironment,
 		TLSHandshakeTimeout: 10 * time.Second,
 		TLSClientConfig:     tlsConfig,
@@ -251,10 +293,12 @@ func (m *Manager) buildRESTConfig(clientConfig *restclient.Config) error {
 }
 
 // waitForCertificate holds requests until the first certificate is available (or the request's
-// context ends), so nothing reaches the API server anonymous while bootstrapping.
+// context ends), so nothing reaches the API server anonymous while bootstrapping, and tells observe
+// the status code of every response (a 401 means the certificate presented is refused).
 type waitForCertificate struct {
-	ready <-chan struct{}
-	rt    http.RoundTripper
+	ready   <-chan struct{}
+	observe func(code int)
+	rt      http.RoundTripper
 }
 
 func (w waitForCertificate) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -263,7 +307,34 @@ func (w waitForCertificate) RoundTrip(req *http.Request) (*http.Response, error)
 	case <-req.Context().Done():
 		return nil, fmt.Errorf("waiting for a client certificate: %w", req.Context().Err())
 	}
-	return w.rt.RoundTrip(req)
+	resp, err := w.rt.RoundTrip(req)
+	if err == nil && w.observe != nil {
+		w.observe(resp.StatusCode)
+	}
+	return resp, err
+}
+
+// refusedAfter is how many 401 answers in a row, to requests made with a valid certificate, make the
+// certificate unusable for Healthy.
+const refusedAfter = 3
+
+// observeResponse counts the API server's 401 answers in a row (any other status below 500 ends the
+// run): the certificate presented is not accepted (signed by a CA the API server's --client-ca-file
+// does not hold, e.g. after the cluster CA was replaced).
+func (m *Manager) observeResponse(code int) {
+	if code >= 500 {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if code != http.StatusUnauthorized {
+		m.refused, m.refusedSince = 0, time.Time{}
+		return
+	}
+	if m.refused == 0 {
+		m.refusedSince = m.cfg.Clock.Now()
+	}
+	m.refused++
 }
 
 func (w waitForCertificate) WrappedRoundTripper() http.RoundTripper { return w.rt }
@@ -298,6 +369,9 @@ func (m *Manager) SetEvent(f func(eventType, reason, message string)) {
 // one. It returns at once.
 func (m *Manager) Start(ctx context.Context) {
 	logger := klog.FromContext(ctx)
+	if m.damaged != "" {
+		logger.Error(nil, "Damaged client certificate moved aside, bootstrapping again", "problem", m.damaged)
+	}
 	current := m.manager().Current()
 	if m.cfg.Rotate || current == nil {
 		if current == nil {
@@ -318,9 +392,21 @@ func (m *Manager) Start(ctx context.Context) {
 // start and end, and logs CSRs that wait for approval.
 func (m *Manager) run(ctx context.Context, last *tls.Certificate) {
 	logger := klog.FromContext(ctx)
-	var lastProblem error
-	var lastProblemLog time.Time
+	var lastProblem, lastStoreErr error
+	var lastProblemLog, lastStoreLog time.Time
 	check := func() {
+		storeErr := m.store.Persist()
+		switch {
+		case storeErr != nil && (lastStoreErr == nil || m.cfg.Clock.Since(lastStoreLog) >= time.Minute):
+			logger.Error(storeErr, "Client certificate issued but not stored, using it from memory and retrying; a restart before it is stored bootstraps again")
+			lastStoreLog = m.cfg.Clock.Now()
+			if lastStoreErr == nil {
+				m.emit("Warning", "ClientCertificateNotStored", storeErr.Error())
+			}
+		case storeErr == nil && m.store.takeStored():
+			logger.Info("Client certificate stored", "path", m.CurrentPath())
+		}
+		lastStoreErr = storeErr
 		curr := m.manager().Current()
 		if curr != nil && (last == nil || !curr.Leaf.Equal(last.Leaf)) {
 			first := last == nil
@@ -331,6 +417,8 @@ func (m *Manager) run(ctx context.Context, last *tls.Certificate) {
 			m.mu.Lock()
 			m.rotations++
 			m.lastFailure = ""
+			m.requestError, m.requestReason = "", ""
+			m.refused, m.refusedSince = 0, time.Time{}
 			m.waitingSince = time.Time{}
 			m.mu.Unlock()
 			if first {
@@ -344,6 +432,9 @@ func (m *Manager) run(ctx context.Context, last *tls.Certificate) {
 			m.readyOnce.Do(func() { close(m.ready) })
 			if !m.cfg.Rotate {
 				m.manager().Stop()
+				m.mu.Lock()
+				m.stopped = true
+				m.mu.Unlock()
 			}
 		}
 		m.logPending(logger)
@@ -447,6 +538,7 @@ func (m *Manager) observe(csr *certificatesv1.CertificateSigningRequest, created
 	defer m.mu.Unlock()
 	logger := klog.Background().WithName("client")
 	if created {
+		m.requestError, m.requestReason = "", ""
 		m.pending[csr.Name] = m.cfg.Clock.Now()
 		if m.waitingSince.IsZero() {
 			m.waitingSince = m.pending[csr.Name]
@@ -462,6 +554,7 @@ func (m *Manager) observe(csr *certificatesv1.CertificateSigningRequest, created
 		if c.Type == certificatesv1.CertificateDenied || c.Type == certificatesv1.CertificateFailed {
 			delete(m.pending, csr.Name)
 			m.lastFailure = fmt.Sprintf("certificate signing request %s %s: %s: %s", csr.Name, denyVerb(c.Type), c.Reason, c.Message)
+			m.errors.WithLabelValues(denyVerb(c.Type)).Inc()
 			logger.Error(nil, "Certificate signing request not granted, retrying with backoff", "csr", csr.Name,
 				"condition", c.Type, "reason", c.Reason, "message", c.Message)
 			return
@@ -471,6 +564,50 @@ func (m *Manager) observe(csr *certificatesv1.CertificateSigningRequest, created
 		logger.Info("Certificate signing request issued", "csr", csr.Name, "waited", m.cfg.Clock.Since(m.pending[csr.Name]).Round(time.Millisecond))
 		delete(m.pending, csr.Name)
 	}
+}
+
+// Reasons of nodeagent_certificate_manager_client_errors_total.
+const (
+	ReasonUnauthorized     = "unauthorized"      // 401: the bootstrap token (or node certificate) refused
+	ReasonForbidden        = "forbidden"         // 403: may not create CSRs
+	ReasonUnknownAuthority = "unknown_authority" // the API server's certificate is not signed by the kubeconfig's CA
+	ReasonRequest          = "request"           // any other error creating a CSR (unreachable, timeout, ...)
+	ReasonDenied           = "denied"            // a CSR was denied
+	ReasonFailed           = "failed"            // a CSR failed (the signer refused it)
+	ReasonStore            = "store"             // an issued certificate could not be written to --cert-dir
+)
+
+const errorsHelp = "Errors obtaining or storing the client certificate, by reason: unauthorized (401 creating the CSR), " +
+	"forbidden (403), unknown_authority (the API server's certificate is not signed by the kubeconfig's CA), " +
+	"request (other errors creating the CSR), denied, failed (the CSR's conditions), store (the issued certificate " +
+	"could not be written to --cert-dir)."
+
+// requestFailed records why a CSR could not be created with creds (the reason shows in Healthy,
+// Status and the errors metric).
+func (m *Manager) requestFailed(err error, creds string) {
+	reason, msg := classifyRequestError(err, creds)
+	m.errors.WithLabelValues(reason).Inc()
+	m.mu.Lock()
+	m.requestError, m.requestReason = msg, reason
+	m.mu.Unlock()
+}
+
+// classifyRequestError says, for an operator, why creating a CSR with creds failed.
+func classifyRequestError(err error, creds string) (reason, message string) {
+	var unknownCA x509.UnknownAuthorityError
+	var hostname x509.HostnameError
+	var invalid x509.CertificateInvalidError
+	switch {
+	case apierrors.IsUnauthorized(err):
+		return ReasonUnauthorized, fmt.Sprintf("the API server refused %s (401 Unauthorized: a bootstrap token unknown, expired or malformed, or a certificate not signed by its client CA): %v", creds, err)
+	case apierrors.IsForbidden(err):
+		return ReasonForbidden, fmt.Sprintf("%s may not create certificate signing requests (403 Forbidden: is its group bound to ClusterRole system:node-bootstrapper?): %v", creds, err)
+	case errors.As(err, &unknownCA), errors.As(err, &hostname), errors.As(err, &invalid):
+		return ReasonUnknownAuthority, fmt.Sprintf("the API server's serving certificate is not trusted with the CA of the kubeconfig (certificate-authority or certificate-authority-data): %v", err)
+	case creds == "":
+		return ReasonRequest, err.Error()
+	}
+	return ReasonRequest, fmt.Sprintf("creating a certificate signing request with %s: %v", creds, err)
 }
 
 func denyVerb(t certificatesv1.RequestConditionType) string {
@@ -522,15 +659,46 @@ func (m *Manager) pendingSince() (name string, oldest, waiting time.Time) {
 // went wrong.
 var ErrNoCertificateYet = errors.New("no valid client certificate yet (not registered)")
 
-// Healthy is nil while the client certificate is fine, else why not: there is none (yet), a CSR has
-// waited for approval longer than PendingThreshold, or the certificate is in the last 10 % of its
-// lifetime without having been renewed. The lead adds it as a /healthz check.
+// ErrCertificateExpired is wrapped by Healthy's answer once the certificate has expired and no new
+// one has been obtained: every request then goes out without a client certificate (as
+// system:anonymous) and is refused.
+var ErrCertificateExpired = errors.New("client certificate expired")
+
+// ErrCertificateRefused is wrapped by Healthy's answer when the API server answers 401 Unauthorized to
+// requests made with a certificate that has not expired: it is unusable (not signed by a CA the API
+// server trusts for clients).
+var ErrCertificateRefused = errors.New("client certificate refused")
+
+// Healthy is nil while the client certificate is fine, else why not:
+//   - ErrNoCertificateYet: the first certificate is being requested and nothing went wrong (the
+//     caller may let this pass while joining);
+//   - an error wrapping ErrCertificateExpired: the certificate expired and no new one came, so every
+//     request is refused; it says when, and why no new one (the CSR waiting, denied, a request error,
+//     a store error, or --rotate-certificates off);
+//   - no certificate and a problem: a CSR waiting longer than PendingThreshold, denied or failed, or
+//     refused credentials, no permission or an untrusted API server (Reason* other than ReasonRequest);
+//   - an error wrapping ErrCertificateRefused: a certificate that has not expired, to which the API
+//     server answered 401 Unauthorized the last 3 times in a row (no other answer between);
+//   - the certificate in the last 10 % of its lifetime without having been renewed, or its renewal
+//     CSR waiting longer than the threshold.
+//
+// An issued certificate that could not be stored is in use and not a problem here (Status says it).
+// internal/app's withCertificate adds it to the /healthz syncloop check. The kubelet has no such check:
+// its certificate manager only logs.
 func (m *Manager) Healthy() error {
 	now := m.cfg.Clock.Now()
 	name, _, since := m.pendingSince()
 	m.mu.Lock()
-	failure := m.lastFailure
+	failure, requestError, requestReason, lastNotAfter, stopped := m.lastFailure, m.requestError, m.requestReason, m.lastNotAfter, m.stopped
+	refused, refusedSince := m.refused, m.refusedSince
 	m.mu.Unlock()
+	// A refused credential or an untrusted server is a problem of its own; a request that failed
+	// otherwise (the API server unreachable) is only a problem once the certificate has expired (or
+	// is about to), not while joining or renewing early: Status says it meanwhile.
+	credentialError := requestError != "" && requestReason != ReasonRequest
+	if credentialError {
+		failure = strings.TrimPrefix(failure+"; "+requestError, "; ")
+	}
 	cert := m.manager().Current()
 	threshold := m.cfg.PendingThreshold
 	if cert != nil && cert.Leaf != nil {
@@ -539,6 +707,28 @@ func (m *Manager) Healthy() error {
 	var pending string
 	if !since.IsZero() && now.Sub(since) >= threshold {
 		pending = fmt.Sprintf("certificate signing request %s not approved, waiting for a certificate for %s", name, now.Sub(since).Round(time.Second))
+	}
+	if (cert == nil || cert.Leaf == nil) && !lastNotAfter.IsZero() && !now.Before(lastNotAfter) {
+		next := "requesting a new one with the bootstrap credentials"
+		if pending == "" && name != "" {
+			pending = fmt.Sprintf("certificate signing request %s waiting for approval for %s", name, now.Sub(since).Round(time.Second))
+		}
+		switch {
+		case m.cfg.BootstrapKubeconfig == "":
+			next = "no --bootstrap-kubeconfig to request a new one with: give --kubeconfig a valid certificate and restart"
+		case stopped:
+			next = "--rotate-certificates is off: restart nodeagent to bootstrap a new one with --bootstrap-kubeconfig"
+		case failure != "" || pending != "" || requestError != "":
+			if !credentialError && requestError != "" {
+				failure = strings.TrimPrefix(failure+"; "+requestError, "; ")
+			}
+			next = strings.TrimPrefix(strings.TrimSuffix(pending+"; "+failure, "; "), "; ")
+		}
+		if store := m.store.storeError(); store != nil {
+			next += "; " + store.Error()
+		}
+		return fmt.Errorf("%w at %s (%s ago), requests are sent without a client certificate and refused: %s", ErrCertificateExpired,
+			lastNotAfter.UTC().Format(time.RFC3339), now.Sub(lastNotAfter).Round(time.Second), next)
 	}
 	if cert == nil || cert.Leaf == nil {
 		if pending == "" && failure == "" {
@@ -552,12 +742,19 @@ func (m *Manager) Healthy() error {
 		}
 		return fmt.Errorf("%w", errors.New(msg))
 	}
+	if refused >= refusedAfter {
+		return fmt.Errorf("%w: the API server answered 401 Unauthorized to the last %d requests made with client certificate %q (issuer %q, valid until %s), since %s: is it signed by a CA of the API server's --client-ca-file?",
+			ErrCertificateRefused, refused, cert.Leaf.Subject.String(), cert.Leaf.Issuer.String(), cert.Leaf.NotAfter.UTC().Format(time.RFC3339), refusedSince.UTC().Format(time.RFC3339))
+	}
 	lifetime := cert.Leaf.NotAfter.Sub(cert.Leaf.NotBefore)
 	left := cert.Leaf.NotAfter.Sub(now)
 	if left < lifetime/10 {
 		why := "--rotate-certificates is off"
 		if m.cfg.Rotate {
 			why = "not renewed"
+			if !credentialError && requestError != "" {
+				failure = strings.TrimPrefix(failure+"; "+requestError, "; ")
+			}
 			if failure != "" {
 				why += ": " + failure
 			} else if pending != "" {
@@ -570,6 +767,61 @@ func (m *Manager) Healthy() error {
 		return fmt.Errorf("client certificate renewal: %s (current certificate valid until %s)", pending, cert.Leaf.NotAfter.UTC().Format(time.RFC3339))
 	}
 	return nil
+}
+
+// Status is the client certificate's state as /debug/nodestatus and `nodeagent status` show it.
+type Status struct {
+	// Path is the store's current link, <cert-dir>/nodeagent-client-current.pem.
+	Path string `json:"path"`
+	// NotAfter is the current certificate's expiry (RFC 3339, UTC); empty without one.
+	NotAfter string `json:"notAfter,omitempty"`
+	// Problem is Healthy's error, if any.
+	Problem string `json:"problem,omitempty"`
+	// RequestError is why the last certificate signing request could not be created (401, 403, an
+	// unknown CA, ...), until one is.
+	RequestError string `json:"requestError,omitempty"`
+	// StoreError is why the certificate in use (issued, kept in memory) is not stored in --cert-dir.
+	StoreError string `json:"storeError,omitempty"`
+	// Damaged says which damaged certificate was moved aside at start, and where to.
+	Damaged string `json:"damaged,omitempty"`
+}
+
+// Status returns the client certificate's state: its path and expiry, Healthy's problem, and the
+// diagnostics behind it (why no CSR could be made, why the certificate is not stored, a damaged file
+// moved aside).
+func (m *Manager) Status() Status {
+	st := Status{Path: m.CurrentPath(), Damaged: m.damaged}
+	if c := m.Current(); c != nil && c.Leaf != nil {
+		st.NotAfter = c.Leaf.NotAfter.UTC().Format(time.RFC3339)
+	}
+	if err := m.Healthy(); err != nil {
+		st.Problem = err.Error()
+	}
+	m.mu.Lock()
+	st.RequestError = m.requestError
+	m.mu.Unlock()
+	if err := m.store.storeError(); err != nil {
+		st.StoreError = err.Error()
+	}
+	return st
+}
+
+// Notes are Status's diagnostics as sentences for an operator (report notes), empty when all is well.
+func (s Status) Notes() []string {
+	var notes []string
+	if s.Problem != "" {
+		notes = append(notes, "client certificate: "+s.Problem)
+	}
+	if s.RequestError != "" && !strings.Contains(s.Problem, s.RequestError) {
+		notes = append(notes, "client certificate request: "+s.RequestError)
+	}
+	if s.StoreError != "" {
+		notes = append(notes, "client certificate in use but not stored (a restart would bootstrap again): "+s.StoreError)
+	}
+	if s.Damaged != "" {
+		notes = append(notes, s.Damaged)
+	}
+	return notes
 }
 
 // splitPair splits a store file (certificates and a key) into the certificates' PEM and the key's.
@@ -618,7 +870,7 @@ func (m *Manager) registerMetrics() {
 		}
 		return nil
 	}
-	m.cfg.Registry.MustRegister(m.renewErrors)
+	m.cfg.Registry.MustRegister(m.renewErrors, m.errors)
 	m.cfg.Registry.RawMustRegister(
 		metrics.NewGaugeFunc(&metrics.GaugeOpts{
 			Namespace: "nodeagent", Subsystem: "certificate_manager", Name: "client_expiration_seconds",

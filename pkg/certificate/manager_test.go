@@ -69,6 +69,8 @@ type signer struct {
 	ca       *x509.Certificate
 	lifetime time.Duration
 	decide   func(n int) (approve bool, denyMessage string)
+	// createErr, if set, is the error creating a CSR answers (nil: the CSR is created).
+	createErr func() error
 
 	mu      sync.Mutex
 	csrs    []*certificatesv1.CertificateSigningRequest
@@ -100,6 +102,12 @@ func (s *signer) clientset(c *restclient.Config) (kubernetes.Interface, error) {
 	cs.PrependReactor("create", "certificatesigningrequests", func(a clienttesting.Action) (bool, runtime.Object, error) {
 		csr := a.(clienttesting.CreateAction).GetObject().(*certificatesv1.CertificateSigningRequest)
 		s.mu.Lock()
+		if s.createErr != nil {
+			if err := s.createErr(); err != nil {
+				s.mu.Unlock()
+				return true, nil, err
+			}
+		}
 		n := len(s.csrs)
 		if csr.Name == "" {
 			// Not the time: in a bubble two CSRs may be made at the same instant.

@@ -13,33 +13,41 @@ import (
 // observedClientset decorates the clientset client-go's certificate manager requests CSRs with, so
 // that the Manager sees every CSR it creates and what becomes of it (approved, denied, failed,
 // issued) through the calls csr.RequestCertificate and csr.WaitForCertificate make.
+// A CSR that cannot be created (401, 403, an unknown CA, the API server unreachable) is told to
+// failed.
 type observedClientset struct {
 	kubernetes.Interface
 	observe func(csr *certificatesv1.CertificateSigningRequest, created bool)
+	failed  func(error)
 }
 
 func (c observedClientset) CertificatesV1() certificatesv1client.CertificatesV1Interface {
-	return observedCertificatesV1{c.Interface.CertificatesV1(), c.observe}
+	return observedCertificatesV1{c.Interface.CertificatesV1(), c.observe, c.failed}
 }
 
 type observedCertificatesV1 struct {
 	certificatesv1client.CertificatesV1Interface
 	observe func(csr *certificatesv1.CertificateSigningRequest, created bool)
+	failed  func(error)
 }
 
 func (c observedCertificatesV1) CertificateSigningRequests() certificatesv1client.CertificateSigningRequestInterface {
-	return observedCSRs{c.CertificatesV1Interface.CertificateSigningRequests(), c.observe}
+	return observedCSRs{c.CertificatesV1Interface.CertificateSigningRequests(), c.observe, c.failed}
 }
 
 type observedCSRs struct {
 	certificatesv1client.CertificateSigningRequestInterface
 	observe func(csr *certificatesv1.CertificateSigningRequest, created bool)
+	failed  func(error)
 }
 
 func (c observedCSRs) Create(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, opts metav1.CreateOptions) (*certificatesv1.CertificateSigningRequest, error) {
 	res, err := c.CertificateSigningRequestInterface.Create(ctx, csr, opts)
-	if err == nil {
+	switch {
+	case err == nil:
 		c.observe(res, true)
+	case c.failed != nil:
+		c.failed(err)
 	}
 	return res, err
 }

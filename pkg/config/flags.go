@@ -3,7 +3,6 @@ package config
 import (
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -110,9 +109,10 @@ func Load(args []string) (*Options, error) {
 }
 
 // LoadFile reads and strictly decodes a config file (unknown or duplicate fields are errors), checks
-// apiVersion and kind, and applies defaults to unset fields. Errors name the file.
+// apiVersion and kind, and applies defaults to unset fields. Errors name the file; a file larger
+// than MaxFileSize (or /dev/zero) is refused with ErrFileTooLarge, never read whole.
 func LoadFile(path string) (*NodeAgentConfiguration, error) {
-	data, err := os.ReadFile(path)
+	data, err := ReadFileLimited(path, MaxFileSize)
 	if err != nil {
 		return nil, fmt.Errorf("--config %q: %w", path, err)
 	}

@@ -10,6 +10,7 @@ import (
 	cpmtypes "k8s.io/node-problem-detector/pkg/custompluginmonitor/types"
 	"k8s.io/node-problem-detector/pkg/types"
 
+	"github.com/nodeagent/nodeagent/pkg/config"
 	"github.com/nodeagent/nodeagent/pkg/problem/internal/npdjson"
 )
 
@@ -28,7 +29,7 @@ const Kind = "custom-plugin-monitor"
 // panic), a non-positive timeout, a plugin path that is not an executable regular file (NPD checks
 // only that it exists), and a per-rule invoke_interval, which NPD v1.36.0 silently ignores.
 func Load(path string) (*cpmtypes.CustomPluginConfig, error) {
-	data, err := os.ReadFile(path)
+	data, err := config.ReadFileLimited(path, config.MaxFileSize)
 	if err != nil {
 		return nil, &npdjson.FieldError{Kind: Kind, File: path, Reason: err.Error()}
 	}

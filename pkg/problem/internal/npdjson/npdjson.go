@@ -7,7 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
+
+	"github.com/nodeagent/nodeagent/pkg/config"
 )
 
 // FieldError is a problem with one field of a monitor config file.
@@ -40,7 +41,7 @@ func (e *FieldError) Error() string {
 // ReadFile reads path and decodes it into v as NPD does (encoding/json, unknown fields ignored).
 // A syntax error names its line and column; a type error names the field and the JSON value.
 func ReadFile(kind, path string, v any) error {
-	data, err := os.ReadFile(path)
+	data, err := config.ReadFileLimited(path, config.MaxFileSize)
 	if err != nil {
 		return &FieldError{Kind: kind, File: path, Reason: err.Error()}
 	}
