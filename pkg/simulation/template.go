@@ -3,9 +3,7 @@ package simulation
 import (
 	"errors"
 	"fmt"
-	"io"
 	"maps"
-	"os"
 	"slices"
 	"strings"
 
@@ -18,6 +16,7 @@ import (
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
+	"github.com/nodeagent/nodeagent/pkg/config"
 	"github.com/nodeagent/nodeagent/pkg/nodestatus"
 )
 
@@ -83,15 +82,13 @@ func DefaultTemplate() *Template {
 
 // MaxTemplateBytes bounds the --node-template file: a Node manifest is a few KiB, and even one with
 // thousands of images is far below 4 MiB.
-const MaxTemplateBytes = 4 << 20
-
-// ErrTooLarge is wrapped by LoadTemplate's error for a file larger than MaxTemplateBytes.
-var ErrTooLarge = errors.New("file too large")
+const MaxTemplateBytes = config.MaxFileSize
 
 // LoadTemplate reads (at most MaxTemplateBytes: /dev/zero or a huge file is refused, never read
-// whole) and parses a Node manifest file. The error names the file, and the limit when it is over.
+// whole; the error wraps config.ErrFileTooLarge) and parses a Node manifest file. The error names the
+// flag and the file, and the limit when it is over.
 func LoadTemplate(path string) (*Template, error) {
-	data, err := readBounded(path, MaxTemplateBytes)
+	data, err := config.ReadFileLimited(path, MaxTemplateBytes)
 	if err != nil {
 		return nil, fmt.Errorf("--node-template %q: %w", path, err)
 	}
@@ -343,22 +340,4 @@ func (t *Template) extendedResources() v1.ResourceList {
 		}
 	}
 	return out
-}
-
-// readBounded reads the file at path, at most limit bytes; a longer one is an error wrapping
-// ErrTooLarge and naming the limit.
-func readBounded(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("%w: more than %d bytes", ErrTooLarge, limit)
-	}
-	return data, nil
 }

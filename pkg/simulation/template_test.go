@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodeagent/nodeagent/pkg/config"
 )
 
 // fullTemplate uses every part of a Node manifest the simulation takes.
@@ -169,8 +171,8 @@ func TestLoadTemplateBounded(t *testing.T) {
 	}
 	for _, path := range []string{"/dev/zero", big} {
 		_, err := LoadTemplate(path)
-		if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), `--node-template "`+path+`"`) ||
-			!strings.Contains(err.Error(), "more than 4194304 bytes") {
+		if !errors.Is(err, config.ErrFileTooLarge) || !strings.Contains(err.Error(), `--node-template "`+path+`"`) ||
+			!strings.Contains(err.Error(), "4194304 bytes") {
 			t.Errorf("LoadTemplate(%s) = %v, want the flag, the file and the limit", path, err)
 		}
 	}
