@@ -166,7 +166,7 @@ func TestValidateNamePrefix(t *testing.T) {
 // refused with an error naming the flag, the file and the limit, after reading at most the limit.
 func TestLoadTemplateBounded(t *testing.T) {
 	big := filepath.Join(t.TempDir(), "big.yaml")
-	if err := os.WriteFile(big, append([]byte("apiVersion: v1\nkind: Node\n#"), bytes.Repeat([]byte("x"), MaxTemplateBytes)...), 0o600); err != nil {
+	if err := os.WriteFile(big, append([]byte("apiVersion: v1\nkind: Node\n#"), bytes.Repeat([]byte("x"), int(MaxTemplateBytes))...), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	for _, path := range []string{"/dev/zero", big} {
