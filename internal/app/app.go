@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -17,6 +16,7 @@ import (
 	"github.com/nodeagent/nodeagent/pkg/eviction"
 	"github.com/nodeagent/nodeagent/pkg/host"
 	"github.com/nodeagent/nodeagent/pkg/lease"
+	"github.com/nodeagent/nodeagent/pkg/lifecycle"
 	"github.com/nodeagent/nodeagent/pkg/node"
 	"github.com/nodeagent/nodeagent/pkg/nodestatus"
 	"github.com/nodeagent/nodeagent/pkg/server"
@@ -181,22 +181,20 @@ func (a *Agent) Run(ctx context.Context) error {
 	if a.companion != nil {
 		healthy = a.companion.healthy
 	}
-	var wg sync.WaitGroup
+	// One group, one shutdown timeout (5 s): the HTTP server, systemd's notifications, the event sink,
+	// the problem monitors, and the per-node controller's scheduler with its informer and eviction
+	// manager (or companion mode). A component that fails stops the agent; the problem monitors and
+	// the watchdog only log their errors.
+	group := lifecycle.Group{ShutdownTimeout: 5 * time.Second, Clock: a.deps.Clock}
 	if a.server != nil {
-		wg.Go(func() {
-			if err := a.server.Run(ctx); err != nil {
-				logger.Error(err, "Healthz server stopped")
-			}
-		})
+		group.Add("healthz server", a.server)
 	}
-	wg.Go(func() {
+	group.Add("systemd", logOnly(logger, "systemd notifications", func(ctx context.Context) error {
 		if err := systemd.Ready(ctx); err != nil {
 			logger.Error(err, "sd_notify READY failed")
 		}
-		if err := systemd.RunWatchdog(ctx, a.deps.Clock, healthy); err != nil {
-			logger.Error(err, "systemd watchdog stopped")
-		}
-	})
+		return systemd.RunWatchdog(ctx, a.deps.Clock, healthy)
+	}))
 	a.deps.Broadcaster.StartStructuredLogging(3)
 	a.deps.Broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: a.deps.Client.CoreV1().Events("")})
 	for _, note := range a.notes() {
@@ -204,53 +202,64 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.deps.Recorder.Event(a.eventRef(), v1.EventTypeNormal, "NoPodsCapacity", note)
 	}
 	if a.deps.Problems != nil {
-		wg.Go(func() {
-			if err := a.deps.Problems.Run(ctx); err != nil {
-				logger.Error(err, "Problem monitors stopped")
-			}
-		})
+		group.Add("problem monitors", logOnly(logger, "problem monitors", a.deps.Problems.Run))
 	}
 	if a.node != nil {
-		a.deps.Informers.Start(ctx.Done())
-		wg.Go(func() { a.deps.Eviction.Run(ctx) })
-		wg.Go(func() {
-			if err := a.scheduler.Start(a.node); err != nil {
-				logger.Error(err, "Cannot start the node controller")
-				return
-			}
-			if err := a.scheduler.Run(ctx); err != nil {
-				logger.Error(err, "Node step scheduler stopped")
-			}
-		})
+		group.Add("node informer", lifecycle.RunnableFunc(func(ctx context.Context) error {
+			a.deps.Informers.Start(ctx.Done())
+			<-ctx.Done()
+			a.deps.Informers.Shutdown()
+			return nil
+		}))
+		group.Add("eviction manager", lifecycle.RunnableFunc(func(ctx context.Context) error { a.deps.Eviction.Run(ctx); return nil }))
+		if err := a.scheduler.Start(a.node); err != nil {
+			return err
+		}
+		group.Add("node step scheduler", a.scheduler)
 		if a.deps.Problems != nil {
 			// A problem monitor's condition changed: sync the status now.
-			wg.Go(func() {
+			group.Add("problem triggers", lifecycle.RunnableFunc(func(ctx context.Context) error {
 				for {
 					select {
 					case <-ctx.Done():
-						return
+						return nil
 					case <-a.deps.ProblemChanges:
 						a.node.Trigger()
 					}
 				}
-			})
+			}))
 		}
 	} else {
 		a.deps.Recorder.Eventf(a.eventRef(), v1.EventTypeNormal, "Starting", "Starting nodeagent (companion).")
-		wg.Go(func() { a.companion.run(ctx, a.deps.ProblemChanges) })
+		group.Add("companion", lifecycle.RunnableFunc(func(ctx context.Context) error {
+			a.companion.run(ctx, a.deps.ProblemChanges)
+			return nil
+		}))
 	}
-
-	<-ctx.Done()
-	logger.Info("Shutting down nodeagent")
-	_ = systemd.Stopping()
-	done := make(chan struct{})
-	go func() { wg.Wait(); a.deps.Informers.Shutdown(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		logger.Info("Some loops did not stop within 5s; exiting anyway")
-	}
+	stopping := lifecycle.RunnableFunc(func(ctx context.Context) error {
+		<-ctx.Done()
+		logger.Info("Shutting down nodeagent")
+		_ = systemd.Stopping()
+		return nil
+	})
+	group.Add("shutdown notice", stopping)
+	err := group.Run(ctx)
 	a.deps.Broadcaster.Shutdown()
 	_ = a.deps.Runtime.Close()
-	return nil
+	if ctx.Err() != nil && errors.Is(err, lifecycle.ErrShutdownTimeout) {
+		return nil // asked to stop, and stopped: a slow loop is logged, not an error
+	}
+	return err
+}
+
+// logOnly runs f as a Runnable whose error is logged, not returned: the component stops, the agent
+// goes on until its context ends.
+func logOnly(logger klog.Logger, what string, f func(context.Context) error) lifecycle.Runnable {
+	return lifecycle.RunnableFunc(func(ctx context.Context) error {
+		if err := f(ctx); err != nil && ctx.Err() == nil {
+			logger.Error(err, "Stopped", "component", what)
+		}
+		<-ctx.Done()
+		return nil
+	})
 }
