@@ -30,6 +30,13 @@ var simulateAgentFlags = []string{
 	"healthz-bind-address", "healthz-port", "enable-profiling-handler", "kube-api-qps", "kube-api-burst",
 }
 
+// simulateKubeAPIQPS and simulateKubeAPIBurst are `nodeagent simulate`'s defaults of --kube-api-qps
+// and --kube-api-burst: the Nodes start at that pace (1000 Nodes in 5 s).
+const (
+	simulateKubeAPIQPS   = 200
+	simulateKubeAPIBurst = 400
+)
+
 // simulateOptions is the command line of `nodeagent simulate`.
 type simulateOptions struct {
 	agent          *config.Options
@@ -48,6 +55,9 @@ type simulateOptions struct {
 func simulateFlags() (*simulateOptions, *pflag.FlagSet) {
 	o := &simulateOptions{agent: &config.Options{Config: config.NewDefault()}, nodes: 100, prefix: "sim-node-",
 		eventQPS: 50, eventBurst: 100, workers: 16, leaseWorkers: 16}
+	// The simulation's defaults for the main client: it registers every Node through it, paced by it;
+	// one agent's 50/100 would take N/50 s to start N Nodes.
+	*o.agent.Config.KubeAPIQPS, o.agent.Config.KubeAPIBurst = simulateKubeAPIQPS, simulateKubeAPIBurst
 	agentFlags := config.BindFlags(o.agent)
 	logFlags := pflag.NewFlagSet("logging", pflag.ContinueOnError)
 	logsapi.AddFlags(&config.NewDefault().Logging, logFlags)

@@ -98,12 +98,12 @@ func measureSimulation(t *testing.T, nodes int, settle, window time.Duration) {
 		t.Fatal(err)
 	}
 	if dir := os.Getenv("SIMULATE_SCALE_PROFILES"); dir != "" {
-		for _, p := range []string{"heap?gc=1", "goroutine"} {
+		for _, p := range []string{"heap?gc=1", "goroutine", "profile?seconds=4"} {
 			_, body, err := framework.HTTPGet(ctx, sim.base+"/debug/pprof/"+p)
 			if err != nil {
 				t.Fatal(err)
 			}
-			name := filepath.Join(dir, fmt.Sprintf("%d-%s.pprof", nodes, strings.TrimSuffix(p, "?gc=1")))
+			name := filepath.Join(dir, fmt.Sprintf("%d-%s.pprof", nodes, strings.Split(p, "?")[0]))
 			if err := os.WriteFile(name, []byte(body), 0o644); err != nil {
 				t.Fatal(err)
 			}
