@@ -450,6 +450,9 @@ type observedLeases struct {
 func (l observedLeases) Get(ctx context.Context, name string, opts metav1.GetOptions) (*coordinationv1.Lease, error) {
 	start := l.r.cfg.Clock.Now()
 	lease, err := l.LeaseInterface.Get(ctx, name, opts)
+	if lease != nil {
+		lease.ManagedFields = nil // as in write
+	}
 	if err != nil && !apierrors.IsNotFound(err) && ctx.Err() == nil {
 		l.r.failed(err, start)
 	}
@@ -474,6 +477,12 @@ func (l observedLeases) Update(ctx context.Context, lease *coordinationv1.Lease,
 func (l observedLeases) write(ctx context.Context, call func() (*coordinationv1.Lease, error)) (*coordinationv1.Lease, error) {
 	start := l.r.cfg.Clock.Now()
 	lease, err := call()
+	if lease != nil {
+		// The Renewer keeps the Lease until the next renewal, which updates from it: without its
+		// managedFields, which an update without them leaves as they are on the server (thousands of
+		// simulated Nodes each keep one).
+		lease.ManagedFields = nil
+	}
 	if err != nil {
 		if ctx.Err() == nil {
 			l.r.failed(err, start)

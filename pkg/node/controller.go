@@ -21,12 +21,14 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
 	cadvisorapi "github.com/google/cadvisor/lib/model"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -180,9 +182,12 @@ type Controller struct {
 	sched      *Scheduler
 	state      nodeState
 	firstReady time.Time // when a sync first found the Node Ready
-	lastPosted *v1.Node  // the Node as of the last successful sync
-	lastPatch  *statussync.SyncResult
+	// posted is what the last successful sync left on the Node: its UID and conditions (not the
+	// whole Node, which the informer holds already); nil before.
+	posted    *postedNode
+	lastPatch *statussync.SyncResult
 
+	logger    *klog.Logger // the workers' logger with the node's name, made at the first step
 	ready     chan struct{}
 	readyOnce sync.Once
 	done      chan struct{}
@@ -413,7 +418,11 @@ func (c *Controller) claim(ctx context.Context, step Step, now time.Time, timeou
 	}
 	st.triggered[step] = false
 	stepCtx, cancel := context.WithTimeout(ctx, timeout)
-	stepCtx = klog.NewContext(stepCtx, klog.FromContext(ctx).WithValues("node", c.cfg.NodeName))
+	if c.logger == nil { // once: WithValues allocates, and a Node runs thousands of steps
+		l := klog.FromContext(ctx).WithValues("node", c.cfg.NodeName)
+		c.logger = &l
+	}
+	stepCtx = klog.NewContext(stepCtx, *c.logger)
 	st.cancel[step], st.runStart[step] = cancel, now
 	return stepCtx, cancel, 0, true
 }
@@ -707,11 +716,13 @@ func (c *Controller) observeRegistration(result string) {
 func (c *Controller) onSync(r statussync.SyncResult) {
 	c.mu.Lock()
 	if r.Patched {
-		c.lastPatch = &r
+		kept := r
+		kept.Node = nil
+		c.lastPatch = &kept
 	}
 	posted := false
 	if r.Node != nil {
-		c.lastPosted = r.Node
+		c.posted = &postedNode{uid: r.Node.UID, conditions: slices.Clone(r.Node.Status.Conditions)}
 		posted = true
 		if c.firstReady.IsZero() && nodeReady(r.Node) {
 			c.firstReady = r.Time
@@ -748,8 +759,8 @@ func (c *Controller) recordEvent(eventType, reason, message string) {
 func (c *Controller) EventRef() *v1.ObjectReference {
 	ref := &v1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: c.cfg.NodeName}
 	c.mu.Lock()
-	if c.lastPosted != nil {
-		ref.UID = c.lastPosted.UID
+	if c.posted != nil {
+		ref.UID = c.posted.uid
 	}
 	c.mu.Unlock()
 	return ref
@@ -775,7 +786,13 @@ func (c *Controller) RuntimeState() *criruntime.State { return c.runtimeState }
 func (c *Controller) Posted() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.lastPosted != nil
+	return c.posted != nil
+}
+
+// postedNode is what the Controller keeps of the Node a sync posted.
+type postedNode struct {
+	uid        types.UID
+	conditions []v1.NodeCondition
 }
 
 func nodeReady(n *v1.Node) bool {

@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -98,8 +99,8 @@ func (c *Controller) Status() Status {
 		st.Runtime.Age = now.Sub(st.Runtime.LastRuntimeSync)
 	}
 	c.mu.Lock()
-	if c.lastPosted != nil {
-		st.Conditions = append([]v1.NodeCondition(nil), c.lastPosted.Status.Conditions...)
+	if c.posted != nil {
+		st.Conditions = slices.Clone(c.posted.conditions)
 		for i := range st.Conditions {
 			if st.Conditions[i].Type == v1.NodeReady {
 				st.Ready = &st.Conditions[i]

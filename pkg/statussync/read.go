@@ -42,8 +42,11 @@ func (s *Syncer) cachedNode() (*v1.Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	if k := s.known.Load(); k != nil && k.UID == node.UID && olderResourceVersion(node.ResourceVersion, k.ResourceVersion) {
-		return k, nil
+	if k := s.known.Load(); k != nil {
+		if k.UID == node.UID && olderResourceVersion(node.ResourceVersion, k.ResourceVersion) {
+			return k, nil
+		}
+		s.known.CompareAndSwap(k, nil) // the informer has caught up: its copy is the one to keep
 	}
 	return node, nil
 }

@@ -244,7 +244,9 @@ func (s *Syncer) finish(start time.Time, r SyncResult) SyncResult {
 	} else {
 		s.ok.Store(r.Time.UnixNano())
 	}
-	s.last.Store(&r)
+	last := r
+	last.Node = nil // the Node is the caller's to keep, or not
+	s.last.Store(&last)
 	if s.cfg.OnSync != nil {
 		s.cfg.OnSync(r)
 	}
