@@ -3,7 +3,9 @@
 package integration_test
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -98,8 +100,8 @@ func measureSimulation(t *testing.T, nodes int, settle, window time.Duration) {
 		t.Fatal(err)
 	}
 	if dir := os.Getenv("SIMULATE_SCALE_PROFILES"); dir != "" {
-		for _, p := range []string{"heap?gc=1", "goroutine", "profile?seconds=4"} {
-			_, body, err := framework.HTTPGet(ctx, sim.base+"/debug/pprof/"+p)
+		for _, p := range []string{"heap?gc=1", "goroutine", "profile?seconds=15"} {
+			body, err := getProfile(ctx, sim.base+"/debug/pprof/"+p)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -123,4 +125,24 @@ func measureSimulation(t *testing.T, nodes int, settle, window time.Duration) {
 	cores := (cpu1 - cpu0) / time.Since(w0).Seconds()
 	t.Logf("%d nodes: %s; %s; CPU %.3f cores over %v = %.3f cores per 1000 nodes",
 		nodes, m.perNode(nodes), st, cores, window, cores*1000/float64(nodes))
+}
+
+// getProfile GETs a pprof endpoint (a CPU profile takes its seconds) and returns the body.
+func getProfile(ctx context.Context, url string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return string(b), err
 }
