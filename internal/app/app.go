@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/nodeagent/nodeagent/pkg/certificate"
+	"github.com/nodeagent/nodeagent/pkg/companion"
 	"github.com/nodeagent/nodeagent/pkg/config"
 	"github.com/nodeagent/nodeagent/pkg/eviction"
 	"github.com/nodeagent/nodeagent/pkg/host"
@@ -31,7 +32,7 @@ type Agent struct {
 	cfg       *config.Completed
 	deps      *Dependencies
 	node      *node.Controller // standalone
-	companion *companionMode   // --companion
+	companion *companion.Mode  // --companion
 	server    *server.Server   // nil with --healthz-port=0
 }
 
@@ -45,7 +46,7 @@ func New(cfg *config.Completed, deps *Dependencies) (*Agent, error) {
 		if a.companion, err = newCompanionMode(cfg.NodeName, c.K8sExporterHeartbeatPeriod.Duration, deps); err != nil {
 			return nil, err
 		}
-		healthy, ready = a.companion.healthy, a.companion.patched
+		healthy, ready = a.companion.Healthy, a.companion.Patched
 	} else {
 		if a.node, err = node.New(nodeConfig(cfg, deps), node.Dependencies{
 			Client: deps.Client, HeartbeatClient: deps.HeartbeatClient, NodeLister: deps.Informers.Core().V1().Nodes().Lister(),
@@ -137,8 +138,8 @@ func (a *Agent) report() node.Report {
 		r.Nodes = []node.Status{a.node.Status()}
 	}
 	if a.companion != nil {
-		r.Extra["companion"] = a.companion.patcher.Status()
-		r.Extra["runtime"] = map[string]string{"error": errText(a.companion.runtimeError())}
+		r.Extra["companion"] = a.companion.PatcherStatus()
+		r.Extra["runtime"] = map[string]string{"error": errText(a.companion.RuntimeError())}
 	}
 	if a.deps.Problems != nil {
 		r.Extra["problemMonitors"] = a.deps.Problems.Status()
@@ -179,7 +180,7 @@ func (a *Agent) Run(ctx context.Context) error {
 
 	healthy := a.node.Healthy
 	if a.companion != nil {
-		healthy = a.companion.healthy
+		healthy = a.companion.Healthy
 	}
 	var wg sync.WaitGroup
 	if a.server != nil {
@@ -216,7 +217,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		wg.Go(func() { a.node.Run(ctx) })
 	} else {
 		a.deps.Recorder.Eventf(a.eventRef(), v1.EventTypeNormal, "Starting", "Starting nodeagent (companion).")
-		wg.Go(func() { a.companion.run(ctx, a.deps.ProblemChanges) })
+		wg.Go(func() { _ = a.companion.Run(ctx) })
 	}
 
 	<-ctx.Done()
