@@ -168,4 +168,3 @@ func procState(pid int) string {
 	}
 	return string(s[i+2])
 }
-
