@@ -64,7 +64,14 @@ func New(cfg *config.Completed, deps *Dependencies) (*Agent, error) {
 		healthy, ready = withCertificate(healthy, ready, deps.Certificates.Healthy)
 	}
 	if *c.HealthzPort > 0 {
+		var checks []server.Check
+		if deps.Problems != nil {
+			for _, pc := range deps.Problems.Checks() {
+				checks = append(checks, server.Check{Name: pc.Name, Check: pc.Check})
+			}
+		}
 		a.server, err = server.New(server.Config{
+			Checks:      checks,
 			BindAddress: c.HealthzBindAddress, Port: int(*c.HealthzPort), Metrics: deps.Metrics.Handler(),
 			SyncLoop: healthy, Registered: ready, EnableProfiling: c.EnableProfilingHandler, Flags: cfg.Flags,
 			Handlers: map[string]http.Handler{node.DebugPath: node.DebugHandler(a.report)},

@@ -130,11 +130,20 @@ func TestRunnerGrandchildKeepsStdoutOpen(t *testing.T) {
 		t.Logf("NPD v1.36.0's runner: no result after 3 s (the plugin exited at once); its shell pid %d is in state %q (Z = zombie)",
 			pids[len(pids)-2], procState(pids[len(pids)-2]))
 	}
-	// NPD's Stop waits for its round, that is for the sleep: kill the sleeps first.
-	for _, pid := range readPids(t, pidFile) {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
+	// NPD's Stop waits for its round, that is for the sleep, and its loop may start one more
+	// round before it sees the stop: kill the sleeps until it has stopped.
+	stopped := make(chan struct{})
+	go func() { npd.Stop(); close(stopped) }()
+	for {
+		for _, pid := range readPids(t, pidFile) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		select {
+		case <-stopped:
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
-	npd.Stop()
 }
 
 func readPids(t *testing.T, path string) []int {
