@@ -174,19 +174,23 @@ func NewDependencies(ctx context.Context, cfg *config.Completed) (*Dependencies,
 	if d.Runtime, err = criruntime.Dial(c.ContainerRuntimeEndpoint, c.ImageServiceEndpoint, c.RuntimeRequestTimeout.Duration); err != nil {
 		return nil, fmt.Errorf("--container-runtime-endpoint %q: %w", c.ContainerRuntimeEndpoint, err)
 	}
-	if d.Machine, err = host.New(c.RootDir); err != nil {
-		return nil, err
-	}
-	if err := checkNodeAllocatable(ctx, cfg, d.Machine); err != nil {
-		return nil, err
-	}
-	observer := &eviction.HostObserver{FsInfo: d.Machine.FsInfo(), RootDir: c.RootDir,
-		ImageFsDir: host.ImageFsDir(d.Runtime, node.StatusCallTimeout)}
-	if d.Eviction, err = eviction.New(eviction.Config{
-		Thresholds: cfg.EvictionHard, Observe: observer.Observe, Clock: d.Clock,
-		Period: 10 * time.Second, PressureTransitionPeriod: 5 * time.Minute,
-	}); err != nil {
-		return nil, err
+	// The host (cadvisor) and the eviction manager feed the Node's capacity and pressure, which the
+	// kubelet owns in companion mode: there they are neither built nor run.
+	if !c.Companion {
+		if d.Machine, err = host.New(c.RootDir); err != nil {
+			return nil, err
+		}
+		if err := checkNodeAllocatable(ctx, cfg, d.Machine); err != nil {
+			return nil, err
+		}
+		observer := &eviction.HostObserver{FsInfo: d.Machine.FsInfo(), RootDir: c.RootDir,
+			ImageFsDir: host.ImageFsDir(d.Runtime, node.StatusCallTimeout)}
+		if d.Eviction, err = eviction.New(eviction.Config{
+			Thresholds: cfg.EvictionHard, Observe: observer.Observe, Clock: d.Clock,
+			Period: 10 * time.Second, PressureTransitionPeriod: 5 * time.Minute,
+		}); err != nil {
+			return nil, err
+		}
 	}
 	// Last, once every check has passed: the certificate manager bootstraps (a CSR) and rotates in
 	// the background; until it has a certificate, API requests wait for it.
