@@ -100,3 +100,10 @@ BENCH_SCALE_NODES ?= 100,1000
 BENCH_SCALE_DURATION ?= 10m
 bench-scale: tools kwok
 	BENCH_SCALE_NODES=$(BENCH_SCALE_NODES) BENCH_SCALE_DURATION=$(BENCH_SCALE_DURATION) $(GO) run ./test/benchscale $(BENCH_SCALE_ARGS)
+
+.PHONY: npd
+## npd: build node-problem-detector v1.36.0 (k8s.io/node-problem-detector, pinned in hack/npd) into
+## _output/bin/node-problem-detector, only when missing or hack/npd changed (stamp); the side-by-side NPD
+## tests (test/integration/npd_sidebyside_test.go) run it themselves
+npd:
+	hack/build-npd.sh

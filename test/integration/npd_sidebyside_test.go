@@ -1,0 +1,206 @@
+package integration_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nodeagent/nodeagent/pkg/companion"
+	"github.com/nodeagent/nodeagent/test/framework"
+)
+
+// The side-by-side tests' Nodes: the reference kubelet's with nodeagent --companion beside it, and one
+// the admin creates for node-problem-detector v1.36.0 (NPD does not care who registered the Node).
+const (
+	nodeStaleAgent = "stale-nodeagent"
+	nodeStaleNPD   = "stale-npd"
+	// conditionForeign is written by the admin (another field manager) and listed in nodeagent's
+	// ownership annotation: it must never be removed.
+	conditionForeign corev1.NodeConditionType = "OperatorProblem"
+)
+
+// buildNPD builds node-problem-detector v1.36.0 into _output/bin once (hack/build-npd.sh, cached by a
+// stamp) and returns its path.
+func buildNPD(t *testing.T) string {
+	t.Helper()
+	root, err := framework.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(filepath.Join(root, "hack", "build-npd.sh"))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("hack/build-npd.sh: %v\n%s", err, out)
+	}
+	return filepath.Join(root, "_output", "bin", "node-problem-detector")
+}
+
+// startNPD runs node-problem-detector for node with the given monitor flags until stop is called.
+func startNPD(t *testing.T, bin string, cp *framework.ControlPlane, node string, monitorArgs ...string) (stop func()) {
+	t.Helper()
+	log, err := os.Create(filepath.Join(t.TempDir(), "npd.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"--apiserver-override=" + cp.APIServerURL + "?inClusterConfig=false&auth=" + cp.KubeconfigFor(node),
+		"--hostname-override=" + node, "--port=0", "--prometheus-port=0"}, monitorArgs...)
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		_ = cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	}
+	t.Cleanup(func() {
+		stop()
+		if t.Failed() {
+			b, _ := os.ReadFile(log.Name())
+			t.Logf("node-problem-detector log:\n%s", framework.TailLines(string(b), 40))
+		}
+	})
+	return stop
+}
+
+func conditionTypes(n *corev1.Node) []corev1.NodeConditionType {
+	var out []corev1.NodeConditionType
+	for _, c := range n.Status.Conditions {
+		out = append(out, c.Type)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestStaleConditionsSideBySide: a system log monitor's KernelDeadlock=True is on the Node, the monitor is
+// removed from the config and the agent restarted. nodeagent --companion (beside the reference kubelet)
+// removes KernelDeadlock on its first patch and keeps its other conditions, the kubelet's, and a condition
+// the admin wrote even though it is listed in nodeagent's ownership annotation (another field manager owns
+// it). node-problem-detector v1.36.0, given the same configs and the same restart on a Node of its own, is
+// logged: it leaves KernelDeadlock=True with a frozen heartbeat (docs/npd-migration.md).
+func TestStaleConditionsSideBySide(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	if _, err := framework.BuildAgent(); err != nil {
+		t.Fatal(err)
+	}
+	npdBin := buildNPD(t)
+	cp, err := framework.StartControlPlane(ctx, framework.ControlPlaneOptions{
+		Dir: t.TempDir(), NodeNames: []string{nodeStaleAgent, nodeStaleNPD},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cp.Stop)
+	admin := cp.AdminClient
+	ctrd := startContainerd(t, true)
+	framework.StartTestKubelet(ctx, t, framework.KubeletOptions{
+		Dir: t.TempDir(), NodeName: nodeStaleAgent, Kubeconfig: cp.KubeconfigFor(nodeStaleAgent), RuntimeEndpoint: ctrd.Endpoint,
+	})
+	framework.WaitReady(ctx, t, admin, nodeStaleAgent, 2*time.Minute)
+	if _, err := admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeStaleNPD}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The admin's condition, on the kubelet's Node, written before nodeagent runs.
+	foreign := `{"status":{"conditions":[{"type":"` + string(conditionForeign) + `","status":"False","reason":"Fine","lastHeartbeatTime":"` +
+		time.Now().UTC().Format(time.RFC3339) + `","lastTransitionTime":"` + time.Now().UTC().Format(time.RFC3339) + `"}]}}`
+	if _, err := admin.CoreV1().Nodes().Patch(ctx, nodeStaleAgent, types.StrategicMergePatchType, []byte(foreign), metav1.PatchOptions{FieldManager: "operator"}, "status"); err != nil {
+		t.Fatal(err)
+	}
+
+	deadlocked := func(n *corev1.Node) bool {
+		return hasCondition(n, conditionDeadlock, corev1.ConditionTrue, "DockerHung")
+	}
+	hung := "INFO: task docker:4321 blocked for more than 120 seconds."
+
+	// Both monitors; KernelDeadlock turns True.
+	mon := newMonitors(t)
+	agentDir := t.TempDir()
+	agent := framework.StartTestAgent(ctx, t, framework.AgentOptions{
+		Dir: agentDir, NodeName: nodeStaleAgent, Kubeconfig: cp.KubeconfigFor(nodeStaleAgent), RuntimeEndpoint: ctrd.Endpoint,
+		Args: append([]string{"--companion"}, mon.args()...),
+	})
+	stopNPD := startNPD(t, npdBin, cp, nodeStaleNPD, mon.args()...)
+	framework.WaitNode(ctx, t, admin, nodeStaleAgent, time.Minute, "nodeagent's conditions", func(n *corev1.Node) bool {
+		return hasCondition(n, conditionNTP, corev1.ConditionFalse, "NTPIsUp") && hasCondition(n, conditionDeadlock, corev1.ConditionFalse, "KernelHasNoDeadlock")
+	})
+	framework.WaitNode(ctx, t, admin, nodeStaleNPD, time.Minute, "NPD's conditions", func(n *corev1.Node) bool {
+		return hasCondition(n, conditionNTP, corev1.ConditionFalse, "NTPIsUp") && hasCondition(n, conditionDeadlock, corev1.ConditionFalse, "KernelHasNoDeadlock")
+	})
+	mon.appendKernelLog(t, time.Now(), hung)
+	framework.WaitNode(ctx, t, admin, nodeStaleAgent, 30*time.Second, "nodeagent's KernelDeadlock=True", deadlocked)
+	framework.WaitNode(ctx, t, admin, nodeStaleNPD, 30*time.Second, "NPD's KernelDeadlock=True", deadlocked)
+
+	// The admin lists its own condition in nodeagent's annotation: ownership must still come from managedFields.
+	n, err := admin.CoreV1().Nodes().Get(ctx, nodeStaleAgent, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	annotation := n.Annotations[companion.OwnedConditionsAnnotation]
+	t.Logf("nodeagent's ownership annotation: %q", annotation)
+	if annotation != "ContainerRuntimeUnhealthy,KernelDeadlock,NTPProblem" {
+		t.Errorf("annotation %s = %q, want ContainerRuntimeUnhealthy,KernelDeadlock,NTPProblem", companion.OwnedConditionsAnnotation, annotation)
+	}
+	tampered := `{"metadata":{"annotations":{"` + companion.OwnedConditionsAnnotation + `":"` + annotation + "," + string(conditionForeign) + `"}}}`
+	if _, err := admin.CoreV1().Nodes().Patch(ctx, nodeStaleAgent, types.StrategicMergePatchType, []byte(tampered), metav1.PatchOptions{FieldManager: "operator"}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Restart both without the system log monitor.
+	if err := agent.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	stopNPD()
+	restart := time.Now()
+	framework.StartTestAgent(ctx, t, framework.AgentOptions{
+		Dir: t.TempDir(), NodeName: nodeStaleAgent, Kubeconfig: cp.KubeconfigFor(nodeStaleAgent), RuntimeEndpoint: ctrd.Endpoint,
+		Args: []string{"--companion", "--config.custom-plugin-monitor=" + mon.pluginConfig},
+	})
+	startNPD(t, npdBin, cp, nodeStaleNPD, "--config.custom-plugin-monitor="+mon.pluginConfig)
+
+	n, took := framework.WaitNode(ctx, t, admin, nodeStaleAgent, 30*time.Second, "KernelDeadlock removed by nodeagent", func(n *corev1.Node) bool {
+		return !slices.Contains(conditionTypes(n), conditionDeadlock)
+	})
+	t.Logf("nodeagent: KernelDeadlock removed %v after the restart; conditions now %v", took.Round(time.Millisecond), conditionTypes(n))
+	for _, want := range []corev1.NodeConditionType{corev1.NodeReady, corev1.NodeMemoryPressure, conditionRuntime, conditionNTP, conditionForeign} {
+		if !slices.Contains(conditionTypes(n), want) {
+			t.Errorf("condition %s missing after the restart: %v", want, conditionTypes(n))
+		}
+	}
+	if a := n.Annotations[companion.OwnedConditionsAnnotation]; a != "ContainerRuntimeUnhealthy,NTPProblem" {
+		t.Errorf("annotation after the restart = %q, want ContainerRuntimeUnhealthy,NTPProblem", a)
+	}
+
+	// NPD, for the record: wait as long as nodeagent took plus 10 s.
+	time.Sleep(took + 10*time.Second)
+	npdNode, err := admin.CoreV1().Nodes().Get(ctx, nodeStaleNPD, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var desc []string
+	for _, c := range npdNode.Status.Conditions {
+		desc = append(desc, string(c.Type)+"="+string(c.Status)+" heartbeat "+c.LastHeartbeatTime.UTC().Format(time.RFC3339))
+	}
+	t.Logf("node-problem-detector v1.36.0, %v after the same restart: %s (restart at %s)", (took + 10*time.Second).Round(time.Second),
+		strings.Join(desc, "; "), restart.UTC().Format(time.RFC3339))
+}
