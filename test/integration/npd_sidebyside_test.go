@@ -1,11 +1,14 @@
 package integration_test
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -42,8 +45,9 @@ func buildNPD(t *testing.T) string {
 	return filepath.Join(root, "_output", "bin", "node-problem-detector")
 }
 
-// startNPD runs node-problem-detector for node with the given monitor flags until stop is called.
-func startNPD(t *testing.T, bin string, cp *framework.ControlPlane, node string, monitorArgs ...string) (stop func()) {
+// startNPD runs node-problem-detector for node with the given monitor flags until stop is called (or the
+// test ends) and returns its PID.
+func startNPD(t *testing.T, bin string, cp *framework.ControlPlane, node string, monitorArgs ...string) (stop func(), pid int) {
 	t.Helper()
 	log, err := os.Create(filepath.Join(t.TempDir(), "npd.log"))
 	if err != nil {
@@ -79,7 +83,7 @@ func startNPD(t *testing.T, bin string, cp *framework.ControlPlane, node string,
 			t.Logf("node-problem-detector log:\n%s", framework.TailLines(string(b), 40))
 		}
 	})
-	return stop
+	return stop, cmd.Process.Pid
 }
 
 func conditionTypes(n *corev1.Node) []corev1.NodeConditionType {
@@ -140,7 +144,7 @@ func TestStaleConditionsSideBySide(t *testing.T) {
 		Dir: agentDir, NodeName: nodeStaleAgent, Kubeconfig: cp.KubeconfigFor(nodeStaleAgent), RuntimeEndpoint: ctrd.Endpoint,
 		Args: append([]string{"--companion"}, mon.args()...),
 	})
-	stopNPD := startNPD(t, npdBin, cp, nodeStaleNPD, mon.args()...)
+	stopNPD, _ := startNPD(t, npdBin, cp, nodeStaleNPD, mon.args()...)
 	framework.WaitNode(ctx, t, admin, nodeStaleAgent, time.Minute, "nodeagent's conditions", func(n *corev1.Node) bool {
 		return hasCondition(n, conditionNTP, corev1.ConditionFalse, "NTPIsUp") && hasCondition(n, conditionDeadlock, corev1.ConditionFalse, "KernelHasNoDeadlock")
 	})
@@ -203,4 +207,168 @@ func TestStaleConditionsSideBySide(t *testing.T) {
 	}
 	t.Logf("node-problem-detector v1.36.0, %v after the same restart: %s (restart at %s)", (took + 10*time.Second).Round(time.Second),
 		strings.Join(desc, "; "), restart.UTC().Format(time.RFC3339))
+}
+
+// zombies returns the PIDs of pid's children that are zombies (state Z in /proc/<child>/stat).
+func zombies(pid int) []int {
+	var out []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) > 2 && f[0] == "Z" && f[1] == strconv.Itoa(pid) {
+			if child, err := strconv.Atoi(e.Name()); err == nil {
+				out = append(out, child)
+			}
+		}
+	}
+	return out
+}
+
+// TestFailingMonitorsSideBySide runs nodeagent --companion and node-problem-detector v1.36.0 with the same
+// three monitors: a plugin whose grandchild keeps its stdout open (`setsid sleep 120 &`, exit 1, timeout 2 s;
+// NPD issues 1050, 726), a plugin that hangs past its 1 s timeout, and a filelog kernel monitor whose file is
+// missing (NPD issues 1168, 1174). nodeagent reports the first plugin's problem within its timeout, leaves no
+// zombie, keeps running rounds, and shows the hung plugin and the missing file as failing named /healthz
+// checks, in `nodeagent status` and in nodeagent_problem_monitor_healthy. What NPD does is logged.
+func TestFailingMonitorsSideBySide(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	agentBin, err := framework.BuildAgent()
+	if err != nil {
+		t.Fatal(err)
+	}
+	npdBin := buildNPD(t)
+	const nodeAgent, nodeNPD = "failing-nodeagent", "failing-npd"
+	cp, err := framework.StartControlPlane(ctx, framework.ControlPlaneOptions{Dir: t.TempDir(), NodeNames: []string{nodeAgent, nodeNPD}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cp.Stop)
+	admin := cp.AdminClient
+	for _, n := range []string{nodeAgent, nodeNPD} {
+		if _, err := admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctrd := startContainerd(t, false)
+
+	dir := t.TempDir()
+	pids := filepath.Join(dir, "sleeps")
+	t.Cleanup(func() { // the sleeps left every process group either agent could kill
+		b, _ := os.ReadFile(pids)
+		for _, f := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	})
+	script := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	config := func(name, condition, path, interval, timeout string) string {
+		p := filepath.Join(dir, name+".json")
+		body := `{"plugin":"custom","source":"` + name + `","pluginConfig":{"invoke_interval":"` + interval + `","timeout":"` + timeout + `"},
+			"conditions":[{"type":"` + condition + `","reason":"Fine","message":"fine"}],
+			"rules":[{"type":"permanent","condition":"` + condition + `","reason":"Broken","path":"` + path + `"}]}`
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	grandchild := config("grandchild", "GrandchildProblem", script("grandchild.sh", "echo leaving\nsetsid sleep 120 &\necho $! >>"+pids+"\nexit 1"), "3s", "2s")
+	hang := config("hang", "HangProblem", script("hang.sh", "sleep 30"), "2s", "1s")
+	logConfig := filepath.Join(dir, "kernel-monitor-filelog.json")
+	copyConfig(t, "kernel-monitor-filelog.json", logConfig, `"/var/log/kern.log"`, strconv.Quote(filepath.Join(dir, "missing", "kern.log")), 1)
+	monitors := []string{"--config.custom-plugin-monitor=" + grandchild + "," + hang, "--config.system-log-monitor=" + logConfig}
+
+	start := time.Now()
+	agent := framework.StartTestAgent(ctx, t, framework.AgentOptions{
+		Dir: t.TempDir(), NodeName: nodeAgent, Kubeconfig: cp.KubeconfigFor(nodeAgent), RuntimeEndpoint: ctrd.Endpoint,
+		Args: append([]string{"--companion"}, monitors...),
+	})
+	npdStart := time.Now()
+	_, npdPID := startNPD(t, npdBin, cp, nodeNPD, monitors...)
+
+	_, took := framework.WaitNode(ctx, t, admin, nodeAgent, 10*time.Second, "GrandchildProblem=True", func(n *corev1.Node) bool {
+		return hasCondition(n, "GrandchildProblem", corev1.ConditionTrue, "Broken")
+	})
+	t.Logf("nodeagent: GrandchildProblem=True %v after its start (plugin timeout 2 s)", took.Round(time.Millisecond))
+	if took > 5*time.Second {
+		t.Errorf("GrandchildProblem=True %v after the start, want within the 2 s timeout plus the patch", took)
+	}
+
+	// Failing checks, by name, in /healthz, /metrics and `nodeagent status`.
+	failing := []string{"problem-monitor-hang", "problem-monitor-kernel-monitor-filelog"}
+	if err := framework.WaitFor(ctx, 250*time.Millisecond, func() (bool, error) {
+		code, body, err := agent.Get(ctx, "/healthz?verbose")
+		if err != nil {
+			return false, err
+		}
+		ok := code == 500 && strings.Contains(body, "[+]problem-monitor-grandchild ok")
+		for _, f := range failing {
+			ok = ok && strings.Contains(body, "[-]"+f+" failed")
+		}
+		return ok, nil
+	}); err != nil {
+		_, body, _ := agent.Get(ctx, "/healthz?verbose")
+		t.Fatalf("healthz: %v\n%s", err, body)
+	}
+	if code, body, _ := agent.Get(ctx, "/healthz/problem-monitor-kernel-monitor-filelog"); code != 500 || !strings.Contains(body, "no such file or directory") {
+		t.Errorf("/healthz/problem-monitor-kernel-monitor-filelog = %d %q", code, body)
+	}
+	m, err := agent.Metrics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for check, want := range map[string]float64{"problem-monitor-grandchild": 1, "problem-monitor-hang": 0, "problem-monitor-kernel-monitor-filelog": 0} {
+		if v, ok := m.Get("nodeagent_problem_monitor_healthy", map[string]string{"check": check}); !ok || v != want {
+			t.Errorf("nodeagent_problem_monitor_healthy{check=%q} = %v (present %v), want %v", check, v, ok, want)
+		}
+	}
+	port := agent.HealthzURL[strings.LastIndexByte(agent.HealthzURL, ':')+1:]
+	out, err := exec.CommandContext(ctx, agentBin, "status", "--healthz-port", port).CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Errorf("nodeagent status: %v, want exit code 1\n%s", err, out)
+	}
+	for _, f := range failing {
+		if !strings.Contains(string(out), f) {
+			t.Errorf("nodeagent status does not name %s:\n%s", f, out)
+		}
+	}
+	t.Logf("nodeagent status:\n%s", out)
+
+	// Later rounds still run and leave no zombie behind.
+	time.Sleep(7 * time.Second)
+	if !agent.Running() {
+		t.Fatal("nodeagent stopped")
+	}
+	if z := zombies(agent.PID); len(z) > 0 {
+		t.Errorf("nodeagent %v after start: zombie children %v", time.Since(start).Round(time.Second), z)
+	}
+
+	// NPD, for the record, after as long.
+	npdNode, err := admin.CoreV1().Nodes().Get(ctx, nodeNPD, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var desc []string
+	for _, c := range npdNode.Status.Conditions {
+		desc = append(desc, string(c.Type)+"="+string(c.Status)+" ("+c.Reason+")")
+	}
+	t.Logf("node-problem-detector v1.36.0, %v after its start: conditions %s; zombie children %v",
+		time.Since(npdStart).Round(time.Second), strings.Join(desc, "; "), zombies(npdPID))
 }
