@@ -2,6 +2,7 @@ package integration_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -371,4 +372,109 @@ func TestFailingMonitorsSideBySide(t *testing.T) {
 	}
 	t.Logf("node-problem-detector v1.36.0, %v after its start: conditions %s; zombie children %v",
 		time.Since(npdStart).Round(time.Second), strings.Join(desc, "; "), zombies(npdPID))
+}
+
+// TestLogFloodSideBySide appends kernel log lines at 10 000 a second for 10 s (among them, every 1000th, a
+// DockerHung match and an OOM kill) to the file both nodeagent --companion and node-problem-detector
+// v1.36.0 follow with NPD's kernel-monitor-filelog.json. nodeagent's watcher must survive it (its /healthz
+// check passes after), KernelDeadlock=True must be on the Node, and the CPU nodeagent used during the flood
+// is logged and bounded (below one core on average). NPD's CPU and condition are logged.
+func TestLogFloodSideBySide(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	if _, err := framework.BuildAgent(); err != nil {
+		t.Fatal(err)
+	}
+	npdBin := buildNPD(t)
+	const nodeAgent, nodeNPD = "flood-nodeagent", "flood-npd"
+	const rate, seconds = 10000, 10
+	cp, err := framework.StartControlPlane(ctx, framework.ControlPlaneOptions{Dir: t.TempDir(), NodeNames: []string{nodeAgent, nodeNPD}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cp.Stop)
+	admin := cp.AdminClient
+	for _, n := range []string{nodeAgent, nodeNPD} {
+		if _, err := admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctrd := startContainerd(t, false)
+	mon := newMonitors(t)
+	args := []string{"--config.system-log-monitor=" + mon.logConfig}
+	agent := framework.StartTestAgent(ctx, t, framework.AgentOptions{
+		Dir: t.TempDir(), NodeName: nodeAgent, Kubeconfig: cp.KubeconfigFor(nodeAgent), RuntimeEndpoint: ctrd.Endpoint,
+		Args: append([]string{"--companion"}, args...),
+	})
+	_, npdPID := startNPD(t, npdBin, cp, nodeNPD, args...)
+	for _, n := range []string{nodeAgent, nodeNPD} {
+		framework.WaitNode(ctx, t, admin, n, time.Minute, "KernelDeadlock=False", func(n *corev1.Node) bool {
+			return hasCondition(n, conditionDeadlock, corev1.ConditionFalse, "KernelHasNoDeadlock")
+		})
+	}
+
+	cpu := func(pid int) time.Duration {
+		d, err := framework.ReadProcCPU(pid)
+		if err != nil {
+			t.Fatalf("cpu of %d: %v", pid, err)
+		}
+		return d
+	}
+	agentCPU0, npdCPU0, start := cpu(agent.PID), cpu(npdPID), time.Now()
+	f, err := os.OpenFile(mon.logPath, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	const batch = rate / 100 // every 10 ms
+	written := 0
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for written < rate*seconds {
+		<-tick.C
+		var b strings.Builder
+		now := time.Now().Local().Format(time.Stamp)
+		for range batch {
+			msg := "EXT4-fs (sda1): re-mounted. Opts: errors=remount-ro flood line " + strconv.Itoa(written)
+			switch written % 1000 {
+			case 500:
+				msg = "INFO: task docker:" + strconv.Itoa(written) + " blocked for more than 120 seconds."
+			case 900:
+				msg = "Out of memory: Killed process " + strconv.Itoa(written) + " (stress) total-vm:1kB, anon-rss:1kB, file-rss:0kB, shmem-rss:0kB, UID:0 pgtables:1kB oom_score_adj:0"
+			}
+			fmt.Fprintf(&b, "%s flood kernel: [%6d.%06d] %s\n", now, 86400+written/1000, written%1000000, msg)
+			written++
+		}
+		if _, err := f.WriteString(b.String()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wall := time.Since(start)
+	// Let both read the rest (at most 5 s), then measure.
+	framework.WaitNode(ctx, t, admin, nodeAgent, 15*time.Second, "nodeagent's KernelDeadlock=True", func(n *corev1.Node) bool {
+		return hasCondition(n, conditionDeadlock, corev1.ConditionTrue, "DockerHung")
+	})
+	time.Sleep(2 * time.Second)
+	wall2 := time.Since(start)
+	agentCPU, npdCPU := cpu(agent.PID)-agentCPU0, cpu(npdPID)-npdCPU0
+	t.Logf("%d lines in %v; CPU until %v later: nodeagent %v (%.2f cores), node-problem-detector v1.36.0 %v (%.2f cores)",
+		written, wall.Round(time.Millisecond), wall2.Round(time.Millisecond), agentCPU, agentCPU.Seconds()/wall2.Seconds(), npdCPU, npdCPU.Seconds()/wall2.Seconds())
+	if cores := agentCPU.Seconds() / wall2.Seconds(); cores > 1 {
+		t.Errorf("nodeagent used %.2f cores during the flood, want below 1", cores)
+	}
+	if !agent.Running() {
+		t.Fatal("nodeagent stopped during the flood")
+	}
+	if code, body, err := agent.Get(ctx, "/healthz/problem-monitor-kernel-monitor-filelog"); err != nil || code != 200 {
+		t.Errorf("/healthz/problem-monitor-kernel-monitor-filelog after the flood = %d %q %v", code, body, err)
+	}
+	n, err := admin.CoreV1().Nodes().Get(ctx, nodeNPD, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == conditionDeadlock {
+			t.Logf("node-problem-detector v1.36.0 after the flood: KernelDeadlock=%s (%s)", c.Status, c.Reason)
+		}
+	}
 }
