@@ -49,9 +49,10 @@ type Dependencies struct {
 	Broadcaster   record.EventBroadcaster
 	Recorder      record.EventRecorder
 	Runtime       *criruntime.Client
-	Machine       *host.Machine
-	Eviction      *eviction.Manager
-	Metrics       *metrics.Metrics
+	// Machine and Eviction are nil in companion mode (the kubelet owns capacity and pressure).
+	Machine  *host.Machine
+	Eviction *eviction.Manager
+	Metrics  *metrics.Metrics
 	// Certificates obtains (TLS bootstrap) and rotates the client certificate the clients present;
 	// nil without --bootstrap-kubeconfig and --rotate-certificates. Its Healthy is a /healthz check.
 	Certificates *certificate.Manager
