@@ -107,3 +107,16 @@ bench-scale: tools kwok
 ## tests (test/integration/npd_sidebyside_test.go) run it themselves
 npd:
 	hack/build-npd.sh
+
+.PHONY: bench-companion
+## bench-companion: nodeagent --companion, then node-problem-detector v1.36.0 (make npd), each beside the
+## reference kubelet of one Node with NPD's shipped configs: idle RSS/CPU and API writes per minute, latency
+## from a kernel-log line and from a failing plugin to the condition, a 10 000 lines/s kernel-log flood
+## (BENCH_COMPANION_IDLE, default 1m; BENCH_COMPANION_FLOOD, default 30s). About 4 min; prints a Markdown
+## table and writes it to _output/bench-companion.md. Build tag benchcompanion; not part of make test.
+BENCH_COMPANION_IDLE ?= 1m
+BENCH_COMPANION_FLOOD ?= 30s
+bench-companion: tools npd
+	BENCH_COMPANION_IDLE=$(BENCH_COMPANION_IDLE) BENCH_COMPANION_FLOOD=$(BENCH_COMPANION_FLOOD) \
+	BENCH_COMPANION_OUT=$(CURDIR)/_output/bench-companion.md \
+	$(GO) test -tags benchcompanion -count=1 -v -run '^TestBenchCompanion$$' -timeout 0 ./test/integration/

@@ -50,11 +50,17 @@ func buildNPD(t *testing.T) string {
 // test ends) and returns its PID.
 func startNPD(t *testing.T, bin string, cp *framework.ControlPlane, node string, monitorArgs ...string) (stop func(), pid int) {
 	t.Helper()
+	return startNPDAs(t, bin, cp, cp.KubeconfigFor(node), node, monitorArgs...)
+}
+
+// startNPDAs is startNPD with the identity of kubeconfig.
+func startNPDAs(t *testing.T, bin string, cp *framework.ControlPlane, kubeconfig, node string, monitorArgs ...string) (stop func(), pid int) {
+	t.Helper()
 	log, err := os.Create(filepath.Join(t.TempDir(), "npd.log"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := append([]string{"--apiserver-override=" + cp.APIServerURL + "?inClusterConfig=false&auth=" + cp.KubeconfigFor(node),
+	args := append([]string{"--apiserver-override=" + cp.APIServerURL + "?inClusterConfig=false&auth=" + kubeconfig,
 		"--hostname-override=" + node, "--port=0", "--prometheus-port=0"}, monitorArgs...)
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = log, log
