@@ -205,7 +205,11 @@ func (s *Server) Run(ctx context.Context) error {
 
 // LoopbackOnly wraps h so that only requests whose peer (http.Request.RemoteAddr) is a loopback
 // address (127.0.0.0/8, ::1) reach it; any other peer gets 403 Forbidden with a one-line plain-text
-// body saying so. Forwarding headers are not trusted. nodeagent uses it for /debug/pprof.
+// body saying so. Forwarding headers are not trusted. Against a web page in a browser on the same
+// host, it also refuses (403) a Host header that is not loopback (DNS rebinding), and a request the
+// browser marks as coming from another site (Sec-Fetch-Site cross-site or same-site: a cross-site
+// <img> or form can still send a GET). nodeagent uses it for /debug/pprof and the simulation's
+// control API.
 func LoopbackOnly(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		host, _, err := net.SplitHostPort(r.RemoteAddr)
@@ -214,8 +218,31 @@ func LoopbackOnly(h http.Handler) http.Handler {
 				r.URL.Path, r.RemoteAddr, r.URL.Path), http.StatusForbidden)
 			return
 		}
+		if !loopbackHost(r.Host) {
+			http.Error(w, fmt.Sprintf("forbidden: Host %q is not a loopback address", r.Host), http.StatusForbidden)
+			return
+		}
+		if site := r.Header.Get("Sec-Fetch-Site"); site == "cross-site" || site == "same-site" {
+			http.Error(w, fmt.Sprintf("forbidden: a %s request from a web page", site), http.StatusForbidden)
+			return
+		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// loopbackHost reports whether a Host header names this machine's loopback: localhost or a loopback
+// IP, with or without a port.
+func loopbackHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.Trim(host, "[]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // isLoopback reports whether a listener address is a loopback IP (not an unspecified one such as 0.0.0.0).

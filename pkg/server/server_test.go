@@ -60,8 +60,40 @@ func getFrom(t *testing.T, h http.Handler, remoteAddr, path string) (int, string
 	rec := httptest.NewRecorder()
 	req := httptest.NewRequest(http.MethodGet, path, nil)
 	req.RemoteAddr = remoteAddr
+	req.Host = "127.0.0.1:10248" // as a client on the node names it
 	h.ServeHTTP(rec, req)
 	return rec.Code, rec.Body.String()
+}
+
+// TestLoopbackOnlyRefusesBrowsers: a loopback peer is still refused when the request names a foreign
+// Host (DNS rebinding) or a browser marks it as sent by another site; a local client is served.
+func TestLoopbackOnlyRefusesBrowsers(t *testing.T) {
+	h := LoopbackOnly(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) }))
+	for _, tc := range []struct {
+		name, host, fetchSite string
+		want                  int
+	}{
+		{"curl on the node", "127.0.0.1:10248", "", http.StatusOK},
+		{"localhost", "localhost:10248", "", http.StatusOK},
+		{"IPv6 loopback", "[::1]:10248", "", http.StatusOK},
+		{"the user's own address bar", "localhost:10248", "none", http.StatusOK},
+		{"DNS rebinding", "evil.example:10248", "", http.StatusForbidden},
+		{"a cross-site <img> or form", "127.0.0.1:10248", "cross-site", http.StatusForbidden},
+		{"another port of localhost", "127.0.0.1:10248", "same-site", http.StatusForbidden},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := httptest.NewRequest(http.MethodGet, "/debug/pprof/profile", nil)
+			req.RemoteAddr, req.Host = loopbackPeer, tc.host
+			if tc.fetchSite != "" {
+				req.Header.Set("Sec-Fetch-Site", tc.fetchSite)
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != tc.want {
+				t.Errorf("Host %q Sec-Fetch-Site %q: %d %q, want %d", tc.host, tc.fetchSite, rec.Code, rec.Body.String(), tc.want)
+			}
+		})
+	}
 }
 
 // TestHealthEndpoints checks /healthz, /readyz and /livez as the kubelet's healthz server answers them

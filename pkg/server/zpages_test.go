@@ -33,6 +33,7 @@ func getAccept(t *testing.T, h http.Handler, path, accept string) (int, http.Hea
 	rec := httptest.NewRecorder()
 	req := httptest.NewRequest(http.MethodGet, path, nil)
 	req.RemoteAddr = loopbackPeer
+	req.Host = "127.0.0.1:10248"
 	if accept != "" {
 		req.Header.Set("Accept", accept)
 	}
