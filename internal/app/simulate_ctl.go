@@ -64,7 +64,7 @@ func newSimulateCtlCommand() *cobra.Command {
 	fs.IntVar(&o.nodes, "nodes", 0, "Nodes per shard (default: the StatefulSet's --nodes).")
 	fs.StringVar(&o.prefix, "node-name-prefix", "", "Prefix of the Node names (default: the StatefulSet's --node-name-prefix).")
 	fs.IntVar(&o.shards, "shards", 0, "Number of shards (default: the StatefulSet's --shards).")
-	fs.IntVar(&o.port, "port", 0, "Port of the shards' control API (default: the StatefulSet's --healthz-port).")
+	fs.IntVar(&o.port, "port", 0, "Port of the shards' control API (default: the pod's first declared container port, the overlay's \"http\", 10248).")
 	fs.BoolVar(&o.list, "list", false, "List every shard's Nodes and a summary.")
 	for i, f := range ctlChangeFlags {
 		fs.BoolVar(&values[i], f.name, false, f.help)
@@ -125,10 +125,11 @@ func (l simLayout) owner(node string) (int, error) {
 	return shard, nil
 }
 
-// layoutFromStatefulSet reads --nodes, --node-name-prefix, --shards and --healthz-port from the
-// StatefulSet's nodeagent container; o's non-zero values override them.
+// layoutFromStatefulSet reads --nodes, --node-name-prefix and --shards from the StatefulSet's
+// nodeagent container; o's non-zero values (and o.port: 0 means the pod's first container port, which
+// the API server's pod proxy takes when none is named) override them.
 func layoutFromStatefulSet(sts *appsv1.StatefulSet, o *ctlOptions) (simLayout, error) {
-	l := simLayout{nodes: 100, shards: 1, port: 10248, prefix: "sim-node-"}
+	l := simLayout{nodes: 100, shards: 1, prefix: "sim-node-"}
 	found := false
 	for _, c := range sts.Spec.Template.Spec.Containers {
 		args := append(append([]string(nil), c.Command...), c.Args...)
@@ -147,8 +148,6 @@ func layoutFromStatefulSet(sts *appsv1.StatefulSet, o *ctlOptions) (simLayout, e
 				l.nodes, err = strconv.Atoi(v)
 			case "--shards":
 				l.shards, err = strconv.Atoi(v)
-			case "--healthz-port":
-				l.port, err = strconv.Atoi(v)
 			case "--node-name-prefix":
 				l.prefix = v
 			}
@@ -255,8 +254,12 @@ type shardClient struct {
 // error names the pod and carries the shard's one-line answer.
 func (c shardClient) do(ctx context.Context, shard int, method, path string, body []byte, into any) error {
 	pod := fmt.Sprintf("%s-%d", c.statefulSet, shard)
+	target := pod
+	if c.port > 0 {
+		target = fmt.Sprintf("%s:%d", pod, c.port)
+	}
 	req := c.client.CoreV1().RESTClient().Verb(method).Namespace(c.namespace).Resource("pods").
-		Name(fmt.Sprintf("%s:%d", pod, c.port)).SubResource("proxy").Suffix("simulation", path)
+		Name(target).SubResource("proxy").Suffix("simulation", path)
 	if body != nil {
 		req = req.SetHeader("Content-Type", "application/json").Body(body)
 	}

@@ -160,7 +160,7 @@ func TestCtlLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l != (simLayout{nodes: 300, shards: 3, port: 10300, prefix: "sim-"}) {
+	if l != (simLayout{nodes: 300, shards: 3, prefix: "sim-"}) {
 		t.Errorf("layout %+v", l)
 	}
 	for _, tc := range []struct {
