@@ -213,6 +213,7 @@ func waitShardReady(t *testing.T, c kubernetes.Interface, shard, nodes int, stat
 	defer cancel()
 	var got map[string]*corev1.Node
 	var last string
+	var n int
 	err := framework.WaitFor(ctx, time.Second, func() (bool, error) {
 		for _, p := range running {
 			if p.exited() {
@@ -223,7 +224,7 @@ func waitShardReady(t *testing.T, c kubernetes.Interface, shard, nodes int, stat
 		if got, err = shardNodes(ctx, c, shard); err != nil {
 			return false, err
 		}
-		n := 0
+		n = 0
 		for i := shard * nodes; i < (shard+1)*nodes; i++ {
 			node := got[fmt.Sprintf("sim-%04d", i)]
 			if node == nil {
@@ -239,7 +240,7 @@ func waitShardReady(t *testing.T, c kubernetes.Interface, shard, nodes int, stat
 		return n == nodes && len(got) == nodes, nil
 	})
 	if err != nil {
-		t.Fatalf("shard %d: not all %d Nodes Ready=%s within %v (%d listed; e.g. %s): %v", shard, nodes, status, timeout, len(got), last, err)
+		t.Fatalf("shard %d: %d of %d Nodes Ready=%s within %v (e.g. %s): %v", shard, n, nodes, status, timeout, last, err)
 	}
 	return got
 }
@@ -288,11 +289,20 @@ func TestShards(t *testing.T) {
 	defer cancel()
 	cp, err := framework.StartControlPlane(sctx, framework.ControlPlaneOptions{
 		Dir: filepath.Join(dir, "cp"), ControllerManager: true, NodeMonitorGracePeriod: 20 * time.Second,
+		// The node lifecycle controller writes each Node that stops (status, then the unreachable taint);
+		// at its default 20 QPS, 300 at once take minutes.
+		ExtraControllerManagerArgs: []string{"--kube-api-qps=200", "--kube-api-burst=400"},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(cp.Stop)
+	t.Cleanup(func() {
+		if t.Failed() {
+			b, _ := os.ReadFile(filepath.Join(cp.Dir, "kube-controller-manager.log"))
+			t.Logf("kube-controller-manager log (tail):\n%s", framework.TailLines(string(b), 25))
+		}
+	})
 	admin := cp.AdminClient
 	root, err := framework.RepoRoot()
 	if err != nil {
@@ -513,7 +523,7 @@ func TestShards(t *testing.T) {
 			t.Errorf("%s: UID %s after the restart, was %s", name, n.UID, uids[name])
 		}
 	}
-	t.Logf("shard 1 Ready again %v after the restart", time.Since(killed).Round(time.Second))
+	t.Logf("shard 1 Ready again %v after its SIGKILL", time.Since(killed).Round(time.Second))
 	rcancel()
 	changes, err := rec.result()
 	if err != nil {
