@@ -154,12 +154,12 @@ func render(o options, e *env, rs []*result) string {
 	p("Written by `make bench-scale BENCH_SCALE_NODES=%s BENCH_SCALE_DURATION=%s BENCH_SCALE_SETTLE=%s%s`",
 		strings.Join(nodes, ","), o.duration, o.settle, shardMake)
 	p("(`go run ./test/benchscale --nodes %s --duration %s --settle %s%s`)", strings.Join(nodes, ","), o.duration, o.settle, shardArg)
+	p("on %s; the run took %v. Each system ran alone, one after the other, each on a fresh control plane.",
+		e.started.Format("2006-01-02 15:04 UTC"), e.took.Round(time.Second))
 	if o.shards > 1 {
 		p("nodeagent simulate ran as %d processes on this machine (`--shards %d --shard-index I`, nodes/%d Nodes each, as the", o.shards, o.shards, o.shards)
 		p("StatefulSet of deploy/kubernetes/simulate runs them); its CPU and RSS are the sums over the shards, each shard's below.")
 	}
-	p("on %s; the run took %v. Each system ran alone, one after the other, each on a fresh control plane.",
-		e.started.Format("2006-01-02 15:04 UTC"), e.took.Round(time.Second))
 	p("")
 	p("- Machine: %d cores (%s), memory %s, kernel %s, %s; shared with other work that was not stopped",
 		e.cpus, e.cpuModel, e.memory, e.kernel, e.os)
