@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/nodeagent/nodeagent/pkg/apiclient"
 	"github.com/nodeagent/nodeagent/pkg/lease"
 )
 
@@ -313,6 +314,40 @@ func TestControlHandlerProxy(t *testing.T) {
 			}
 			if tc.want == http.StatusForbidden && !strings.HasPrefix(rec.Body.String(), "forbidden") {
 				t.Errorf("403 body %q", rec.Body)
+			}
+		})
+	}
+}
+
+// TestDeleteNodes: with DeleteNodesOnExit the shard deletes exactly its own Nodes (one already gone is
+// no error); without it, nothing.
+func TestDeleteNodes(t *testing.T) {
+	for _, del := range []bool{false, true} {
+		t.Run(fmt.Sprint(del), func(t *testing.T) {
+			e := newSimEnv(t, func(c *Config) { c.Shard = Shard{Index: 1, Count: 2} }) // sim-0003..sim-0005
+			for _, name := range []string{"sim-0002", "sim-0003", "sim-0005", "sim-0006"} {
+				if _, err := e.client.CoreV1().Nodes().Create(context.Background(), simNodeObj(name, nil), metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			p := &Process{cfg: ProcessConfig{DeleteNodesOnExit: del}, Simulator: e.sim, set: &apiclient.Set{Heartbeat: e.client}}
+			if err := p.DeleteNodes(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			list, err := e.client.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var left []string
+			for _, n := range list.Items {
+				left = append(left, n.Name)
+			}
+			want := "[sim-0002 sim-0003 sim-0005 sim-0006]"
+			if del {
+				want = "[sim-0002 sim-0006]"
+			}
+			if fmt.Sprint(left) != want {
+				t.Errorf("Nodes left %v, want %s", left, want)
 			}
 		})
 	}
