@@ -102,3 +102,23 @@ BENCH_SCALE_DURATION ?= 10m
 BENCH_SCALE_SHARDS ?= 1
 bench-scale: tools kwok
 	BENCH_SCALE_NODES=$(BENCH_SCALE_NODES) BENCH_SCALE_DURATION=$(BENCH_SCALE_DURATION) BENCH_SCALE_SHARDS=$(BENCH_SCALE_SHARDS) $(GO) run ./test/benchscale $(BENCH_SCALE_ARGS)
+
+.PHONY: npd
+## npd: build node-problem-detector v1.36.0 (k8s.io/node-problem-detector, pinned in hack/npd) into
+## _output/bin/node-problem-detector, only when missing or hack/npd changed (stamp); the side-by-side NPD
+## tests (test/integration/npd_sidebyside_test.go) run it themselves
+npd:
+	hack/build-npd.sh
+
+.PHONY: bench-companion
+## bench-companion: nodeagent --companion, then node-problem-detector v1.36.0 (make npd), each beside the
+## reference kubelet of one Node with NPD's shipped configs: idle RSS/CPU and API writes per minute, latency
+## from a kernel-log line and from a failing plugin to the condition, a 10 000 lines/s kernel-log flood
+## (BENCH_COMPANION_IDLE, default 1m; BENCH_COMPANION_FLOOD, default 30s). About 4 min; prints a Markdown
+## table and writes it to _output/bench-companion.md. Build tag benchcompanion; not part of make test.
+BENCH_COMPANION_IDLE ?= 1m
+BENCH_COMPANION_FLOOD ?= 30s
+bench-companion: tools npd
+	BENCH_COMPANION_IDLE=$(BENCH_COMPANION_IDLE) BENCH_COMPANION_FLOOD=$(BENCH_COMPANION_FLOOD) \
+	BENCH_COMPANION_OUT=$(CURDIR)/_output/bench-companion.md \
+	$(GO) test -tags benchcompanion -count=1 -v -run '^TestBenchCompanion$$' -timeout 0 ./test/integration/

@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/nodeagent/nodeagent/pkg/certificate"
+	"github.com/nodeagent/nodeagent/pkg/companion"
 	"github.com/nodeagent/nodeagent/pkg/config"
 	"github.com/nodeagent/nodeagent/pkg/eviction"
 	"github.com/nodeagent/nodeagent/pkg/host"
@@ -32,7 +33,7 @@ type Agent struct {
 	deps      *Dependencies
 	node      *node.Controller // standalone
 	scheduler *node.Scheduler  // runs the standalone Node's steps
-	companion *companionMode   // --companion
+	companion *companion.Mode  // --companion
 	server    *server.Server   // nil with --healthz-port=0
 }
 
@@ -46,7 +47,7 @@ func New(cfg *config.Completed, deps *Dependencies) (*Agent, error) {
 		if a.companion, err = newCompanionMode(cfg.NodeName, c.K8sExporterHeartbeatPeriod.Duration, deps); err != nil {
 			return nil, err
 		}
-		healthy, ready = a.companion.healthy, a.companion.patched
+		healthy, ready = a.companion.Healthy, a.companion.Patched
 	} else {
 		if a.scheduler, err = node.NewScheduler(node.SchedulerConfig{Clock: deps.Clock, CloseAllConns: deps.CloseAllConns}); err != nil {
 			return nil, err
@@ -68,7 +69,14 @@ func New(cfg *config.Completed, deps *Dependencies) (*Agent, error) {
 		healthy, ready = withCertificate(healthy, ready, deps.Certificates.Healthy)
 	}
 	if *c.HealthzPort > 0 {
+		var checks []server.Check
+		if deps.Problems != nil {
+			for _, pc := range deps.Problems.Checks() {
+				checks = append(checks, server.Check{Name: pc.Name, Check: pc.Check})
+			}
+		}
 		a.server, err = server.New(server.Config{
+			Checks:      checks,
 			BindAddress: c.HealthzBindAddress, Port: int(*c.HealthzPort), Metrics: deps.Metrics.Handler(),
 			SyncLoop: healthy, Registered: ready, EnableProfiling: c.EnableProfilingHandler, Flags: cfg.Flags,
 			Handlers: map[string]http.Handler{node.DebugPath: node.DebugHandler(a.report)},
@@ -137,8 +145,8 @@ func (a *Agent) report() node.Report {
 		r.Nodes = []node.Status{a.node.Status()}
 	}
 	if a.companion != nil {
-		r.Extra["companion"] = a.companion.patcher.Status()
-		r.Extra["runtime"] = map[string]string{"error": errText(a.companion.runtimeError())}
+		r.Extra["companion"] = a.companion.PatcherStatus()
+		r.Extra["runtime"] = map[string]string{"error": errText(a.companion.RuntimeError())}
 	}
 	if a.deps.Problems != nil {
 		r.Extra["problemMonitors"] = a.deps.Problems.Status()
@@ -179,7 +187,7 @@ func (a *Agent) Run(ctx context.Context) error {
 
 	healthy := a.node.Healthy
 	if a.companion != nil {
-		healthy = a.companion.healthy
+		healthy = a.companion.Healthy
 	}
 	// One group, one shutdown timeout (5 s): the HTTP server, systemd's notifications, the event sink,
 	// the problem monitors, and the per-node controller's scheduler with its informer and eviction
@@ -231,10 +239,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 	} else {
 		a.deps.Recorder.Eventf(a.eventRef(), v1.EventTypeNormal, "Starting", "Starting nodeagent (companion).")
-		group.Add("companion", lifecycle.RunnableFunc(func(ctx context.Context) error {
-			a.companion.run(ctx, a.deps.ProblemChanges)
-			return nil
-		}))
+		group.Add("companion", a.companion)
 	}
 	stopping := lifecycle.RunnableFunc(func(ctx context.Context) error {
 		<-ctx.Done()

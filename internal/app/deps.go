@@ -46,9 +46,10 @@ type Dependencies struct {
 	Broadcaster   record.EventBroadcaster
 	Recorder      record.EventRecorder
 	Runtime       *criruntime.Client
-	Machine       *host.Machine
-	Eviction      *eviction.Manager
-	Metrics       *metrics.Metrics
+	// Machine and Eviction are nil in companion mode (the kubelet owns capacity and pressure).
+	Machine  *host.Machine
+	Eviction *eviction.Manager
+	Metrics  *metrics.Metrics
 	// Certificates obtains (TLS bootstrap) and rotates the client certificate the clients present;
 	// nil without --bootstrap-kubeconfig and --rotate-certificates. Its Healthy is a /healthz check.
 	Certificates *certificate.Manager
@@ -149,19 +150,23 @@ func NewDependencies(ctx context.Context, cfg *config.Completed) (*Dependencies,
 	if d.Runtime, err = criruntime.Dial(c.ContainerRuntimeEndpoint, c.ImageServiceEndpoint, c.RuntimeRequestTimeout.Duration); err != nil {
 		return nil, fmt.Errorf("--container-runtime-endpoint %q: %w", c.ContainerRuntimeEndpoint, err)
 	}
-	if d.Machine, err = host.New(c.RootDir); err != nil {
-		return nil, err
-	}
-	if err := checkNodeAllocatable(ctx, cfg, d.Machine); err != nil {
-		return nil, err
-	}
-	observer := &eviction.HostObserver{FsInfo: d.Machine.FsInfo(), RootDir: c.RootDir,
-		ImageFsDir: host.ImageFsDir(d.Runtime, node.StatusCallTimeout)}
-	if d.Eviction, err = eviction.New(eviction.Config{
-		Thresholds: cfg.EvictionHard, Observe: observer.Observe, Clock: d.Clock,
-		Period: 10 * time.Second, PressureTransitionPeriod: 5 * time.Minute,
-	}); err != nil {
-		return nil, err
+	// The host (cadvisor) and the eviction manager feed the Node's capacity and pressure, which the
+	// kubelet owns in companion mode: there they are neither built nor run.
+	if !c.Companion {
+		if d.Machine, err = host.New(c.RootDir); err != nil {
+			return nil, err
+		}
+		if err := checkNodeAllocatable(ctx, cfg, d.Machine); err != nil {
+			return nil, err
+		}
+		observer := &eviction.HostObserver{FsInfo: d.Machine.FsInfo(), RootDir: c.RootDir,
+			ImageFsDir: host.ImageFsDir(d.Runtime, node.StatusCallTimeout)}
+		if d.Eviction, err = eviction.New(eviction.Config{
+			Thresholds: cfg.EvictionHard, Observe: observer.Observe, Clock: d.Clock,
+			Period: 10 * time.Second, PressureTransitionPeriod: 5 * time.Minute,
+		}); err != nil {
+			return nil, err
+		}
 	}
 	// Last, once every check has passed: the certificate manager bootstraps (a CSR) and rotates in
 	// the background; until it has a certificate, API requests wait for it.

@@ -65,7 +65,7 @@ type simulateOptions struct {
 // the simulation's own.
 func simulateFlags() (*simulateOptions, *pflag.FlagSet) {
 	o := &simulateOptions{agent: &config.Options{Config: config.NewDefault()}, nodes: 100, prefix: "sim-node-",
-		eventQPS: 50, eventBurst: 100, workers: 16, leaseWorkers: 16, shards: 1, getenv: os.Getenv, hostname: os.Hostname}
+		eventQPS: 50, eventBurst: 100, shards: 1, getenv: os.Getenv, hostname: os.Hostname}
 	// The simulation's defaults for the main client: it registers every Node through it, paced by it;
 	// one agent's 50/100 would take N/50 s to start N Nodes.
 	*o.agent.Config.KubeAPIQPS, o.agent.Config.KubeAPIBurst = simulateKubeAPIQPS, simulateKubeAPIBurst
@@ -84,8 +84,8 @@ func simulateFlags() (*simulateOptions, *pflag.FlagSet) {
 	fs.BoolVar(&o.simulatedTaint, "simulated-taint", o.simulatedTaint, "Register every simulated Node with the taint "+taintText(simulation.SimulatedTaint)+", so that only pods that tolerate it are scheduled there.")
 	fs.Float32Var(&o.eventQPS, "event-qps", o.eventQPS, "QPS of the client that writes Events (its own rate limit, as the kubelet's --event-qps); events beyond it are dropped, never the heartbeats.")
 	fs.Int32Var(&o.eventBurst, "event-burst", o.eventBurst, "Burst of the Events client (as the kubelet's --event-burst).")
-	fs.IntVar(&o.workers, "workers", o.workers, "Workers that run every simulated Node's runtime polls, status syncs and fast start-up updates, from one work queue.")
-	fs.IntVar(&o.leaseWorkers, "lease-workers", o.leaseWorkers, "Workers that renew every simulated Node's Lease, from a work queue of their own, so that no status sync delays a Lease.")
+	fs.IntVar(&o.workers, "workers", o.workers, "Workers that run every simulated Node's runtime polls, status syncs and fast start-up updates, from one work queue; 0: one per 100 Nodes, 16 to 64.")
+	fs.IntVar(&o.leaseWorkers, "lease-workers", o.leaseWorkers, "Workers that renew every simulated Node's Lease, from a work queue of their own, so that no status sync delays a Lease; 0: one per 20 Nodes, 16 to 256 (each holds one Lease request in flight).")
 	for _, name := range simulateAgentFlags {
 		fs.AddFlag(agentFlags.Lookup(name))
 	}
@@ -182,11 +182,11 @@ func completeSimulate(o *simulateOptions) (*simulationConfig, error) {
 	if err := simulation.ValidateNamePrefix(o.prefix, o.nodes*o.shards); err != nil {
 		return nil, fmt.Errorf("--node-name-prefix %q: %w", o.prefix, err)
 	}
-	if o.workers < 1 || o.workers > 1000 {
-		return nil, fmt.Errorf("--workers %d: must be between 1 and 1000", o.workers)
+	if o.workers < 0 || o.workers > 1000 {
+		return nil, fmt.Errorf("--workers %d: must be between 0 (one per 100 Nodes) and 1000", o.workers)
 	}
-	if o.leaseWorkers < 1 || o.leaseWorkers > 1000 {
-		return nil, fmt.Errorf("--lease-workers %d: must be between 1 and 1000", o.leaseWorkers)
+	if o.leaseWorkers < 0 || o.leaseWorkers > 1000 {
+		return nil, fmt.Errorf("--lease-workers %d: must be between 0 (one per 20 Nodes) and 1000", o.leaseWorkers)
 	}
 	if o.eventQPS <= 0 || o.eventBurst <= 0 {
 		return nil, fmt.Errorf("--event-qps %v --event-burst %d: must be greater than 0", o.eventQPS, o.eventBurst)

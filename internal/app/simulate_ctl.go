@@ -74,7 +74,7 @@ func newSimulateCtlCommand() *cobra.Command {
 		Short: "Control a simulated Node of a sharded simulation from outside the cluster, through the API server's pod proxy",
 		Long: `ctl finds the shard that owns NODE (from its global index and the StatefulSet's --nodes per shard)
 and sends the change to that shard's pod through the API server's pod proxy
-(/api/v1/namespaces/<ns>/pods/<statefulset>-<I>:<port>/proxy/simulation/nodes/NODE); without a change it
+(/api/v1/namespaces/<ns>/pods/<statefulset>-<I>[:<port>]/proxy/simulation/nodes/NODE); without a change it
 prints the Node's state. --list prints every shard's Nodes with a summary. The shards must run with
 --control-allow-proxy (deploy/kubernetes/simulate does); the identity needs get on the StatefulSet and
 get/create on pods/proxy in the namespace.`,

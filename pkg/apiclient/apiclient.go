@@ -107,7 +107,7 @@ func New(ctx context.Context, cfg Config) (*Set, error) {
 
 	s.NodeCache = nodecache.New(cfg.Clock)
 	s.Informers = informers.NewSharedInformerFactoryWithOptions(s.Client, 0,
-		informers.WithTransform(nodecache.StripManagedFields),
+		informers.WithTransform(nodecache.TrimNode),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			if cfg.NodeName != "" {
 				o.FieldSelector = fields.OneTermEqualSelector("metadata.name", cfg.NodeName).String()

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,6 +26,13 @@ const (
 	// DefaultCheckPeriod is how often the conditions are compared with the last patch: NPD's
 	// condition manager updatePeriod.
 	DefaultCheckPeriod = time.Second
+	// DefaultFieldManager is Config.FieldManager's default: what the API server derives from
+	// nodeagent's user agent ("nodeagent/<version>").
+	DefaultFieldManager = "nodeagent"
+	// OwnedConditionsAnnotation lists, comma-separated and sorted, the condition types nodeagent
+	// --companion writes on the Node: how a later run with fewer monitors knows which of the Node's
+	// conditions it left there and may remove.
+	OwnedConditionsAnnotation = "nodeagent.io/owned-conditions"
 	// Retry delays after a failed patch: 1 s, doubling up to 30 s, until one succeeds.
 	retryBase = time.Second
 	retryCap  = 30 * time.Second
@@ -39,6 +47,14 @@ type Config struct {
 	// Conditions returns the conditions nodeagent owns, lastHeartbeatTime ignored; required.
 	// Its condition types must not be the kubelet's.
 	Conditions func() []v1.NodeCondition
+	// Types are every condition type this configuration may write, including those Conditions does
+	// not return yet (a monitor with skip_initial_status). They are recorded on the Node in the
+	// OwnedConditionsAnnotation, and the conditions of a type recorded there by an earlier run but
+	// no longer in Types (a monitor removed from the config) are removed from the Node on the first
+	// patch, unless another writer owns them (see Run). Nil records and removes nothing.
+	Types []v1.NodeConditionType
+	// FieldManager is the field manager of the patches (managedFields); default DefaultFieldManager.
+	FieldManager string
 	// HeartbeatPeriod is how often the conditions are patched even when unchanged, to refresh
 	// their lastHeartbeatTime (NPD's --k8s-exporter-heartbeat-period); default 5 m.
 	HeartbeatPeriod time.Duration
@@ -59,6 +75,8 @@ type Patcher struct {
 	// Owned by Run.
 	seeded      bool
 	transitions map[v1.NodeConditionType]v1.NodeCondition // the Node's, kept while the status is the same
+	stale       []v1.NodeConditionType                    // to remove on the next patch
+	annotated   bool                                      // the Node's annotation equals Types
 	last        []v1.NodeCondition                        // last patched, heartbeat cleared
 	lastPatch   time.Time
 	failures    int
@@ -81,6 +99,14 @@ type PatcherStatus struct {
 func New(cfg Config) (*Patcher, error) {
 	if cfg.Client == nil || cfg.NodeName == "" || cfg.Conditions == nil {
 		return nil, errors.New("companion: Config needs Client, NodeName and Conditions")
+	}
+	for i, t := range cfg.Types {
+		if kubeletConditionTypes[t] {
+			return nil, fmt.Errorf("companion: Config.Types[%d] %q: the kubelet owns this condition", i, t)
+		}
+	}
+	if cfg.FieldManager == "" {
+		cfg.FieldManager = DefaultFieldManager
 	}
 	if cfg.HeartbeatPeriod <= 0 {
 		cfg.HeartbeatPeriod = DefaultHeartbeatPeriod
@@ -113,7 +139,12 @@ func (p *Patcher) Status() PatcherStatus {
 // per HeartbeatPeriod, until ctx ends. A failed patch is logged and retried after 1 s, doubling up
 // to 30 s. Before its first patch it reads the Node once (from the API server's cache) so that a
 // condition whose status is the same as on the Node keeps the Node's lastTransitionTime across
-// agent restarts. It returns nil when ctx ends.
+// agent restarts, and to find stale conditions: those of a type listed in the Node's
+// OwnedConditionsAnnotation but not in Config.Types, which it removes with its first patch
+// ({"$patch":"delete"} per type), unless the kubelet owns the type or the Node's managedFields show
+// another field manager owning a field of that condition (NPD, an operator, a controller: a type
+// another writer owns is never touched). Each patch until the annotation equals Types also sets it.
+// NPD never removes a condition (its issues 423, 470, 669, 1011). It returns nil when ctx ends.
 func (p *Patcher) Run(ctx context.Context) error {
 	ticker := p.cfg.Clock.NewTicker(p.cfg.CheckPeriod)
 	defer ticker.Stop()
@@ -156,9 +187,15 @@ func (p *Patcher) sync(ctx context.Context) {
 	if !due {
 		return
 	}
-	body, err := Patch(conds, metav1.NewTime(now))
+	var annotation *string
+	if p.cfg.Types != nil && !p.annotated {
+		a := ownedAnnotation(p.cfg.Types)
+		annotation = &a
+	}
+	body, err := buildPatch(conds, metav1.NewTime(now), p.stale, annotation)
 	if err == nil {
-		_, err = p.cfg.Client.CoreV1().Nodes().Patch(ctx, p.cfg.NodeName, types.StrategicMergePatchType, body, metav1.PatchOptions{}, "status")
+		_, err = p.cfg.Client.CoreV1().Nodes().Patch(ctx, p.cfg.NodeName, types.StrategicMergePatchType, body,
+			metav1.PatchOptions{FieldManager: p.cfg.FieldManager}, "status")
 	}
 	if p.cfg.OnPatch != nil {
 		p.cfg.OnPatch(err)
@@ -180,8 +217,13 @@ func (p *Patcher) sync(ctx context.Context) {
 	if p.failures > 0 {
 		logger.Info("Patched the node's conditions after failures", "node", p.cfg.NodeName, "failures", p.failures)
 	}
+	if len(p.stale) > 0 {
+		logger.Info("Removed the conditions of monitors no longer configured", "node", p.cfg.NodeName, "types", p.stale)
+	}
 	p.failures = 0
 	p.seeded = true
+	p.stale = nil
+	p.annotated = p.annotated || annotation != nil
 	p.last, p.lastPatch = conds, now
 	p.status.Patches++
 	p.status.LastPatch = now
@@ -206,21 +248,116 @@ func (p *Patcher) seed(ctx context.Context) {
 			p.transitions[c.Type] = c
 		}
 	}
+	if p.cfg.Types == nil {
+		return
+	}
+	p.annotated = node.Annotations[OwnedConditionsAnnotation] == ownedAnnotation(p.cfg.Types)
+	p.stale = StaleConditions(node, p.cfg.Types, p.cfg.FieldManager)
+	for _, t := range p.stale {
+		klog.FromContext(ctx).Info("Removing a condition nodeagent wrote whose monitor is no longer configured", "node", p.cfg.NodeName, "type", t)
+	}
+}
+
+// kubeletConditionTypes are the kubelet's: never in Types, never removed.
+var kubeletConditionTypes = map[v1.NodeConditionType]bool{
+	v1.NodeReady: true, v1.NodeMemoryPressure: true, v1.NodeDiskPressure: true, v1.NodePIDPressure: true,
+	v1.NodeNetworkUnavailable: true,
+}
+
+// StaleConditions returns, in the Node's order, the condition types node carries that its
+// OwnedConditionsAnnotation lists (nodeagent wrote them) but types does not (no longer configured),
+// leaving out the kubelet's types and any condition a field manager other than manager owns a
+// field of in node's managedFields (another writer also keeps it, e.g. node-problem-detector).
+func StaleConditions(node *v1.Node, types []v1.NodeConditionType, manager string) []v1.NodeConditionType {
+	listed := map[v1.NodeConditionType]bool{}
+	for _, t := range strings.Split(node.Annotations[OwnedConditionsAnnotation], ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			listed[v1.NodeConditionType(t)] = true
+		}
+	}
+	foreign := foreignConditionOwners(node, manager)
+	var out []v1.NodeConditionType
+	for _, c := range node.Status.Conditions {
+		if listed[c.Type] && !slices.Contains(types, c.Type) && !kubeletConditionTypes[c.Type] && !foreign[c.Type] {
+			out = append(out, c.Type)
+		}
+	}
+	return out
+}
+
+// foreignConditionOwners returns the condition types of which a field manager other than manager
+// owns a field, read from the managedFields entries' FieldsV1 (f:status, f:conditions,
+// k:{"type":"X"}). An entry that does not parse counts as owning every condition: unknown is not ours.
+func foreignConditionOwners(node *v1.Node, manager string) map[v1.NodeConditionType]bool {
+	out := map[v1.NodeConditionType]bool{}
+	for _, e := range node.ManagedFields {
+		if e.Manager == manager || e.FieldsV1 == nil {
+			continue
+		}
+		var fields struct {
+			Status struct {
+				Conditions map[string]json.RawMessage `json:"f:conditions"`
+			} `json:"f:status"`
+		}
+		if err := json.Unmarshal(e.FieldsV1.Raw, &fields); err != nil {
+			for _, c := range node.Status.Conditions {
+				out[c.Type] = true
+			}
+			continue
+		}
+		for key := range fields.Status.Conditions {
+			var k struct {
+				Type string `json:"type"`
+			}
+			if rest, ok := strings.CutPrefix(key, "k:"); ok && json.Unmarshal([]byte(rest), &k) == nil && k.Type != "" {
+				out[v1.NodeConditionType(k.Type)] = true
+			}
+		}
+	}
+	return out
+}
+
+// ownedAnnotation is OwnedConditionsAnnotation's value for types: sorted, deduplicated, comma-separated.
+func ownedAnnotation(types []v1.NodeConditionType) string {
+	s := make([]string, 0, len(types))
+	for _, t := range types {
+		s = append(s, string(t))
+	}
+	slices.Sort(s)
+	return strings.Join(slices.Compact(s), ",")
 }
 
 // Patch returns the strategic merge patch that sets conds, and nothing else, in a Node's
 // status.conditions (merge key type), each with lastHeartbeatTime now:
 // {"status":{"conditions":[...]}}, as NPD's problem client.
 func Patch(conds []v1.NodeCondition, now metav1.Time) ([]byte, error) {
-	out := make([]v1.NodeCondition, len(conds))
-	for i, c := range conds {
+	return buildPatch(conds, now, nil, nil)
+}
+
+// buildPatch is Patch, plus a {"type":T,"$patch":"delete"} entry per type of remove and, when
+// annotation is not nil, metadata.annotations[OwnedConditionsAnnotation] set to it (nodes/status
+// keeps metadata changes).
+func buildPatch(conds []v1.NodeCondition, now metav1.Time, remove []v1.NodeConditionType, annotation *string) ([]byte, error) {
+	out := make([]any, 0, len(conds)+len(remove))
+	for _, c := range conds {
 		c.LastHeartbeatTime = now
-		out[i] = c
+		out = append(out, c)
+	}
+	for _, t := range remove {
+		out = append(out, map[string]string{"type": string(t), "$patch": "delete"})
 	}
 	var body struct {
+		Metadata *struct {
+			Annotations map[string]string `json:"annotations"`
+		} `json:"metadata,omitempty"`
 		Status struct {
-			Conditions []v1.NodeCondition `json:"conditions"`
+			Conditions []any `json:"conditions"`
 		} `json:"status"`
+	}
+	if annotation != nil {
+		body.Metadata = &struct {
+			Annotations map[string]string `json:"annotations"`
+		}{map[string]string{OwnedConditionsAnnotation: *annotation}}
 	}
 	body.Status.Conditions = out
 	b, err := json.Marshal(body)

@@ -354,3 +354,95 @@ func TestJoinConditions(t *testing.T) {
 		t.Errorf("JoinConditions = %s", got)
 	}
 }
+
+// TestStaleConditionsRemoved: a condition type the Node's owned-conditions annotation lists but the
+// configuration no longer has is removed by the first patch, unless the kubelet owns the type or
+// another field manager owns a field of the condition; the annotation is set to the configured types.
+func TestStaleConditionsRemoved(t *testing.T) {
+	t0 := metav1.NewTime(time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC))
+	deadlock := v1.NodeCondition{Type: "KernelDeadlock", Status: v1.ConditionTrue, LastHeartbeatTime: t0, LastTransitionTime: t0, Reason: "DockerHung", Message: "task hung"}
+	readonly := v1.NodeCondition{Type: "ReadonlyFilesystem", Status: v1.ConditionFalse, LastHeartbeatTime: t0, LastTransitionTime: t0, Reason: "FilesystemIsNotReadOnly"}
+	npdOwns := func(typ string) metav1.ManagedFieldsEntry {
+		return metav1.ManagedFieldsEntry{Manager: "node-problem-detector", Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status",
+			FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{"f:conditions":{"k:{\"type\":\"` + typ + `\"}":{".":{},"f:status":{},"f:type":{}}}}}`)}}
+	}
+	ours := metav1.ManagedFieldsEntry{Manager: DefaultFieldManager, Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status",
+		FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{"f:conditions":{"k:{\"type\":\"KernelDeadlock\"}":{".":{}},"k:{\"type\":\"ReadonlyFilesystem\"}":{".":{}}}}}`)}}
+	for _, tc := range []struct {
+		name       string
+		annotation string
+		managed    []metav1.ManagedFieldsEntry
+		types      []v1.NodeConditionType
+		wantTypes  []v1.NodeConditionType // the Node's conditions after the first patch, sorted
+		wantAnnot  string
+	}{{
+		name: "monitor removed: its conditions go", annotation: "ContainerRuntimeUnhealthy,KernelDeadlock,ReadonlyFilesystem",
+		managed: []metav1.ManagedFieldsEntry{ours}, types: []v1.NodeConditionType{"ContainerRuntimeUnhealthy"},
+		wantTypes: []v1.NodeConditionType{"ContainerRuntimeUnhealthy", "MemoryPressure", "Ready"}, wantAnnot: "ContainerRuntimeUnhealthy",
+	}, {
+		name: "another writer owns one: it stays", annotation: "ContainerRuntimeUnhealthy,KernelDeadlock,ReadonlyFilesystem",
+		managed: []metav1.ManagedFieldsEntry{ours, npdOwns("KernelDeadlock")}, types: []v1.NodeConditionType{"ContainerRuntimeUnhealthy"},
+		wantTypes: []v1.NodeConditionType{"ContainerRuntimeUnhealthy", "KernelDeadlock", "MemoryPressure", "Ready"}, wantAnnot: "ContainerRuntimeUnhealthy",
+	}, {
+		name: "not listed: never ours", annotation: "ContainerRuntimeUnhealthy",
+		types:     []v1.NodeConditionType{"ContainerRuntimeUnhealthy"},
+		wantTypes: []v1.NodeConditionType{"ContainerRuntimeUnhealthy", "KernelDeadlock", "MemoryPressure", "ReadonlyFilesystem", "Ready"}, wantAnnot: "ContainerRuntimeUnhealthy",
+	}, {
+		name: "the kubelet's types are never removed", annotation: "Ready,MemoryPressure,KernelDeadlock",
+		types:     []v1.NodeConditionType{"ContainerRuntimeUnhealthy", "ReadonlyFilesystem"},
+		wantTypes: []v1.NodeConditionType{"ContainerRuntimeUnhealthy", "MemoryPressure", "ReadonlyFilesystem", "Ready"}, wantAnnot: "ContainerRuntimeUnhealthy,ReadonlyFilesystem",
+	}, {
+		name: "no Types: nothing removed or recorded", annotation: "KernelDeadlock,ReadonlyFilesystem",
+		wantTypes: []v1.NodeConditionType{"ContainerRuntimeUnhealthy", "KernelDeadlock", "MemoryPressure", "ReadonlyFilesystem", "Ready"}, wantAnnot: "KernelDeadlock,ReadonlyFilesystem",
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				node := kubeletNode(deadlock, readonly)
+				node.Annotations = map[string]string{OwnedConditionsAnnotation: tc.annotation}
+				node.ManagedFields = tc.managed
+				client, ps := newClient(node)
+				conds := &conditions{}
+				conds.set(v1.NodeCondition{Type: "ContainerRuntimeUnhealthy", Status: v1.ConditionFalse, Reason: "ContainerRuntimeIsHealthy"})
+				if slices.Contains(tc.types, "ReadonlyFilesystem") {
+					conds.set(append(conds.get(), readonly)...)
+				}
+				run(t, Config{Client: client, NodeName: nodeName, Conditions: conds.get, Types: tc.types})
+				synctest.Wait()
+				if ps.count() != 1 {
+					t.Fatalf("%d patches, want 1", ps.count())
+				}
+				got, err := client.CoreV1().Nodes().Get(t.Context(), nodeName, metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var types []v1.NodeConditionType
+				for _, c := range got.Status.Conditions {
+					types = append(types, c.Type)
+				}
+				slices.Sort(types)
+				if !slices.Equal(types, tc.wantTypes) {
+					t.Errorf("conditions after the first patch = %v, want %v", types, tc.wantTypes)
+				}
+				if a := got.Annotations[OwnedConditionsAnnotation]; a != tc.wantAnnot {
+					t.Errorf("annotation = %q, want %q", a, tc.wantAnnot)
+				}
+				// Later patches neither repeat the removal nor the annotation.
+				conds.set(v1.NodeCondition{Type: "ContainerRuntimeUnhealthy", Status: v1.ConditionTrue, Reason: "ContainerdUnhealthy"})
+				time.Sleep(DefaultCheckPeriod)
+				synctest.Wait()
+				list, _ := ps.snapshot()
+				if len(list) != 2 || strings.Contains(string(list[1].GetPatch()), "$patch") || strings.Contains(string(list[1].GetPatch()), "annotations") {
+					t.Errorf("second patch = %s", list[len(list)-1].GetPatch())
+				}
+			})
+		})
+	}
+}
+
+func TestNewRefusesKubeletTypes(t *testing.T) {
+	_, err := New(Config{Client: fake.NewClientset(), NodeName: nodeName, Conditions: func() []v1.NodeCondition { return nil },
+		Types: []v1.NodeConditionType{"KernelDeadlock", v1.NodeReady}})
+	if err == nil || !strings.Contains(err.Error(), `Types[1] "Ready"`) {
+		t.Errorf("New = %v, want an error naming Types[1] \"Ready\"", err)
+	}
+}

@@ -397,6 +397,10 @@ func (c *Controller) trigger(step Step) {
 	s.add(c, step)
 }
 
+// PollRuntime asks for a runtime-health poll now (the runtime is known to have changed); a change
+// it finds triggers a status sync.
+func (c *Controller) PollRuntime() { c.trigger(StepRuntime) }
+
 // Trigger asks for a status sync now (e.g. a problem monitor's condition changed).
 func (c *Controller) Trigger() { c.trigger(StepStatus) }
 

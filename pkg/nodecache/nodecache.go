@@ -18,6 +18,8 @@ import (
 	"sync"
 	"time"
 
+	"unique"
+
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
@@ -35,6 +37,78 @@ func StripManagedFields(obj any) (any, error) {
 		m.SetManagedFields(nil)
 	}
 	return obj, nil
+}
+
+// TrimNode is StripManagedFields for the Node informer plus interning: every string a Node shares
+// with the others of its kind (label and annotation keys and values, condition types, reasons and
+// messages, nodeInfo's versions, resource names, image names, taints, address types) is replaced by
+// one canonical copy (package unique), so that thousands of simulated Nodes of one template cost one
+// copy of each instead of one per Node. The Node is otherwise unchanged (its strings compare equal).
+func TrimNode(obj any) (any, error) {
+	obj, _ = StripManagedFields(obj)
+	n, ok := obj.(*v1.Node)
+	if !ok {
+		return obj, nil
+	}
+	n.Labels = internMap(n.Labels)
+	n.Annotations = internMap(n.Annotations)
+	for i := range n.Spec.Taints {
+		t := &n.Spec.Taints[i]
+		t.Key, t.Value, t.Effect = intern(t.Key), intern(t.Value), v1.TaintEffect(intern(string(t.Effect)))
+	}
+	st := &n.Status
+	for i := range st.Conditions {
+		c := &st.Conditions[i]
+		c.Type, c.Status = v1.NodeConditionType(intern(string(c.Type))), v1.ConditionStatus(intern(string(c.Status)))
+		c.Reason, c.Message = intern(c.Reason), intern(c.Message)
+	}
+	for i := range st.Addresses {
+		st.Addresses[i].Type = v1.NodeAddressType(intern(string(st.Addresses[i].Type)))
+	}
+	st.Capacity, st.Allocatable = internResources(st.Capacity), internResources(st.Allocatable)
+	ni := &st.NodeInfo
+	for _, f := range []*string{&ni.KernelVersion, &ni.OSImage, &ni.ContainerRuntimeVersion, &ni.KubeletVersion,
+		&ni.KubeProxyVersion, &ni.OperatingSystem, &ni.Architecture} {
+		*f = intern(*f)
+	}
+	for i := range st.Images {
+		for j, name := range st.Images[i].Names {
+			st.Images[i].Names[j] = intern(name)
+		}
+	}
+	for i := range st.RuntimeHandlers {
+		st.RuntimeHandlers[i].Name = intern(st.RuntimeHandlers[i].Name)
+	}
+	return n, nil
+}
+
+func intern(s string) string {
+	if s == "" {
+		return s
+	}
+	return unique.Make(s).Value()
+}
+
+func internMap(m map[string]string) map[string]string {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[intern(k)] = intern(v)
+	}
+	return out
+}
+
+func internResources(l v1.ResourceList) v1.ResourceList {
+	if l == nil {
+		return nil
+	}
+	out := make(v1.ResourceList, len(l))
+	for k, q := range l {
+		out[v1.ResourceName(intern(string(k)))] = q
+	}
+	return out
 }
 
 // Tracker tracks, per Node name, whether the informer cache is current. The zero value is not

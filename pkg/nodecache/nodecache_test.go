@@ -4,10 +4,15 @@ import (
 	"errors"
 	"io"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
+	"unsafe"
+
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2/ktesting"
@@ -260,5 +265,40 @@ func TestStripManagedFields(t *testing.T) {
 				t.Errorf("StripManagedFields = %#v, %v; want %#v", got, err, tc.want)
 			}
 		})
+	}
+}
+
+// TestTrimNode: the trimmed Node equals the original without managedFields, and two Nodes decoded
+// apart share one copy of each common string afterwards.
+func TestTrimNode(t *testing.T) {
+	mk := func() *v1.Node {
+		return &v1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{strings.Clone("kubernetes.io/os"): strings.Clone("linux")},
+				ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "x"}}},
+			Spec: v1.NodeSpec{Taints: []v1.Taint{{Key: strings.Clone("k"), Value: strings.Clone("v"), Effect: v1.TaintEffectNoSchedule}}},
+			Status: v1.NodeStatus{
+				Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue, Reason: strings.Clone("KubeletReady"), Message: strings.Clone("kubelet is posting ready status")}},
+				Capacity:   v1.ResourceList{v1.ResourceName(strings.Clone("cpu")): resource.MustParse("4")},
+				NodeInfo:   v1.NodeSystemInfo{KubeletVersion: strings.Clone("v1.37.2")},
+				Images:     []v1.ContainerImage{{Names: []string{strings.Clone("registry.k8s.io/pause:3.10")}, SizeBytes: 1}},
+			},
+		}
+	}
+	a, b := mk(), mk()
+	want := a.DeepCopy()
+	want.ManagedFields = nil
+	ta, _ := TrimNode(a)
+	tb, _ := TrimNode(b)
+	if !apiequality.Semantic.DeepEqual(ta, want) {
+		t.Errorf("TrimNode changed the Node:\n%#v\nwant\n%#v", ta, want)
+	}
+	na, nb := ta.(*v1.Node), tb.(*v1.Node)
+	same := func(x, y string) bool { return unsafe.StringData(x) == unsafe.StringData(y) }
+	if !same(na.Status.Conditions[0].Message, nb.Status.Conditions[0].Message) || !same(na.Status.NodeInfo.KubeletVersion, nb.Status.NodeInfo.KubeletVersion) ||
+		!same(na.Labels["kubernetes.io/os"], nb.Labels["kubernetes.io/os"]) || !same(na.Status.Images[0].Names[0], nb.Status.Images[0].Names[0]) {
+		t.Error("common strings are not shared after TrimNode")
+	}
+	if _, err := TrimNode(cache.DeletedFinalStateUnknown{Key: "n"}); err != nil {
+		t.Errorf("tombstone: %v", err)
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -58,6 +60,7 @@ type Manager struct {
 	monitors []*monitor
 	counter  *metrics.CounterVec
 	gauge    *metrics.GaugeVec
+	healthy  *metrics.GaugeVec
 
 	mu          sync.Mutex
 	running     bool
@@ -67,6 +70,7 @@ type Manager struct {
 // monitor is one loaded config.
 type monitor struct {
 	kind, path, source, plugin, logPath string
+	check                               string // the /healthz check's name
 	metrics                             bool
 	conditionTypes                      []string // declared in the config
 	run                                 func(ctx context.Context, r *reporter) error
@@ -104,6 +108,11 @@ func New(cfg Config) (*Manager, error) {
 			Help:           "Whether a specific type of problem is affecting the node (1) or not (0), by condition type and reason (node-problem-detector's problem_gauge).",
 			StabilityLevel: metrics.ALPHA,
 		}, []string{"type", "reason"}),
+		healthy: metrics.NewGaugeVec(&metrics.GaugeOpts{
+			Namespace: "nodeagent", Name: "problem_monitor_healthy",
+			Help:           "Whether a problem monitor works (1) or its log source, watcher or plugin is failing (0), by check name, kind and config file: the monitor's /healthz check.",
+			StabilityLevel: metrics.ALPHA,
+		}, []string{"check", "kind", "config"}),
 		gaugeReason: map[string]string{},
 	}
 	var errs []error
@@ -194,11 +203,15 @@ func New(cfg Config) (*Manager, error) {
 		return nil, errors.Join(errs...)
 	}
 	if cfg.Metrics != nil {
-		for _, c := range []metrics.Registerable{m.counter, m.gauge} {
+		for _, c := range []metrics.Registerable{m.counter, m.gauge, m.healthy} {
 			if err := cfg.Metrics.Register(c); err != nil {
 				return nil, fmt.Errorf("problem: registering metrics: %w", err)
 			}
 		}
+	}
+	m.nameChecks()
+	for _, mon := range m.monitors {
+		m.healthy.WithLabelValues(mon.check, mon.kind, mon.path).Set(1)
 	}
 	for _, in := range inits {
 		if in.mon.metrics {
@@ -339,11 +352,73 @@ func (r *reporter) Observe(at time.Time, err error) {
 	defer r.m.mu.Unlock()
 	if err == nil {
 		r.mon.lastRun = at
-		return
+	} else {
+		r.mon.errors++
+		r.mon.lastError = err.Error()
+		r.mon.lastErrorTime = at
 	}
-	r.mon.errors++
-	r.mon.lastError = err.Error()
-	r.mon.lastErrorTime = at
+	v := 1.0
+	if r.mon.healthErrorLocked() != nil {
+		v = 0
+	}
+	r.m.healthy.WithLabelValues(r.mon.check, r.mon.kind, r.mon.path).Set(v)
+}
+
+// healthErrorLocked is the monitor's health: nil unless its last problem (a log source that did
+// not start or whose file is missing, a watcher that stopped, a plugin that timed out or reported
+// Unknown) is not older than its last clean run (a plugin result, a log line read, a watch started).
+func (mon *monitor) healthErrorLocked() error {
+	if mon.lastErrorTime.IsZero() || mon.lastErrorTime.Before(mon.lastRun) {
+		return nil
+	}
+	return fmt.Errorf("%s %s: %s (since %s)", mon.kind, mon.path, mon.lastError, mon.lastErrorTime.UTC().Format(time.RFC3339))
+}
+
+// Check is one monitor's health check, for /healthz.
+type Check struct {
+	// Name is "problem-monitor-" and the config file's base name without ".json", made of
+	// [a-z0-9-] only (so /healthz/<name> is a plain path), with "-2", "-3"... for repeated names.
+	Name string
+	// Check returns nil while the monitor works, else an error naming the kind, the config file,
+	// the last problem and since when.
+	Check func() error
+}
+
+// Checks returns one health check per monitor, in config order: NPD's users asked for a named
+// check per monitor (NPD issues 1168, 1174). The metric nodeagent_problem_monitor_healthy has the
+// same value per check.
+func (m *Manager) Checks() []Check {
+	out := make([]Check, 0, len(m.monitors))
+	for _, mon := range m.monitors {
+		out = append(out, Check{Name: mon.check, Check: func() error {
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			return mon.healthErrorLocked()
+		}})
+	}
+	return out
+}
+
+// nameChecks gives every monitor its check name.
+func (m *Manager) nameChecks() {
+	seen := map[string]int{}
+	for _, mon := range m.monitors {
+		base := strings.TrimSuffix(filepath.Base(mon.path), ".json")
+		var b strings.Builder
+		for _, r := range strings.ToLower(base) {
+			if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') || r == '-' {
+				b.WriteRune(r)
+			} else {
+				b.WriteByte('-')
+			}
+		}
+		name := "problem-monitor-" + strings.Trim(b.String(), "-")
+		seen[name]++
+		if n := seen[name]; n > 1 {
+			name = fmt.Sprintf("%s-%d", name, n)
+		}
+		mon.check = name
+	}
 }
 
 // Conditions returns the current conditions of every monitor, in config order, with
@@ -436,6 +511,9 @@ type MonitorStatus struct {
 	Events int64 `json:"events"`
 	// Errors is the number of problems (Unknown plugin results, log source errors).
 	Errors int64 `json:"errors"`
+	// Check is the monitor's /healthz check; HealthError its failure ("" when it passes).
+	Check       string `json:"check"`
+	HealthError string `json:"healthError,omitempty"`
 	// LastError is the last of them, at LastErrorTime.
 	LastError     string    `json:"lastError,omitempty"`
 	LastErrorTime time.Time `json:"lastErrorTime,omitzero"`
@@ -451,10 +529,17 @@ func (m *Manager) Status() []MonitorStatus {
 	for _, mon := range m.monitors {
 		out = append(out, MonitorStatus{
 			Kind: mon.kind, ConfigPath: mon.path, Source: mon.source, Plugin: mon.plugin, LogPath: mon.logPath,
-			LastRun: mon.lastRun, Events: mon.events, Errors: mon.errors,
+			LastRun: mon.lastRun, Events: mon.events, Errors: mon.errors, Check: mon.check, HealthError: errString(mon.healthErrorLocked()),
 			LastError: mon.lastError, LastErrorTime: mon.lastErrorTime,
 			Conditions: mon.apiConditionsLocked(),
 		})
 	}
 	return out
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }

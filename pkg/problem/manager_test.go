@@ -327,3 +327,86 @@ func TestHangingPluginDoesNotBlockOthers(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestChecks: one named health check per monitor, failing with the config's path and the problem
+// for a plugin reporting Unknown and for a log monitor whose file is missing, passing for the
+// others; nodeagent_problem_monitor_healthy says the same.
+func TestChecks(t *testing.T) {
+	dir := t.TempDir()
+	ok := writeFile(t, dir, "ok.sh", "#!/bin/sh\necho fine\n", 0o755)
+	unknown := writeFile(t, dir, "unknown.sh", "#!/bin/sh\necho cannot tell\nexit 3\n", 0o755)
+	plugin := func(name, path string) string {
+		return writeFile(t, dir, name, `{"plugin":"custom","source":"`+name+`","pluginConfig":{"invoke_interval":"1h"},
+		"conditions":[{"type":"`+strings.TrimSuffix(name, ".json")+`","reason":"Fine"}],
+		"rules":[{"type":"permanent","condition":"`+strings.TrimSuffix(name, ".json")+`","reason":"Broken","path":"`+path+`"}]}`, 0o644)
+	}
+	okCfg, unknownCfg := plugin("Ok.json", ok), plugin("Unknown.json", unknown)
+	presentCfg, logPath := kernelMonitorFilelog(t, filepath.Join(dir))
+	appendTo(t, logPath, "")
+	missingDir := filepath.Join(dir, "missing")
+	if err := os.Mkdir(missingDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(testdata, "kernel-monitor-filelog.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	missingCfg := writeFile(t, missingDir, "kernel monitor.json", strings.NewReplacer("/var/log/kern.log", filepath.Join(missingDir, "nope.log"),
+		"KernelDeadlock", "KernelDeadlock2", "ReadonlyFilesystem", "ReadonlyFilesystem2").Replace(string(data)), 0o644)
+
+	reg := metrics.NewKubeRegistry()
+	m, err := New(Config{CustomPluginMonitors: []string{okCfg, unknownCfg}, SystemLogMonitors: []string{presentCfg, missingCfg}, Metrics: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- m.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	want := []struct {
+		name, failure string // failure: "" passes, else a substring of the error
+	}{
+		{"problem-monitor-ok", ""},
+		{"problem-monitor-unknown", unknownCfg + ": rule Broken"},
+		{"problem-monitor-kernel-monitor-filelog", ""},
+		{"problem-monitor-kernel-monitor", missingCfg + ": log file " + filepath.Join(missingDir, "nope.log")},
+	}
+	// The monitors run real processes and files: wait, in real time, for every check to settle.
+	var got []string
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		got = got[:0]
+		settled := true
+		for i, c := range m.Checks() {
+			err := c.Check()
+			got = append(got, fmt.Sprintf("%s=%v", c.Name, err))
+			if i >= len(want) || c.Name != want[i].name || (err == nil) != (want[i].failure == "") ||
+				(err != nil && !strings.Contains(err.Error(), want[i].failure)) {
+				settled = false
+			}
+		}
+		if settled && len(got) == len(want) && !m.Status()[0].LastRun.IsZero() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("checks = %q, want %+v", got, want)
+		}
+	}
+	expected := `# HELP nodeagent_problem_monitor_healthy [ALPHA] Whether a problem monitor works (1) or its log source, watcher or plugin is failing (0), by check name, kind and config file: the monitor's /healthz check.
+# TYPE nodeagent_problem_monitor_healthy gauge
+`
+	for i, w := range want {
+		v, kind := 1, "custom-plugin-monitor"
+		if w.failure != "" {
+			v = 0
+		}
+		if i >= 2 {
+			kind = "system-log-monitor"
+		}
+		cfg := []string{okCfg, unknownCfg, presentCfg, missingCfg}[i]
+		expected += fmt.Sprintf("nodeagent_problem_monitor_healthy{check=%q,config=%q,kind=%q} %d\n", w.name, cfg, kind, v)
+	}
+	if err := gatherAndCompare(reg, strings.NewReader(expected), "nodeagent_problem_monitor_healthy"); err != nil {
+		t.Error(err)
+	}
+}

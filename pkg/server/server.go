@@ -54,6 +54,10 @@ type Config struct {
 	SyncLoop func() error
 	// Registered returns nil once the Node is registered and its first status posted (/readyz).
 	Registered func() error
+	// Checks are more named /healthz checks after syncloop (e.g. one per problem monitor:
+	// problem.Manager.Checks), each also served at /healthz/<Name>. New fails on an empty, repeated
+	// or built-in name (ping, log, syncloop) or a name that is not a plain path segment.
+	Checks []Check
 	// EnableProfiling serves /debug/pprof/ (index, cmdline, profile, symbol, trace and the named
 	// profiles), to loopback peers only: any other peer gets 403 Forbidden, whatever BindAddress is.
 	EnableProfiling bool
@@ -75,6 +79,12 @@ type Config struct {
 	// reach the listener; wrap a handler in LoopbackOnly to refuse remote peers. New fails on a path
 	// that does not start with "/" or collides with a built-in path.
 	Handlers map[string]http.Handler
+}
+
+// Check is a named health check: Check returns nil while healthy, else why not.
+type Check struct {
+	Name  string
+	Check func() error
 }
 
 // Server is the HTTP server. Build with New, run with Run.
@@ -102,9 +112,19 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: binary version %q: %w", cfg.BinaryVersion, err)
 	}
 
+	healthChecks := []healthz.HealthChecker{healthz.PingHealthz, healthz.LogHealthz,
+		healthz.NamedCheck("syncloop", func(*http.Request) error { return cfg.SyncLoop() })}
+	names := map[string]bool{"ping": true, "log": true, "syncloop": true}
+	for i, c := range cfg.Checks {
+		if c.Name == "" || names[c.Name] || strings.ContainsAny(c.Name, "/?#% ") || c.Check == nil {
+			return nil, fmt.Errorf("server: Checks[%d] %q: the name must be a non-empty path segment, not repeated nor one of ping, log, syncloop, and Check must be set", i, c.Name)
+		}
+		names[c.Name] = true
+		check := c.Check
+		healthChecks = append(healthChecks, healthz.NamedCheck(c.Name, func(*http.Request) error { return check() }))
+	}
 	mux := &pathsMux{ServeMux: http.NewServeMux()}
-	healthz.InstallHandler(mux, healthz.PingHealthz, healthz.LogHealthz,
-		healthz.NamedCheck("syncloop", func(*http.Request) error { return cfg.SyncLoop() }))
+	healthz.InstallHandler(mux, healthChecks...)
 	healthz.InstallReadyzHandler(mux, healthz.PingHealthz,
 		healthz.NamedCheck("registered", func(*http.Request) error { return cfg.Registered() }))
 	healthz.InstallLivezHandler(mux, healthz.PingHealthz, healthz.LogHealthz)

@@ -252,3 +252,49 @@ func TestRun(t *testing.T) {
 		t.Error("server still answering after Run returned")
 	}
 }
+
+// TestNamedChecks: Config.Checks are /healthz checks after syncloop, each named in ?verbose and
+// served at /healthz/<name>; bad names are refused by New.
+func TestNamedChecks(t *testing.T) {
+	var failing atomic.Bool
+	cfg := Config{BindAddress: "127.0.0.1", SyncLoop: ok, Registered: ok, Checks: []Check{
+		{Name: "problem-monitor-kernel-monitor", Check: func() error {
+			if failing.Load() {
+				return errors.New("log file /var/log/kern.log: no such file")
+			}
+			return nil
+		}},
+		{Name: "problem-monitor-health-checker", Check: ok},
+	}}
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.listener.Close() })
+	for _, tc := range []struct {
+		failing  bool
+		path     string
+		wantCode int
+		wantBody string
+	}{
+		{false, "/healthz?verbose", 200, "[+]ping ok\n[+]log ok\n[+]syncloop ok\n[+]problem-monitor-kernel-monitor ok\n[+]problem-monitor-health-checker ok\nhealthz check passed\n"},
+		{true, "/healthz?verbose", 500, "[+]ping ok\n[+]log ok\n[+]syncloop ok\n[-]problem-monitor-kernel-monitor failed: reason withheld\n[+]problem-monitor-health-checker ok\nhealthz check failed\n"},
+		{true, "/healthz/problem-monitor-kernel-monitor", 500, "internal server error: log file /var/log/kern.log: no such file\n"},
+		{true, "/healthz/problem-monitor-health-checker", 200, "ok"},
+		{true, "/readyz", 200, "ok"},
+	} {
+		failing.Store(tc.failing)
+		if code, body := get(t, s.Handler(), tc.path); code != tc.wantCode || body != tc.wantBody {
+			t.Errorf("failing=%v GET %s = %d %q, want %d %q", tc.failing, tc.path, code, body, tc.wantCode, tc.wantBody)
+		}
+	}
+	for _, name := range []string{"", "syncloop", "a/b", "dup"} {
+		cfg := Config{BindAddress: "127.0.0.1", SyncLoop: ok, Registered: ok, Checks: []Check{{Name: "dup", Check: ok}, {Name: name, Check: ok}}}
+		if s, err := New(cfg); err == nil || !strings.Contains(err.Error(), "Checks[1]") {
+			t.Errorf("New with check name %q = %v, want an error naming Checks[1]", name, err)
+			if s != nil {
+				s.listener.Close()
+			}
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package simulation
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -27,6 +28,14 @@ import (
 	"github.com/nodeagent/nodeagent/pkg/version"
 )
 
+// DefaultWorkersFor returns the scheduler's pools for n Nodes: one step worker per 100 Nodes (16 to
+// 64: the status syncs are mostly local work) and one Lease worker per 20 Nodes (16 to 256: each holds
+// one Lease write in flight, and n Nodes need n/10 writes a second; at 5000 Nodes, 16 workers could not
+// keep up once the API server answered in 30 ms, and Lease renewals fell to p99 31 s).
+func DefaultWorkersFor(n int) (workers, leaseWorkers int) {
+	return min(max(n/100, 16), 64), min(max(n/20, 16), 256)
+}
+
 // ProcessConfig is a validated `nodeagent simulate` command line: the Nodes and how to reach the
 // API server.
 type ProcessConfig struct {
@@ -45,7 +54,8 @@ type ProcessConfig struct {
 	Burst      int
 	EventQPS   float32
 	EventBurst int
-	// Workers and LeaseWorkers size the scheduler's pools (--workers, --lease-workers).
+	// Workers and LeaseWorkers size the scheduler's pools (--workers, --lease-workers); 0 sizes them
+	// by Nodes (DefaultWorkersFor).
 	Workers, LeaseWorkers int
 	// ProcessStart is when the process started (metrics, /debug/nodestatus).
 	ProcessStart time.Time
@@ -81,6 +91,11 @@ func NewProcess(ctx context.Context, cfg ProcessConfig) (*Process, error) {
 		return nil, fmt.Errorf("--kubeconfig %q: %w", cfg.Kubeconfig, err)
 	}
 	p := &Process{cfg: cfg, set: set, Metrics: metrics.New(cfg.ProcessStart), instance: node.ProcessInstance()}
+	if cfg.Workers == 0 || cfg.LeaseWorkers == 0 {
+		w, lw := DefaultWorkersFor(cfg.Nodes)
+		cfg.Workers, cfg.LeaseWorkers = cmp.Or(cfg.Workers, w), cmp.Or(cfg.LeaseWorkers, lw)
+		p.cfg = cfg
+	}
 	first := NodeNameDigits(cfg.NamePrefix, cfg.Shard.First(cfg.Nodes), NameDigits(cfg.Nodes*cfg.Shard.count()))
 	// One scheduler runs every simulated Node's steps; it closes the connections only when the
 	// process's heartbeats fail as a whole (node.Heartbeats), as one agent whose heartbeats all fail.

@@ -113,9 +113,11 @@ func newSimRuntime(shared *runtimeShared) *simRuntime {
 
 var _ criruntime.Runtime = (*simRuntime)(nil)
 
-// setReady makes the next Status answer RuntimeReady and NetworkReady as given.
-func (r *simRuntime) setReady(runtimeReady, networkReady bool) {
-	r.status.Store(r.shared.responses[b2i(runtimeReady)][b2i(networkReady)])
+// setReady makes the next Status answer RuntimeReady and NetworkReady as given; it reports whether
+// that changed the answer.
+func (r *simRuntime) setReady(runtimeReady, networkReady bool) bool {
+	next := r.shared.responses[b2i(runtimeReady)][b2i(networkReady)]
+	return r.status.Swap(next) != next
 }
 
 // Status is RuntimeService.Status: the current shared answer, or ctx's error.

@@ -24,6 +24,11 @@ import (
 // MaxNodes is the most Nodes one simulator (one shard) runs (--nodes).
 const MaxNodes = 10000
 
+// SimulatedRuntimePollPeriod is how often a simulated Node's runtime is polled (the kubelet's 5 s
+// is for a runtime that can change on its own; the simulated one changes only through the control
+// API, which polls it at once).
+const SimulatedRuntimePollPeriod = 20 * time.Second
+
 // DefaultWorkers is the simulator's default number of workers of each kind (node.SchedulerConfig):
 // enough for the Lease writes and status syncs of 10 000 Nodes at a few milliseconds each.
 const DefaultWorkers = 16
@@ -228,6 +233,9 @@ func (s *Simulator) nodeConfig(n *simNode) node.Config {
 	c.MaxPods = int(t.Capacity.Pods().Value())
 	c.Reservation = func(v1.ResourceList) v1.ResourceList { return s.reservation }
 	c.RuntimeEndpoint = "simulated://" + t.RuntimeName
+	// The in-memory runtime changes only through the control API, which polls it at once (Set): the
+	// periodic poll only keeps runtimeState fresh, under the kubelet's 30 s "runtime is down" bound.
+	c.RuntimePollPeriod = SimulatedRuntimePollPeriod
 	if t.KubeletVersion != "" {
 		c.AgentVersion = t.KubeletVersion
 	}
@@ -335,7 +343,10 @@ func (s *Simulator) Set(ctx context.Context, name string, c Change) (NodeState, 
 	if c.NetworkReady != nil {
 		n.networkReady = *c.NetworkReady
 	}
-	n.runtime.setReady(n.runtimeReady, n.networkReady)
+	runtimeChanged := (c.RuntimeReady != nil || c.NetworkReady != nil) && n.runtime.setReady(n.runtimeReady, n.networkReady)
+	if runtimeChanged && n.phase == PhaseRunning {
+		n.ctrl.PollRuntime()
+	}
 	pressure := false
 	for _, p := range []struct {
 		v    *bool

@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/nodeagent/nodeagent/pkg/companion"
 	"github.com/nodeagent/nodeagent/pkg/node"
 	"github.com/nodeagent/nodeagent/test/framework"
 )
@@ -837,11 +838,13 @@ func kubeletView(n *corev1.Node, noHeartbeats, noImages bool) any {
 	if noImages {
 		st.Images = nil
 	}
+	annotations := maps.Clone(n.Annotations)
+	delete(annotations, companion.OwnedConditionsAnnotation) // nodeagent's, not the kubelet's
 	return struct {
 		Labels, Annotations map[string]string
 		Spec                corev1.NodeSpec
 		Status              corev1.NodeStatus
-	}{n.Labels, n.Annotations, n.Spec, *st}
+	}{n.Labels, annotations, n.Spec, *st}
 }
 
 // agentView is nodeagent's conditions on a Node, by type.
@@ -923,7 +926,8 @@ func checkKubeletFields(t *testing.T, before, after *corev1.Node) {
 }
 
 // ownedConditions returns the condition types that nodeagent's field manager ("nodeagent", from its user
-// agent) holds in n's managedFields, and every other field it holds (as "subresource:f:top.f:field").
+// agent) holds in n's managedFields, and every other field it holds (as "subresource:f:top.f:field") but
+// its ownership annotation (pkg/companion.OwnedConditionsAnnotation) written through nodes/status.
 func ownedConditions(t *testing.T, n *corev1.Node) (conds map[corev1.NodeConditionType]bool, other []string) {
 	t.Helper()
 	conds = map[corev1.NodeConditionType]bool{}
@@ -937,6 +941,10 @@ func ownedConditions(t *testing.T, n *corev1.Node) (conds map[corev1.NodeConditi
 		}
 		for top, sub := range f {
 			for field, raw := range sub {
+				if top == "f:metadata" && field == "f:annotations" && mf.Subresource == "status" &&
+					string(raw) == `{"f:`+companion.OwnedConditionsAnnotation+`":{}}` {
+					continue // its record of the condition types it writes (pkg/companion)
+				}
 				if top != "f:status" || field != "f:conditions" {
 					other = append(other, mf.Subresource+":"+top+"."+field)
 					continue

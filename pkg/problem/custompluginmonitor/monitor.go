@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
-	"k8s.io/node-problem-detector/pkg/custompluginmonitor/plugin"
 	cpmtypes "k8s.io/node-problem-detector/pkg/custompluginmonitor/types"
 	"k8s.io/node-problem-detector/pkg/types"
 	"k8s.io/node-problem-detector/pkg/util"
@@ -25,15 +24,17 @@ type Reporter interface {
 	Observe(at time.Time, err error)
 }
 
-// Runner runs a config's plugins and delivers their results; NPD's *plugin.Plugin is one.
+// Runner runs a config's plugins and delivers their results; NPD's *plugin.Plugin is one, and so is
+// the runner New uses.
 type Runner interface {
 	Run()
 	Stop()
 	GetResultChan() <-chan cpmtypes.Result
 }
 
-// Monitor is one custom plugin monitor: NPD's customPluginMonitor for one config file, with NPD's
-// plugin runner (k8s.io/node-problem-detector/pkg/custompluginmonitor/plugin) executing the plugins.
+// Monitor is one custom plugin monitor: NPD's customPluginMonitor for one config file, its plugins
+// run as NPD's plugin runner (k8s.io/node-problem-detector/pkg/custompluginmonitor/plugin) runs
+// them, except that a plugin that leaves its output open cannot hold the monitor (see pluginRunner).
 type Monitor struct {
 	path       string
 	config     cpmtypes.CustomPluginConfig
@@ -52,7 +53,7 @@ func New(path string, config *cpmtypes.CustomPluginConfig, clk clock.PassiveCloc
 		path:      path,
 		config:    *config,
 		clock:     clk,
-		newRunner: func(c cpmtypes.CustomPluginConfig) Runner { return plugin.NewPlugin(c) },
+		newRunner: func(c cpmtypes.CustomPluginConfig) Runner { return newPluginRunner(c) },
 	}
 	m.conditions = initialConditions(m.config.DefaultConditions, clk.Now())
 	return m

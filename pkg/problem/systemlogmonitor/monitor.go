@@ -120,6 +120,7 @@ func (m *Monitor) newFilelogWatcher(onError func(error)) (watchertypes.LogWatche
 		StartTime:  start,
 		Clock:      m.clock,
 		OnError:    onError,
+		OnRecover:  func() { onError(nil) }, // a clean run again, for the health check
 	})
 }
 
@@ -157,6 +158,8 @@ func (m *Monitor) Run(ctx context.Context, r Reporter) error {
 	)
 	for {
 		if w, err = m.newWatcher(onError); err == nil {
+			// A clean start for the health check, before the watcher can report a problem.
+			r.Observe(m.clock.Now(), nil)
 			if ch, err = w.Watch(); err == nil {
 				break
 			}

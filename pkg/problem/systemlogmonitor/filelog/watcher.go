@@ -51,6 +51,8 @@ type Config struct {
 	PollInterval time.Duration
 	// OnError, if set, receives problems following the file (missing, unreadable, rotated away).
 	OnError func(error)
+	// OnRecover, if set, is called when a missing file has appeared and is followed again.
+	OnRecover func()
 }
 
 // Watcher follows one log file. It implements NPD's LogWatcher interface
@@ -189,6 +191,9 @@ func (w *Watcher) open() bool {
 		if fi, err = f.Stat(); err == nil {
 			if w.missing {
 				klog.V(2).Info("Log file appeared", "path", w.cfg.Path)
+				if w.cfg.OnRecover != nil {
+					w.cfg.OnRecover()
+				}
 			}
 			w.f, w.fi, w.off, w.missing = f, fi, 0, false
 			w.partial = w.partial[:0]
