@@ -263,7 +263,7 @@ func hostAddress(t *testing.T) string {
 }
 
 // TestShards runs the simulation as the StatefulSet of deploy/kubernetes/simulate would, on its own
-// control plane with kube-controller-manager (node lifecycle controller, 20 s grace):
+// control plane with kube-controller-manager (node lifecycle controller, 20 s grace; garbage collector):
 //   - the overlay is applied with `kubectl apply -k`; three shard processes are started with the pod
 //     template's own arguments and environment (read from the rendered overlay, see podArgs), each as
 //     its pod with that pod's name, with the overlay's ServiceAccount; 300 Nodes each;
@@ -275,8 +275,8 @@ func hostAddress(t *testing.T) string {
 //   - shard 1 is killed (SIGKILL): exactly its 300 Nodes go Unknown through the node lifecycle
 //     controller, and none of the other 600 changes; restarted, the same 300 Nodes (same UIDs) are Ready;
 //   - shard 2 stops cleanly (SIGTERM, --delete-nodes-on-exit=true from the template): its 300 Nodes are
-//     deleted (their Leases, owned by them, go with the garbage collector), the others stay; a
-//     simulation without the flag leaves its Nodes.
+//     deleted and their Leases go with them (garbage collector), the others stay; a simulation without
+//     the flag leaves its Nodes.
 func TestShards(t *testing.T) {
 	t.Parallel()
 	const (
@@ -290,8 +290,9 @@ func TestShards(t *testing.T) {
 	cp, err := framework.StartControlPlane(sctx, framework.ControlPlaneOptions{
 		Dir: filepath.Join(dir, "cp"), ControllerManager: true, NodeMonitorGracePeriod: 20 * time.Second,
 		// The node lifecycle controller writes each Node that stops (status, then the unreachable taint);
-		// at its default 20 QPS, 300 at once take minutes.
-		ExtraControllerManagerArgs: []string{"--kube-api-qps=200", "--kube-api-burst=400"},
+		// at its default 20 QPS, 300 at once take minutes. The garbage collector deletes the Leases of
+		// deleted Nodes (their owner). (--controllers repeated: the list appends.)
+		ExtraControllerManagerArgs: []string{"--kube-api-qps=200", "--kube-api-burst=400", "--controllers=garbagecollector"},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -556,8 +557,26 @@ func TestShards(t *testing.T) {
 	if err != nil {
 		t.Errorf("shard 2's Nodes not deleted: %v", err)
 	}
-	// Their Leases go with them through the garbage collector (not run by this control plane): each is
-	// owned by its Node, as checked above.
+	// Their Leases go with them: each is owned by its Node (checked above), and the garbage collector
+	// deletes it.
+	gctx, gcancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer gcancel()
+	err = framework.WaitFor(gctx, time.Second, func() (bool, error) {
+		leases, err := admin.CoordinationV1().Leases(corev1.NamespaceNodeLease).List(gctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		left := 0
+		for _, l := range leases.Items {
+			if i, err := strconv.Atoi(strings.TrimPrefix(l.Name, "sim-")); err == nil && strings.HasPrefix(l.Name, "sim-") && i/nodes == 2 {
+				left++
+			}
+		}
+		return left == 0, nil
+	})
+	if err != nil {
+		t.Errorf("the Leases of shard 2's deleted Nodes were not garbage collected: %v", err)
+	}
 	for _, s := range []int{0, 1} {
 		if m, err := shardNodes(ctx, admin, s); err != nil || len(m) != nodes {
 			t.Errorf("shard %d: %d Nodes after shard 2 left, want %d (%v)", s, len(m), nodes, err)
