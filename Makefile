@@ -95,11 +95,13 @@ kwok:
 ## bench-scale: nodeagent simulate vs KWOK, one after the other, each with BENCH_SCALE_NODES Nodes (default 100,1000;
 ## e.g. 5000) on a fresh control plane with kube-controller-manager, for BENCH_SCALE_DURATION (default 10m) after all
 ## are Ready: time to Ready, Nodes lost, Lease intervals, CPU and RSS, API requests per Node, control plane CPU.
-## Writes the bench-scale section of BENCHMARKS.md. Not part of make test.
+## Writes the bench-scale section of BENCHMARKS.md. Not part of make test. BENCH_SCALE_SHARDS=K runs nodeagent
+## simulate as K shard processes (--shards K --shard-index I) with the same total, in a section of its own.
 BENCH_SCALE_NODES ?= 100,1000
 BENCH_SCALE_DURATION ?= 10m
+BENCH_SCALE_SHARDS ?= 1
 bench-scale: tools kwok
-	BENCH_SCALE_NODES=$(BENCH_SCALE_NODES) BENCH_SCALE_DURATION=$(BENCH_SCALE_DURATION) $(GO) run ./test/benchscale $(BENCH_SCALE_ARGS)
+	BENCH_SCALE_NODES=$(BENCH_SCALE_NODES) BENCH_SCALE_DURATION=$(BENCH_SCALE_DURATION) BENCH_SCALE_SHARDS=$(BENCH_SCALE_SHARDS) $(GO) run ./test/benchscale $(BENCH_SCALE_ARGS)
 
 .PHONY: npd
 ## npd: build node-problem-detector v1.36.0 (k8s.io/node-problem-detector, pinned in hack/npd) into

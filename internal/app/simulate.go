@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -48,13 +49,23 @@ type simulateOptions struct {
 	eventBurst     int32
 	workers        int
 	leaseWorkers   int
+	// Sharding (docs/simulation.md, "Shards").
+	shards                int
+	shardIndex            int
+	shardIndexFromPodName bool
+	deleteNodesOnExit     bool
+	controlAllowProxy     bool
+	// getenv and hostname read POD_NAME, POD_NAMESPACE and the host name (os.Getenv, os.Hostname;
+	// replaced in tests).
+	getenv   func(string) string
+	hostname func() (string, error)
 }
 
 // simulateFlags returns the options and the flag set bound to them: the agent's flags that apply and
 // the simulation's own.
 func simulateFlags() (*simulateOptions, *pflag.FlagSet) {
 	o := &simulateOptions{agent: &config.Options{Config: config.NewDefault()}, nodes: 100, prefix: "sim-node-",
-		eventQPS: 50, eventBurst: 100}
+		eventQPS: 50, eventBurst: 100, shards: 1, getenv: os.Getenv, hostname: os.Hostname}
 	// The simulation's defaults for the main client: it registers every Node through it, paced by it;
 	// one agent's 50/100 would take N/50 s to start N Nodes.
 	*o.agent.Config.KubeAPIQPS, o.agent.Config.KubeAPIBurst = simulateKubeAPIQPS, simulateKubeAPIBurst
@@ -62,8 +73,13 @@ func simulateFlags() (*simulateOptions, *pflag.FlagSet) {
 	logFlags := pflag.NewFlagSet("logging", pflag.ContinueOnError)
 	logsapi.AddFlags(&config.NewDefault().Logging, logFlags)
 	fs := pflag.NewFlagSet("simulate", pflag.ContinueOnError)
-	fs.IntVar(&o.nodes, "nodes", o.nodes, fmt.Sprintf("Number of Nodes to simulate, 1 to %d.", simulation.MaxNodes))
-	fs.StringVar(&o.prefix, "node-name-prefix", o.prefix, "Prefix of the simulated Nodes' names: <prefix>0000, <prefix>0001, ...")
+	fs.IntVar(&o.nodes, "nodes", o.nodes, fmt.Sprintf("Number of Nodes this process (shard) simulates, 1 to %d; a simulation of --shards shards has --shards × --nodes.", simulation.MaxNodes))
+	fs.StringVar(&o.prefix, "node-name-prefix", o.prefix, "Prefix of the simulated Nodes' names: <prefix>0000, <prefix>0001, ... (the global index, on 5 digits or more when the simulation has more than 10000 Nodes in all).")
+	fs.IntVar(&o.shards, "shards", o.shards, fmt.Sprintf("Number of shards (processes) the simulation is split into, 1 to %d: shard I runs the Nodes with global indexes [I×--nodes, (I+1)×--nodes).", simulation.MaxShards))
+	fs.IntVar(&o.shardIndex, "shard-index", o.shardIndex, "This process's shard, 0 to --shards − 1.")
+	fs.BoolVar(&o.shardIndexFromPodName, "shard-index-from-pod-name", o.shardIndexFromPodName, "Take the shard index from the ordinal at the end of $POD_NAME (or of the host name when POD_NAME is unset), as a StatefulSet names its pods: nodeagent-simulate-2 is shard 2.")
+	fs.BoolVar(&o.deleteNodesOnExit, "delete-nodes-on-exit", o.deleteNodesOnExit, "On a clean exit (SIGTERM), delete this shard's Nodes (their Leases go with them). Off: they stay and the node lifecycle controller marks them Unknown.")
+	fs.BoolVar(&o.controlAllowProxy, "control-allow-proxy", o.controlAllowProxy, "Also serve the control API (/simulation/) to requests through the API server's pod proxy to this pod ($POD_NAMESPACE/$POD_NAME), for `nodeagent simulate ctl`; --healthz-bind-address must then be reachable from the API server.")
 	fs.StringVar(&o.templatePath, "node-template", o.templatePath, "Node manifest (YAML) every simulated Node is made of: labels, taints, capacity, allocatable, nodeInfo, extra conditions, images (see docs/simulation.md); empty: 4 CPUs, 16Gi, 110 pods.")
 	fs.BoolVar(&o.simulatedTaint, "simulated-taint", o.simulatedTaint, "Register every simulated Node with the taint "+taintText(simulation.SimulatedTaint)+", so that only pods that tolerate it are scheduled there.")
 	fs.Float32Var(&o.eventQPS, "event-qps", o.eventQPS, "QPS of the client that writes Events (its own rate limit, as the kubelet's --event-qps); events beyond it are dropped, never the heartbeats.")
@@ -95,7 +111,12 @@ status setters, the status syncer, the fast start-up update, the Lease renewer, 
 host made from --node-template and its own in-memory CRI runtime. Every Node carries the label
 ` + simulation.LabelSimulated + `=true. Pods bound to them are not run.
 
-The agent's HTTP server also serves the control API, to loopback clients only:
+With --shards=K, this process is shard --shard-index (or the ordinal of its StatefulSet pod, with
+--shard-index-from-pod-name) and runs the global indexes [I×--nodes, (I+1)×--nodes), each Node
+labelled ` + simulation.LabelShard + `=I (docs/simulation.md, "Shards").
+
+The agent's HTTP server also serves the control API, to loopback clients only (and through the API
+server's pod proxy with --control-allow-proxy; see "nodeagent simulate ctl"):
   GET  /simulation/nodes            every Node's state
   POST /simulation/nodes/<name>     {"runtimeReady":false}, {"networkReady":false}, {"memoryPressure":true},
                                     {"diskPressure":true}, {"pidPressure":true}, {"stopped":true}, and back
@@ -110,6 +131,7 @@ status, write Leases in kube-node-lease, Events); it is checked at start.`,
 		},
 	}
 	cmd.Flags().AddFlagSet(fs)
+	cmd.AddCommand(newSimulateCtlCommand())
 	return cmd
 }
 
@@ -125,7 +147,39 @@ func completeSimulate(o *simulateOptions) (*simulationConfig, error) {
 	if err := simulation.ValidateNodes(o.nodes); err != nil {
 		return nil, fmt.Errorf("--nodes %d: %w", o.nodes, err)
 	}
-	if err := simulation.ValidateNamePrefix(o.prefix); err != nil {
+	if o.shards < 1 || o.shards > simulation.MaxShards {
+		return nil, fmt.Errorf("--shards %d: must be between 1 and %d", o.shards, simulation.MaxShards)
+	}
+	if o.shardIndexFromPodName {
+		if o.agent.Flags != nil && o.agent.Flags.Changed("shard-index") {
+			return nil, fmt.Errorf("--shard-index %d: give either --shard-index or --shard-index-from-pod-name", o.shardIndex)
+		}
+		name, from := o.getenv("POD_NAME"), "POD_NAME"
+		if name == "" {
+			from = "the host name"
+			var err error
+			if name, err = o.hostname(); err != nil {
+				return nil, fmt.Errorf("--shard-index-from-pod-name: POD_NAME is not set and the host name cannot be read: %w", err)
+			}
+		}
+		index, err := simulation.ShardFromPodName(name)
+		if err != nil {
+			return nil, fmt.Errorf("--shard-index-from-pod-name: pod name %q (%s) %w", name, from, err)
+		}
+		if index >= o.shards {
+			return nil, fmt.Errorf("--shard-index-from-pod-name: pod name %q (%s): shard %d is not in [0, %d) (--shards %d): scale the StatefulSet with --shards (docs/simulation.md)",
+				name, from, index, o.shards, o.shards)
+		}
+		o.shardIndex = index
+	}
+	if err := simulation.ValidateShards(o.shards, o.shardIndex); err != nil {
+		return nil, err
+	}
+	if o.controlAllowProxy && (o.getenv("POD_NAME") == "" || o.getenv("POD_NAMESPACE") == "") {
+		return nil, fmt.Errorf("--control-allow-proxy: POD_NAME %q and POD_NAMESPACE %q must both be set (from the downward API) to recognise requests through the pod proxy",
+			o.getenv("POD_NAME"), o.getenv("POD_NAMESPACE"))
+	}
+	if err := simulation.ValidateNamePrefix(o.prefix, o.nodes*o.shards); err != nil {
 		return nil, fmt.Errorf("--node-name-prefix %q: %w", o.prefix, err)
 	}
 	if o.workers < 0 || o.workers > 1000 {
@@ -170,7 +224,7 @@ func runSimulate(ctx context.Context, o *simulateOptions) error {
 		taints = append(taints, simulation.SimulatedTaint)
 	}
 	p, err := simulation.NewProcess(ctx, simulation.ProcessConfig{
-		Nodes: o.nodes, NamePrefix: o.prefix, Template: c.template,
+		Nodes: o.nodes, NamePrefix: o.prefix, Shard: simulation.Shard{Index: o.shardIndex, Count: o.shards}, Template: c.template,
 		Node: node.Config{
 			Labels: cfg.NodeLabels, Taints: taints, Unschedulable: !*cfg.RegisterSchedulable,
 			NodeStatusUpdateFrequency: cfg.NodeStatusUpdateFrequency.Duration, NodeStatusReportFrequency: cfg.NodeStatusReportFrequency.Duration,
@@ -179,13 +233,18 @@ func runSimulate(ctx context.Context, o *simulateOptions) error {
 		},
 		REST: restConfig, Kubeconfig: o.agent.Kubeconfig, QPS: *cfg.KubeAPIQPS, Burst: int(cfg.KubeAPIBurst),
 		EventQPS: o.eventQPS, EventBurst: int(o.eventBurst), Workers: o.workers, LeaseWorkers: o.leaseWorkers,
-		ProcessStart: processStart,
+		ProcessStart: processStart, DeleteNodesOnExit: o.deleteNodesOnExit,
 	})
 	if err != nil {
 		return err
 	}
 	if err := p.Preflight(ctx); err != nil {
 		return err
+	}
+	control := server.LoopbackOnly(p.Simulator.Handler())
+	if o.controlAllowProxy {
+		// Loopback peers as above; others only through the API server's proxy to this pod.
+		control = p.Simulator.ControlHandler(simulation.ControlOptions{AllowProxy: true, Namespace: o.getenv("POD_NAMESPACE"), Pod: o.getenv("POD_NAME")})
 	}
 	// One group: the HTTP server and the simulation, one shutdown timeout.
 	group := lifecycle.Group{ShutdownTimeout: 10 * time.Second}
@@ -194,7 +253,7 @@ func runSimulate(ctx context.Context, o *simulateOptions) error {
 			BindAddress: cfg.HealthzBindAddress, Port: int(*cfg.HealthzPort), Metrics: p.Metrics.Handler(),
 			SyncLoop: p.Simulator.Healthy, Registered: p.Simulator.Registered, EnableProfiling: cfg.EnableProfilingHandler, Flags: o.agent.Flags,
 			Handlers: map[string]http.Handler{
-				simulation.Path: server.LoopbackOnly(p.Simulator.Handler()),
+				simulation.Path: control,
 				node.DebugPath:  p.DebugHandler(),
 			},
 		})
@@ -204,5 +263,15 @@ func runSimulate(ctx context.Context, o *simulateOptions) error {
 		group.Add("healthz server", srv)
 	}
 	group.Add("simulation", p)
-	return group.Run(ctx)
+	if err := group.Run(ctx); err != nil {
+		return err
+	}
+	// A clean exit: with --delete-nodes-on-exit the shard's Nodes go (a StatefulSet scaled down
+	// removes the departed shard's Nodes); the pod's terminationGracePeriodSeconds bounds it.
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deleteNodesTimeout)
+	defer cancel()
+	return p.DeleteNodes(dctx)
 }
+
+// deleteNodesTimeout bounds the deletion of the shard's Nodes at exit (--delete-nodes-on-exit).
+const deleteNodesTimeout = 60 * time.Second

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -8,6 +9,10 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // TestSimulateBadInput: each bad command line exits 1 with one "nodeagent: ..." line naming the flag
@@ -54,8 +59,16 @@ current-context: c
 		{"bad frequency", []string{"--node-status-update-frequency=-1s"}, []string{`invalid nodeStatusUpdateFrequency "-1s"`}},
 		{"bad taint", []string{"--register-with-taints=a:Never"}, []string{"--register-with-taints", "Never"}},
 		{"missing kubeconfig", []string{"--kubeconfig=" + filepath.Join(dir, "nope")}, []string{`--kubeconfig "`, "no such file"}},
+		{"no shards", []string{"--shards=0"}, []string{"--shards 0: must be between 1 and 1000"}},
+		{"negative shards", []string{"--shards=-2"}, []string{"--shards -2: must be between 1 and 1000"}},
+		{"index beyond shards", []string{"--shards=3", "--shard-index=3"}, []string{"--shard-index 3: must be in [0, 3) (--shards 3)"}},
+		{"negative index", []string{"--shard-index=-1"}, []string{"--shard-index -1: must be in [0, 1)"}},
+		{"pod name without ordinal", []string{"--shards=3", "--shard-index-from-pod-name"}, []string{`--shard-index-from-pod-name: pod name "nodeagent" (POD_NAME) has no ordinal`}},
+		{"both index flags", []string{"--shards=3", "--shard-index=1", "--shard-index-from-pod-name"}, []string{"--shard-index 1: give either --shard-index or --shard-index-from-pod-name"}},
+		{"too many nodes in all for the prefix", []string{"--node-name-prefix=" + strings.Repeat("a", 59), "--shards=2", "--nodes=10000"}, []string{`--node-name-prefix "aaaa`, "must be no more than 63"}},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
+			t.Setenv("POD_NAME", "nodeagent")
 			args := append([]string{"simulate", "--kubeconfig=" + kubeconfig, "--healthz-port=0"}, tc.args...)
 			code, out := runMain(t, args)
 			if code != 1 {
@@ -87,6 +100,111 @@ func TestSimulateFlags(t *testing.T) {
 		"system-reserved", "companion", "config", "provider-id", "register-node"} {
 		if fs.Lookup(name) != nil {
 			t.Errorf("--%s offered: it does not apply to simulated nodes", name)
+		}
+	}
+}
+
+// TestSimulateShardFlags: the shard index from the pod name (POD_NAME, else the host name), the
+// --control-allow-proxy prerequisites, and the shard count bound, each bad one naming the flag.
+func TestSimulateShardFlags(t *testing.T) {
+	for _, tc := range []struct {
+		desc      string
+		args      []string
+		env       map[string]string
+		host      string
+		wantIndex int
+		wantErr   string
+	}{
+		{"defaults", nil, nil, "h", 0, ""},
+		{"explicit", []string{"--shards=4", "--shard-index=3"}, nil, "h", 3, ""},
+		{"from POD_NAME", []string{"--shards=3", "--shard-index-from-pod-name"}, map[string]string{"POD_NAME": "nodeagent-simulate-2"}, "other-0", 2, ""},
+		{"from the host name", []string{"--shards=3", "--shard-index-from-pod-name"}, nil, "nodeagent-simulate-1", 1, ""},
+		{"ordinal beyond --shards", []string{"--shards=3", "--shard-index-from-pod-name"}, map[string]string{"POD_NAME": "nodeagent-simulate-3"}, "h", 0,
+			`--shard-index-from-pod-name: pod name "nodeagent-simulate-3" (POD_NAME): shard 3 is not in [0, 3) (--shards 3)`},
+		{"unreadable host name", []string{"--shard-index-from-pod-name"}, nil, "", 0, "--shard-index-from-pod-name: POD_NAME is not set and the host name cannot be read"},
+		{"proxy without the pod", []string{"--control-allow-proxy"}, map[string]string{"POD_NAME": "p-0"}, "h", 0, `--control-allow-proxy: POD_NAME "p-0" and POD_NAMESPACE "" must both be set`},
+		{"proxy with the pod", []string{"--control-allow-proxy"}, map[string]string{"POD_NAME": "p-0", "POD_NAMESPACE": "ns"}, "h", 0, ""},
+		{"too many shards", []string{"--shards=1001"}, nil, "h", 0, "--shards 1001: must be between 1 and 1000"},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			o, fs := simulateFlags()
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			o.agent.Flags = fs
+			o.getenv = func(k string) string { return tc.env[k] }
+			o.hostname = func() (string, error) {
+				if tc.host == "" {
+					return "", errors.New("no host name")
+				}
+				return tc.host, nil
+			}
+			_, err := completeSimulate(o)
+			if (err == nil) != (tc.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Fatalf("completeSimulate(%q) = %v, want %q", tc.args, err, tc.wantErr)
+			}
+			if err == nil && o.shardIndex != tc.wantIndex {
+				t.Errorf("shard index %d, want %d", o.shardIndex, tc.wantIndex)
+			}
+		})
+	}
+}
+
+// TestCtlLayout: ctl reads --nodes, --shards, --node-name-prefix and --healthz-port from the
+// StatefulSet's container (flags override them) and maps a Node name to its shard.
+func TestCtlLayout(t *testing.T) {
+	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "nodeagent-simulate", Namespace: "ns"}}
+	sts.Spec.Template.Spec.Containers = []corev1.Container{{Name: "nodeagent", Command: []string{"/usr/local/bin/nodeagent"},
+		Args: []string{"simulate", "--shards=3", "--nodes=300", "--node-name-prefix=sim-", "--healthz-port=10300"}}}
+	l, err := layoutFromStatefulSet(sts, &ctlOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l != (simLayout{nodes: 300, shards: 3, prefix: "sim-"}) {
+		t.Errorf("layout %+v", l)
+	}
+	for _, tc := range []struct {
+		node    string
+		shard   int
+		wantErr string
+	}{
+		{"sim-0000", 0, ""}, {"sim-0299", 0, ""}, {"sim-0300", 1, ""}, {"sim-0899", 2, ""},
+		{"sim-0900", 0, "index 900 is beyond the simulation's 900 Nodes"},
+		{"sim-00001", 0, "not a simulated Node name of this simulation (sim- followed by 4 digits)"},
+		{"worker-1", 0, "not a simulated Node name"},
+	} {
+		shard, err := l.owner(tc.node)
+		if (err == nil) != (tc.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) || (err == nil && shard != tc.shard) {
+			t.Errorf("owner(%q) = %d, %v; want %d, %q", tc.node, shard, err, tc.shard, tc.wantErr)
+		}
+	}
+	l, err = layoutFromStatefulSet(sts, &ctlOptions{nodes: 5000, shards: 4, port: 1, prefix: "x-"})
+	if err != nil || l != (simLayout{nodes: 5000, shards: 4, port: 1, prefix: "x-"}) {
+		t.Errorf("overridden layout %+v, %v", l, err)
+	}
+	if shard, err := l.owner("x-15000"); err != nil || shard != 3 {
+		t.Errorf("5-digit owner: %d, %v", shard, err)
+	}
+	sts.Spec.Template.Spec.Containers[0].Args = []string{"--companion"}
+	if _, err := layoutFromStatefulSet(sts, &ctlOptions{}); err == nil || !strings.Contains(err.Error(), "no container runs `nodeagent simulate`") {
+		t.Errorf("no simulate container: %v", err)
+	}
+}
+
+// TestCtlBadInput: ctl's own bad input, before any request.
+func TestCtlBadInput(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"simulate", "ctl"}, "ctl: give a NODE, or --list"},
+		{[]string{"simulate", "ctl", "--list", "sim-0001"}, `--list: takes no NODE (got "sim-0001")`},
+		{[]string{"simulate", "ctl", "--list", "--stopped"}, "--list: takes no change flag"},
+		{[]string{"simulate", "ctl", "sim-0001", "--runtime-ready=maybe"}, "--runtime-ready"},
+	} {
+		code, out := runMain(t, tc.args)
+		if line := nodeagentLine(out); code != 1 || !strings.Contains(line, tc.want) {
+			t.Errorf("Main(%q) = %d, %q; want 1 and %q", tc.args, code, line, tc.want)
 		}
 	}
 }

@@ -12,22 +12,27 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 )
 
 // Access is what the simulation's identity must be allowed to do, as SelfSubjectAccessReview
-// attributes: register, read and watch Nodes, patch their status, and write their Leases.
+// attributes: register, read, watch and label (adopt) Nodes, patch their status, and write their Leases.
 var Access = []authorizationv1.ResourceAttributes{
 	{Verb: "create", Resource: "nodes"},
 	{Verb: "get", Resource: "nodes"},
 	{Verb: "list", Resource: "nodes"},
 	{Verb: "watch", Resource: "nodes"},
+	{Verb: "patch", Resource: "nodes"},
 	{Verb: "patch", Resource: "nodes", Subresource: "status"},
 	{Verb: "create", Group: "coordination.k8s.io", Resource: "leases", Namespace: v1.NamespaceNodeLease},
 	{Verb: "get", Group: "coordination.k8s.io", Resource: "leases", Namespace: v1.NamespaceNodeLease},
 	{Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Namespace: v1.NamespaceNodeLease},
 }
+
+// DeleteAccess is what --delete-nodes-on-exit needs besides Access.
+var DeleteAccess = []authorizationv1.ResourceAttributes{{Verb: "delete", Resource: "nodes"}}
 
 // EventAccess is what it should be allowed for Events; without it events are lost, nothing else.
 var EventAccess = []authorizationv1.ResourceAttributes{
@@ -38,7 +43,8 @@ var EventAccess = []authorizationv1.ResourceAttributes{
 // CheckAccess asks the API server whether the identity may do what the simulation does
 // (SelfSubjectAccessReview) and refuses, naming what is missing, before any Node is created. A node
 // identity (group system:nodes) is refused too: NodeRestriction lets it register only its own Node.
-func CheckAccess(ctx context.Context, client kubernetes.Interface, kubeconfig string) error {
+// extra are required too (DeleteAccess with --delete-nodes-on-exit).
+func CheckAccess(ctx context.Context, client kubernetes.Interface, kubeconfig string, extra ...authorizationv1.ResourceAttributes) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	user := "the identity of --kubeconfig"
@@ -59,7 +65,7 @@ func CheckAccess(ctx context.Context, client kubernetes.Interface, kubeconfig st
 		return r.Status.Allowed, nil
 	}
 	var missing []string
-	for _, a := range Access {
+	for _, a := range append(slices.Clone(Access), extra...) {
 		ok, err := allowed(a)
 		if err != nil {
 			return err
@@ -95,19 +101,87 @@ func accessText(a authorizationv1.ResourceAttributes) string {
 }
 
 // CheckNamesFree refuses names already taken by Nodes that are not simulated (no LabelSimulated=true):
-// registration would otherwise adopt a real Node. Simulated Nodes of an earlier run are reused.
+// registration would otherwise adopt a real Node. Simulated Nodes of an earlier run are reused. It
+// checks the unsharded names [0, nodes); CheckOwnership checks a shard's.
 func CheckNamesFree(ctx context.Context, client kubernetes.Interface, prefix string, nodes int) error {
+	_, err := CheckOwnership(ctx, client, Ownership{NamePrefix: prefix, Nodes: nodes})
+	return err
+}
+
+// Ownership is what CheckOwnership checks: the shard's Nodes (NamePrefix, Nodes per shard, Shard).
+type Ownership struct {
+	NamePrefix string
+	Nodes      int
+	Shard      Shard
+}
+
+// CheckOwnership checks, before anything is written, that the shard may own its Nodes:
+//   - a Node with one of its names that is not simulated (no LabelSimulated=true) is refused: registration
+//     would adopt a real Node (error naming --node-name-prefix and the Node);
+//   - a simulated Node with one of its names labelled with another shard (LabelShard) is refused (error
+//     naming --shard-index and the Node);
+//   - a simulated Node of this simulation (its prefix and name width) labelled with a shard index at or
+//     above Shard.Count is refused: --shards was lowered while the departed shards' Nodes exist (error
+//     naming --shards and the Node).
+//
+// It returns the names of the shard's simulated Nodes that have no LabelShard yet (from a run before
+// sharding): the caller labels them (AdoptNodes) so that the shard's informer sees them. Errors of
+// the API are wrapped.
+func CheckOwnership(ctx context.Context, client kubernetes.Interface, o Ownership) (unlabelled []string, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	count := o.Shard.count()
+	digits := NameDigits(o.Nodes * count)
+	first, last := o.Shard.First(o.Nodes), o.Shard.First(o.Nodes)+o.Nodes // [first, last)
+	mine := func(name string) (int, bool) {
+		i, ok := ParseNodeName(name, o.NamePrefix, digits)
+		return i, ok && i >= first && i < last
+	}
 	list, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: LabelSimulated + "!=true"})
 	if err != nil {
-		return fmt.Errorf("listing nodes that are not simulated: %w", err)
+		return nil, fmt.Errorf("listing nodes that are not simulated: %w", err)
 	}
 	for _, n := range list.Items {
-		index, err := strconv.Atoi(strings.TrimPrefix(n.Name, prefix))
-		if strings.HasPrefix(n.Name, prefix) && err == nil && index < nodes && n.Name == NodeName(prefix, index) {
-			return fmt.Errorf("--node-name-prefix %q: node %s exists and is not simulated (no label %s=true); choose another prefix",
-				prefix, n.Name, LabelSimulated)
+		if _, ok := mine(n.Name); ok {
+			return nil, fmt.Errorf("--node-name-prefix %q: node %s exists and is not simulated (no label %s=true); choose another prefix",
+				o.NamePrefix, n.Name, LabelSimulated)
+		}
+	}
+	list, err = client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: LabelSimulated + "=true", ResourceVersion: "0"})
+	if err != nil {
+		return nil, fmt.Errorf("listing simulated nodes: %w", err)
+	}
+	for _, n := range list.Items {
+		label, labelled := n.Labels[LabelShard]
+		if _, ok := mine(n.Name); ok {
+			switch {
+			case !labelled:
+				unlabelled = append(unlabelled, n.Name)
+			case label != o.Shard.Label():
+				return nil, fmt.Errorf("--shard-index %d: node %s is labelled %s=%s: it belongs to another shard (the names map to shards by --nodes per shard: is --nodes the same in every shard?)",
+					o.Shard.Index, n.Name, LabelShard, label)
+			}
+			continue
+		}
+		if _, ok := ParseNodeName(n.Name, o.NamePrefix, digits); !ok || !labelled {
+			continue // another simulation's, or of another size
+		}
+		if shard, err := strconv.Atoi(label); err == nil && shard >= count {
+			return nil, fmt.Errorf("--shards %d: node %s is labelled %s=%d, a shard that --shards %d does not have: delete the departed shards' Nodes first (kubectl delete nodes -l %s=%d), or run them with --delete-nodes-on-exit",
+				count, n.Name, LabelShard, shard, count, LabelShard, shard)
+		}
+	}
+	slices.Sort(unlabelled)
+	return unlabelled, nil
+}
+
+// AdoptNodes labels the named simulated Nodes with the shard (LabelShard), so that its informer,
+// which selects on the label, sees them. It returns the first error, wrapped with the Node's name.
+func AdoptNodes(ctx context.Context, client kubernetes.Interface, shard Shard, names []string) error {
+	patch := []byte(fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, LabelShard, shard.Label()))
+	for _, name := range names {
+		if _, err := client.CoreV1().Nodes().Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			return fmt.Errorf("labelling node %s with %s=%s: %w", name, LabelShard, shard.Label(), err)
 		}
 	}
 	return nil

@@ -17,5 +17,12 @@
 //	go sim.Run(ctx)
 //	http.Handle(simulation.Path, server.LoopbackOnly(sim.Handler()))
 //
+// A simulation can be split into shards (Shard), one process each, e.g. the pods of a StatefulSet:
+// shard I of K with N Nodes each runs the global indexes [I*N, (I+1)*N), names stay global
+// (NodeNameDigits), every Node carries LabelShard=I and the shard's informer selects on it. Before
+// writing, Process.Preflight checks ownership (CheckOwnership) and that no other live process renews
+// the shard's Leases (CheckNoOtherInstance); ControlHandler admits the control API through the API
+// server's pod proxy; Process.DeleteNodes removes the shard's Nodes on a clean exit.
+//
 // Pods bound to simulated Nodes are not run: nothing here watches pods.
 package simulation

@@ -55,6 +55,85 @@ func (s *Simulator) Handler(allowedHosts ...string) http.Handler {
 	return guard(s.handler(), allowedHosts)
 }
 
+// ControlOptions says who may use the control API besides loopback clients (ControlHandler).
+type ControlOptions struct {
+	// AllowProxy admits requests that reach the pod through the API server's pod proxy
+	// (GET/POST /api/v1/namespaces/Namespace/pods/Pod[:port]/proxy/simulation/...), from any peer:
+	// --control-allow-proxy. Namespace and Pod are the pod's own (POD_NAMESPACE, POD_NAME).
+	AllowProxy     bool
+	Namespace, Pod string
+}
+
+// ControlHandler serves Handler to loopback peers (http.Request.RemoteAddr), with its Host, Origin
+// and content-type checks. Another peer gets 403, unless o.AllowProxy is set and the request came
+// through the API server's proxy to this very pod: it carries the proxy's X-Forwarded-Uri header
+// naming /api/v1/namespaces/<Namespace>/pods/<Pod>[:port]/proxy followed by the request's own path.
+// Such a request's Host is the API server's (any name); a POST must still be Content-Type
+// application/json (else 415) and carry no Origin (else 403): client-go and kubectl send none, a
+// browser always does on a cross-site POST, and X-Forwarded-Uri is not a header a browser sends
+// cross-site without a CORS preflight, which neither this handler nor the API server grants by
+// default. Who may reach the pod through the proxy is decided by RBAC (create/get pods/proxy in the
+// namespace); the headers are not authentication, so restrict direct access to the pod's port with
+// a NetworkPolicy where other pods are not trusted (docs/simulation.md).
+func (s *Simulator) ControlHandler(o ControlOptions) http.Handler {
+	local := guard(s.handler(), nil)
+	proxied := s.handler()
+	prefix := "/api/v1/namespaces/" + o.Namespace + "/pods/"
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host, _, err := net.SplitHostPort(r.RemoteAddr)
+		if ip := net.ParseIP(host); err == nil && ip != nil && ip.IsLoopback() {
+			local.ServeHTTP(w, r)
+			return
+		}
+		if !o.AllowProxy {
+			http.Error(w, fmt.Sprintf("forbidden: %s is served to loopback clients only, not to %s (start with --control-allow-proxy to admit requests through the API server's pod proxy)",
+				r.URL.Path, r.RemoteAddr), http.StatusForbidden)
+			return
+		}
+		if !throughPodProxy(r, prefix, o.Pod) {
+			http.Error(w, fmt.Sprintf("forbidden: %s is served to loopback clients and through the API server's proxy to pod %s/%s only, not to %s",
+				r.URL.Path, o.Namespace, o.Pod, r.RemoteAddr), http.StatusForbidden)
+			return
+		}
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			if origin := r.Header.Get("Origin"); origin != "" {
+				http.Error(w, fmt.Sprintf("forbidden: cross-origin request from %q", origin), http.StatusForbidden)
+				return
+			}
+			if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+				http.Error(w, fmt.Sprintf("unsupported media type %q: send Content-Type: application/json", r.Header.Get("Content-Type")), http.StatusUnsupportedMediaType)
+				return
+			}
+		}
+		proxied.ServeHTTP(w, r)
+	})
+}
+
+// throughPodProxy reports whether r carries the API server's X-Forwarded-Uri for the pod proxy of pod
+// (prefix is /api/v1/namespaces/<ns>/pods/): prefix, then the pod's name with an optional scheme
+// ("http:") and port (":10248"), then "/proxy" and r's own path.
+func throughPodProxy(r *http.Request, prefix, pod string) bool {
+	uri := r.Header.Get("X-Forwarded-Uri")
+	rest, ok := strings.CutPrefix(uri, prefix)
+	if !ok || pod == "" {
+		return false
+	}
+	ref, rest, ok := strings.Cut(rest, "/")
+	if !ok || rest != "proxy"+r.URL.EscapedPath() {
+		return false
+	}
+	ref, err := url.PathUnescape(ref)
+	if err != nil {
+		return false
+	}
+	ref = strings.TrimPrefix(strings.TrimPrefix(ref, "http:"), "https:")
+	name, port, hasPort := strings.Cut(ref, ":")
+	if hasPort && (port == "" || strings.Trim(port, "0123456789abcdefghijklmnopqrstuvwxyz-") != "") {
+		return false
+	}
+	return name == pod
+}
+
 // guard refuses requests whose Host is not loopback or allowed, and POSTs that are not JSON or come
 // from a foreign Origin (see Handler).
 func guard(next http.Handler, allowedHosts []string) http.Handler {

@@ -6,7 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -34,9 +39,10 @@ func DefaultWorkersFor(n int) (workers, leaseWorkers int) {
 // ProcessConfig is a validated `nodeagent simulate` command line: the Nodes and how to reach the
 // API server.
 type ProcessConfig struct {
-	// Nodes, NamePrefix, Template and Node are the Simulator's (see Config).
+	// Nodes, NamePrefix, Shard, Template and Node are the Simulator's (see Config).
 	Nodes      int
 	NamePrefix string
+	Shard      Shard
 	Template   *Template
 	Node       node.Config
 	// REST is the API server and the simulation's identity; Kubeconfig names it in errors.
@@ -53,13 +59,18 @@ type ProcessConfig struct {
 	Workers, LeaseWorkers int
 	// ProcessStart is when the process started (metrics, /debug/nodestatus).
 	ProcessStart time.Time
+	// DeleteNodesOnExit makes DeleteNodes delete the shard's Nodes (--delete-nodes-on-exit), and
+	// Preflight check that the identity may.
+	DeleteNodesOnExit bool
 }
 
-// Process is one `nodeagent simulate`: the API clients and Node informer (selecting LabelSimulated),
+// Process is one `nodeagent simulate`: the API clients and Node informer (selecting LabelSimulated
+// and the shard's LabelShard),
 // the metrics, the scheduler and the Simulator. Build with NewProcess, check with Preflight, run
 // with Run.
 type Process struct {
 	cfg       ProcessConfig
+	instance  string
 	set       *apiclient.Set
 	Metrics   *metrics.Metrics
 	Scheduler *node.Scheduler
@@ -74,17 +85,18 @@ func NewProcess(ctx context.Context, cfg ProcessConfig) (*Process, error) {
 	set, err := apiclient.New(ctx, apiclient.Config{
 		REST: cfg.REST, UserAgent: "nodeagent-simulate/" + version.Get().GitVersion, QPS: cfg.QPS, Burst: cfg.Burst,
 		HeartbeatTimeout: heartbeatTimeout, EventQPS: cfg.EventQPS, EventBurst: cfg.EventBurst,
-		NodeLabelSelector: LabelSimulated + "=true", Clock: clk,
+		NodeLabelSelector: LabelSimulated + "=true," + LabelShard + "=" + cfg.Shard.Label(), Clock: clk,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("--kubeconfig %q: %w", cfg.Kubeconfig, err)
 	}
-	p := &Process{cfg: cfg, set: set, Metrics: metrics.New(cfg.ProcessStart)}
+	p := &Process{cfg: cfg, set: set, Metrics: metrics.New(cfg.ProcessStart), instance: node.ProcessInstance()}
 	if cfg.Workers == 0 || cfg.LeaseWorkers == 0 {
 		w, lw := DefaultWorkersFor(cfg.Nodes)
 		cfg.Workers, cfg.LeaseWorkers = cmp.Or(cfg.Workers, w), cmp.Or(cfg.LeaseWorkers, lw)
 		p.cfg = cfg
 	}
+	first := NodeNameDigits(cfg.NamePrefix, cfg.Shard.First(cfg.Nodes), NameDigits(cfg.Nodes*cfg.Shard.count()))
 	// One scheduler runs every simulated Node's steps; it closes the connections only when the
 	// process's heartbeats fail as a whole (node.Heartbeats), as one agent whose heartbeats all fail.
 	if p.Scheduler, err = node.NewScheduler(node.SchedulerConfig{
@@ -93,14 +105,14 @@ func NewProcess(ctx context.Context, cfg ProcessConfig) (*Process, error) {
 		return nil, err
 	}
 	p.Simulator, err = New(Config{
-		Nodes: cfg.Nodes, NamePrefix: cfg.NamePrefix, Template: cfg.Template, Node: cfg.Node,
+		Nodes: cfg.Nodes, NamePrefix: cfg.NamePrefix, Shard: cfg.Shard, Template: cfg.Template, Node: cfg.Node,
 		Dependencies: node.Dependencies{
 			Client: set.Client, HeartbeatClient: set.Heartbeat, NodeLister: set.Informers.Core().V1().Nodes().Lister(),
 			Cache: set.NodeCache, Recorder: set.Broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: "nodeagent"}),
-			Clock: clk, Scheduler: p.Scheduler, Observer: p.Metrics.ManyNodes(), Instance: node.ProcessInstance(),
-			// One probe for every simulated node (it reads the first node's Lease): after an outage, N
-			// Leases resume together, at the cost of one GET per probe period while they wait.
-			Serving: lease.NewServingProbe(set.Heartbeat, NodeName(cfg.NamePrefix, 0), clk, 0),
+			Clock: clk, Scheduler: p.Scheduler, Observer: p.Metrics.ManyNodes(), Instance: p.instance,
+			// One probe for every simulated node (it reads the shard's first node's Lease): after an
+			// outage, N Leases resume together, at the cost of one GET per probe period while they wait.
+			Serving: lease.NewServingProbe(set.Heartbeat, first, clk, 0),
 		},
 		StartQPS: float64(cfg.QPS), StartBurst: cfg.Burst,
 	})
@@ -110,20 +122,90 @@ func NewProcess(ctx context.Context, cfg ProcessConfig) (*Process, error) {
 	return p, nil
 }
 
-// Preflight asks the API server whether the identity may do what the simulation does (CheckAccess)
-// and whether the names are free (CheckNamesFree), before anything is written.
+// Preflight checks, before anything is written, that the identity may do what the simulation does
+// (CheckAccess, and DeleteAccess with DeleteNodesOnExit), that the shard may own its Nodes
+// (CheckOwnership: no real Node, none of another shard, none of a shard at or above Shard.Count), and
+// that no other live process renews its Leases (CheckNoOtherInstance). Then it labels the shard's
+// simulated Nodes of an earlier run that have no LabelShard (AdoptNodes). Errors name the flag and
+// the value or the Node.
 func (p *Process) Preflight(ctx context.Context) error {
-	if err := CheckAccess(ctx, p.set.Client, p.cfg.Kubeconfig); err != nil {
+	var extra []authorizationv1.ResourceAttributes
+	if p.cfg.DeleteNodesOnExit {
+		extra = DeleteAccess
+	}
+	if err := CheckAccess(ctx, p.set.Client, p.cfg.Kubeconfig, extra...); err != nil {
 		return err
 	}
-	return CheckNamesFree(ctx, p.set.Client, p.cfg.NamePrefix, p.cfg.Nodes)
+	unlabelled, err := CheckOwnership(ctx, p.set.Client, Ownership{NamePrefix: p.cfg.NamePrefix, Nodes: p.cfg.Nodes, Shard: p.cfg.Shard})
+	if err != nil {
+		return err
+	}
+	if err := CheckNoOtherInstance(ctx, p.set.Client, DuplicateCheck{
+		Names: p.Simulator.Names(), Instance: p.instance,
+		LeaseDuration: time.Duration(p.cfg.Node.NodeLeaseDurationSeconds) * time.Second,
+		Flag:          fmt.Sprintf("--shard-index %d", p.cfg.Shard.Index),
+	}); err != nil {
+		return err
+	}
+	return AdoptNodes(ctx, p.set.Client, p.cfg.Shard, unlabelled)
 }
+
+// DeleteNodes deletes the shard's Nodes (their Leases go with them: the Node owns them) once Run has
+// returned, when DeleteNodesOnExit is set; otherwise it does nothing. It deletes by name with
+// deleteWorkers requests in flight through the heartbeat client (no client-side rate limit), ignores
+// Nodes already gone, and returns the errors joined (each naming its Node), or ctx's error.
+func (p *Process) DeleteNodes(ctx context.Context) error {
+	if !p.cfg.DeleteNodesOnExit {
+		return nil
+	}
+	names := p.Simulator.Names()
+	klog.FromContext(ctx).Info("Deleting this shard's simulated nodes (--delete-nodes-on-exit)", "nodes", len(names), "shard", p.cfg.Shard.Index)
+	work := make(chan string)
+	errs := make(chan error, len(names))
+	var wg sync.WaitGroup
+	for range min(deleteWorkers, len(names)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for name := range work {
+				err := p.set.Heartbeat.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{})
+				if err != nil && !apierrors.IsNotFound(err) {
+					errs <- fmt.Errorf("deleting node %s: %w", name, err)
+				}
+			}
+		}()
+	}
+	for _, name := range names {
+		select {
+		case work <- name:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	var all []error
+	for err := range errs {
+		all = append(all, err)
+	}
+	if ctx.Err() != nil {
+		all = append(all, fmt.Errorf("deleting nodes: %w", ctx.Err()))
+	}
+	return errors.Join(all...)
+}
+
+// deleteWorkers is how many Node deletions DeleteNodes has in flight.
+const deleteWorkers = 16
 
 // Run runs the event sink, the Node informer and, once it has synced, the Simulator (and so the
 // scheduler) until ctx ends; then it stops them and flushes the events. It returns nil, or the
 // Simulator's error.
 func (p *Process) Run(ctx context.Context) error {
 	klog.FromContext(ctx).Info("Starting nodeagent simulate", "version", version.Get().GitVersion, "nodes", p.cfg.Nodes,
+		"shard", p.cfg.Shard.Index, "shards", p.cfg.Shard.count(), "instance", p.instance,
 		"prefix", p.cfg.NamePrefix, "kubeconfig", p.cfg.Kubeconfig, "workers", p.cfg.Workers, "leaseWorkers", p.cfg.LeaseWorkers)
 	p.set.Broadcaster.StartStructuredLogging(3)
 	p.set.Broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: p.set.Events.CoreV1().Events("")})

@@ -21,7 +21,7 @@ import (
 	"github.com/nodeagent/nodeagent/pkg/nodestatus"
 )
 
-// MaxNodes is the most Nodes one simulator runs (--nodes), and what the 4-digit names can hold.
+// MaxNodes is the most Nodes one simulator (one shard) runs (--nodes).
 const MaxNodes = 10000
 
 // SimulatedRuntimePollPeriod is how often a simulated Node's runtime is polled (the kubelet's 5 s
@@ -44,8 +44,13 @@ var SimulatedTaint = v1.Taint{Key: LabelSimulated, Value: "true", Effect: v1.Tai
 type Config struct {
 	// Nodes is how many Nodes to simulate: 1 to MaxNodes.
 	Nodes int
-	// NamePrefix makes the names: NamePrefix followed by the index on 4 digits (sim-0000, sim-0001, ...).
+	// NamePrefix makes the names: NamePrefix followed by the global index (see Shard) on NameDigits
+	// digits of the total (sim-0000, sim-0001, ...; sim-00000... from 10001 Nodes in all shards).
 	NamePrefix string
+	// Shard is the part of the simulation this Simulator runs: the global indexes
+	// [Shard.Index*Nodes, (Shard.Index+1)*Nodes). Every Node gets LabelShard=Shard.Index. The zero
+	// Shard runs indexes [0, Nodes).
+	Shard Shard
 	// Template is what every Node is made of; nil means DefaultTemplate.
 	Template *Template
 	// Node is what every Node's controller shares: the frequencies, NodeStatusMaxImages, AgentVersion,
@@ -119,13 +124,15 @@ func ValidateNodes(n int) error {
 	return nil
 }
 
-// ValidateNamePrefix checks that prefix followed by any 4-digit index is a valid Node name (a DNS-1123
-// subdomain) and a valid label value (the kubernetes.io/hostname label, so at most 63 characters).
-func ValidateNamePrefix(prefix string) error {
+// ValidateNamePrefix checks that prefix followed by any index of a simulation of total Nodes (all
+// shards; NameDigits digits) is a valid Node name (a DNS-1123 subdomain) and a valid label value (the
+// kubernetes.io/hostname label, so at most 63 characters).
+func ValidateNamePrefix(prefix string, total int) error {
 	if prefix == "" {
 		return errors.New("must not be empty")
 	}
-	for _, name := range []string{NodeName(prefix, 0), NodeName(prefix, MaxNodes-1)} {
+	digits := NameDigits(max(total, MaxNodes))
+	for _, name := range []string{NodeNameDigits(prefix, 0, digits), NodeNameDigits(prefix, max(total, MaxNodes)-1, digits)} {
 		msgs := append(validation.IsDNS1123Subdomain(name), validation.IsValidLabelValue(name)...)
 		if len(msgs) > 0 {
 			return fmt.Errorf("makes invalid node names such as %q: %s", name, strings.Join(msgs, "; "))
@@ -134,8 +141,9 @@ func ValidateNamePrefix(prefix string) error {
 	return nil
 }
 
-// NodeName returns the name of the simulated Node with index i.
-func NodeName(prefix string, i int) string { return fmt.Sprintf("%s%04d", prefix, i) }
+// NodeName returns the name of the simulated Node with index i of a simulation of at most MaxNodes
+// Nodes (4 digits); NodeNameDigits names those of larger ones.
+func NodeName(prefix string, i int) string { return NodeNameDigits(prefix, i, minNameDigits) }
 
 // New validates cfg and builds the Simulator and every Node's host and CRI fakes. It makes no API
 // call and starts nothing. Errors name the field.
@@ -143,7 +151,10 @@ func New(cfg Config) (*Simulator, error) {
 	if err := ValidateNodes(cfg.Nodes); err != nil {
 		return nil, fmt.Errorf("simulation: Nodes %d: %w", cfg.Nodes, err)
 	}
-	if err := ValidateNamePrefix(cfg.NamePrefix); err != nil {
+	if err := ValidateShards(cfg.Shard.count(), cfg.Shard.Index); err != nil {
+		return nil, fmt.Errorf("simulation: Shard: %w", err)
+	}
+	if err := ValidateNamePrefix(cfg.NamePrefix, cfg.Nodes*cfg.Shard.count()); err != nil {
 		return nil, fmt.Errorf("simulation: NamePrefix %q: %w", cfg.NamePrefix, err)
 	}
 	if cfg.Template == nil {
@@ -177,6 +188,7 @@ func New(cfg Config) (*Simulator, error) {
 	maps.Copy(s.labels, t.Labels)
 	maps.Copy(s.labels, cfg.Node.Labels)
 	s.labels[LabelSimulated] = "true"
+	s.labels[LabelShard] = cfg.Shard.Label()
 	s.taints = append(append([]v1.Taint(nil), t.Taints...), cfg.Node.Taints...)
 	s.extraFuncs = append([]nodestatus.Func(nil), cfg.Node.ExtraFuncs...)
 	if len(t.Conditions) > 0 {
@@ -186,11 +198,13 @@ func New(cfg Config) (*Simulator, error) {
 		s.extraFuncs = append(s.extraFuncs, nodestatus.Func{Name: "TemplateExtendedResources", Setter: extendedResourcesSetter(ext, t.Allocatable)})
 	}
 	s.nodes = make([]*simNode, cfg.Nodes)
-	for i := range s.nodes {
-		name := NodeName(cfg.NamePrefix, i)
+	digits, first := NameDigits(cfg.Nodes*cfg.Shard.count()), cfg.Shard.First(cfg.Nodes)
+	for j := range s.nodes {
+		i := first + j
+		name := NodeNameDigits(cfg.NamePrefix, i, digits)
 		n := &simNode{index: i, name: name, host: newHost(t, name), runtime: newSimRuntime(s.shared),
 			phase: PhasePending, runtimeReady: true, networkReady: true}
-		s.nodes[i], s.byName[name] = n, n
+		s.nodes[j], s.byName[name] = n, n
 	}
 	// Check once that a Node's controller can be composed, so that a bad Config fails here, not in Run.
 	if _, err := node.New(s.nodeConfig(s.nodes[0]), cfg.Dependencies); err != nil {

@@ -148,7 +148,7 @@ func TestValidateNamePrefix(t *testing.T) {
 		"sim-": true, "a.b-": true, "x": true, "": false, "Sim-": false, "sim_": false, "-sim": false,
 		strings.Repeat("a", 59): true, strings.Repeat("a", 60): false, // 63 characters with the 4 digits
 	} {
-		if err := ValidateNamePrefix(prefix); (err == nil) != ok {
+		if err := ValidateNamePrefix(prefix, MaxNodes); (err == nil) != ok {
 			t.Errorf("ValidateNamePrefix(%q) = %v, want ok=%v", prefix, err, ok)
 		}
 	}

@@ -51,6 +51,9 @@ type options struct {
 	out, dir     string
 	keep         bool
 	systems      []string
+	// shards splits nodeagent simulate's Nodes over this many processes (--shards, --shard-index),
+	// the same total per run; 1 is one process.
+	shards int
 }
 
 func main() {
@@ -81,11 +84,22 @@ func run() error {
 	flag.StringVar(&o.dir, "dir", "_output/bench-scale", "where each run's control plane and logs go")
 	flag.BoolVar(&o.keep, "keep", os.Getenv("BENCH_SCALE_KEEP") != "", "keep each run's directory (etcd data, audit log, logs; $BENCH_SCALE_KEEP)")
 	flag.StringVar(&systems, "systems", "nodeagent,kwok", "which systems to run, in order")
+	shardsDefault, err := strconv.Atoi(envOr("BENCH_SCALE_SHARDS", "1"))
+	if err != nil {
+		return fmt.Errorf("BENCH_SCALE_SHARDS: %w", err)
+	}
+	flag.IntVar(&o.shards, "shards", shardsDefault, "run nodeagent simulate as this many shard processes (--shards K --shard-index I), each with nodes/K Nodes ($BENCH_SCALE_SHARDS)")
 	flag.Parse()
+	if o.shards < 1 {
+		return fmt.Errorf("--shards %d: must be at least 1", o.shards)
+	}
 	for _, s := range strings.Split(nodes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || n <= 0 {
 			return fmt.Errorf("--nodes %q: %q is not a positive number", nodes, s)
+		}
+		if n%o.shards != 0 {
+			return fmt.Errorf("--nodes %d: not a multiple of --shards %d (each shard runs nodes/shards)", n, o.shards)
 		}
 		o.nodes = append(o.nodes, n)
 	}
@@ -141,7 +155,7 @@ func run() error {
 	if o.out == "" {
 		return nil
 	}
-	if err := writeSection(o.out, o.nodes, report); err != nil {
+	if err := writeSection(o.out, o.nodes, o.shards, report); err != nil {
 		return err
 	}
 	fmt.Printf("wrote the bench-scale section of %s\n", o.out)

@@ -61,6 +61,16 @@ type result struct {
 	componentCores          map[string]float64 // etcd, kube-apiserver, kube-controller-manager
 	requests                map[string]int     // "verb resource" in the window
 	writes, total, watchers int
+	// shards is each shard process's CPU and RSS (nodeagent with --shards > 1); cores, rssMean and
+	// rssMax are then their sums (rssMax: the largest sum of one sample).
+	shards []shardResult
+}
+
+// shardResult is one shard process's CPU and RSS in the window.
+type shardResult struct {
+	cores           float64
+	rssMean, rssMax int64
+	rssSum          int64
 }
 
 // measure runs one system with n Nodes on a control plane of its own and returns what it measured.
@@ -122,14 +132,25 @@ func measure(ctx context.Context, o options, sys string, n int, agentBin, binDir
 	nodeFactory.WaitForCacheSync(wctx.Done())
 	leaseFactory.WaitForCacheSync(wctx.Done())
 
-	var proc *framework.Process
+	var procs []*framework.Process
 	var t0 time.Time
 	switch sys {
 	case systemNodeagent:
 		t0 = time.Now()
-		proc, err = framework.StartProcess("nodeagent simulate", filepath.Join(dir, "nodeagent-simulate.log"), agentBin,
-			"simulate", "--kubeconfig="+kubeconfig, "--nodes="+strconv.Itoa(n), "--node-name-prefix=sim-node-",
-			"--healthz-bind-address=127.0.0.1", "--healthz-port="+strconv.Itoa(framework.FreePort()), "-v=1")
+		for i := range o.shards {
+			log := filepath.Join(dir, "nodeagent-simulate.log")
+			args := []string{"simulate", "--kubeconfig=" + kubeconfig, "--nodes=" + strconv.Itoa(n/o.shards), "--node-name-prefix=sim-node-",
+				"--healthz-bind-address=127.0.0.1", "--healthz-port=" + strconv.Itoa(framework.FreePort()), "-v=1"}
+			if o.shards > 1 {
+				log = filepath.Join(dir, fmt.Sprintf("nodeagent-simulate-%d.log", i))
+				args = append(args, "--shards="+strconv.Itoa(o.shards), "--shard-index="+strconv.Itoa(i))
+			}
+			var proc *framework.Process
+			if proc, err = framework.StartProcess(fmt.Sprintf("nodeagent simulate shard %d", i), log, agentBin, args...); err != nil {
+				break
+			}
+			procs = append(procs, proc)
+		}
 	case systemKWOK:
 		c0 := time.Now()
 		if err := createKWOKNodes(ctx, cp.AdminClient, n); err != nil {
@@ -137,15 +158,29 @@ func measure(ctx context.Context, o options, sys string, n int, agentBin, binDir
 		}
 		r.created = time.Since(c0)
 		t0 = time.Now()
+		var proc *framework.Process
 		proc, err = framework.StartProcess("kwok", filepath.Join(dir, "kwok.log"), filepath.Join(binDir, "kwok"),
 			"--kubeconfig="+kubeconfig, "--config="+filepath.Join(binDir, "kwok-node-stages.yaml"),
 			"--manage-nodes-with-annotation-selector="+kwokAnnotation+"=fake",
 			"--node-lease-duration-seconds=40", "--server-address=")
+		if err == nil {
+			procs = append(procs, proc)
+		}
+	}
+	for _, proc := range procs {
+		defer func() { _ = proc.Stop(20 * time.Second) }()
 	}
 	if err != nil {
 		return nil, err
 	}
-	defer func() { _ = proc.Stop(20 * time.Second) }()
+	exited := func() error {
+		for _, proc := range procs {
+			if err := proc.ExitedErr(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 
 	// All Ready, or the process exits, or the timeout.
 	rctx, cancel := context.WithTimeout(ctx, o.readyTimeout)
@@ -167,7 +202,7 @@ wait:
 			fmt.Printf("    %v: only %d of %d Nodes Ready after %v; measuring from now all the same\n", errTimeout, r.notAllReady, n, o.readyTimeout)
 			break wait
 		case <-tick.C:
-			if err := proc.ExitedErr(); err != nil {
+			if err := exited(); err != nil {
 				return nil, err
 			}
 			if d := time.Since(t0); d.Round(time.Second)%(30*time.Second) == 0 {
@@ -191,7 +226,7 @@ settling:
 		case <-settle.C:
 			break settling
 		case <-tick.C:
-			if err := proc.ExitedErr(); err != nil {
+			if err := exited(); err != nil {
 				return nil, err
 			}
 		}
@@ -199,7 +234,11 @@ settling:
 
 	// The window.
 	pids := cp.PIDs()
-	pids[sys] = proc.PID()
+	procName := func(i int) string { return fmt.Sprintf("%s#%d", sys, i) }
+	for i, proc := range procs {
+		pids[procName(i)] = proc.PID()
+	}
+	r.shards = make([]shardResult, len(procs))
 	cpu0, err := readCPU(pids)
 	if err != nil {
 		return nil, err
@@ -228,15 +267,21 @@ window:
 			fmt.Printf("    %v of %v; %d Ready, %d seen NotReady/Unknown since all Ready\n",
 				time.Since(w0).Round(time.Second), o.duration, nodes.readyCount(), nodes.badWindowCount())
 		case <-sample.C:
-			if err := proc.ExitedErr(); err != nil {
+			if err := exited(); err != nil {
 				return nil, err
 			}
-			st, err := framework.ReadProcStats(proc.PID())
-			if err != nil {
-				return nil, err
+			var total int64
+			for i, proc := range procs {
+				st, err := framework.ReadProcStats(proc.PID())
+				if err != nil {
+					return nil, err
+				}
+				total += st.RSS
+				r.shards[i].rssSum += st.RSS
+				r.shards[i].rssMax = max(r.shards[i].rssMax, st.RSS)
 			}
-			rssSum += st.RSS
-			r.rssMax = max(r.rssMax, st.RSS)
+			rssSum += total
+			r.rssMax = max(r.rssMax, total)
 			r.rssSamples++
 		}
 	}
@@ -256,15 +301,19 @@ window:
 	}
 	if r.rssSamples > 0 {
 		r.rssMean = rssSum / int64(r.rssSamples)
+		for i := range r.shards {
+			r.shards[i].rssMean = r.shards[i].rssSum / int64(r.rssSamples)
+		}
 	}
 	r.componentCores = map[string]float64{}
 	for name := range pids {
 		c := (cpu1[name] - cpu0[name]).Seconds() / r.window.Seconds()
-		if name == sys {
-			r.cores = c
-		} else {
-			r.componentCores[name] = c
-		}
+		r.componentCores[name] = c
+	}
+	for i := range procs {
+		r.shards[i].cores = r.componentCores[procName(i)]
+		r.cores += r.shards[i].cores
+		delete(r.componentCores, procName(i))
 	}
 	r.leaseIntervals = leases.intervals()
 

@@ -15,14 +15,17 @@ import (
 	"time"
 )
 
-// The section of BENCHMARKS.md a run writes is its own node list's: BENCH_SCALE_NODES=5000 does not
-// replace the tables of 100,1000.
-func markers(nodes []int) (begin, end string) {
+// The section of BENCHMARKS.md a run writes is its own node list's (and shard count's):
+// BENCH_SCALE_NODES=5000 does not replace the tables of 100,1000, nor a sharded run an unsharded one.
+func markers(nodes []int, shards int) (begin, end string) {
 	list := make([]string, len(nodes))
 	for i, n := range nodes {
 		list[i] = fmt.Sprint(n)
 	}
 	l := strings.Join(list, ",")
+	if shards > 1 {
+		l += fmt.Sprintf(" shards=%d", shards)
+	}
 	return "<!-- BEGIN bench-scale nodes=" + l + " (written by make bench-scale) -->", "<!-- END bench-scale nodes=" + l + " -->"
 }
 
@@ -139,15 +142,24 @@ func render(o options, e *env, rs []*result) string {
 	for i, n := range o.nodes {
 		nodes[i] = fmt.Sprint(n)
 	}
-	beginMarker, endMarker := markers(o.nodes)
+	beginMarker, endMarker := markers(o.nodes, o.shards)
 	p("%s", beginMarker)
-	p("## bench-scale: `nodeagent simulate` vs KWOK, %s Nodes", strings.Join(nodes, " and "))
+	shardText, shardMake, shardArg := "", "", ""
+	if o.shards > 1 {
+		shardText = fmt.Sprintf(" (nodeagent in %d shard processes)", o.shards)
+		shardMake, shardArg = fmt.Sprintf(" BENCH_SCALE_SHARDS=%d", o.shards), fmt.Sprintf(" --shards %d", o.shards)
+	}
+	p("## bench-scale: `nodeagent simulate` vs KWOK, %s Nodes%s", strings.Join(nodes, " and "), shardText)
 	p("")
-	p("Written by `make bench-scale BENCH_SCALE_NODES=%s BENCH_SCALE_DURATION=%s BENCH_SCALE_SETTLE=%s`",
-		strings.Join(nodes, ","), o.duration, o.settle)
-	p("(`go run ./test/benchscale --nodes %s --duration %s --settle %s`)", strings.Join(nodes, ","), o.duration, o.settle)
+	p("Written by `make bench-scale BENCH_SCALE_NODES=%s BENCH_SCALE_DURATION=%s BENCH_SCALE_SETTLE=%s%s`",
+		strings.Join(nodes, ","), o.duration, o.settle, shardMake)
+	p("(`go run ./test/benchscale --nodes %s --duration %s --settle %s%s`)", strings.Join(nodes, ","), o.duration, o.settle, shardArg)
 	p("on %s; the run took %v. Each system ran alone, one after the other, each on a fresh control plane.",
 		e.started.Format("2006-01-02 15:04 UTC"), e.took.Round(time.Second))
+	if o.shards > 1 {
+		p("nodeagent simulate ran as %d processes on this machine (`--shards %d --shard-index I`, nodes/%d Nodes each, as the", o.shards, o.shards, o.shards)
+		p("StatefulSet of deploy/kubernetes/simulate runs them); its CPU and RSS are the sums over the shards, each shard's below.")
+	}
 	p("")
 	p("- Machine: %d cores (%s), memory %s, kernel %s, %s; shared with other work that was not stopped",
 		e.cpus, e.cpuModel, e.memory, e.kernel, e.os)
@@ -189,6 +201,18 @@ func render(o options, e *env, rs []*result) string {
 	row("**Process RSS, mean (MiB)**", func(r *result) string { return fmt.Sprintf("**%.1f**", mib(r.rssMean)) })
 	row("Process RSS, max (MiB)", func(r *result) string { return fmt.Sprintf("%.1f", mib(r.rssMax)) })
 	row("  RSS mean ÷ Nodes (KiB)", func(r *result) string { return fmt.Sprintf("%.1f", float64(r.rssMean)/1024/float64(r.nodes)) })
+	for i := range o.shards {
+		if o.shards == 1 {
+			break
+		}
+		row(fmt.Sprintf("  shard %d: CPU (cores), RSS mean / max (MiB)", i), func(r *result) string {
+			if i >= len(r.shards) {
+				return "–"
+			}
+			s := r.shards[i]
+			return fmt.Sprintf("%.3f, %.1f / %.1f", s.cores, mib(s.rssMean), mib(s.rssMax))
+		})
+	}
 	row("**API writes / min / Node**", func(r *result) string { return fmt.Sprintf("**%.2f**", r.perNodeMin(r.writes)) })
 	row("API requests (all) / min / Node", func(r *result) string { return fmt.Sprintf("%.2f", r.perNodeMin(r.total)) })
 	row("kube-apiserver CPU (cores)", func(r *result) string { return fmt.Sprintf("%.3f", r.componentCores["kube-apiserver"]) })
@@ -352,8 +376,8 @@ func describeBad(m map[string]string) string {
 }
 
 // writeSection replaces the bench-scale section of the file at path with section, or appends it.
-func writeSection(path string, nodes []int, section string) error {
-	beginMarker, endMarker := markers(nodes)
+func writeSection(path string, nodes []int, shards int, section string) error {
+	beginMarker, endMarker := markers(nodes, shards)
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return err

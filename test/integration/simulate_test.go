@@ -726,7 +726,7 @@ func TestSimulateRBAC(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, out = runSimulateToExit(t, "--kubeconfig="+bare, "--nodes=3", "--node-name-prefix="+prefix)
-	want := `user "system:serviceaccount:nodeagent-simulation-bare:nobody" may not create nodes, get nodes, list nodes, watch nodes, patch nodes/status, ` +
+	want := `user "system:serviceaccount:nodeagent-simulation-bare:nobody" may not create nodes, get nodes, list nodes, watch nodes, patch nodes, patch nodes/status, ` +
 		`create leases.coordination.k8s.io in kube-node-lease, get leases.coordination.k8s.io in kube-node-lease, update leases.coordination.k8s.io in kube-node-lease; ` +
 		`the simulation needs the RBAC in docs/simulation.md`
 	if code != 1 || !strings.Contains(out, want) {

@@ -1,0 +1,291 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/nodeagent/nodeagent/pkg/simulation"
+)
+
+// Defaults of `nodeagent simulate ctl`: where deploy/kubernetes/simulate puts the simulation.
+const (
+	defaultSimNamespace   = "nodeagent-simulation"
+	defaultSimStatefulSet = "nodeagent-simulate"
+)
+
+// ctlOptions is the command line of `nodeagent simulate ctl`.
+type ctlOptions struct {
+	kubeconfig  string
+	namespace   string
+	statefulSet string
+	// nodes, prefix, shards and port override what the StatefulSet's pod template says (0 or "": its).
+	nodes  int
+	prefix string
+	shards int
+	port   int
+	list   bool
+	change simulation.Change
+}
+
+// ctlChangeFlags are the flags of a Change, by field.
+var ctlChangeFlags = []struct {
+	name, help string
+	field      func(*simulation.Change) **bool
+}{
+	{"runtime-ready", "Whether the Node's container runtime answers RuntimeReady.", func(c *simulation.Change) **bool { return &c.RuntimeReady }},
+	{"network-ready", "Whether the Node's container runtime answers NetworkReady.", func(c *simulation.Change) **bool { return &c.NetworkReady }},
+	{"memory-pressure", "Whether the Node's host reports memory pressure.", func(c *simulation.Change) **bool { return &c.MemoryPressure }},
+	{"disk-pressure", "Whether the Node's host reports disk pressure.", func(c *simulation.Change) **bool { return &c.DiskPressure }},
+	{"pid-pressure", "Whether the Node's host reports PID pressure.", func(c *simulation.Change) **bool { return &c.PIDPressure }},
+	{"stopped", "Stop the Node's agent (true: no status, no Lease) or start it again (false).", func(c *simulation.Change) **bool { return &c.Stopped }},
+}
+
+// newSimulateCtlCommand returns `nodeagent simulate ctl`.
+func newSimulateCtlCommand() *cobra.Command {
+	o := &ctlOptions{namespace: defaultSimNamespace, statefulSet: defaultSimStatefulSet}
+	values := make([]bool, len(ctlChangeFlags))
+	fs := pflag.NewFlagSet("ctl", pflag.ContinueOnError)
+	fs.StringVar(&o.kubeconfig, "kubeconfig", o.kubeconfig, "kubeconfig of an identity that may get the StatefulSet and create/get pods/proxy in --namespace (default: $KUBECONFIG, ~/.kube/config).")
+	fs.StringVarP(&o.namespace, "namespace", "n", o.namespace, "Namespace of the simulation's StatefulSet.")
+	fs.StringVar(&o.statefulSet, "statefulset", o.statefulSet, "Name of the simulation's StatefulSet; its pod <name>-<I> runs shard I.")
+	fs.IntVar(&o.nodes, "nodes", 0, "Nodes per shard (default: the StatefulSet's --nodes).")
+	fs.StringVar(&o.prefix, "node-name-prefix", "", "Prefix of the Node names (default: the StatefulSet's --node-name-prefix).")
+	fs.IntVar(&o.shards, "shards", 0, "Number of shards (default: the StatefulSet's --shards).")
+	fs.IntVar(&o.port, "port", 0, "Port of the shards' control API (default: the pod's first declared container port, the overlay's \"http\", 10248).")
+	fs.BoolVar(&o.list, "list", false, "List every shard's Nodes and a summary.")
+	for i, f := range ctlChangeFlags {
+		fs.BoolVar(&values[i], f.name, false, f.help)
+	}
+	cmd := &cobra.Command{
+		Use:   "ctl NODE [--runtime-ready=false|--network-ready=...|--memory-pressure=...|--disk-pressure=...|--pid-pressure=...|--stopped=...] | ctl --list",
+		Short: "Control a simulated Node of a sharded simulation from outside the cluster, through the API server's pod proxy",
+		Long: `ctl finds the shard that owns NODE (from its global index and the StatefulSet's --nodes per shard)
+and sends the change to that shard's pod through the API server's pod proxy
+(/api/v1/namespaces/<ns>/pods/<statefulset>-<I>[:<port>]/proxy/simulation/nodes/NODE); without a change it
+prints the Node's state. --list prints every shard's Nodes with a summary. The shards must run with
+--control-allow-proxy (deploy/kubernetes/simulate does); the identity needs get on the StatefulSet and
+get/create on pods/proxy in the namespace.`,
+		Args:          cobra.MaximumNArgs(1),
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			for i, f := range ctlChangeFlags {
+				if fs.Changed(f.name) {
+					*f.field(&o.change) = &values[i]
+				}
+			}
+			switch {
+			case o.list && len(args) > 0:
+				return fmt.Errorf("--list: takes no NODE (got %q)", args[0])
+			case !o.list && len(args) == 0:
+				return errors.New("ctl: give a NODE, or --list")
+			case o.list && !o.change.Empty():
+				return errors.New("--list: takes no change flag")
+			}
+			node := ""
+			if len(args) > 0 {
+				node = args[0]
+			}
+			return runSimulateCtl(cmd.Context(), cmd.OutOrStdout(), o, node)
+		},
+	}
+	cmd.Flags().AddFlagSet(fs)
+	return cmd
+}
+
+// simLayout is how a simulation is laid out over its StatefulSet's pods.
+type simLayout struct {
+	nodes, shards, port int
+	prefix              string
+}
+
+// owner returns the shard that runs node, or an error saying why node is none of the simulation's.
+func (l simLayout) owner(node string) (int, error) {
+	i, ok := simulation.ParseNodeName(node, l.prefix, simulation.NameDigits(l.nodes*l.shards))
+	if !ok {
+		return 0, fmt.Errorf("node %q: not a simulated Node name of this simulation (%s followed by %d digits)", node, l.prefix, simulation.NameDigits(l.nodes*l.shards))
+	}
+	shard := simulation.Owner(i, l.nodes)
+	if shard >= l.shards {
+		return 0, fmt.Errorf("node %q: index %d is beyond the simulation's %d Nodes (%d shards of %d)", node, i, l.nodes*l.shards, l.shards, l.nodes)
+	}
+	return shard, nil
+}
+
+// layoutFromStatefulSet reads --nodes, --node-name-prefix and --shards from the StatefulSet's
+// nodeagent container; o's non-zero values (and o.port: 0 means the pod's first container port, which
+// the API server's pod proxy takes when none is named) override them.
+func layoutFromStatefulSet(sts *appsv1.StatefulSet, o *ctlOptions) (simLayout, error) {
+	l := simLayout{nodes: 100, shards: 1, prefix: "sim-node-"}
+	found := false
+	for _, c := range sts.Spec.Template.Spec.Containers {
+		args := append(append([]string(nil), c.Command...), c.Args...)
+		if !containsArg(args, "simulate") {
+			continue
+		}
+		found = true
+		for _, a := range args {
+			k, v, ok := strings.Cut(a, "=")
+			if !ok {
+				continue
+			}
+			var err error
+			switch k {
+			case "--nodes":
+				l.nodes, err = strconv.Atoi(v)
+			case "--shards":
+				l.shards, err = strconv.Atoi(v)
+			case "--node-name-prefix":
+				l.prefix = v
+			}
+			if err != nil {
+				return l, fmt.Errorf("statefulset %s/%s: argument %q: %w", sts.Namespace, sts.Name, a, err)
+			}
+		}
+	}
+	if !found {
+		return l, fmt.Errorf("statefulset %s/%s: no container runs `nodeagent simulate`", sts.Namespace, sts.Name)
+	}
+	if o.nodes > 0 {
+		l.nodes = o.nodes
+	}
+	if o.shards > 0 {
+		l.shards = o.shards
+	}
+	if o.port > 0 {
+		l.port = o.port
+	}
+	if o.prefix != "" {
+		l.prefix = o.prefix
+	}
+	if l.nodes < 1 || l.shards < 1 {
+		return l, fmt.Errorf("statefulset %s/%s: --nodes %d --shards %d: must be at least 1", sts.Namespace, sts.Name, l.nodes, l.shards)
+	}
+	return l, nil
+}
+
+func containsArg(args []string, want string) bool {
+	for _, a := range args {
+		if a == want {
+			return true
+		}
+	}
+	return false
+}
+
+// runSimulateCtl applies o.change to node (or prints its state), or lists every shard's Nodes.
+func runSimulateCtl(ctx context.Context, out io.Writer, o *ctlOptions, node string) error {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = o.kubeconfig
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return fmt.Errorf("--kubeconfig %q: %w", o.kubeconfig, err)
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("--kubeconfig %q: %w", o.kubeconfig, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	sts, err := client.AppsV1().StatefulSets(o.namespace).Get(ctx, o.statefulSet, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("--statefulset %q in --namespace %q: %w", o.statefulSet, o.namespace, err)
+	}
+	l, err := layoutFromStatefulSet(sts, o)
+	if err != nil {
+		return err
+	}
+	c := shardClient{client: client, namespace: o.namespace, statefulSet: o.statefulSet, port: l.port}
+	if o.list {
+		all := simulation.List{}
+		for shard := range l.shards {
+			var part simulation.List
+			if err := c.do(ctx, shard, "GET", "nodes", nil, &part); err != nil {
+				return err
+			}
+			all.Nodes = append(all.Nodes, part.Nodes...)
+			s := &all.Summary
+			s.Total, s.Pending, s.Running, s.Stopped = s.Total+part.Summary.Total, s.Pending+part.Summary.Pending, s.Running+part.Summary.Running, s.Stopped+part.Summary.Stopped
+			s.Ready, s.NotReady = s.Ready+part.Summary.Ready, s.NotReady+part.Summary.NotReady
+		}
+		return writeIndented(out, all)
+	}
+	shard, err := l.owner(node)
+	if err != nil {
+		return err
+	}
+	var st simulation.NodeState
+	if o.change.Empty() {
+		err = c.do(ctx, shard, "GET", "nodes/"+node, nil, &st)
+	} else {
+		body, merr := json.Marshal(o.change)
+		if merr != nil {
+			return merr
+		}
+		err = c.do(ctx, shard, "POST", "nodes/"+node, body, &st)
+	}
+	if err != nil {
+		return err
+	}
+	return writeIndented(out, st)
+}
+
+// shardClient reaches the shards' control API through the API server's pod proxy.
+type shardClient struct {
+	client                 kubernetes.Interface
+	namespace, statefulSet string
+	port                   int
+}
+
+// do sends method to /simulation/<path> of shard's pod and decodes the JSON answer into into. The
+// error names the pod and carries the shard's one-line answer.
+func (c shardClient) do(ctx context.Context, shard int, method, path string, body []byte, into any) error {
+	pod := fmt.Sprintf("%s-%d", c.statefulSet, shard)
+	target := pod
+	if c.port > 0 {
+		target = fmt.Sprintf("%s:%d", pod, c.port)
+	}
+	req := c.client.CoreV1().RESTClient().Verb(method).Namespace(c.namespace).Resource("pods").
+		Name(target).SubResource("proxy").Suffix("simulation", path)
+	if body != nil {
+		req = req.SetHeader("Content-Type", "application/json").Body(body)
+	}
+	raw, err := req.DoRaw(ctx)
+	if err != nil {
+		msg := strings.TrimSpace(string(raw))
+		if msg != "" && !strings.Contains(err.Error(), msg) {
+			return fmt.Errorf("shard %d (pod %s/%s): %w: %s", shard, c.namespace, pod, err, msg)
+		}
+		return fmt.Errorf("shard %d (pod %s/%s): %w", shard, c.namespace, pod, err)
+	}
+	if err := json.Unmarshal(raw, into); err != nil {
+		return fmt.Errorf("shard %d (pod %s/%s): answer %q: %w", shard, c.namespace, pod, truncate(string(raw), 200), err)
+	}
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+func writeIndented(out io.Writer, v any) error {
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

@@ -1,0 +1,143 @@
+package deploy
+
+import (
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"sigs.k8s.io/yaml"
+)
+
+const simDir = "deploy/kubernetes/simulate"
+
+// simObjects strictly decodes every manifest of deploy/kubernetes/simulate.
+func simObjects(t *testing.T) (sts *appsv1.StatefulSet, roles map[string][]rbacv1.PolicyRule, svc *corev1.Service) {
+	t.Helper()
+	roles = map[string][]rbacv1.PolicyRule{}
+	paths, err := filepath.Glob(filepath.Join(repoRoot(t), simDir, "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range paths {
+		if filepath.Base(p) == kustomization {
+			continue
+		}
+		objs, err := decodeDocs([]byte(readRepoFile(t, filepath.Join(simDir, filepath.Base(p)))))
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		for _, obj := range objs {
+			switch o := obj.(type) {
+			case *appsv1.StatefulSet:
+				sts = o
+			case *corev1.Service:
+				svc = o
+			case *rbacv1.ClusterRole:
+				roles["cluster/"+o.Name] = o.Rules
+			case *rbacv1.Role:
+				roles[o.Namespace+"/"+o.Name] = o.Rules
+			case *corev1.Namespace, *corev1.ServiceAccount, *rbacv1.ClusterRoleBinding, *rbacv1.RoleBinding:
+			default:
+				t.Fatalf("%s: unexpected object %T", p, obj)
+			}
+		}
+	}
+	if sts == nil || svc == nil {
+		t.Fatalf("%s: want a StatefulSet and a Service", simDir)
+	}
+	return sts, roles, svc
+}
+
+// TestSimulateOverlay: the StatefulSet is what docs/simulation.md says (Parallel, the pod name from the
+// downward API, the shard index from it, --shards from the replicas through the kustomization's
+// replacement, Nodes deleted on exit, the control API through the pod proxy, resources without a CPU
+// limit), its Service is headless, and the roles grant exactly what a shard does.
+func TestSimulateOverlay(t *testing.T) {
+	sts, roles, svc := simObjects(t)
+	if sts.Spec.PodManagementPolicy != appsv1.ParallelPodManagement {
+		t.Errorf("podManagementPolicy %q, want Parallel", sts.Spec.PodManagementPolicy)
+	}
+	if svc.Spec.ClusterIP != corev1.ClusterIPNone || sts.Spec.ServiceName != svc.Name {
+		t.Errorf("service %s clusterIP %q, StatefulSet serviceName %q: want a headless governing Service", svc.Name, svc.Spec.ClusterIP, sts.Spec.ServiceName)
+	}
+	c := sts.Spec.Template.Spec.Containers[0]
+	for _, want := range []string{"simulate", "--shards=REPLICAS", "--shard-index-from-pod-name", "--delete-nodes-on-exit=true", "--control-allow-proxy"} {
+		if !slices.Contains(c.Args, want) {
+			t.Errorf("args %q lack %q", c.Args, want)
+		}
+	}
+	env := map[string]string{}
+	for _, e := range c.Env {
+		if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
+			env[e.Name] = e.ValueFrom.FieldRef.FieldPath
+		}
+	}
+	if env["POD_NAME"] != "metadata.name" || env["POD_NAMESPACE"] != "metadata.namespace" {
+		t.Errorf("env %v: want POD_NAME and POD_NAMESPACE from the downward API", env)
+	}
+	if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() || c.Resources.Limits.Memory().IsZero() {
+		t.Errorf("resources %v: want CPU and memory requests and a memory limit", c.Resources)
+	}
+	if !c.Resources.Limits.Cpu().IsZero() {
+		t.Errorf("CPU limit %v: throttling would delay the Leases", c.Resources.Limits.Cpu())
+	}
+
+	var k struct {
+		Replicas []struct {
+			Name  string `json:"name"`
+			Count int32  `json:"count"`
+		} `json:"replicas"`
+		Replacements []struct {
+			Source struct {
+				Kind, Name, FieldPath string
+			} `json:"source"`
+			Targets []struct {
+				FieldPaths []string `json:"fieldPaths"`
+			} `json:"targets"`
+		} `json:"replacements"`
+	}
+	if err := yaml.Unmarshal([]byte(readRepoFile(t, filepath.Join(simDir, kustomization))), &k); err != nil {
+		t.Fatal(err)
+	}
+	if len(k.Replicas) != 1 || k.Replicas[0].Name != sts.Name || sts.Spec.Replicas == nil || k.Replicas[0].Count != *sts.Spec.Replicas {
+		t.Errorf("kustomization replicas %+v, StatefulSet replicas %v: want one entry for %s, equal", k.Replicas, sts.Spec.Replicas, sts.Name)
+	}
+	if len(k.Replacements) != 1 || k.Replacements[0].Source.FieldPath != "spec.replicas" || len(k.Replacements[0].Targets) != 1 ||
+		!strings.Contains(strings.Join(k.Replacements[0].Targets[0].FieldPaths, ","), "--shards=REPLICAS") {
+		t.Errorf("replacements %+v: want spec.replicas copied into --shards=", k.Replacements)
+	}
+
+	type grant struct{ scope, group, resource, verb string }
+	var got []grant
+	for scope, rules := range roles {
+		for _, r := range rules {
+			for _, g := range r.APIGroups {
+				for _, res := range r.Resources {
+					for _, v := range r.Verbs {
+						got = append(got, grant{strings.SplitN(scope, "/", 2)[0], g, res, v})
+					}
+				}
+			}
+		}
+	}
+	want := []grant{
+		{"cluster", "", "nodes", "create"}, {"cluster", "", "nodes", "get"}, {"cluster", "", "nodes", "list"},
+		{"cluster", "", "nodes", "watch"}, {"cluster", "", "nodes", "patch"}, {"cluster", "", "nodes", "delete"},
+		{"cluster", "", "nodes/status", "patch"},
+		{"kube-node-lease", "coordination.k8s.io", "leases", "create"}, {"kube-node-lease", "coordination.k8s.io", "leases", "get"},
+		{"kube-node-lease", "coordination.k8s.io", "leases", "update"},
+		{"default", "", "events", "create"}, {"default", "", "events", "patch"},
+	}
+	cmp := func(a, b grant) int {
+		return strings.Compare(a.scope+a.group+a.resource+a.verb, b.scope+b.group+b.resource+b.verb)
+	}
+	slices.SortFunc(got, cmp)
+	slices.SortFunc(want, cmp)
+	if !slices.Equal(got, want) {
+		t.Errorf("grants\n%v\nwant exactly\n%v", got, want)
+	}
+}
