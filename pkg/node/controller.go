@@ -672,7 +672,7 @@ func ProcessInstance() string {
 	return fmt.Sprintf("%s_%d_%d", host, os.Getpid(), processStart.UnixNano())
 }
 
-var processStart = time.Now()
+var processStart = clock.RealClock{}.Now()
 
 // closeAllConns is the repeated heartbeat failure hook: the scheduler closes the connections when
 // the process's heartbeats fail as a whole.

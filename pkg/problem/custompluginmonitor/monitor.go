@@ -53,7 +53,7 @@ func New(path string, config *cpmtypes.CustomPluginConfig, clk clock.PassiveCloc
 		path:      path,
 		config:    *config,
 		clock:     clk,
-		newRunner: func(c cpmtypes.CustomPluginConfig) Runner { return newPluginRunner(c) },
+		newRunner: func(c cpmtypes.CustomPluginConfig) Runner { return newPluginRunner(c, clk) },
 	}
 	m.conditions = initialConditions(m.config.DefaultConditions, clk.Now())
 	return m

@@ -12,6 +12,7 @@ import (
 
 	"k8s.io/klog/v2"
 	cpmtypes "k8s.io/node-problem-detector/pkg/custompluginmonitor/types"
+	"k8s.io/utils/clock"
 )
 
 const (
@@ -44,6 +45,7 @@ const (
 // output pipes closed.
 type pluginRunner struct {
 	config  cpmtypes.CustomPluginConfig
+	clock   clock.PassiveClock // times each plugin run, for its log line
 	results chan cpmtypes.Result
 	slots   chan struct{}
 
@@ -52,9 +54,13 @@ type pluginRunner struct {
 	done     chan struct{}
 }
 
-func newPluginRunner(config cpmtypes.CustomPluginConfig) *pluginRunner {
+func newPluginRunner(config cpmtypes.CustomPluginConfig, clk clock.PassiveClock) *pluginRunner {
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
 	return &pluginRunner{
 		config:  config,
+		clock:   clk,
 		results: make(chan cpmtypes.Result, resultBuffer),
 		slots:   make(chan struct{}, *config.PluginGlobalConfig.Concurrency),
 		stop:    make(chan struct{}),
@@ -102,13 +108,13 @@ func (p *pluginRunner) runRules() {
 		p.slots <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-p.slots }()
-			start := time.Now()
+			start := p.clock.Now()
 			status, message := p.run(*rule)
 			level := klog.Level(3)
 			if status != cpmtypes.OK {
 				level = 2
 			}
-			klog.V(level).InfoS("Plugin finished", "path", rule.Path, "reason", rule.Reason, "exitStatus", status, "duration", time.Since(start))
+			klog.V(level).InfoS("Plugin finished", "path", rule.Path, "reason", rule.Reason, "exitStatus", status, "duration", p.clock.Since(start))
 			p.results <- cpmtypes.Result{Rule: rule, ExitStatus: status, Message: message}
 		})
 	}

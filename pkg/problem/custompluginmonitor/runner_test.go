@@ -60,7 +60,7 @@ func TestRunnerMatchesNPD(t *testing.T) {
 	_, cfg := loadConfig(t, `{"plugin":"custom","source":"s","pluginConfig":{"invoke_interval":"1h","timeout":"700ms","max_output_length":40,"concurrency":8},
 		"conditions":[],"rules":[`+strings.Join(rules, ",")+`]}`)
 	npd := collect(t, plugin.NewPlugin(*cfg), len(cases))
-	ours := collect(t, newPluginRunner(*cfg), len(cases))
+	ours := collect(t, newPluginRunner(*cfg, nil), len(cases))
 	for _, c := range cases {
 		n, o := npd[c.reason], ours[c.reason]
 		t.Logf("%-8s NPD %v %q | nodeagent %v %q", c.reason, n.ExitStatus, n.Message, o.ExitStatus, o.Message)
@@ -92,7 +92,7 @@ func TestRunnerGrandchildKeepsStdoutOpen(t *testing.T) {
 		"conditions":[{"type":"T","reason":"Fine"}],
 		"rules":[{"type":"permanent","condition":"T","reason":"Broken","path":"`+script+`"}]}`)
 
-	r := newPluginRunner(*cfg)
+	r := newPluginRunner(*cfg, nil)
 	start := time.Now()
 	go r.Run()
 	for round := range 2 {
