@@ -5,12 +5,12 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
-	"k8s.io/utils/ptr"
 	"net"
 	"sync/atomic"
 
 	cadvisorapi "github.com/google/cadvisor/lib/model"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
 
 	"github.com/nodeagent/nodeagent/pkg/node"
 )

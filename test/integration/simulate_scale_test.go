@@ -26,7 +26,7 @@ import (
 // $SIMULATE_SCALE_SETTLE (default 30s) of steady state, the Go heap after a forced GC, the goroutines
 // and RSS, and the CPU used over the next $SIMULATE_SCALE_WINDOW (default 60s), per Node and per 1000
 // Nodes; with $SIMULATE_SCALE_PROFILES set to a directory, it saves the heap and goroutine profiles
-// there (<N>-heap.pprof, for go tool pprof). Run it alone with make bench-sim (build tag scale, not part of make test).
+// there (<N>-heap.pprof, for go tool pprof) with a CPU profile of $SIMULATE_SCALE_PROFILE_CPU (default 15s). Run it alone with make bench-sim (build tag scale, not part of make test).
 func TestSimulateScale(t *testing.T) {
 	spec := os.Getenv("SIMULATE_SCALE_NODES")
 	if spec == "" {
@@ -100,7 +100,8 @@ func measureSimulation(t *testing.T, nodes int, settle, window time.Duration) {
 		t.Fatal(err)
 	}
 	if dir := os.Getenv("SIMULATE_SCALE_PROFILES"); dir != "" {
-		for _, p := range []string{"heap?gc=1", "goroutine", "profile?seconds=15"} {
+		profileCPU := envDuration(t, "SIMULATE_SCALE_PROFILE_CPU", 15*time.Second)
+		for _, p := range []string{"heap?gc=1", "goroutine", fmt.Sprintf("profile?seconds=%d", int(profileCPU.Seconds()))} {
 			body, err := getProfile(ctx, sim.base+"/debug/pprof/"+p)
 			if err != nil {
 				t.Fatal(err)
@@ -192,7 +193,7 @@ func measureOutage(t *testing.T, cp *framework.ControlPlane, nodes int, d time.D
 
 // getProfile GETs a pprof endpoint (a CPU profile takes its seconds) and returns the body.
 func getProfile(ctx context.Context, url string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
