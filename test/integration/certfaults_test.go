@@ -16,7 +16,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -24,6 +23,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/nodeagent/nodeagent/internal/fulldisk"
 	"github.com/nodeagent/nodeagent/test/framework"
 )
 
@@ -342,21 +342,7 @@ func TestBootstrapDiskFull(t *testing.T) {
 	ctrd := startContainerd(t, true)
 	dir := t.TempDir()
 	certDir := filepath.Join(dir, "pki")
-	if err := os.MkdirAll(certDir, 0o750); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Mount("tmpfs", certDir, "tmpfs", 0, "size=16k"); err != nil {
-		t.Fatalf("cannot mount a tmpfs (the tests run as root, as CI does): %v", err)
-	}
-	t.Cleanup(func() { _ = syscall.Unmount(certDir, syscall.MNT_DETACH) })
-	filler := filepath.Join(certDir, "filler")
-	f, err := os.Create(filler)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, werr := f.Write(make([]byte, 4096)); werr == nil; _, werr = f.Write(make([]byte, 4096)) {
-	}
-	f.Close()
+	filler := fulldisk.Mount(t, certDir)
 
 	a := framework.StartTestAgent(t.Context(), t, framework.AgentOptions{
 		Dir: dir, NodeName: name, Kubeconfig: filepath.Join(dir, "node.kubeconfig"), RuntimeEndpoint: ctrd.Endpoint,
