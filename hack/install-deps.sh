@@ -79,7 +79,7 @@ if [[ -z $reason && "$(cat "$BIN/.tools.stamp" 2>/dev/null)" != "$stamp" ]]; the
   reason="${TOOLS#"$ROOT/"} changed since the last build (or no stamp)"
 fi
 if [[ -n $reason ]]; then
-  log "building ${BINARIES[*]} into ${BIN#"$ROOT/"}: $reason (cold: about 35 min on 2 cores, module downloads included)"
+  log "building ${BINARIES[*]} into ${BIN#"$ROOT/"}: $reason (cold: about 15 min on 2 cores, module downloads included)"
   start=$SECONDS
   (cd "$TOOLS" && go build -ldflags "$ldflags" -o "$BIN/" "${BINARIES[@]/#/./}")
   echo "$stamp" >"$BIN/.tools.stamp"

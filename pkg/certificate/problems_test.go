@@ -28,6 +28,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	restclient "k8s.io/client-go/rest"
 	"k8s.io/component-base/metrics/testutil"
+
+	"github.com/nodeagent/nodeagent/internal/fulldisk"
 )
 
 // events records the events a Manager emits.
@@ -284,23 +286,8 @@ func TestRequestErrorsAreReported(t *testing.T) {
 // left in --cert-dir, Status and the store metric say "no space left on device", and once there is
 // room again it is stored and the current link points at it.
 func TestStoreFailureKeepsIssuedCertificate(t *testing.T) {
-	dir := t.TempDir()
-	certDir := filepath.Join(dir, "pki")
-	if err := os.MkdirAll(certDir, 0o750); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Mount("tmpfs", certDir, "tmpfs", 0, "size=16k"); err != nil {
-		t.Fatalf("cannot mount a tmpfs for a full disk (the tests run as root, as CI does): %v", err)
-	}
-	t.Cleanup(func() { _ = syscall.Unmount(certDir, syscall.MNT_DETACH) })
-	filler := filepath.Join(certDir, "filler")
-	f, err := os.Create(filler)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, werr := f.Write(make([]byte, 4096)); werr == nil; _, werr = f.Write(make([]byte, 4096)) {
-	}
-	f.Close()
+	certDir := filepath.Join(t.TempDir(), "pki")
+	filler := fulldisk.Mount(t, certDir)
 
 	inBubble(t, func(t *testing.T) {
 		s := newSigner(t, time.Hour)

@@ -6,10 +6,14 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
 )
 
@@ -34,36 +38,34 @@ func listen(t *testing.T) *net.UnixConn {
 	return conn
 }
 
-// recv returns the next datagram on conn, failing the test after 10s.
-func recv(t *testing.T, conn *net.UnixConn) string {
+// queued returns every datagram already queued on conn, without waiting for
+// more: it reads with MSG_DONTWAIT until the socket is empty. A notification is
+// queued by the time the send returns (a unix datagram goes straight into the
+// receiver's buffer), so no test needs to wait for one in real time, and the
+// read never blocks inside a synctest bubble, where network I/O would not count
+// as durably blocked.
+func queued(t *testing.T, conn *net.UnixConn) []string {
 	t.Helper()
-	if err := conn.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
-		t.Fatalf("set deadline: %v", err)
-	}
-	buf := make([]byte, 4096)
-	n, err := conn.Read(buf)
+	rc, err := conn.SyscallConn()
 	if err != nil {
-		t.Fatalf("read notification: %v", err)
+		t.Fatalf("raw socket: %v", err)
 	}
-	return string(buf[:n])
-}
-
-// drain returns every datagram already queued on conn, without waiting for more.
-func drain(t *testing.T, conn *net.UnixConn) []string {
-	t.Helper()
 	var msgs []string
 	buf := make([]byte, 4096)
 	for {
-		if err := conn.SetReadDeadline(time.Now().Add(50 * time.Millisecond)); err != nil {
-			t.Fatalf("set deadline: %v", err)
-		}
-		n, err := conn.Read(buf)
-		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				return msgs
-			}
+		var n int
+		var rerr error
+		if err := rc.Read(func(fd uintptr) bool {
+			n, _, rerr = syscall.Recvfrom(int(fd), buf, syscall.MSG_DONTWAIT)
+			return true
+		}); err != nil {
 			t.Fatalf("read notification: %v", err)
+		}
+		if errors.Is(rerr, syscall.EAGAIN) {
+			return msgs
+		}
+		if rerr != nil {
+			t.Fatalf("read notification: %v", rerr)
 		}
 		msgs = append(msgs, string(buf[:n]))
 	}
@@ -84,11 +86,8 @@ func TestNotify(t *testing.T) {
 			if err := tc.send(); err != nil {
 				t.Fatalf("send: %v", err)
 			}
-			if got := recv(t, conn); got != tc.want {
-				t.Errorf("systemd got %q, want %q", got, tc.want)
-			}
-			if extra := drain(t, conn); len(extra) != 0 {
-				t.Errorf("systemd got extra notifications %q", extra)
+			if got := queued(t, conn); !slices.Equal(got, []string{tc.want}) {
+				t.Errorf("systemd got %q, want [%q]", got, tc.want)
 			}
 		})
 	}
@@ -189,38 +188,42 @@ func TestPingPeriod(t *testing.T) {
 	}
 }
 
-// startWatchdog runs RunWatchdog in the background with the fake clock and a
-// health check that returns whatever the test sends on the returned channel,
-// so each check happens exactly when the test hands it a result. stop cancels
-// the context and returns RunWatchdog's error.
-func startWatchdog(t *testing.T, clk *testingclock.FakeClock) (results chan<- error, stop func() error) {
+// startWatchdog runs RunWatchdog in the background with clk and a health check
+// that returns whatever the test sends on the returned channel, so each check
+// happens exactly when the test hands it a result. Call it inside a synctest
+// bubble. stop cancels the context and returns RunWatchdog's error, failing
+// the test if RunWatchdog has not returned once the bubble has settled.
+func startWatchdog(t *testing.T, clk clock.WithTicker) (results chan<- error, stop func() error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	res := make(chan error)
 	done := make(chan error, 1)
 	go func() { done <- RunWatchdog(ctx, clk, func() error { return <-res }) }()
 	stop = func() error {
+		t.Helper()
 		cancel()
+		synctest.Wait()
 		select {
 		case err := <-done:
 			return err
-		case <-time.After(10 * time.Second):
+		default:
 			t.Fatal("RunWatchdog did not return after its context ended")
 			return nil
 		}
 	}
-	t.Cleanup(func() { cancel() })
+	t.Cleanup(cancel)
 	return res, stop
 }
 
-// check hands the watchdog loop one health result, failing if the loop does
-// not ask for one within 10s.
-func check(t *testing.T, results chan<- error, result error) {
-	t.Helper()
+// checking reports whether the watchdog loop, once the bubble has settled, is
+// waiting in its health check; if it is, it hands it result.
+func checking(results chan<- error, result error) bool {
+	synctest.Wait()
 	select {
 	case results <- result:
-	case <-time.After(10 * time.Second):
-		t.Fatal("watchdog did not check health")
+		return true
+	default:
+		return false
 	}
 }
 
@@ -229,43 +232,56 @@ func TestRunWatchdog(t *testing.T) {
 	conn := listen(t)
 	t.Setenv("WATCHDOG_USEC", strconv.FormatInt(timeout.Microseconds(), 10))
 	t.Setenv("WATCHDOG_PID", strconv.Itoa(os.Getpid()))
-	clk := testingclock.NewFakeClock(time.Unix(0, 0))
-	results, stop := startWatchdog(t, clk)
+	synctest.Test(t, func(t *testing.T) {
+		clk := testingclock.NewFakeClock(time.Unix(0, 0))
+		results, stop := startWatchdog(t, clk)
 
-	// Healthy at start: an immediate ping.
-	check(t, results, nil)
-	if got := recv(t, conn); got != "WATCHDOG=1" {
-		t.Fatalf("first ping: got %q, want WATCHDOG=1", got)
-	}
+		// Healthy at start: an immediate ping.
+		if !checking(results, nil) {
+			t.Fatal("no health check at start")
+		}
+		synctest.Wait()
+		if got := queued(t, conn); !slices.Equal(got, []string{"WATCHDOG=1"}) {
+			t.Fatalf("first ping: got %q, want [WATCHDOG=1]", got)
+		}
 
-	// Nothing happens before half the timeout has passed.
-	for !clk.HasWaiters() {
-		time.Sleep(time.Millisecond)
-	}
-	clk.Step(timeout/2 - time.Nanosecond)
-	select {
-	case results <- nil:
-		t.Fatal("health checked before timeout/2 had passed")
-	case <-time.After(100 * time.Millisecond):
-	}
+		// Nothing happens before half the timeout has passed.
+		synctest.Wait()
+		if !clk.HasWaiters() {
+			t.Fatal("no ticker waiting after the first ping")
+		}
+		clk.Step(timeout/2 - time.Nanosecond)
+		if checking(results, nil) {
+			t.Fatal("health checked before timeout/2 had passed")
+		}
 
-	// Unhealthy at timeout/2: no ping.
-	clk.Step(time.Nanosecond)
-	check(t, results, errors.New("container runtime is down"))
+		// Unhealthy at timeout/2: no ping.
+		clk.Step(time.Nanosecond)
+		if !checking(results, errors.New("container runtime is down")) {
+			t.Fatal("no health check at timeout/2")
+		}
+		synctest.Wait()
+		if got := queued(t, conn); len(got) != 0 {
+			t.Fatalf("systemd got %q; an unhealthy check must not ping", got)
+		}
 
-	// Healthy again at timeout: a ping.
-	clk.Step(timeout / 2)
-	check(t, results, nil)
-	if got := recv(t, conn); got != "WATCHDOG=1" {
-		t.Fatalf("ping after recovery: got %q, want WATCHDOG=1", got)
-	}
+		// Healthy again at timeout: a ping.
+		clk.Step(timeout / 2)
+		if !checking(results, nil) {
+			t.Fatal("no health check at timeout")
+		}
+		synctest.Wait()
+		if got := queued(t, conn); !slices.Equal(got, []string{"WATCHDOG=1"}) {
+			t.Fatalf("ping after recovery: got %q, want [WATCHDOG=1]", got)
+		}
 
-	if err := stop(); err != nil {
-		t.Errorf("RunWatchdog returned %v, want nil", err)
-	}
-	if extra := drain(t, conn); len(extra) != 0 {
-		t.Errorf("systemd got extra notifications %q; an unhealthy check must not ping", extra)
-	}
+		if err := stop(); err != nil {
+			t.Errorf("RunWatchdog returned %v, want nil", err)
+		}
+		if extra := queued(t, conn); len(extra) != 0 {
+			t.Errorf("systemd got extra notifications %q", extra)
+		}
+	})
 }
 
 func TestRunWatchdogDisabled(t *testing.T) {
@@ -289,26 +305,26 @@ func TestRunWatchdogDisabled(t *testing.T) {
 			}
 			t.Setenv("WATCHDOG_USEC", tc.usec)
 			t.Setenv("WATCHDOG_PID", tc.pid)
-			clk := testingclock.NewFakeClock(time.Unix(0, 0))
-			results, stop := startWatchdog(t, clk)
+			synctest.Test(t, func(t *testing.T) {
+				clk := testingclock.NewFakeClock(time.Unix(0, 0))
+				results, stop := startWatchdog(t, clk)
 
-			// It blocks without checking health or starting a ticker.
-			select {
-			case results <- nil:
-				t.Fatal("health checked with no watchdog")
-			case <-time.After(100 * time.Millisecond):
-			}
-			if clk.HasWaiters() {
-				t.Error("ticker started with no watchdog")
-			}
-			if err := stop(); err != nil {
-				t.Errorf("RunWatchdog returned %v, want nil", err)
-			}
-			if conn != nil {
-				if msgs := drain(t, conn); len(msgs) != 0 {
-					t.Errorf("systemd got %q with no watchdog", msgs)
+				// It blocks without checking health or starting a ticker.
+				if checking(results, nil) {
+					t.Fatal("health checked with no watchdog")
 				}
-			}
+				if clk.HasWaiters() {
+					t.Error("ticker started with no watchdog")
+				}
+				if err := stop(); err != nil {
+					t.Errorf("RunWatchdog returned %v, want nil", err)
+				}
+				if conn != nil {
+					if msgs := queued(t, conn); len(msgs) != 0 {
+						t.Errorf("systemd got %q with no watchdog", msgs)
+					}
+				}
+			})
 		})
 	}
 }
@@ -322,18 +338,40 @@ func TestRunWatchdogInvalidEnv(t *testing.T) {
 	}
 }
 
+// TestRunWatchdogNilHealthy: with a nil health check and a nil clock (the real
+// one, which inside the bubble is the bubble's), RunWatchdog pings at once and
+// then every timeout/2.
 func TestRunWatchdogNilHealthy(t *testing.T) {
 	conn := listen(t)
 	t.Setenv("WATCHDOG_USEC", "2000000")
 	t.Setenv("WATCHDOG_PID", "")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- RunWatchdog(ctx, testingclock.NewFakeClock(time.Unix(0, 0)), nil) }()
-	if got := recv(t, conn); got != "WATCHDOG=1" {
-		t.Errorf("got %q, want WATCHDOG=1", got)
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Errorf("RunWatchdog returned %v, want nil", err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- RunWatchdog(ctx, nil, nil) }()
+		synctest.Wait()
+		if got := queued(t, conn); !slices.Equal(got, []string{"WATCHDOG=1"}) {
+			t.Errorf("at start got %q, want [WATCHDOG=1]", got)
+		}
+		time.Sleep(time.Second - time.Nanosecond)
+		synctest.Wait()
+		if got := queued(t, conn); len(got) != 0 {
+			t.Errorf("before timeout/2 got %q, want nothing", got)
+		}
+		time.Sleep(time.Nanosecond)
+		synctest.Wait()
+		if got := queued(t, conn); !slices.Equal(got, []string{"WATCHDOG=1"}) {
+			t.Errorf("at timeout/2 got %q, want [WATCHDOG=1]", got)
+		}
+		cancel()
+		synctest.Wait()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("RunWatchdog returned %v, want nil", err)
+			}
+		default:
+			t.Fatal("RunWatchdog did not return after its context ended")
+		}
+	})
 }

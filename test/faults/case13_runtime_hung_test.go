@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -51,48 +50,6 @@ func (h *hungRuntime) ImageFsInfo(ctx context.Context, _ *runtimeapi.ImageFsInfo
 	return nil, h.hang(ctx)
 }
 
-// notifySocket listens for sd_notify datagrams and records when each state was first received.
-type notifySocket struct {
-	path string
-	mu   sync.Mutex
-	seen map[string]time.Time
-}
-
-func listenNotify(t *testing.T, dir string) *notifySocket {
-	t.Helper()
-	n := &notifySocket{path: filepath.Join(dir, "notify.sock"), seen: map[string]time.Time{}}
-	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: n.path, Net: "unixgram"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	go func() {
-		buf := make([]byte, 4096)
-		for {
-			k, _, err := conn.ReadFromUnix(buf)
-			if err != nil {
-				return
-			}
-			now := time.Now()
-			n.mu.Lock()
-			for _, line := range strings.Split(string(buf[:k]), "\n") {
-				if _, ok := n.seen[line]; !ok && line != "" {
-					n.seen[line] = now
-				}
-			}
-			n.mu.Unlock()
-		}
-	}()
-	return n
-}
-
-func (n *notifySocket) when(state string) (time.Time, bool) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	t, ok := n.seen[state]
-	return t, ok
-}
-
 // TestCase13RuntimeHung: with a runtime that answers Version but never Status (nor ListImages nor
 // ImageFsInfo), nodeagent's /healthz answers within 1 s of start, READY=1 reaches systemd within a few
 // seconds, the Node registers NotReady saying why, the Lease is created and renewed, and /healthz is
@@ -117,23 +74,22 @@ func TestCase13RuntimeHung(t *testing.T) {
 	runtimeapi.RegisterImageServiceServer(srv, h)
 	go func() { _ = srv.Serve(l) }()
 	t.Cleanup(func() { close(h.stop); srv.Stop() })
-	notify := listenNotify(t, dir)
+	notify := framework.ListenTestNotify(t, filepath.Join(dir, "notify.sock"))
 
 	start := time.Now()
 	a := startAgentWith(ctx, t, framework.AgentOptions{
 		Dir: agentDir(t, nodeRuntimeHung), NodeName: nodeRuntimeHung, Kubeconfig: suite.cp.KubeconfigFor(nodeRuntimeHung),
-		RuntimeEndpoint: "unix://" + sock, Args: agentArgs(), Env: []string{"NOTIFY_SOCKET=" + notify.path},
+		RuntimeEndpoint: "unix://" + sock, Args: agentArgs(), Env: []string{notify.Env()},
 	})
 	healthzAfter := time.Since(start) // StartAgent returns once /healthz answers
 	t.Logf("/healthz answered %v after exec", healthzAfter.Round(time.Millisecond))
 	if healthzAfter > time.Second {
 		t.Errorf("/healthz answered %v after exec, want within 1s", healthzAfter)
 	}
-	err = framework.WaitFor(ctx, 50*time.Millisecond, func() (bool, error) { _, ok := notify.when("READY=1"); return ok, nil })
+	readyAt, err := notify.Wait(ctx, "READY=1")
 	if err != nil {
 		t.Fatalf("no READY=1: %v", err)
 	}
-	readyAt, _ := notify.when("READY=1")
 	t.Logf("READY=1 %v after exec", readyAt.Sub(start).Round(time.Millisecond))
 	if d := readyAt.Sub(start); d > 3*time.Second {
 		t.Errorf("READY=1 %v after exec, want within a few seconds (3s)", d)

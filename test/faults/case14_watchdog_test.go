@@ -6,56 +6,21 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/nodeagent/nodeagent/test/framework"
 )
 
-// watchdogSocket is a NOTIFY_SOCKET as systemd listens on it: it records when each WATCHDOG=1 came.
-type watchdogSocket struct {
-	path  string
-	mu    sync.Mutex
-	pings []time.Time
-}
-
-func listenWatchdog(t *testing.T, dir string) *watchdogSocket {
-	t.Helper()
-	w := &watchdogSocket{path: filepath.Join(dir, "notify.sock")}
-	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: w.path, Net: "unixgram"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	go func() {
-		buf := make([]byte, 4096)
-		for {
-			k, _, err := conn.ReadFromUnix(buf)
-			if err != nil {
-				return
-			}
-			if strings.Contains(string(buf[:k]), "WATCHDOG=1") {
-				w.mu.Lock()
-				w.pings = append(w.pings, time.Now())
-				w.mu.Unlock()
-			}
-		}
-	}()
-	return w
-}
-
-// maxGap returns the longest time without WATCHDOG=1 between from and until (counting from from).
-func (w *watchdogSocket) maxGap(from, until time.Time) (time.Duration, int) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
+// maxGap returns the longest time without WATCHDOG=1 on s between from and until (counting from
+// from), and how many came in that time.
+func maxGap(s *framework.NotifySocket, from, until time.Time) (time.Duration, int) {
 	last, longest, n := from, time.Duration(0), 0
-	for _, p := range w.pings {
-		if p.Before(from) || p.After(until) {
+	for _, m := range s.Messages() {
+		if m.State != "WATCHDOG=1" || m.At.Before(from) || m.At.After(until) {
 			continue
 		}
-		longest, last, n = max(longest, p.Sub(last)), p, n+1
+		longest, last, n = max(longest, m.At.Sub(last)), m.At, n+1
 	}
 	return max(longest, until.Sub(last)), n
 }
@@ -104,8 +69,8 @@ current-context: c
 	}
 
 	const watchdogSec = 4 * time.Second
-	env := func(s *watchdogSocket) []string {
-		return []string{"NOTIFY_SOCKET=" + s.path, fmt.Sprintf("WATCHDOG_USEC=%d", watchdogSec.Microseconds())}
+	env := func(s *framework.NotifySocket) []string {
+		return []string{s.Env(), fmt.Sprintf("WATCHDOG_USEC=%d", watchdogSec.Microseconds())}
 	}
 	csrDir, apiDir := filepath.Join(dir, "csr"), filepath.Join(dir, "api")
 	for _, d := range []string{csrDir, apiDir} {
@@ -113,7 +78,8 @@ current-context: c
 			t.Fatal(err)
 		}
 	}
-	csrSock, apiSock := listenWatchdog(t, csrDir), listenWatchdog(t, apiDir)
+	csrSock := framework.ListenTestNotify(t, filepath.Join(csrDir, "notify.sock"))
+	apiSock := framework.ListenTestNotify(t, filepath.Join(apiDir, "notify.sock"))
 	start := time.Now()
 	framework.StartTestAgent(ctx, t, framework.AgentOptions{
 		Dir: agentDir(t, "watchdog-csr"), NodeName: "watchdog-csr", Kubeconfig: filepath.Join(csrDir, "node.kubeconfig"),
@@ -140,9 +106,9 @@ current-context: c
 	if len(csrs) == 0 {
 		t.Error("no CSR filed: the agent did not get as far as waiting for its approval")
 	}
-	for name, s := range map[string]*watchdogSocket{"CSR never approved": csrSock, "API server gone": apiSock} {
+	for name, s := range map[string]*framework.NotifySocket{"CSR never approved": csrSock, "API server gone": apiSock} {
 		// The first ping comes once the agent runs (well within the first watchdog period).
-		gap, n := s.maxGap(start.Add(watchdogSec), until)
+		gap, n := maxGap(s, start.Add(watchdogSec), until)
 		t.Logf("%s: %d WATCHDOG=1 in %v, longest gap %v", name, n, until.Sub(start).Round(time.Second), gap.Round(time.Millisecond))
 		if gap > watchdogSec {
 			t.Errorf("%s: %v without WATCHDOG=1 (WatchdogSec %v): systemd would have killed an agent that only waits", name, gap.Round(time.Millisecond), watchdogSec)

@@ -30,7 +30,7 @@ type AgentOptions struct {
 	// Args are appended to the command line (see docs/flags.md); a later flag overrides an earlier one.
 	Args []string
 	// Env is added to the agent's environment (which is otherwise the test process's), e.g.
-	// NOTIFY_SOCKET=... to receive its sd_notify messages.
+	// NotifySocket.Env() (NOTIFY_SOCKET=...) to receive its sd_notify messages.
 	Env []string
 }
 

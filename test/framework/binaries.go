@@ -81,7 +81,7 @@ func EnsureSkewBinaries(version string) (binDir string, err error) {
 // installs containerd and the CNI plugins if missing and builds etcd, kube-apiserver,
 // kube-controller-manager, kube-scheduler, kubelet, kubectl and cloud-node-controller into <repo>/_output/bin if missing or out of
 // date. It returns that directory. The script takes a file lock, so parallel test binaries build at most
-// once; a cold build takes about half an hour on 2 cores.
+// once; a cold build takes about 15 minutes on 2 cores.
 func EnsureBinaries() (binDir string, err error) { return ensureBinaries() }
 
 var buildAgent = sync.OnceValues(func() (string, error) {

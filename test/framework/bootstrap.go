@@ -182,6 +182,26 @@ func (cp *ControlPlane) NodeCSRs(ctx context.Context, nodeName string) ([]certif
 	return out, nil
 }
 
+// ApproveCSR approves the CertificateSigningRequest name as an administrator would with kubectl
+// certificate approve: an Approved condition (reason reason) through the approval subresource; the
+// signer then issues it. It returns an error wrapping the API server's when the CSR cannot be read or
+// updated.
+func (cp *ControlPlane) ApproveCSR(ctx context.Context, name, reason string) error {
+	csrs := cp.AdminClient.CertificatesV1().CertificateSigningRequests()
+	c, err := csrs.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("approve CSR %s: %w", name, err)
+	}
+	c.Status.Conditions = append(c.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{
+		Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue, Reason: reason,
+		Message: "approved by the test", LastUpdateTime: metav1.Now(),
+	})
+	if _, err := csrs.UpdateApproval(ctx, name, c, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("approve CSR %s: %w", name, err)
+	}
+	return nil
+}
+
 // DescribeCSR is "<name> <username> <Approved|Denied|...> issued=<bool>".
 func DescribeCSR(c certificatesv1.CertificateSigningRequest) string {
 	var conds []string

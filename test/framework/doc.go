@@ -24,7 +24,8 @@
 // holds, failing the test with the last state seen); NodeCondition, IsReady, DescribeReady, LeaseOwnedBy,
 // LeaseRenewedAfter and DescribeLease for conditions and messages; ListNodeEvents and EventCount; Metrics
 // (a /metrics scrape parsed with expfmt: Agent.Metrics, WaitMetrics); ReadAuditEventsBy. Each waits by polling
-// against a deadline, never by sleeping.
+// against a deadline, never by sleeping. ListenNotify (ListenTestNotify) is a NOTIFY_SOCKET as systemd
+// listens on it, recording the agent's READY=1, WATCHDOG=1 and STOPPING=1 messages.
 //
 // StartKubelet (NewKubelet, then Start) runs the reference kubelet for a node name against the control plane
 // and a containerd, with the KubeletConfiguration known to work on these machines (cgroup v1, cgroupfs, no QoS

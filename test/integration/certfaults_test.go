@@ -16,7 +16,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -24,6 +23,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/nodeagent/nodeagent/internal/fulldisk"
 	"github.com/nodeagent/nodeagent/test/framework"
 )
 
@@ -281,21 +281,28 @@ func TestBootstrapCertificateExpired(t *testing.T) {
 	const name = "boot-expired"
 	cp := startBootstrapControlPlane(t, time.Minute)
 	ctrd := startContainerd(t, true)
-	dir := t.TempDir()
-	a := startBootstrapAgent(t, cp, name, dir, ctrd)
-	framework.WaitReady(t.Context(), t, cp.AdminClient, name, 2*time.Minute)
+	// Both autoapprove bindings go before the agent starts, so that no CSR of its can be approved
+	// by kube-controller-manager; the test approves the first (bootstrap) one itself.
 	for _, b := range []string{framework.SelfNodeAutoapproveBinding, framework.NodeAutoapproveBinding} {
 		if err := cp.DeleteBootstrapBinding(t.Context(), b); err != nil {
 			t.Fatal(err)
 		}
 	}
-	csrs := waitCSRs(t, cp, name, 30*time.Second, "one issued", func(c []certificatesv1.CertificateSigningRequest) bool {
-		return len(c) >= 1 && issued(c[0])
+	dir := t.TempDir()
+	a := startBootstrapAgent(t, cp, name, dir, ctrd)
+	csrs := waitCSRs(t, cp, name, time.Minute, "one filed", func(c []certificatesv1.CertificateSigningRequest) bool { return len(c) >= 1 })
+	if !strings.HasPrefix(csrs[0].Spec.Username, "system:bootstrap:") {
+		t.Fatalf("first CSR %s, want one filed with the bootstrap token", framework.DescribeCSR(csrs[0]))
+	}
+	if err := cp.ApproveCSR(t.Context(), csrs[0].Name, "TestBootstrapCertificateExpired"); err != nil {
+		t.Fatal(err)
+	}
+	first := csrs[0].Name
+	csrs = waitCSRs(t, cp, name, 30*time.Second, "the approved one issued", func(c []certificatesv1.CertificateSigningRequest) bool {
+		return len(c) >= 1 && c[0].Name == first && issued(c[0])
 	})
 	notAfter := issuedCert(t, csrs[0]).NotAfter
-	if len(csrs) > 1 && issued(csrs[1]) {
-		t.Skipf("the renewal was approved before the binding was removed: %v", framework.DescribeCSR(csrs[1]))
-	}
+	framework.WaitReady(t.Context(), t, cp.AdminClient, name, 2*time.Minute)
 	time.Sleep(time.Until(notAfter) + 2*time.Second)
 	st := waitCertStatus(t, a, 30*time.Second, "expired", func(s clientCertStatus) bool {
 		return strings.Contains(s.Problem, "client certificate expired at")
@@ -313,6 +320,15 @@ func TestBootstrapCertificateExpired(t *testing.T) {
 	if strings.Contains(a.Logs(), "Client certificate problem resolved") {
 		t.Errorf("\"Client certificate problem resolved\" logged while the certificate expired unrenewed")
 	}
+	csrs, err := cp.NodeCSRs(t.Context(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range csrs {
+		if c.Name != first && issued(c) {
+			t.Errorf("CSR %s was issued: only the first was approved", framework.DescribeCSR(c))
+		}
+	}
 }
 
 // TestBootstrapDiskFull: with --cert-dir on a full filesystem (a small tmpfs filled up), the agent
@@ -326,21 +342,7 @@ func TestBootstrapDiskFull(t *testing.T) {
 	ctrd := startContainerd(t, true)
 	dir := t.TempDir()
 	certDir := filepath.Join(dir, "pki")
-	if err := os.MkdirAll(certDir, 0o750); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Mount("tmpfs", certDir, "tmpfs", 0, "size=16k"); err != nil {
-		t.Fatalf("cannot mount a tmpfs (the tests run as root, as CI does): %v", err)
-	}
-	t.Cleanup(func() { _ = syscall.Unmount(certDir, syscall.MNT_DETACH) })
-	filler := filepath.Join(certDir, "filler")
-	f, err := os.Create(filler)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, werr := f.Write(make([]byte, 4096)); werr == nil; _, werr = f.Write(make([]byte, 4096)) {
-	}
-	f.Close()
+	filler := fulldisk.Mount(t, certDir)
 
 	a := framework.StartTestAgent(t.Context(), t, framework.AgentOptions{
 		Dir: dir, NodeName: name, Kubeconfig: filepath.Join(dir, "node.kubeconfig"), RuntimeEndpoint: ctrd.Endpoint,
