@@ -21,7 +21,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"slices"
 	"sync"
 	"time"
 
@@ -726,7 +725,10 @@ func (c *Controller) onSync(r statussync.SyncResult) {
 	}
 	posted := false
 	if r.Node != nil {
-		c.posted = &postedNode{uid: r.Node.UID, conditions: slices.Clone(r.Node.Status.Conditions)}
+		// Not copied: r.Node is the informer's copy or an API answer, both read-only to everyone
+		// (client-go's rule for informer objects; the syncer copies before it changes a Node), so the
+		// conditions are shared with the informer's store most of the time instead of held twice.
+		c.posted = &postedNode{uid: r.Node.UID, conditions: r.Node.Status.Conditions}
 		posted = true
 		if c.firstReady.IsZero() && nodeReady(r.Node) {
 			c.firstReady = r.Time
@@ -793,7 +795,8 @@ func (c *Controller) Posted() bool {
 	return c.posted != nil
 }
 
-// postedNode is what the Controller keeps of the Node a sync posted.
+// postedNode is what the Controller keeps of the Node a sync posted. Its conditions are read-only
+// (they may be the informer's): readers copy them.
 type postedNode struct {
 	uid        types.UID
 	conditions []v1.NodeCondition
