@@ -749,10 +749,7 @@ func TestHeartbeatFailureCountsOnlyInAnOutage(t *testing.T) {
 				if err := s.Start(e.ctrl); err != nil {
 					t.Fatal(err)
 				}
-				ctx, cancel := context.WithCancel(t.Context())
-				done := make(chan error)
-				go func() { done <- s.Run(ctx) }()
-				defer func() { cancel(); <-done }()
+				defer runScheduler(t.Context(), s)()
 				time.Sleep(time.Second)
 				start := time.Now()
 				time.Sleep(time.Second)

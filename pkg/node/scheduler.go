@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -221,12 +223,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		q.Add(s.probeKey[i])
 	}
 	<-ctx.Done()
-	s.mu.Lock()
-	controllers := make([]*Controller, 0, len(s.controllers))
-	for c := range s.controllers {
-		controllers = append(controllers, c)
-	}
-	s.mu.Unlock()
+	controllers := s.snapshot()
 	for _, c := range controllers {
 		c.Stop()
 	}
@@ -315,15 +312,16 @@ func (s *Scheduler) Alive() error {
 // Node from the API server for a while and re-syncs its status at once and twice more (see
 // Controller.recover), as the lifecycle controller may have marked any of them Unknown meanwhile.
 func (s *Scheduler) recovered() {
-	s.mu.Lock()
-	controllers := make([]*Controller, 0, len(s.controllers))
-	for c := range s.controllers {
-		controllers = append(controllers, c)
-	}
-	s.mu.Unlock()
-	for _, c := range controllers {
+	for _, c := range s.snapshot() {
 		c.recover()
 	}
+}
+
+// snapshot returns the controllers the scheduler runs now, to call outside its lock.
+func (s *Scheduler) snapshot() []*Controller {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Collect(maps.Keys(s.controllers))
 }
 
 // closeAllConns closes every API connection when the process's heartbeats fail as a whole, at most

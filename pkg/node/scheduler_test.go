@@ -31,7 +31,6 @@ func (hungRuntime) Status(ctx context.Context, _ bool) (*runtimeapi.StatusRespon
 func TestLeaseNeverWaitsForAnotherNode(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, ctx := ktesting.NewTestContext(t)
-		ctx, cancel := context.WithCancel(ctx)
 		s, err := NewScheduler(SchedulerConfig{})
 		if err != nil {
 			t.Fatal(err)
@@ -54,8 +53,7 @@ func TestLeaseNeverWaitsForAnotherNode(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		done := make(chan error)
-		go func() { done <- s.Run(ctx) }()
+		stop := runScheduler(ctx, s)
 		time.Sleep(time.Second)
 		slow.Store(true)
 
@@ -88,9 +86,16 @@ func TestLeaseNeverWaitsForAnotherNode(t *testing.T) {
 			t.Errorf("renewals seen for %d Nodes, want 2", len(renewals))
 		}
 		slow.Store(false)
-		cancel()
-		<-done
+		stop()
 	})
+}
+
+// runScheduler runs s in the background until stop, which cancels Run's context and waits for it.
+func runScheduler(ctx context.Context, s *Scheduler) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	return func() { cancel(); <-done }
 }
 
 func mustPoller(t *testing.T, c *Controller) *criruntime.Poller {
@@ -175,10 +180,7 @@ func TestCloseAllConnsOnlyInAnOutage(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan error)
-		go func() { done <- s.Run(ctx) }()
-		defer func() { cancel(); <-done }()
+		defer runScheduler(t.Context(), s)()
 		time.Sleep(time.Second)
 		start := time.Now()
 		time.Sleep(time.Second)

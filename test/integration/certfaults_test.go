@@ -95,6 +95,18 @@ func runStatus(t *testing.T, a *framework.Agent) (string, int) {
 	return string(out), code
 }
 
+// checkProblemReported checks that a credentials problem (what, for the messages) is reported where an
+// operator looks: /healthz fails, and `nodeagent status` exits 1 and prints want.
+func checkProblemReported(t *testing.T, a *framework.Agent, what, want string) {
+	t.Helper()
+	if code, _, _ := a.Get(t.Context(), "/healthz"); code == 200 {
+		t.Errorf("/healthz = 200 with %s", what)
+	}
+	if out, code := runStatus(t, a); code != 1 || !strings.Contains(out, want) {
+		t.Errorf("nodeagent status with %s: exit %d, want 1 and %q in:\n%s", what, code, want, out)
+	}
+}
+
 // writeBadBootstrapKubeconfig writes a copy of the control plane's bootstrap kubeconfig changed by edit.
 func writeBadBootstrapKubeconfig(t *testing.T, cp *framework.ControlPlane, path string, edit func(server, user string, c *clientcmdapi.Config)) string {
 	t.Helper()
@@ -150,13 +162,7 @@ func TestBootstrapDiagnostics(t *testing.T) {
 			if !strings.Contains(st.Problem, tc.want) {
 				t.Errorf("clientCertificate.problem = %q, want it to say %q", st.Problem, tc.want)
 			}
-			if code, _, _ := a.Get(t.Context(), "/healthz"); code == 200 {
-				t.Errorf("/healthz = 200 while the bootstrap credentials are refused")
-			}
-			out, code := runStatus(t, a)
-			if code != 1 || !strings.Contains(out, tc.want) {
-				t.Errorf("nodeagent status: exit %d, want 1 and %q in:\n%s", code, tc.want, out)
-			}
+			checkProblemReported(t, a, "the bootstrap credentials are refused", tc.want)
 			m, err := a.Metrics(t.Context())
 			if err != nil {
 				t.Fatal(err)
@@ -310,13 +316,7 @@ func TestBootstrapCertificateExpired(t *testing.T) {
 	if !strings.Contains(st.Problem, "refused") {
 		t.Errorf("clientCertificate.problem = %q, want it to say requests are refused", st.Problem)
 	}
-	if code, _, _ := a.Get(t.Context(), "/healthz"); code == 200 {
-		t.Errorf("/healthz = 200 with the client certificate expired")
-	}
-	out, code := runStatus(t, a)
-	if code != 1 || !strings.Contains(out, "client certificate expired at") {
-		t.Errorf("nodeagent status: exit %d, want 1 and the expiry in:\n%s", code, out)
-	}
+	checkProblemReported(t, a, "the client certificate expired", "client certificate expired at")
 	if strings.Contains(a.Logs(), "Client certificate problem resolved") {
 		t.Errorf("\"Client certificate problem resolved\" logged while the certificate expired unrenewed")
 	}
@@ -449,11 +449,5 @@ func TestBootstrapCertificateRefused(t *testing.T) {
 	if !strings.Contains(st.Problem, "401 Unauthorized") || !strings.Contains(st.Problem, "another-ca") {
 		t.Errorf("clientCertificate.problem = %q, want the 401s and the issuer", st.Problem)
 	}
-	if code, _, _ := a.Get(t.Context(), "/healthz"); code == 200 {
-		t.Errorf("/healthz = 200 with the certificate refused")
-	}
-	out, code := runStatus(t, a)
-	if code != 1 || !strings.Contains(out, "client certificate refused") {
-		t.Errorf("nodeagent status: exit %d, want 1 and the refusal in:\n%s", code, out)
-	}
+	checkProblemReported(t, a, "the certificate refused", "client certificate refused")
 }

@@ -245,6 +245,22 @@ func waitShardReady(t *testing.T, c kubernetes.Interface, shard, nodes int, stat
 	return got
 }
 
+// expectRefused waits up to 60 s for the shard process p, started as what, to exit, and checks that
+// it exited 1 with want in its log.
+func expectRefused(t *testing.T, what string, p *shardProcess, want string) {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("%s did not exit within 60 s", what)
+	}
+	log, _ := os.ReadFile(p.logPath)
+	var exit *exec.ExitError
+	if !errors.As(p.err, &exit) || exit.ExitCode() != 1 || !strings.Contains(string(log), want) {
+		t.Errorf("%s: %v, want exit 1 and %q; log:\n%s", what, p.err, want, framework.TailLines(string(log), 5))
+	}
+}
+
 // hostAddress returns an IPv4 address of this machine that the API server's pod proxy accepts (it
 // refuses loopback and link-local ones): an interface's global unicast address, or, on a machine
 // without one, proxyAddress added to the loopback interface for the test (root, as the tests run,
@@ -469,31 +485,12 @@ func TestShards(t *testing.T) {
 	// A second process with index 1 while the first runs: refused, naming the other instance.
 	dupPort := framework.FreePort()
 	dupArgs, dupEnv := podArgs(t, sts, kubeconfig, dupPort, nodes, simStatefulSet+"-1")
-	dup := startShard(t, 1, dupArgs, dupEnv, dupPort)
-	select {
-	case <-dup.done:
-	case <-time.After(60 * time.Second):
-		t.Fatal("a second process with shard index 1 did not exit within 60 s")
-	}
-	dupLog, _ := os.ReadFile(dup.logPath)
-	var exit *exec.ExitError
-	if !errors.As(dup.err, &exit) || exit.ExitCode() != 1 || !strings.Contains(string(dupLog), "nodeagent: --shard-index 1: another instance, ") {
-		t.Errorf("second process with index 1: %v, want exit 1 naming the other instance; log:\n%s", dup.err, framework.TailLines(string(dupLog), 5))
-	}
+	expectRefused(t, "a second process with index 1", startShard(t, 1, dupArgs, dupEnv, dupPort), "nodeagent: --shard-index 1: another instance, ")
 	// K lowered while Nodes of shard 1 exist: refused before any write.
 	lowPort := framework.FreePort()
 	lowArgs, lowEnv := podArgs(t, sts, kubeconfig, lowPort, nodes, simStatefulSet+"-0")
 	lowArgs = append(lowArgs, "--shards=1")
-	low := startShard(t, 0, lowArgs, lowEnv, lowPort)
-	select {
-	case <-low.done:
-	case <-time.After(60 * time.Second):
-		t.Fatal("a process with --shards 1 did not exit within 60 s")
-	}
-	lowLog, _ := os.ReadFile(low.logPath)
-	if !errors.As(low.err, &exit) || exit.ExitCode() != 1 || !strings.Contains(string(lowLog), "nodeagent: --shards 1: node sim-0") {
-		t.Errorf("--shards 1 with Nodes of shards 1 and 2: %v, want exit 1 naming --shards; log:\n%s", low.err, framework.TailLines(string(lowLog), 5))
-	}
+	expectRefused(t, "--shards 1 with Nodes of shards 1 and 2", startShard(t, 0, lowArgs, lowEnv, lowPort), "nodeagent: --shards 1: node sim-0")
 
 	// Kill shard 1: exactly its 300 Nodes go Unknown through the node lifecycle controller.
 	others := map[string]*corev1.Node{}
