@@ -31,9 +31,25 @@ import (
 )
 
 // AnnotationInstance is on every Lease a Renewer writes: the identity of the process that wrote it
-// (Config.Instance). Another value on a Lease renewed within its duration means that another agent
-// renews the same Node's Lease (two agents started with one node name).
+// (Config.Instance). Another value on a Lease renewed after this process started, and within the
+// Lease's duration, means that another agent renews the same Node's Lease (two agents started with
+// one node name). A renewal from before the start is an earlier run of this Node's agent (a restart,
+// a rollout), which is not a duplicate.
 const AnnotationInstance = "nodeagent.io/instance"
+
+// OtherInstance returns the identity of the process that last renewed l (AnnotationInstance) and
+// the Lease's renewTime, with ok true, when that identity is set and is not self; ok is false for a
+// nil Lease, one without a renewTime or an identity, or one self wrote last.
+func OtherInstance(l *coordinationv1.Lease, self string) (other string, renewed time.Time, ok bool) {
+	if l == nil || l.Spec.RenewTime == nil {
+		return "", time.Time{}, false
+	}
+	other = l.Annotations[AnnotationInstance]
+	if other == "" || other == self {
+		return "", time.Time{}, false
+	}
+	return other, l.Spec.RenewTime.Time, true
+}
 
 // Namespace is where node Leases live.
 const Namespace = v1.NamespaceNodeLease
@@ -72,8 +88,8 @@ type Config struct {
 	// Instance identifies this process (host, PID, start time): written to AnnotationInstance, and
 	// compared with the one found on the Lease. Empty: neither.
 	Instance string
-	// OnDuplicate, if set, is called when the Lease was last renewed, within its duration, by another
-	// instance: with that instance's identity.
+	// OnDuplicate, if set, is called when the Lease was last renewed by another instance after this
+	// Renewer was built (New) and within the Lease's duration: with that instance's identity.
 	OnDuplicate func(other string)
 	// NewLeasePostProcess, if set, replaces the owner reference hook (the lease controller's
 	// newLeasePostProcessFunc): the parity test gives both the kubelet's setNodeOwnerFunc.
@@ -146,6 +162,10 @@ type Renewer struct {
 	conflictTry  int
 	secondUpdate bool
 
+	// started is when New ran: a renewal by another instance before it is an earlier run of this
+	// Node's agent, not a duplicate.
+	started time.Time
+
 	mu        sync.Mutex
 	status    Status
 	failing   bool
@@ -164,7 +184,7 @@ func New(cfg Config) (*Renewer, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
-	r := &Renewer{cfg: cfg, conflictTry: -1}
+	r := &Renewer{cfg: cfg, conflictTry: -1, started: cfg.Clock.Now()}
 	r.leases = observedLeases{LeaseInterface: cfg.Client.CoordinationV1().Leases(Namespace), r: r}
 	r.status.RenewInterval = r.RenewInterval()
 	return r, nil
@@ -326,18 +346,21 @@ func (r *Renewer) ensureLease(ctx context.Context) (*coordinationv1.Lease, bool,
 	return lease, false, nil
 }
 
-// checkInstance records another instance's recent renewal of the Lease (read by ensureLease, after
-// a conflict or at start) and tells OnDuplicate.
+// checkInstance records another instance's renewal of the Lease (read by ensureLease, after a
+// conflict or at start) and tells OnDuplicate, when that renewal came after this Renewer started and
+// within the Lease's duration. A renewal from before the start is the last one of an earlier run of
+// this Node's agent (stopped and started again: systemd, a rollout); if that run were still alive,
+// its next renewal would conflict with ours and the Lease read after the conflict would show it.
 func (r *Renewer) checkInstance(lease *coordinationv1.Lease) {
-	if r.cfg.Instance == "" || lease == nil {
+	if r.cfg.Instance == "" {
 		return
 	}
-	other := lease.Annotations[AnnotationInstance]
-	if other == "" || other == r.cfg.Instance || lease.Spec.RenewTime == nil {
+	other, renewed, ok := OtherInstance(lease, r.cfg.Instance)
+	if !ok || !renewed.After(r.started) {
 		return
 	}
-	if r.cfg.Clock.Since(lease.Spec.RenewTime.Time) > time.Duration(r.cfg.LeaseDurationSeconds)*time.Second {
-		return // an earlier run of this node's agent, gone
+	if r.cfg.Clock.Since(renewed) > time.Duration(r.cfg.LeaseDurationSeconds)*time.Second {
+		return // gone since
 	}
 	r.mu.Lock()
 	r.status.Duplicate, r.status.DuplicateTime = other, r.cfg.Clock.Now()

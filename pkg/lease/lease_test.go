@@ -555,3 +555,54 @@ func TestRenewalWithoutNode(t *testing.T) {
 		stop()
 	})
 }
+
+// TestDuplicateInstance: the Lease found at start, or after a conflict, names another instance. It
+// is a duplicate only when that instance renewed after this Renewer started and within the Lease's
+// duration; the last renewal of an earlier run (a restart, a rollout) is not, however recent.
+func TestDuplicateInstance(t *testing.T) {
+	start := time.Unix(10_000, 0)
+	tests := []struct {
+		desc    string
+		holder  string        // AnnotationInstance on the stored Lease
+		renewed time.Duration // its renewTime, relative to the Renewer's start
+		now     time.Duration // when the Lease is read, relative to the start
+		want    string        // Status().Duplicate
+	}{
+		{desc: "predecessor renewed 1 s before the start", holder: "old", renewed: -time.Second, now: time.Second},
+		{desc: "predecessor renewed 39 s before the start", holder: "old", renewed: -39 * time.Second, now: 0},
+		{desc: "another instance renewed after the start", holder: "other", renewed: 5 * time.Second, now: 6 * time.Second, want: "other"},
+		{desc: "another instance renewed after the start, longer ago than the duration", holder: "other", renewed: time.Second, now: 42 * time.Second},
+		{desc: "this instance's own renewal", holder: "me", renewed: 5 * time.Second, now: 6 * time.Second},
+		{desc: "no instance on the Lease", renewed: 5 * time.Second, now: 6 * time.Second},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			stored := &coordinationv1.Lease{
+				ObjectMeta: metav1.ObjectMeta{Name: nodeName, Namespace: Namespace},
+				Spec:       coordinationv1.LeaseSpec{RenewTime: &metav1.MicroTime{Time: start.Add(tc.renewed)}},
+			}
+			if tc.holder != "" {
+				stored.Annotations = map[string]string{AnnotationInstance: tc.holder}
+			}
+			clk := testingclock.NewFakeClock(start)
+			var told []string
+			r, err := New(Config{Client: fake.NewClientset(stored), NodeName: nodeName, LeaseDurationSeconds: 40,
+				Instance: "me", Clock: clk, OnDuplicate: func(other string) { told = append(told, other) }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			clk.SetTime(start.Add(tc.now))
+			r.Step(ctx) // finds the stored Lease (ensureLease), then updates it
+			if got := r.Status().Duplicate; got != tc.want {
+				t.Errorf("Status().Duplicate = %q, want %q", got, tc.want)
+			}
+			if want := map[bool]int{true: 1, false: 0}[tc.want != ""]; len(told) != want {
+				t.Errorf("OnDuplicate called with %q, want %d call(s)", told, want)
+			}
+			if l := getLease(ctx, t, r.cfg.Client.(*fake.Clientset)); l.Annotations[AnnotationInstance] != "me" {
+				t.Errorf("Lease written with instance %q, want me", l.Annotations[AnnotationInstance])
+			}
+		})
+	}
+}

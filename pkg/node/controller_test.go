@@ -36,6 +36,7 @@ import (
 	netutils "k8s.io/utils/net"
 
 	"github.com/nodeagent/nodeagent/pkg/criruntime"
+	"github.com/nodeagent/nodeagent/pkg/lease"
 	"github.com/nodeagent/nodeagent/pkg/nodecache"
 	"github.com/nodeagent/nodeagent/pkg/nodestatus"
 )
@@ -849,6 +850,41 @@ func TestDuplicateAgentDetected(t *testing.T) {
 			if ev := strings.Join(e.events(), "\n"); !strings.Contains(ev, "Warning DuplicateNodeAgent") {
 				t.Errorf("agent %s: events %q, want a DuplicateNodeAgent warning", name, ev)
 			}
+		}
+	})
+}
+
+// TestRestartIsNotADuplicate: an agent stopped and started again with the same node name (a
+// systemd restart, a rollout: a new process identity) finds its predecessor's Lease renewed seconds
+// ago. That predecessor is gone: no DuplicateNodeAgent Event, no Problem, and /readyz's check passes
+// from the first sync on.
+func TestRestartIsNotADuplicate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, ctx := ktesting.NewTestContext(t)
+		a := newEnvFull(t, nil, nil, nil, "host-a_1_1")
+		stopA := a.run(ctx)
+		time.Sleep(25 * time.Second)
+		synctest.Wait()
+		stopA()
+		time.Sleep(time.Second)
+		b := newEnvFull(t, nil, nil, a.client, "host-a_2_2")
+		stopB := b.run(ctx)
+		defer stopB()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if err := b.ctrl.Registered(); err != nil {
+			t.Errorf("restarted agent, 1 s after its start: Registered() = %v, want nil", err)
+		}
+		time.Sleep(60 * time.Second)
+		synctest.Wait()
+		if p := b.ctrl.Status().Problems; len(p) != 0 {
+			t.Errorf("restarted agent: problems %q, want none", p)
+		}
+		if ev := strings.Join(b.events(), "\n"); strings.Contains(ev, "DuplicateNodeAgent") {
+			t.Errorf("restarted agent: events %q, want no DuplicateNodeAgent", ev)
+		}
+		if got := b.lease().Annotations[lease.AnnotationInstance]; got != "host-a_2_2" {
+			t.Errorf("Lease instance %q, want the restarted agent's", got)
 		}
 	})
 }

@@ -69,7 +69,7 @@ func CheckNoOtherInstance(ctx context.Context, client kubernetes.Interface, c Du
 		if err != nil {
 			return err
 		}
-		if other, renewed, ok := otherInstance(l, c.Instance); ok && c.Clock.Since(renewed) <= c.LeaseDuration {
+		if other, renewed, ok := lease.OtherInstance(l, c.Instance); ok && c.Clock.Since(renewed) <= c.LeaseDuration {
 			recent[name] = renewed
 			logger.Info("A Lease of this shard was renewed recently by another instance; waiting to see whether it is still running",
 				"node", name, "instance", other, "renewed", renewed)
@@ -93,7 +93,7 @@ func CheckNoOtherInstance(ctx context.Context, client kubernetes.Interface, c Du
 			if err != nil {
 				return err
 			}
-			if other, renewed, ok := otherInstance(l, c.Instance); ok && renewed.After(seen) {
+			if other, renewed, ok := lease.OtherInstance(l, c.Instance); ok && renewed.After(seen) {
 				return fmt.Errorf("%s: another instance, %s, renews the Lease of node %s (renewed %s ago): a process with this shard runs already; stop it or choose another index",
 					c.Flag, other, name, c.Clock.Since(renewed).Round(time.Millisecond))
 			}
@@ -101,18 +101,6 @@ func CheckNoOtherInstance(ctx context.Context, client kubernetes.Interface, c Du
 	}
 	logger.Info("No other instance renews this shard's Leases; starting", "waited", wait)
 	return nil
-}
-
-// otherInstance returns the instance that last wrote l and its renew time, when it is not self.
-func otherInstance(l *coordinationv1.Lease, self string) (string, time.Time, bool) {
-	if l == nil || l.Spec.RenewTime == nil {
-		return "", time.Time{}, false
-	}
-	other := l.Annotations[lease.AnnotationInstance]
-	if other == "" || other == self {
-		return "", time.Time{}, false
-	}
-	return other, l.Spec.RenewTime.Time, true
 }
 
 // sampleNames returns at most n of names, spread evenly, the first and the last included.
