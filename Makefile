@@ -5,6 +5,8 @@ GO ?= go
 GOTEST_FLAGS ?= -count=1 -timeout 30m
 # Everything under test/ runs real components (or whole builds); the rest are unit tests.
 INTEGRATION_PKGS := ./test/...
+# The unit tests: make test runs them with -race.
+UNIT_PKGS := ./pkg/... ./internal/... ./cmd/...
 
 .PHONY: tools build up cluster test test-unit test-integration vet fmt
 
@@ -30,9 +32,10 @@ NODES ?=
 cluster:
 	hack/local-up.sh --control-plane-only $(if $(strip $(NODES)),--nodes="$(NODES)") $(ARGS)
 
-## test: all tests, unit and integration (installs dependencies first)
+## test: all tests, unit and integration (installs dependencies first); the unit tests with the race detector
 test: tools
-	$(GO) test $(GOTEST_FLAGS) ./...
+	$(GO) test $(GOTEST_FLAGS) -race $(UNIT_PKGS)
+	$(GO) test $(GOTEST_FLAGS) $$($(GO) list ./... | grep -v -e '/pkg/' -e '/internal/' -e '/cmd/')
 	$(MAKE) --no-print-directory fuzz
 
 .PHONY: fuzz
@@ -41,9 +44,9 @@ FUZZTIME ?= 15s
 fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzDecodeValidate -fuzztime=$(FUZZTIME) ./pkg/config
 
-## test-unit: tests outside test/
+## test-unit: tests outside test/, with the race detector
 test-unit:
-	$(GO) test $(GOTEST_FLAGS) $$($(GO) list ./... | grep -v '/test/')
+	$(GO) test $(GOTEST_FLAGS) -race $(UNIT_PKGS)
 
 ## test-integration: tests under test/ (integration against real etcd, kube-apiserver, containerd; faults; deploy)
 test-integration: tools

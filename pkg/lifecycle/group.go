@@ -79,9 +79,11 @@ func (g *Group) Run(ctx context.Context) error {
 	}
 	results := make(chan result, len(g.runnables))
 	var mu sync.Mutex
-	running := map[int]bool{}
+	running := make(map[int]bool, len(g.runnables))
+	for i := range g.runnables {
+		running[i] = true // before any goroutine starts: one that returns at once deletes its entry
+	}
 	for i, r := range g.runnables {
-		running[i] = true
 		go func() {
 			err := r.Run(runCtx)
 			mu.Lock()

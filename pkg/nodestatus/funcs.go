@@ -30,12 +30,17 @@ type SetterStats struct {
 
 // Funcs is the ordered setter list of one Node and the one function that applies it, for both the
 // initial Node at registration and every status update: the kubelet's setNodeStatusFuncs and
-// setNodeStatus. It records each setter's last run. Safe for concurrent use.
+// setNodeStatus. It records each setter's last run. Safe for concurrent use: Apply runs one at a
+// time (the kubelet holds syncNodeStatusMux around every setNodeStatus), so that setters that keep
+// state between runs (the condition setters' transition times, SchedulableEvent's last value) never
+// run twice at once for one Node.
 type Funcs struct {
 	clock clock.PassiveClock
 	funcs []Func
 
-	mu    sync.Mutex
+	apply sync.Mutex // held for a whole Apply
+
+	mu    sync.Mutex // guards stats, read by Stats while an Apply runs
 	stats []SetterStats
 }
 
@@ -51,9 +56,12 @@ func NewFuncs(clk clock.PassiveClock, funcs ...Func) *Funcs {
 	return &Funcs{clock: clk, funcs: funcs, stats: stats}
 }
 
-// Apply runs every setter in order on node, in place. A setter's error is logged with the setter's
-// name and the rest still run, as the kubelet's setNodeStatus.
+// Apply runs every setter in order on node, in place; a second Apply of the same Funcs waits for
+// the first to end. A setter's error is logged with the setter's name and the rest still run, as
+// the kubelet's setNodeStatus.
 func (f *Funcs) Apply(ctx context.Context, node *v1.Node) {
+	f.apply.Lock()
+	defer f.apply.Unlock()
 	logger := klog.FromContext(ctx)
 	for i, fn := range f.funcs {
 		start := f.clock.Now()

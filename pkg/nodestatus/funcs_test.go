@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -129,5 +132,31 @@ func checkStats(t *testing.T, when string, got, want []SetterStats) {
 		if g.Name != w.Name || !g.LastRun.Equal(w.LastRun) || g.Duration != w.Duration || g.LastError != w.LastError {
 			t.Errorf("%s: Stats[%d] = %+v, want %+v", when, i, g, w)
 		}
+	}
+}
+
+// TestFuncsApplySerialised: Applies of one Node's Funcs at once (registration's initial Node and the
+// fast update, say) run one after the other, never interleaved, as under the kubelet's
+// syncNodeStatusMux: a setter with state between runs (SchedulableEvent) is never entered twice (the
+// race detector, which make test runs, also reports its unguarded state otherwise).
+func TestFuncsApplySerialised(t *testing.T) {
+	var inside, most atomic.Int32
+	f := NewFuncs(nil, Func{Name: "Slow", Setter: func(context.Context, *v1.Node) error {
+		n := inside.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		for range 1000 {
+			runtime.Gosched() // let another Apply in, if it can get in
+		}
+		inside.Add(-1)
+		return nil
+	}}, Func{Name: "SchedulableEvent", Setter: SchedulableEvent(func(string, string) {})})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() { f.Apply(t.Context(), &v1.Node{}) })
+	}
+	wg.Wait()
+	if most.Load() != 1 {
+		t.Errorf("%d Applies ran at once, want 1", most.Load())
 	}
 }
