@@ -3,8 +3,8 @@ package nodestatus
 import (
 	"context"
 	"errors"
-	"strings"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
