@@ -158,19 +158,14 @@ type onStatusCall struct {
 	runtimeReady, networkReady bool
 }
 
-// recorder is an Observer that records each call, and checks that OnChange runs after State has
-// been updated (it reads the state when called).
+// recorder is an Observer that records each call.
 type recorder struct {
-	calls   []onStatusCall
-	state   *State
-	changes []string // RuntimeErrors() as seen by each OnChange
+	calls []onStatusCall
 }
 
 func (r *recorder) ObserveRuntimeStatus(err error, runtimeReady, networkReady bool) {
 	r.calls = append(r.calls, onStatusCall{err != nil, runtimeReady, networkReady})
 }
-
-func (r *recorder) onChange() { r.changes = append(r.changes, errString(r.state.RuntimeErrors())) }
 
 // TestPollerUpdateRuntimeUp mirrors the kubelet's updateRuntimeUp on each kind of CRI Status answer.
 func TestPollerUpdateRuntimeUp(t *testing.T) {
@@ -245,15 +240,14 @@ func TestPollerUpdateRuntimeUp(t *testing.T) {
 			_, ctx := ktesting.NewTestContext(t)
 			clk := testingclock.NewFakeClock(start)
 			state := NewState(clk, 30*time.Second)
-			rec := &recorder{state: state}
+			rec := &recorder{}
 			p, err := NewPoller(PollerConfig{
-				Runtime: &fakeRuntime{resp: tc.resp, err: tc.err}, State: state, Clock: clk,
-				Observer: rec, OnChange: rec.onChange,
+				Runtime: &fakeRuntime{resp: tc.resp, err: tc.err}, State: state, Clock: clk, Observer: rec,
 			})
 			if err != nil {
 				t.Fatal(err)
 			}
-			p.UpdateRuntimeUp(ctx)
+			changed := p.UpdateRuntimeUp(ctx)
 			if got := errString(state.RuntimeErrors()); got != tc.wantRuntime {
 				t.Errorf("RuntimeErrors() = %q, want %q", got, tc.wantRuntime)
 			}
@@ -275,13 +269,12 @@ func TestPollerUpdateRuntimeUp(t *testing.T) {
 			if len(rec.calls) != 1 || rec.calls[0] != tc.wantOnStatus {
 				t.Errorf("Observer calls = %+v, want one %+v", rec.calls, tc.wantOnStatus)
 			}
-			// The first answer is always a change, and OnChange sees the state it reports.
-			if len(rec.changes) != 1 || rec.changes[0] != tc.wantRuntime {
-				t.Errorf("OnChange saw RuntimeErrors %q, want once %q (after the state update)", rec.changes, tc.wantRuntime)
+			// The first answer is always a change; the same answer again is none.
+			if !changed {
+				t.Error("UpdateRuntimeUp = false for the first answer, want a change")
 			}
-			p.UpdateRuntimeUp(ctx)
-			if len(rec.changes) != 1 {
-				t.Errorf("OnChange called again for the same answer: %q", rec.changes)
+			if p.UpdateRuntimeUp(ctx) {
+				t.Error("UpdateRuntimeUp = true for the same answer again, want no change")
 			}
 		})
 	}

@@ -26,8 +26,9 @@ type PollerConfig struct {
 	Timeout time.Duration
 	// Clock is injected for tests; default the real clock.
 	Clock clock.Clock
-	// OnChange, if set, is called after State has been updated whenever the runtime's reachability,
-	// RuntimeReady or NetworkReady changed (so the status syncer can post it at once).
+	// OnChange, if set, is called by Run after State has been updated whenever the runtime's
+	// reachability, RuntimeReady or NetworkReady changed (so that a status can be posted at once).
+	// A caller of UpdateRuntimeUp gets the same answer as its result.
 	OnChange func()
 	// Observer, if set, is told the result of every Status call (metrics).
 	Observer Observer
@@ -52,7 +53,7 @@ type Poller struct {
 	last readiness
 }
 
-// readiness is what OnChange compares between two Status calls.
+// readiness is what UpdateRuntimeUp compares between two Status calls.
 type readiness struct{ known, reachable, runtimeReady, networkReady bool }
 
 // NewPoller validates cfg, fills defaults and returns a Poller. It errors when Runtime or State is nil.
@@ -72,7 +73,8 @@ func NewPoller(cfg PollerConfig) (*Poller, error) {
 	return &Poller{cfg: cfg}, nil
 }
 
-// Run calls UpdateRuntimeUp at once and then every Period (sliding) until ctx ends.
+// Run calls UpdateRuntimeUp at once and then every Period (sliding) until ctx ends, and OnChange
+// after each call that found a change.
 func (p *Poller) Run(ctx context.Context) {
 	t := p.cfg.Clock.NewTimer(0)
 	defer t.Stop()
@@ -82,7 +84,9 @@ func (p *Poller) Run(ctx context.Context) {
 			return
 		case <-t.C():
 		}
-		p.UpdateRuntimeUp(ctx)
+		if p.UpdateRuntimeUp(ctx) && p.cfg.OnChange != nil {
+			p.cfg.OnChange()
+		}
 		t.Reset(p.cfg.Period)
 	}
 }
@@ -95,8 +99,10 @@ func (p *Poller) SetReadyExpected() { p.readyExpected.Store(true) }
 // <error>"); NetworkReady false or missing sets the network error "container runtime network not
 // ready: ..."; RuntimeReady false or missing sets the runtime error "container runtime not ready: ..."
 // and returns; otherwise the errors are cleared, handlers and features stored, and the sync time set.
-// OnChange runs after State is updated. Safe for concurrent use.
-func (p *Poller) UpdateRuntimeUp(ctx context.Context) {
+// It returns whether the runtime's reachability, RuntimeReady or NetworkReady differ from the last
+// call's (always true for the first answer; false when ctx ended, as nothing was recorded). Safe
+// for concurrent use.
+func (p *Poller) UpdateRuntimeUp(ctx context.Context) (changed bool) {
 	logger := klog.FromContext(ctx)
 	info := logger.V(4).Info
 	if p.readyExpected.Load() {
@@ -107,7 +113,7 @@ func (p *Poller) UpdateRuntimeUp(ctx context.Context) {
 	resp, err := p.cfg.Runtime.Status(callCtx, false)
 	cancel()
 	if ctx.Err() != nil {
-		return // shutting down: the call failed because of that, not because of the runtime
+		return false // shutting down: the call failed because of that, not because of the runtime
 	}
 	if err == nil && (resp == nil || resp.Status == nil) {
 		err = fmt.Errorf("container runtime status is nil")
@@ -115,8 +121,7 @@ func (p *Poller) UpdateRuntimeUp(ctx context.Context) {
 	if err != nil {
 		logger.Error(err, "Container runtime sanity check failed")
 		p.cfg.State.SetStatusError(err)
-		p.report(err, false, false)
-		return
+		return p.report(err, false, false)
 	}
 	p.cfg.State.SetStatusError(nil)
 	networkReady := condition(resp.Status, runtimeapi.NetworkReady)
@@ -130,8 +135,7 @@ func (p *Poller) UpdateRuntimeUp(ctx context.Context) {
 	if runtimeReady == nil || !runtimeReady.Status {
 		info("Container runtime not ready", "runtimeReady", conditionString(runtimeReady))
 		p.cfg.State.SetRuntimeState(fmt.Errorf("container runtime not ready: %s", conditionString(runtimeReady)))
-		p.report(nil, false, networkReady != nil && networkReady.Status)
-		return
+		return p.report(nil, false, networkReady != nil && networkReady.Status)
 	}
 	p.cfg.State.SetRuntimeState(nil)
 	handlers := make([]Handler, 0, len(resp.RuntimeHandlers))
@@ -147,11 +151,11 @@ func (p *Poller) UpdateRuntimeUp(ctx context.Context) {
 		p.cfg.State.SetRuntimeFeatures(&Features{SupplementalGroupsPolicy: resp.Features.SupplementalGroupsPolicy})
 	}
 	p.cfg.State.SetRuntimeSync(p.cfg.Clock.Now())
-	p.report(nil, true, networkReady != nil && networkReady.Status)
+	return p.report(nil, true, networkReady != nil && networkReady.Status)
 }
 
-// report runs after State is updated: it tells the Observer and, on a change, OnChange.
-func (p *Poller) report(err error, runtimeReady, networkReady bool) {
+// report runs after State is updated: it tells the Observer and returns whether the readiness changed.
+func (p *Poller) report(err error, runtimeReady, networkReady bool) bool {
 	if p.cfg.Observer != nil {
 		p.cfg.Observer.ObserveRuntimeStatus(err, runtimeReady, networkReady)
 	}
@@ -160,9 +164,7 @@ func (p *Poller) report(err error, runtimeReady, networkReady bool) {
 	changed := now != p.last
 	p.last = now
 	p.mu.Unlock()
-	if changed && p.cfg.OnChange != nil {
-		p.cfg.OnChange()
-	}
+	return changed
 }
 
 func condition(s *runtimeapi.RuntimeStatus, t string) *runtimeapi.RuntimeCondition {

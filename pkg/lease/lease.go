@@ -65,32 +65,21 @@ type Config struct {
 	NodeName string
 	// LeaseDurationSeconds is --node-lease-duration-seconds (40); renewal is every quarter of it.
 	LeaseDurationSeconds int32
-	// OnRepeatedHeartbeatFailure runs when renewals keep failing (close idle connections).
+	// OnRepeatedHeartbeatFailure runs after each failed update of a sync but the first, before the
+	// next try (close idle connections): the lease controller's onRepeatedHeartbeatFailure.
 	OnRepeatedHeartbeatFailure func()
-	// OnHeartbeatFailure, if set, runs after each failed Lease write or read, with its reason and
-	// when the failed call started.
-	OnHeartbeatFailure func(reason string, start time.Time)
-	// OnHeartbeatRecovered, if set, runs after the first successful Lease write that follows a failure.
-	OnHeartbeatRecovered func()
 	// Observer, if set, is told each renewal's duration and each failure's reason (metrics).
 	Observer Observer
 	// Serving, if set, is asked to call Wake when looking for the Lease fails in transport (the API
 	// server cannot be reached): the look is retried as soon as the API server serves again, instead
 	// of after the lease controller's backoff (up to 7 s). One probe serves every Renewer of a process.
 	Serving *ServingProbe
-	// Registered, if set, says whether the Node has been registered: before, the owner reference is
-	// looked up only in Lister (no GET for a Node that does not exist yet), as the Lease is written
-	// before the Node, as the kubelet's.
-	Registered func() bool
 	// Wake, if set, asks for Step to run now: the Renewer calls it when Serving says the API server
 	// serves again while it waits in backoff.
 	Wake func()
 	// Instance identifies this process (host, PID, start time): written to AnnotationInstance, and
-	// compared with the one found on the Lease. Empty: neither.
+	// compared with the one found on the Lease (Result.Duplicate). Empty: neither.
 	Instance string
-	// OnDuplicate, if set, is called when the Lease was last renewed by another instance after this
-	// Renewer was built (New) and within the Lease's duration: with that instance's identity.
-	OnDuplicate func(other string)
 	// NewLeasePostProcess, if set, replaces the owner reference hook (the lease controller's
 	// newLeasePostProcessFunc): the parity test gives both the kubelet's setNodeOwnerFunc.
 	NewLeasePostProcess func(*coordinationv1.Lease) error
@@ -105,6 +94,33 @@ type Config struct {
 type Observer interface {
 	ObserveLeaseRenewal(d time.Duration)
 	ObserveLeaseError(reason string)
+}
+
+// Result is what one Step did.
+type Result struct {
+	// Next is when Step wants to run again: the renew interval (jittered) after a sync, the backoff
+	// sleep (200 ms doubling to 7 s) while the Lease cannot be fetched or created; 0 when ctx ended.
+	Next time.Duration
+	// Renewed is true when the step's last Lease call was a successful write.
+	Renewed bool
+	// Failure is the step's last failed Lease call (write, or read other than NotFound); nil when
+	// none failed.
+	Failure *Failure
+	// Duplicate is the identity of another instance (AnnotationInstance) that renewed this Lease
+	// after this Renewer was built (New) and within the Lease's duration, as the Lease read after a
+	// conflict or at start showed it: two agents run with one node name. Empty when none.
+	Duplicate string
+}
+
+// Attempted reports whether the step wrote the Lease or a Lease call failed: the Node's
+// registration waits (bounded) for the first one, so that a Node is never Ready without its Lease.
+func (r Result) Attempted() bool { return r.Renewed || r.Failure != nil }
+
+// Failure is a failed Lease call: its API reason ("Timeout", "Conflict", ...; "Transport" when the
+// API server could not be reached) with the error's text, and when the call started.
+type Failure struct {
+	Reason string
+	Start  time.Time
 }
 
 // Status is what the Renewer last did, for /debug/nodestatus.
@@ -166,10 +182,12 @@ type Renewer struct {
 	// Node's agent, not a duplicate.
 	started time.Time
 
-	mu        sync.Mutex
-	status    Status
-	failing   bool
-	attempted bool
+	// registered and result are the running Step's argument and what it did so far.
+	registered bool
+	result     Result
+
+	mu     sync.Mutex
+	status Status
 }
 
 // New validates cfg. It errors when Client or NodeName is missing or LeaseDurationSeconds is not
@@ -204,10 +222,20 @@ func (r *Renewer) nextRenewal() time.Duration {
 }
 
 // Step runs the lease controller's sync from where it stopped until the sync ends, and returns the
-// renew interval (jittered); or until backoffEnsureLease would sleep, and returns that sleep (200 ms
-// doubling to 7 s), after which the next Step resumes it. It returns 0 when ctx ended. API errors are
-// recorded in Status and told to the Observer, never returned.
-func (r *Renewer) Step(ctx context.Context) time.Duration {
+// renew interval (jittered) as Result.Next; or until backoffEnsureLease would sleep, and returns that
+// sleep (200 ms doubling to 7 s), after which the next Step resumes it. Next is 0 when ctx ended.
+// registered says whether the Node has been registered: before, the owner reference is looked up
+// only in Lister (no GET for a Node that does not exist yet: the Lease is written before the Node,
+// as the kubelet's). API errors are recorded in Status, told to the Observer and summed up in the
+// Result, never returned.
+func (r *Renewer) Step(ctx context.Context, registered bool) Result {
+	r.registered, r.result = registered, Result{}
+	r.result.Next = r.step(ctx)
+	return r.result
+}
+
+// step is Step's sync; it returns Result.Next.
+func (r *Renewer) step(ctx context.Context) time.Duration {
 	logger := klog.FromContext(ctx)
 	if r.phase == phaseIdle {
 		if r.latest != nil {
@@ -347,7 +375,7 @@ func (r *Renewer) ensureLease(ctx context.Context) (*coordinationv1.Lease, bool,
 }
 
 // checkInstance records another instance's renewal of the Lease (read by ensureLease, after a
-// conflict or at start) and tells OnDuplicate, when that renewal came after this Renewer started and
+// conflict or at start) in Status and the step's Result, when that renewal came after this Renewer started and
 // within the Lease's duration. A renewal from before the start is the last one of an earlier run of
 // this Node's agent (stopped and started again: systemd, a rollout); if that run were still alive,
 // its next renewal would conflict with ours and the Lease read after the conflict would show it.
@@ -365,9 +393,7 @@ func (r *Renewer) checkInstance(lease *coordinationv1.Lease) {
 	r.mu.Lock()
 	r.status.Duplicate, r.status.DuplicateTime = other, r.cfg.Clock.Now()
 	r.mu.Unlock()
-	if r.cfg.OnDuplicate != nil {
-		r.cfg.OnDuplicate(other)
-	}
+	r.result.Duplicate = other
 }
 
 // newLease is the lease controller's newLease: a new Lease (holder and name the node name) or a copy
@@ -396,14 +422,6 @@ func (r *Renewer) newLease(ctx context.Context, base *coordinationv1.Lease) (*co
 	return lease, r.setNodeOwner(ctx, lease)
 }
 
-// Attempted reports whether a Lease write succeeded or a Lease write or read failed since start:
-// registration waits (bounded) for it, so that a Node is never Ready without its Lease.
-func (r *Renewer) Attempted() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.attempted
-}
-
 // Status returns a copy of the Renewer's status.
 func (r *Renewer) Status() Status {
 	r.mu.Lock()
@@ -425,15 +443,10 @@ func (r *Renewer) renewed(lease *coordinationv1.Lease, d time.Duration) {
 	if lease != nil && lease.Spec.HolderIdentity != nil {
 		r.status.Holder = *lease.Spec.HolderIdentity
 	}
-	recovered := r.failing
-	r.failing = false
-	r.attempted = true
 	r.mu.Unlock()
+	r.result.Renewed = true
 	if r.cfg.Observer != nil {
 		r.cfg.Observer.ObserveLeaseRenewal(d)
-	}
-	if recovered && r.cfg.OnHeartbeatRecovered != nil {
-		r.cfg.OnHeartbeatRecovered()
 	}
 }
 
@@ -451,14 +464,11 @@ func (r *Renewer) failed(err error, start time.Time) {
 	r.status.Errors++
 	r.status.LastError = err.Error()
 	r.status.ErrorTime = r.cfg.Clock.Now()
-	r.failing = true
-	r.attempted = true
 	r.mu.Unlock()
+	r.result.Renewed = false
+	r.result.Failure = &Failure{Reason: "lease " + reason + ": " + err.Error(), Start: start}
 	if r.cfg.Observer != nil {
 		r.cfg.Observer.ObserveLeaseError(reason)
-	}
-	if r.cfg.OnHeartbeatFailure != nil {
-		r.cfg.OnHeartbeatFailure("lease "+reason+": "+err.Error(), start)
 	}
 }
 
@@ -526,7 +536,7 @@ func (r *Renewer) setNodeOwner(ctx context.Context, lease *coordinationv1.Lease)
 	if r.cfg.Lister != nil {
 		node, _ = r.cfg.Lister.Get(r.cfg.NodeName)
 	}
-	if node == nil && len(lease.OwnerReferences) == 0 && (r.cfg.Registered == nil || r.cfg.Registered()) {
+	if node == nil && len(lease.OwnerReferences) == 0 && r.registered {
 		n, err := r.cfg.Client.CoreV1().Nodes().Get(ctx, r.cfg.NodeName, metav1.GetOptions{})
 		if err != nil {
 			klog.FromContext(ctx).V(2).Info("Lease owner reference not set: node not available yet", "node", r.cfg.NodeName, "err", err)

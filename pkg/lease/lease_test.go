@@ -61,7 +61,7 @@ func TestSetNodeOwner(t *testing.T) {
 		owners     []metav1.OwnerReference
 		wantOwners []metav1.OwnerReference
 		wantGets   int
-		notYet     bool // Config.Registered answers false
+		notYet     bool // Step is told the Node is not registered yet
 	}{
 		{desc: "owner from the lister's Node", inLister: node("uid-1"), wantOwners: ownerRef("uid-1")},
 		{desc: "already pointing at the Node", inLister: node("uid-1"), owners: ownerRef("uid-1"), wantOwners: ownerRef("uid-1")},
@@ -84,7 +84,7 @@ func TestSetNodeOwner(t *testing.T) {
 			if tc.getErr != nil {
 				client.PrependReactor("get", "nodes", func(core.Action) (bool, runtime.Object, error) { return true, nil, tc.getErr })
 			}
-			cfg := Config{Client: client, NodeName: nodeName, LeaseDurationSeconds: 40, Registered: func() bool { return !tc.notYet }}
+			cfg := Config{Client: client, NodeName: nodeName, LeaseDurationSeconds: 40}
 			if !tc.noLister {
 				if tc.inLister != nil {
 					cfg.Lister = listerWith(t, tc.inLister)
@@ -96,6 +96,7 @@ func TestSetNodeOwner(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			r.registered = !tc.notYet
 			lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: nodeName, Namespace: Namespace, OwnerReferences: tc.owners}}
 			if err := r.setNodeOwner(t.Context(), lease); err != nil {
 				t.Fatalf("setNodeOwner: %v (an error would block the Lease write)", err)
@@ -142,11 +143,10 @@ func TestNew(t *testing.T) {
 	}
 }
 
-// recorder is an Observer plus the OnHeartbeatFailure, OnHeartbeatRecovered and
-// OnRepeatedHeartbeatFailure hooks, recording every call in order.
+// recorder is an Observer plus the OnRepeatedHeartbeatFailure hook, recording every call in order.
 type recorder struct {
 	mu        sync.Mutex
-	events    []string        // "renewal", "error:<reason>", "failure:<reason>", "recovered", "repeated"
+	events    []string        // "renewal", "error:<reason>", "repeated"
 	durations []time.Duration // of each renewal
 }
 
@@ -174,18 +174,9 @@ func (r *recorder) take() []string {
 	return e
 }
 
-// hook wires the recorder into cfg: OnHeartbeatFailure records "failure:<reason>" with full, else
-// "failure".
-func (r *recorder) hook(cfg *Config, full bool) {
+// hook wires the recorder into cfg.
+func (r *recorder) hook(cfg *Config) {
 	cfg.Observer = r
-	cfg.OnHeartbeatFailure = func(reason string, _ time.Time) {
-		if full {
-			r.add("failure:" + reason)
-		} else {
-			r.add("failure")
-		}
-	}
-	cfg.OnHeartbeatRecovered = func() { r.add("recovered") }
 	cfg.OnRepeatedHeartbeatFailure = func() { r.add("repeated") }
 }
 
@@ -220,20 +211,20 @@ func TestObservedLeases(t *testing.T) {
 		{desc: "get NotFound: not an error", calls: []call{{verb: "get"}}},
 		{desc: "get found: nothing recorded", existing: true, calls: []call{{verb: "get"}}},
 		{desc: "update Forbidden", existing: true, calls: []call{{verb: "update", err: apierrors.NewForbidden(gr, nodeName, errors.New("no RBAC"))}},
-			wantEvents: []string{"error:Forbidden", "failure"},
+			wantEvents: []string{"error:Forbidden"},
 			wantStatus: Status{Errors: 1, LastError: `leases.coordination.k8s.io "node-1" is forbidden: no RBAC`, ErrorTime: start}},
 		{desc: "create with a transport error", calls: []call{{verb: "create", err: errors.New("dial tcp 10.0.0.1:6443: connect: connection refused")}},
-			wantEvents: []string{"error:Transport", "failure"},
+			wantEvents: []string{"error:Transport"},
 			wantStatus: Status{Errors: 1, LastError: "dial tcp 10.0.0.1:6443: connect: connection refused", ErrorTime: start}},
 		{desc: "get Timeout: an error", calls: []call{{verb: "get", err: apierrors.NewTimeoutError("slow", 1)}},
-			wantEvents: []string{"error:Timeout", "failure"},
+			wantEvents: []string{"error:Timeout"},
 			wantStatus: Status{Errors: 1, LastError: "Timeout: slow", ErrorTime: start}},
 		{desc: "an API error without a reason: Unknown", existing: true,
 			calls:      []call{{verb: "update", err: &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Message: "odd"}}}},
-			wantEvents: []string{"error:Unknown", "failure"}, wantStatus: Status{Errors: 1, LastError: "odd", ErrorTime: start}},
+			wantEvents: []string{"error:Unknown"}, wantStatus: Status{Errors: 1, LastError: "odd", ErrorTime: start}},
 		{desc: "failures then a renewal: errors counted, last error kept", existing: true,
 			calls:      []call{{verb: "update", err: apierrors.NewServiceUnavailable("down")}, {verb: "update", err: apierrors.NewConflict(gr, nodeName, errors.New("changed"))}, {verb: "update"}},
-			wantEvents: []string{"error:ServiceUnavailable", "failure", "error:Conflict", "failure", "renewal", "recovered"},
+			wantEvents: []string{"error:ServiceUnavailable", "error:Conflict", "renewal"},
 			wantStatus: Status{LastRenew: start.Add(20 * time.Millisecond), Holder: nodeName, Errors: 2,
 				LastError: `Operation cannot be fulfilled on leases.coordination.k8s.io "node-1": changed`, ErrorTime: start}},
 	}
@@ -258,7 +249,7 @@ func TestObservedLeases(t *testing.T) {
 			})
 			rec := &recorder{}
 			cfg := Config{Client: client, NodeName: nodeName, LeaseDurationSeconds: 40, Clock: clk}
-			rec.hook(&cfg, false)
+			rec.hook(&cfg)
 			r, err := New(cfg)
 			if err != nil {
 				t.Fatal(err)
@@ -280,8 +271,15 @@ func TestObservedLeases(t *testing.T) {
 					t.Errorf("%s returned %v, want the API server's %v unchanged", c.verb, err, c.err)
 				}
 			}
-			if got := rec.take(); strings.Join(got, ",") != strings.Join(tc.wantEvents, ",") {
+			got := rec.take()
+			if strings.Join(got, ",") != strings.Join(tc.wantEvents, ",") {
 				t.Errorf("events %v, want %v", got, tc.wantEvents)
+			}
+			// The step's Result: Renewed when the last call was a successful write, the last failure.
+			wantRenewed := len(got) > 0 && got[len(got)-1] == "renewal"
+			wantFailure := tc.wantStatus.Errors > 0
+			if r.result.Renewed != wantRenewed || (r.result.Failure != nil) != wantFailure {
+				t.Errorf("Result %+v, want Renewed %v and a Failure %v", r.result, wantRenewed, wantFailure)
 			}
 			for i, d := range rec.durations {
 				if d != 20*time.Millisecond {
@@ -303,10 +301,10 @@ func TestObservedLeases(t *testing.T) {
 	}
 }
 
-// TestHeartbeatHooks: OnHeartbeatFailure runs after each failed Lease write with "lease <reason>:
-// <error>"; OnHeartbeatRecovered runs once after the first successful write that follows a run of
-// failures, and not after a success that follows a success.
-func TestHeartbeatHooks(t *testing.T) {
+// TestStepResultFailures: each failed Lease write is the Result's Failure, "lease <reason>: <error>"
+// with the call's start, and a successful write after it is Renewed with the failure still reported
+// (the process's heartbeat tracker counts both, in that order).
+func TestStepResultFailures(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	client := fake.NewClientset(&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: nodeName, Namespace: Namespace}})
 	var fail error
@@ -316,38 +314,45 @@ func TestHeartbeatHooks(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	rec := &recorder{}
-	cfg := Config{Client: client, NodeName: nodeName, LeaseDurationSeconds: 40, Clock: testingclock.NewFakeClock(time.Unix(1000, 0))}
-	rec.hook(&cfg, true)
-	r, err := New(cfg)
+	start := time.Unix(1000, 0)
+	r, err := New(Config{Client: client, NodeName: nodeName, LeaseDurationSeconds: 40, Clock: testingclock.NewFakeClock(start)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	leases := r.leases
 	timeout := apierrors.NewTimeoutError("request timed out", 1)
 	steps := []struct {
-		err  error
-		want []string
+		errs        []error // the answers to the step's updates, in order
+		wantRenewed bool
+		wantFailure string
 	}{
-		{nil, []string{"renewal"}},
-		{nil, []string{"renewal"}},
-		{timeout, []string{"error:Timeout", "failure:lease Timeout: Timeout: request timed out"}},
-		{timeout, []string{"error:Timeout", "failure:lease Timeout: Timeout: request timed out"}},
-		{errors.New("EOF"), []string{"error:Transport", "failure:lease Transport: EOF"}},
-		{nil, []string{"renewal", "recovered"}},
-		{nil, []string{"renewal"}},
-		{timeout, []string{"error:Timeout", "failure:lease Timeout: Timeout: request timed out"}},
-		{nil, []string{"renewal", "recovered"}},
+		{errs: []error{nil}, wantRenewed: true},
+		{errs: []error{timeout}, wantFailure: "lease Timeout: Timeout: request timed out"},
+		{errs: []error{errors.New("EOF")}, wantFailure: "lease Transport: EOF"},
+		{errs: []error{timeout, nil}, wantRenewed: true, wantFailure: "lease Timeout: Timeout: request timed out"},
 	}
 	for i, s := range steps {
-		fail = s.err
-		_, _ = leases.Update(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: nodeName, Namespace: Namespace}}, metav1.UpdateOptions{})
-		if got := rec.take(); strings.Join(got, "|") != strings.Join(s.want, "|") {
-			t.Errorf("step %d (error %v): events %q, want %q", i, s.err, got, s.want)
+		r.result = Result{}
+		for _, err := range s.errs {
+			fail = err
+			_, _ = r.leases.Update(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: nodeName, Namespace: Namespace}}, metav1.UpdateOptions{})
+			if err != nil {
+				r.result.Renewed = false // as the step goes on after a failure
+			}
+		}
+		got := r.result
+		failure := ""
+		if got.Failure != nil {
+			failure = got.Failure.Reason
+			if !got.Failure.Start.Equal(start) {
+				t.Errorf("step %d: failure started %v, want %v", i, got.Failure.Start, start)
+			}
+		}
+		if got.Renewed != s.wantRenewed || failure != s.wantFailure || got.Attempted() != true {
+			t.Errorf("step %d: Result Renewed %v Failure %q Attempted %v, want %v %q true", i, got.Renewed, failure, got.Attempted(), s.wantRenewed, s.wantFailure)
 		}
 	}
-	if st := r.Status(); st.Errors != 4 {
-		t.Errorf("Status().Errors = %d, want 4", st.Errors)
+	if st := r.Status(); st.Errors != 3 {
+		t.Errorf("Status().Errors = %d, want 3", st.Errors)
 	}
 }
 
@@ -378,7 +383,7 @@ func startRun(ctx context.Context, r *Renewer) (stop func()) {
 	go func() {
 		defer close(done)
 		for { // as the scheduler runs the step
-			d := r.Step(ctx)
+			d := r.Step(ctx, true).Next
 			if ctx.Err() != nil {
 				return
 			}
@@ -402,7 +407,7 @@ func TestRenewal(t *testing.T) {
 		client := fake.NewClientset(node("uid-1"))
 		rec := &recorder{}
 		cfg := Config{Client: client, Lister: listerWith(t, node("uid-1")), NodeName: nodeName, LeaseDurationSeconds: 40, Clock: clock.RealClock{}}
-		rec.hook(&cfg, true)
+		rec.hook(&cfg)
 		r, err := New(cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -456,8 +461,9 @@ func TestRenewal(t *testing.T) {
 }
 
 // TestRenewalFailuresAndRecovery runs the lease controller against an API server that refuses Lease
-// updates for one renew interval: the Observer sees each failed write with its reason, the hooks
-// report each failure and, once, the recovery; Status counts the errors and keeps the last one.
+// updates for one renew interval: the Observer sees each failed write with its reason and the renewal
+// after; OnRepeatedHeartbeatFailure runs after each failed update but the first of a round; Status
+// counts the errors and keeps the last one.
 func TestRenewalFailuresAndRecovery(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, ctx := ktesting.NewTestContext(t)
@@ -471,7 +477,7 @@ func TestRenewalFailuresAndRecovery(t *testing.T) {
 		})
 		rec := &recorder{}
 		cfg := Config{Client: client, Lister: listerWith(t, node("uid-1")), NodeName: nodeName, LeaseDurationSeconds: 40, Clock: clock.RealClock{}}
-		rec.hook(&cfg, false)
+		rec.hook(&cfg)
 		r, err := New(cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -493,7 +499,7 @@ func TestRenewalFailuresAndRecovery(t *testing.T) {
 		var want []string
 		for range 2 {
 			for i := range 5 {
-				want = append(want, "error:Forbidden", "failure")
+				want = append(want, "error:Forbidden")
 				if i > 0 {
 					want = append(want, "repeated")
 				}
@@ -512,8 +518,8 @@ func TestRenewalFailuresAndRecovery(t *testing.T) {
 		mu.Unlock()
 		time.Sleep(10400 * time.Millisecond)
 		synctest.Wait()
-		if got := rec.take(); strings.Join(got, ",") != "renewal,recovered" {
-			t.Errorf("the next renewal: events %v, want renewal,recovered", got)
+		if got := rec.take(); strings.Join(got, ",") != "renewal" {
+			t.Errorf("the next renewal: events %v, want renewal", got)
 		}
 		time.Sleep(10400 * time.Millisecond)
 		synctest.Wait()
@@ -586,19 +592,18 @@ func TestDuplicateInstance(t *testing.T) {
 				stored.Annotations = map[string]string{AnnotationInstance: tc.holder}
 			}
 			clk := testingclock.NewFakeClock(start)
-			var told []string
 			r, err := New(Config{Client: fake.NewClientset(stored), NodeName: nodeName, LeaseDurationSeconds: 40,
-				Instance: "me", Clock: clk, OnDuplicate: func(other string) { told = append(told, other) }})
+				Instance: "me", Clock: clk})
 			if err != nil {
 				t.Fatal(err)
 			}
 			clk.SetTime(start.Add(tc.now))
-			r.Step(ctx) // finds the stored Lease (ensureLease), then updates it
+			res := r.Step(ctx, true) // finds the stored Lease (ensureLease), then updates it
 			if got := r.Status().Duplicate; got != tc.want {
 				t.Errorf("Status().Duplicate = %q, want %q", got, tc.want)
 			}
-			if want := map[bool]int{true: 1, false: 0}[tc.want != ""]; len(told) != want {
-				t.Errorf("OnDuplicate called with %q, want %d call(s)", told, want)
+			if res.Duplicate != tc.want {
+				t.Errorf("Step's Result.Duplicate = %q, want %q", res.Duplicate, tc.want)
 			}
 			if l := getLease(ctx, t, r.cfg.Client.(*fake.Clientset)); l.Annotations[AnnotationInstance] != "me" {
 				t.Errorf("Lease written with instance %q, want me", l.Annotations[AnnotationInstance])

@@ -136,7 +136,7 @@ func stepImpl(ctx context.Context, w *parityWorld, onRepeated func()) {
 		panic(err)
 	}
 	for { // as node.Scheduler runs the step: again after the duration it returns
-		d := r.Step(ctx)
+		d := r.Step(ctx, true).Next
 		select {
 		case <-ctx.Done():
 			return

@@ -119,7 +119,8 @@ func TestServingProbe(t *testing.T) {
 
 // TestRenewalResumesWhenServing: after an outage long enough for the lease controller's backoff to
 // reach its 7 s cap, the Lease is renewed within one probe period of the API server serving again,
-// and OnHeartbeatRecovered runs; without the probe the same outage leaves it up to the backoff.
+// (the first renewal the Observer sees after it); without the probe the same outage leaves it up to
+// the backoff.
 func TestRenewalResumesWhenServing(t *testing.T) {
 	for _, tc := range []struct {
 		desc      string
@@ -135,9 +136,16 @@ func TestRenewalResumesWhenServing(t *testing.T) {
 				srv := &apiServer{}
 				client := srv.client(node("uid-1"))
 				var mu sync.Mutex
-				var recoveredAt time.Time
+				var recoveredAt, back time.Time
+				renewals := renewalFunc(func() {
+					mu.Lock()
+					defer mu.Unlock()
+					if !back.IsZero() && recoveredAt.IsZero() {
+						recoveredAt = time.Now()
+					}
+				})
 				cfg := Config{Client: client, Lister: listerWith(t, node("uid-1")), NodeName: nodeName, LeaseDurationSeconds: 40,
-					Clock: clock.RealClock{}, OnHeartbeatRecovered: func() { mu.Lock(); recoveredAt = time.Now(); mu.Unlock() }}
+					Clock: clock.RealClock{}, Observer: renewals}
 				if tc.probe {
 					cfg.Serving = NewServingProbe(client, nodeName, clock.RealClock{}, 250*time.Millisecond)
 				}
@@ -150,7 +158,9 @@ func TestRenewalResumesWhenServing(t *testing.T) {
 				srv.setDown(true)
 				time.Sleep(60 * time.Second) // the backoff is at its cap long before
 				synctest.Wait()
-				back := time.Now()
+				mu.Lock()
+				back = time.Now()
+				mu.Unlock()
 				srv.setDown(false)
 				time.Sleep(10 * time.Second)
 				synctest.Wait()
@@ -193,3 +203,9 @@ func TestAnswered(t *testing.T) {
 		}
 	}
 }
+
+// renewalFunc is an Observer that calls itself on each renewal.
+type renewalFunc func()
+
+func (f renewalFunc) ObserveLeaseRenewal(time.Duration) { f() }
+func (f renewalFunc) ObserveLeaseError(string)          {}

@@ -22,13 +22,13 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	cadvisorapi "github.com/google/cadvisor/lib/model"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/record"
@@ -158,12 +158,12 @@ type Dependencies struct {
 	Serving *lease.ServingProbe
 }
 
-// StartupWait bounds the start-up waits taken together (the first runtime check, the first Lease
-// write), counted from Start: StatusCallTimeout + 1 s.
-const StartupWait = StatusCallTimeout + time.Second
-
 // Controller keeps one Node true. Build with New; run with Run, or Start it on a shared Scheduler.
 // Ready is closed once the Node is registered and its status posted, Done once it has stopped.
+//
+// Its steps (steps.go) run on the Scheduler's work queue, which alone decides when each runs: a step
+// returns when it wants to run again, or an error for the queue's backoff, and the steps of its Node
+// that it unblocked (startup.go has the start-up order). The Controller keeps no schedule.
 type Controller struct {
 	cfg  Config
 	deps Dependencies
@@ -176,10 +176,21 @@ type Controller struct {
 	renewer      *lease.Renewer
 	cache        *nodecache.Node
 	started      time.Time
+	// registered says whether the Node exists on the API server as far as registration knows: set by
+	// the registration step, cleared when a status sync finds the Node deleted; true from the start
+	// with RegisterNode false.
+	registered atomic.Bool
 
-	mu         sync.Mutex
-	sched      *Scheduler
-	state      nodeState
+	mu      sync.Mutex
+	sched   *Scheduler
+	startup startupState
+	stopped bool
+	// cancel cancels each running step's context (nil when the step is not running); lastEnd is when
+	// each step last finished, for Healthy only.
+	cancel  [numSteps]context.CancelFunc
+	lastEnd [numSteps]time.Time
+	// duplicates are the other agents seen renewing this Node's Lease.
+	duplicates map[string]bool
 	firstReady time.Time // when a sync first found the Node Ready
 	// posted is what the last successful sync left on the Node: its UID and conditions (not the
 	// whole Node, which the informer holds already); nil before.
@@ -190,37 +201,8 @@ type Controller struct {
 	ready     chan struct{}
 	readyOnce sync.Once
 	done      chan struct{}
+	doneOnce  sync.Once
 }
-
-// nodeState is one Node's start-up order and step bookkeeping, guarded by Controller.mu. The steps
-// read it; nothing else orders them. The start-up order, as the kubelet's:
-//   - the Lease step and the runtime poll run at once;
-//   - the status step builds the Node to register once the runtime was checked (or StartupWait has
-//     passed), meanwhile the Lease's first write is in flight, and creates it once that write was
-//     attempted (or StartupWait has passed), so that a Node is never Ready without its Lease;
-//     with --register-node=false the first sync waits for both;
-//   - the fast start-up update starts once both have happened (or StartupWait has passed).
-type nodeState struct {
-	attachedAt     time.Time // when Start queued the first steps
-	leaseAttempted bool      // the Lease's first write succeeded, or a Lease call failed
-	runtimeChecked bool      // the runtime poll ran once
-	fastStarted    bool
-	fastDeadline   time.Time
-	pending        *v1.Node // the Node built for registration while the Lease's first write is in flight
-	stopped        bool
-
-	due       [numSteps]time.Time // a step popped before its due time waits; zero: due now
-	triggered [numSteps]bool      // run when popped, whatever due says
-	cancel    [numSteps]context.CancelFunc
-	runStart  [numSteps]time.Time
-	lastRun   [numSteps]time.Time // when each step last finished
-	resyncs   []time.Time         // extra status syncs asked for (heartbeat recovery)
-	// duplicates are the other agents seen renewing this Node's Lease.
-	duplicates map[string]bool
-}
-
-// never is a due time no step reaches: a step that does not want to run again.
-var never = time.Unix(1<<62, 0)
 
 // New validates cfg and deps and composes the Controller. It makes no API or CRI call. It errors,
 // naming the field, when a required field is missing or a frequency is not positive.
@@ -236,6 +218,9 @@ func New(cfg Config, deps Dependencies) (*Controller, error) {
 	if cfg.Hostname == "" {
 		cfg.Hostname = cfg.NodeName
 	}
+	if cfg.RuntimePollPeriod <= 0 {
+		cfg.RuntimePollPeriod = 5 * time.Second
+	}
 	if deps.Clock == nil {
 		deps.Clock = clock.RealClock{}
 	}
@@ -246,11 +231,11 @@ func New(cfg Config, deps Dependencies) (*Controller, error) {
 		ready:   make(chan struct{}),
 		done:    make(chan struct{}),
 	}
+	c.registered.Store(!cfg.RegisterNode)
 	c.runtimeState = criruntime.NewState(deps.Clock, MaxWaitForContainerRuntime)
 	var err error
 	pollerCfg := criruntime.PollerConfig{
-		Runtime: cfg.Runtime, State: c.runtimeState, Period: cfg.RuntimePollPeriod, Timeout: StatusCallTimeout,
-		Clock: deps.Clock, OnChange: func() { c.trigger(StepStatus) },
+		Runtime: cfg.Runtime, State: c.runtimeState, Period: cfg.RuntimePollPeriod, Timeout: StatusCallTimeout, Clock: deps.Clock,
 	}
 	if deps.Observer != nil {
 		pollerCfg.Observer = deps.Observer
@@ -258,46 +243,38 @@ func New(cfg Config, deps Dependencies) (*Controller, error) {
 	if c.poller, err = criruntime.NewPoller(pollerCfg); err != nil {
 		return nil, err
 	}
-	if c.cfg.RuntimePollPeriod <= 0 {
-		c.cfg.RuntimePollPeriod = 5 * time.Second
-	}
 	c.funcs = nodestatus.NewFuncs(deps.Clock, append(c.DefaultNodeStatusFuncs(), cfg.ExtraFuncs...)...)
-
-	var register func(context.Context) error
 	if cfg.RegisterNode {
 		c.registrar, err = registration.New(registration.Config{
 			Client: deps.Client, NodeName: cfg.NodeName, Hostname: cfg.Hostname,
 			Labels: cfg.Labels, Taints: cfg.Taints, Unschedulable: cfg.Unschedulable,
 			ExternalCloudProvider: cfg.ExternalCloudProvider, ProviderID: cfg.ProviderID,
-			Funcs: c.funcs, Clock: deps.Clock, OnAttempt: c.observeRegistration,
+			Funcs: c.funcs, Clock: deps.Clock,
 		})
 		if err != nil {
 			return nil, err
 		}
-		register = func(ctx context.Context) error { return c.registrar.TryRegister(ctx, c.registrar.InitialNode(ctx)) }
 	}
+	// Three callbacks, no more: the repeated heartbeat failure hook of the syncer and of the Lease
+	// (the kubelet's, between two tries of one sync), and the Lease's Wake (the API server serves
+	// again while it waits in backoff). Everything else a step does, it returns.
 	c.syncer, err = statussync.New(statussync.Config{
-		Client: deps.HeartbeatClient, Lister: deps.NodeLister, Cache: c.cache, NodeName: cfg.NodeName,
-		Funcs: c.funcs, Register: register, UpdateRuntimeUp: c.poller.UpdateRuntimeUp,
+		Client: deps.HeartbeatClient, Lister: deps.NodeLister, Cache: c.cache, NodeName: cfg.NodeName, Funcs: c.funcs,
 		UpdateFrequency: cfg.NodeStatusUpdateFrequency, ReportFrequency: cfg.NodeStatusReportFrequency,
-		OnRepeatedHeartbeatFailure: c.closeAllConns, OnSync: c.onSync, Clock: deps.Clock,
+		OnRepeatedHeartbeatFailure: c.closeAllConns, Clock: deps.Clock,
 	})
 	if err != nil {
 		return nil, err
 	}
-	c.renewer, err = lease.New(lease.Config{
+	leaseCfg := lease.Config{
 		Client: deps.HeartbeatClient, Lister: deps.NodeLister, NodeName: cfg.NodeName,
 		LeaseDurationSeconds: cfg.NodeLeaseDurationSeconds, OnRepeatedHeartbeatFailure: c.closeAllConns,
-		OnHeartbeatFailure: c.heartbeatFailed,
-		Observer:           leaseObserver{c},
-		Serving:            deps.Serving,
-		Wake:               func() { c.trigger(StepLease) },
-		Registered:         c.syncer.IsRegistered,
-		Instance:           deps.Instance,
-		OnDuplicate:        c.duplicate,
-		Clock:              deps.Clock,
-	})
-	if err != nil {
+		Serving: deps.Serving, Wake: func() { c.add(StepLease) }, Instance: deps.Instance, Clock: deps.Clock,
+	}
+	if deps.Observer != nil {
+		leaseCfg.Observer = deps.Observer
+	}
+	if c.renewer, err = lease.New(leaseCfg); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -308,9 +285,10 @@ func (c *Controller) Name() string { return c.cfg.NodeName }
 
 // Run runs the Node until ctx ends and returns nil once its steps have stopped; call it once. On the
 // Dependencies' Scheduler it starts the Node there; without one it runs a Scheduler of its own with
-// the default workers (the library's and the single agent's case). See nodeState for the start-up
-// order, which is the kubelet's: a Node whose runtime is ready registers Ready with its Lease already
-// there, and one whose runtime is gone or hangs registers NotReady, saying why.
+// the default workers (the library's and the single agent's case). It errors when the Controller was
+// started before. The start-up order is the kubelet's (startup.go): a Node whose runtime is ready
+// registers Ready with its Lease already there, and one whose runtime is gone or hangs registers
+// NotReady, saying why.
 func (c *Controller) Run(ctx context.Context) error {
 	if s := c.deps.Scheduler; s != nil {
 		if err := s.Start(c); err != nil {
@@ -340,328 +318,97 @@ func (c *Controller) Ready() <-chan struct{} { return c.ready }
 // Done returns a channel closed once the Controller has stopped and none of its steps runs.
 func (c *Controller) Done() <-chan struct{} { return c.done }
 
-// Err returns why the Controller stopped: nil (it stops only when told to, by Stop or Run's ctx).
-func (c *Controller) Err() error { return nil }
-
 // attach binds c to s; a Controller runs once, on one Scheduler.
 func (c *Controller) attach(s *Scheduler) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.sched != nil || c.state.stopped {
+	if c.sched != nil || c.stopped {
 		return fmt.Errorf("node %q: controller already started", c.cfg.NodeName)
 	}
 	c.sched = s
-	c.state.attachedAt = c.deps.Clock.Now()
-	c.started = c.state.attachedAt
+	c.started = c.deps.Clock.Now()
+	c.startup.at = c.started
 	return nil
 }
 
-// Stop stops the Node: no step of it starts any more, a running one's context is cancelled, and
+// Stop stops the Node: its queued steps become no-ops, a running one's context is cancelled, and
 // Done is closed once none runs. A stopped Controller is not started again (build a new one).
 func (c *Controller) Stop() {
 	c.mu.Lock()
-	if c.state.stopped {
+	if c.stopped {
 		c.mu.Unlock()
 		return
 	}
-	c.state.stopped = true
+	c.stopped = true
 	running := false
-	for _, cancel := range c.state.cancel {
+	for _, cancel := range c.cancel {
 		if cancel != nil {
 			cancel()
 			running = true
 		}
 	}
-	if !running {
-		close(c.done)
-	}
 	s := c.sched
 	c.mu.Unlock()
+	if !running {
+		c.doneOnce.Do(func() { close(c.done) })
+	}
 	if s != nil {
 		s.remove(c)
 	}
 }
 
-// trigger asks for step to run now (a runtime change, a problem monitor's change, the control
-// endpoint): it is queued at once, and triggers while one is queued coalesce.
-func (c *Controller) trigger(step Step) {
+// add queues step now, unless the Node is not started or stopped; queued twice, it runs once.
+func (c *Controller) add(step Step) {
 	c.mu.Lock()
-	s := c.sched
-	if s == nil || c.state.stopped {
-		c.mu.Unlock()
-		return
-	}
-	c.state.triggered[step] = true
+	s, stopped := c.sched, c.stopped
 	c.mu.Unlock()
-	s.add(c, step)
+	if s != nil && !stopped {
+		s.add(c, step)
+	}
 }
 
 // PollRuntime asks for a runtime-health poll now (the runtime is known to have changed); a change
-// it finds triggers a status sync.
-func (c *Controller) PollRuntime() { c.trigger(StepRuntime) }
+// it finds queues a status sync.
+func (c *Controller) PollRuntime() { c.add(StepRuntime) }
 
 // Trigger asks for a status sync now (e.g. a problem monitor's condition changed).
-func (c *Controller) Trigger() { c.trigger(StepStatus) }
+func (c *Controller) Trigger() { c.add(StepStatus) }
 
-// claim decides whether a popped step runs: not when the Node is stopped, nor before its due time
-// unless triggered (then wait says how long until it is due). When it runs, it gets a context
-// bounded by timeout that Stop cancels.
-func (c *Controller) claim(ctx context.Context, step Step, now time.Time, timeout time.Duration) (context.Context, context.CancelFunc, time.Duration, bool) {
+// begin starts a run of step popped from the queue: false when the Node is stopped (the item is a
+// no-op). The run's context is bounded by timeout, and Stop cancels it.
+func (c *Controller) begin(ctx context.Context, step Step, timeout time.Duration) (context.Context, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	st := &c.state
-	if st.stopped {
-		return nil, nil, 0, false
+	if c.stopped {
+		return nil, false
 	}
-	if !st.triggered[step] && now.Before(st.due[step]) {
-		if st.due[step] == never {
-			return nil, nil, 0, false
-		}
-		return nil, nil, st.due[step].Sub(now), false
-	}
-	st.triggered[step] = false
-	stepCtx, cancel := context.WithTimeout(ctx, timeout)
 	if c.logger == nil { // once: WithValues allocates, and a Node runs thousands of steps
 		l := klog.FromContext(ctx).WithValues("node", c.cfg.NodeName)
 		c.logger = &l
 	}
-	stepCtx = klog.NewContext(stepCtx, *c.logger)
-	st.cancel[step], st.runStart[step] = cancel, now
-	return stepCtx, cancel, 0, true
+	stepCtx, cancel := context.WithTimeout(klog.NewContext(ctx, *c.logger), timeout)
+	c.cancel[step] = cancel
+	return stepCtx, true
 }
 
-// release records the end of a step that wants to run again after `after` (never when negative) and
-// reports whether, and after how long, to queue it again; a stopped Node closes Done once none of
-// its steps runs.
-func (c *Controller) release(step Step, now time.Time, after time.Duration) (time.Duration, bool) {
+// end ends a run of step and reports whether the Node has been stopped meanwhile; a stopped Node
+// closes Done once none of its steps runs.
+func (c *Controller) end(step Step) (stopped bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	st := &c.state
-	st.cancel[step] = nil
-	st.lastRun[step] = now
-	if st.stopped {
-		for _, cancel := range st.cancel {
-			if cancel != nil {
-				return 0, false
-			}
-		}
-		select {
-		case <-c.done:
-		default:
-			close(c.done)
-		}
-		return 0, false
+	c.cancel[step]()
+	c.cancel[step] = nil
+	c.lastEnd[step] = c.deps.Clock.Now()
+	if !c.stopped {
+		return false
 	}
-	if after < 0 {
-		st.due[step] = never
-		return 0, false
-	}
-	st.due[step] = now.Add(after)
-	if step == StepStatus && len(st.resyncs) > 0 {
-		start := st.runStart[step]
-		kept := st.resyncs[:0]
-		for _, t := range st.resyncs {
-			if t.After(start) {
-				kept = append(kept, t)
-			}
-		}
-		st.resyncs = kept
-		if len(kept) > 0 && kept[0].Before(st.due[step]) {
-			st.due[step] = kept[0]
-			after = max(kept[0].Sub(now), 0)
+	for _, cancel := range c.cancel {
+		if cancel != nil {
+			return true
 		}
 	}
-	return after, true
-}
-
-// runStep runs one round of step and returns when it wants to run next (negative: never), or an
-// error for the scheduler's backoff (100 ms doubling to 7 s: failed registration attempts).
-func (c *Controller) runStep(ctx context.Context, step Step) (time.Duration, error) {
-	switch step {
-	case StepLease:
-		next := c.renewer.Step(ctx)
-		if c.renewer.Attempted() {
-			c.startupProgress(func(st *nodeState) bool { was := st.leaseAttempted; st.leaseAttempted = true; return !was })
-		}
-		return next, nil
-	case StepRuntime:
-		c.poller.UpdateRuntimeUp(ctx)
-		if ctx.Err() == nil {
-			c.startupProgress(func(st *nodeState) bool { was := st.runtimeChecked; st.runtimeChecked = true; return !was })
-		}
-		return c.cfg.RuntimePollPeriod, nil
-	case StepStatus:
-		return c.statusStep(ctx)
-	case StepFastUpdate:
-		return c.fastUpdateStep(ctx), nil
-	}
-	return -1, fmt.Errorf("node: unknown step %d", step)
-}
-
-// startupProgress applies change to the start-up state and, when it changed, wakes the steps that
-// wait on it: the status step, and the fast start-up update once both waits are over.
-func (c *Controller) startupProgress(change func(*nodeState) bool) {
-	c.mu.Lock()
-	changed := change(&c.state)
-	c.mu.Unlock()
-	if changed {
-		c.trigger(StepStatus)
-		c.maybeStartFastUpdate()
-	}
-}
-
-// startupGates says whether the runtime was checked and the Lease's first write attempted, each
-// counting as done once StartupWait has passed since Start; it returns the time left until then.
-func (c *Controller) startupGates(now time.Time) (runtimeOK, leaseOK bool, left time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	left = c.state.attachedAt.Add(StartupWait).Sub(now)
-	return c.state.runtimeChecked || left <= 0, c.state.leaseAttempted || left <= 0, left
-}
-
-// maybeStartFastUpdate starts the fast start-up update once, when both start-up waits are over.
-func (c *Controller) maybeStartFastUpdate() {
-	now := c.deps.Clock.Now()
-	runtimeOK, leaseOK, _ := c.startupGates(now)
-	if !runtimeOK || !leaseOK {
-		return
-	}
-	c.mu.Lock()
-	if c.state.fastStarted {
-		c.mu.Unlock()
-		return
-	}
-	c.state.fastStarted = true
-	c.state.fastDeadline = now.Add(statussync.FastStatusUpdateGrace)
-	c.mu.Unlock()
-	c.trigger(StepFastUpdate)
-}
-
-// statusStep is one run of the status step: wait for the start-up order, register (one attempt),
-// then one status sync (syncNodeStatus, up to 5 tries). It returns the next sync's delay, the status
-// update frequency with 0.04 jitter, or a registration error for the backoff.
-func (c *Controller) statusStep(ctx context.Context) (time.Duration, error) {
-	logger := klog.FromContext(ctx)
-	runtimeOK, leaseOK, left := c.startupGates(c.deps.Clock.Now())
-	if !runtimeOK || (c.registrar == nil && !leaseOK) {
-		return left, nil // the runtime poll or the Lease step triggers this step as soon as it can go on
-	}
-	c.maybeStartFastUpdate()
-	if c.registrar != nil && !c.syncer.IsRegistered() {
-		c.mu.Lock()
-		node := c.state.pending
-		c.state.pending = nil
-		c.mu.Unlock()
-		if node == nil {
-			node = c.registrar.InitialNode(ctx)
-		}
-		if !leaseOK {
-			// Built while the Lease's first write is in flight; created once it was attempted.
-			c.mu.Lock()
-			c.state.pending = node
-			c.mu.Unlock()
-			return left, nil
-		}
-		logger.Info("Attempting to register node", "node", klog.KObj(node))
-		if err := c.registrar.TryRegister(ctx, node); err != nil {
-			if ctx.Err() == nil {
-				logger.Error(err, "Unable to register node with API server", "node", klog.KObj(node))
-			}
-			return 0, err
-		}
-		logger.Info("Successfully registered node", "node", klog.KObj(node))
-		c.syncer.SetRegistered()
-	}
-	r := c.syncer.SyncNodeStatus(ctx)
-	if r.Err != nil && !c.syncer.IsRegistered() {
-		return 0, r.Err // the Node was deleted and could not be registered again: back off
-	}
-	return wait.Jitter(c.cfg.NodeStatusUpdateFrequency, 0.04), nil
-}
-
-// fastUpdateStep is one tick of the fast start-up update; it returns the next tick's delay, or -1
-// once the fast path is finished.
-func (c *Controller) fastUpdateStep(ctx context.Context) time.Duration {
-	c.mu.Lock()
-	started, deadline := c.state.fastStarted, c.state.fastDeadline
-	c.mu.Unlock()
-	if !started {
-		return -1
-	}
-	if c.syncer.FastNodeStatusUpdate(ctx, !c.deps.Clock.Now().Before(deadline)) {
-		if ctx.Err() == nil {
-			// From now on a runtime that is not ready is news: log it at the default level (the
-			// kubelet's containerRuntimeReadyExpected).
-			c.poller.SetReadyExpected()
-		}
-		return -1
-	}
-	return statussync.FastStatusUpdateTick
-}
-
-// recoveryResyncs are the delays after a heartbeat recovers at which the status is synced again:
-// the node lifecycle controller may mark the Node Unknown just after the first sync (from a Lease it
-// read before the renewal), and the Node should not stay Unknown for a status period.
-var recoveryResyncs = []time.Duration{0, time.Second, 3 * time.Second}
-
-// recoveryReadWindow is how long after a heartbeat recovers every sync reads the Node from the API
-// server whatever the informer says: the API server's watch cache can lag behind etcd after an
-// outage (etcd paused), and the lifecycle controller's Ready=Unknown may come seconds later.
-const recoveryReadWindow = time.Minute
-
-// heartbeatFailed runs after each failed Lease write or read, started at start: in an outage (no
-// heartbeat of the process succeeded since, see Heartbeats) the connection, and so the informer's
-// watch, may be gone, so the cache is stale. One failure among many successes says nothing of it.
-func (c *Controller) heartbeatFailed(reason string, start time.Time) {
-	c.mu.Lock()
-	s := c.sched
-	c.mu.Unlock()
-	if s == nil || s.heartbeats.Failed(start) {
-		c.cache.MarkStale(reason)
-	}
-}
-
-// recover runs on every Node when the process's heartbeats succeed again after an outage: read the
-// Node from the API server for recoveryReadWindow and sync the status at once and after 1 s and 3 s,
-// so that a Node the lifecycle controller marked Unknown during the outage is Ready again within a
-// round trip instead of one status period.
-func (c *Controller) recover() {
-	now := c.deps.Clock.Now()
-	c.cache.MarkStaleUntil("heartbeat recovered after failures", now.Add(recoveryReadWindow))
-	c.mu.Lock()
-	s := c.sched
-	if s == nil || c.state.stopped {
-		c.mu.Unlock()
-		return
-	}
-	for _, d := range recoveryResyncs {
-		t := now.Add(d)
-		c.state.resyncs = append(c.state.resyncs, t)
-		if t.Before(c.state.due[StepStatus]) {
-			c.state.due[StepStatus] = t
-		}
-	}
-	c.mu.Unlock()
-	for _, d := range recoveryResyncs {
-		s.addAfter(c, StepStatus, d)
-	}
-}
-
-// duplicate runs when another agent, other, renewed this Node's Lease within its duration: two
-// agents were started with one node name and overwrite each other's Lease and status. It records a
-// Warning Event once per other agent; Status().Problems and the /readyz check say it while it lasts.
-func (c *Controller) duplicate(other string) {
-	c.mu.Lock()
-	seen := c.state.duplicates[other]
-	if c.state.duplicates == nil {
-		c.state.duplicates = map[string]bool{}
-	}
-	c.state.duplicates[other] = true
-	c.mu.Unlock()
-	if !seen {
-		c.recordEvent(v1.EventTypeWarning, "DuplicateNodeAgent", fmt.Sprintf(
-			"Another agent (%s) renews the Lease of node %s: two agents run with one node name and overwrite each other's Lease and status", other, c.cfg.NodeName))
-	}
+	c.doneOnce.Do(func() { close(c.done) })
+	return true
 }
 
 // ProcessInstance returns an identity of this process for Dependencies.Instance: host name, PID and
@@ -673,50 +420,19 @@ func ProcessInstance() string {
 
 var processStart = clock.RealClock{}.Now()
 
-// closeAllConns is the repeated heartbeat failure hook: the scheduler closes the connections when
-// the process's heartbeats fail as a whole.
-func (c *Controller) closeAllConns() {
-	c.mu.Lock()
-	s := c.sched
-	c.mu.Unlock()
-	if s != nil {
-		s.closeAllConns()
-	}
-}
-
-// leaseObserver tells the Observer, and the process's heartbeat tracker, about Lease writes.
-type leaseObserver struct{ c *Controller }
-
-func (o leaseObserver) ObserveLeaseRenewal(d time.Duration) {
-	o.c.heartbeatSucceeded()
-	if o.c.deps.Observer != nil {
-		o.c.deps.Observer.ObserveLeaseRenewal(d)
-	}
-}
-
-func (o leaseObserver) ObserveLeaseError(reason string) {
-	if o.c.deps.Observer != nil {
-		o.c.deps.Observer.ObserveLeaseError(reason)
-	}
-}
-
-func (c *Controller) heartbeatSucceeded() {
-	c.mu.Lock()
-	s := c.sched
-	c.mu.Unlock()
-	if s != nil {
-		s.heartbeats.Succeeded()
-	}
-}
-
-func (c *Controller) observeRegistration(result string) {
+// observeRegistration tells the Observer what a registration attempt did.
+func (c *Controller) observeRegistration(result registration.Result) {
 	if c.deps.Observer != nil {
-		c.deps.Observer.ObserveRegistrationAttempt(result)
+		c.deps.Observer.ObserveRegistrationAttempt(string(result))
 	}
 }
 
-// onSync records the posted Node, tells the heartbeat tracker and the Observer.
-func (c *Controller) onSync(r statussync.SyncResult) {
+// observeSync records a finished sync (r.Time set; a sync cut short by the context's end posted
+// nothing and is not reported): the posted Node, the heartbeat tracker, the Observer, Ready.
+func (c *Controller) observeSync(r statussync.SyncResult) {
+	if r.Time.IsZero() {
+		return
+	}
 	c.mu.Lock()
 	if r.Patched {
 		kept := r
@@ -741,7 +457,7 @@ func (c *Controller) onSync(r statussync.SyncResult) {
 	case r.Err != nil && len(r.Patches) > 0:
 		c.heartbeatFailed("node status patch failed: "+r.Error, r.Time.Add(-r.Duration))
 	}
-	if posted && c.syncer.IsRegistered() {
+	if posted && c.registered.Load() {
 		c.readyOnce.Do(func() { close(c.ready) })
 	}
 	if c.deps.Observer != nil {
@@ -772,8 +488,9 @@ func (c *Controller) EventRef() *v1.ObjectReference {
 	return ref
 }
 
-// IsRegistered reports whether the Node is registered now.
-func (c *Controller) IsRegistered() bool { return c.syncer.IsRegistered() }
+// IsRegistered reports whether the Node is registered now (true from the start with RegisterNode
+// false; false again while a Node found deleted is registered again).
+func (c *Controller) IsRegistered() bool { return c.registered.Load() }
 
 // LastSync returns when the status was last synced successfully; zero before.
 func (c *Controller) LastSync() time.Time { return c.syncer.LastSync() }

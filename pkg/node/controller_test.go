@@ -762,7 +762,7 @@ func TestHeartbeatFailureCountsOnlyInAnOutage(t *testing.T) {
 					t.Errorf("after the failure: stale %v, want %v", got, tc.wantStale)
 				}
 				e.tracker.MarkFresh(nodeName)
-				s.Heartbeats().Succeeded()
+				e.ctrl.heartbeatSucceeded()
 				if got := e.tracker.Stale(nodeName) != nil; got != tc.wantStale {
 					t.Errorf("after the next success: stale %v (the recovery's read window), want %v", got, tc.wantStale)
 				}

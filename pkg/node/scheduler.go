@@ -15,38 +15,6 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// Step is one of a Node's steps: each does one round of one of the kubelet's loops and says when it
-// wants to run next. The scheduler runs every Node's steps.
-type Step uint8
-
-// A Node's steps.
-const (
-	// StepLease renews the Node's Lease: one run of the component-helpers lease controller's sync, up
-	// to its next backoff sleep (lease.Renewer.Step).
-	StepLease Step = iota
-	// StepRuntime is the runtime-health poll: one CRI Status call into runtimeState (the kubelet's
-	// updateRuntimeUp), every RuntimePollPeriod.
-	StepRuntime
-	// StepStatus registers the Node until it is registered, then syncs its status (the kubelet's
-	// registerWithAPIServer attempt, then syncNodeStatus with its 5 tries), every
-	// NodeStatusUpdateFrequency with 0.04 jitter, or at once when triggered.
-	StepStatus
-	// StepFastUpdate is one tick of the fast start-up update (the kubelet's fastNodeStatusUpdate),
-	// every 100 ms from the end of start-up until the Node is Ready or 120 s have passed.
-	StepFastUpdate
-	numSteps
-)
-
-var stepNames = [numSteps]string{"lease", "runtime", "status", "fastupdate"}
-
-// String returns the step's name: lease, runtime, status or fastupdate.
-func (s Step) String() string {
-	if s < numSteps {
-		return stepNames[s]
-	}
-	return fmt.Sprintf("step(%d)", uint8(s))
-}
-
 // stepKey is a work queue item: one step of one Node's controller. The controller's pointer is the
 // key, so a Node stopped and started again (a new Controller) never runs the old one's items.
 type stepKey struct {
@@ -100,7 +68,6 @@ type SchedulerConfig struct {
 type Scheduler struct {
 	cfg        SchedulerConfig
 	queues     [2]workqueue.TypedRateLimitingInterface[stepKey] // [0] Lease, [1] the others
-	limiters   [2]workqueue.TypedRateLimiter[stepKey]
 	heartbeats *Heartbeats
 
 	mu          sync.Mutex
@@ -133,10 +100,10 @@ func NewScheduler(cfg SchedulerConfig) (*Scheduler, error) {
 		cfg.Clock = clock.RealClock{}
 	}
 	s := &Scheduler{cfg: cfg, controllers: map[*Controller]struct{}{}}
-	s.heartbeats = newHeartbeats(cfg.Clock, s.recovered)
+	s.heartbeats = newHeartbeats(cfg.Clock)
 	for i, name := range []string{"node_lease", "node_steps"} {
-		s.limiters[i] = workqueue.NewTypedItemExponentialFailureRateLimiter[stepKey](registrationBackoff, registrationMaxBackoff)
-		s.queues[i] = workqueue.NewTypedRateLimitingQueueWithConfig(s.limiters[i],
+		limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[stepKey](registrationBackoff, registrationMaxBackoff)
+		s.queues[i] = workqueue.NewTypedRateLimitingQueueWithConfig(limiter,
 			workqueue.TypedRateLimitingQueueConfig[stepKey]{Name: name, Clock: cfg.Clock})
 		s.probeKey[i] = stepKey{c: nil, step: Step(i)}
 	}
@@ -162,9 +129,9 @@ func (s *Scheduler) queue(step Step) workqueue.TypedRateLimitingInterface[stepKe
 	return s.queues[1]
 }
 
-// Start adds c to the scheduler and queues its first steps: the Lease and the runtime poll at once,
-// the status step (which waits for the start-up order, see Controller). It returns an error when c
-// runs on a scheduler already or has been stopped.
+// Start adds c to the scheduler and queues its first steps (Controller.StartupSteps: the Lease, the
+// runtime poll and registration, see startup.go). It returns an error when c runs on a scheduler
+// already or has been stopped.
 func (s *Scheduler) Start(c *Controller) error {
 	if err := c.attach(s); err != nil {
 		return err
@@ -173,8 +140,8 @@ func (s *Scheduler) Start(c *Controller) error {
 	s.controllers[c] = struct{}{}
 	s.mu.Unlock()
 	c.deps.Recorder.Eventf(c.EventRef(), v1.EventTypeNormal, "Starting", "Starting nodeagent.")
-	for _, step := range []Step{StepLease, StepRuntime, StepStatus} {
-		c.trigger(step)
+	for _, step := range c.StartupSteps() {
+		s.add(c, step)
 	}
 	return nil
 }
@@ -264,28 +231,34 @@ func (s *Scheduler) processNext(ctx context.Context, qi int) bool {
 	return true
 }
 
-// runStep runs one step of one controller if it is due, and queues it again when it wants.
+// runStep runs one popped step of one controller, unless the controller has stopped, and does what
+// its result says: again after its delay (Forget: a success resets the backoff), or after the
+// backoff (AddRateLimited) on an error; and the steps it woke, now. The queue alone decides when.
 func (s *Scheduler) runStep(ctx context.Context, qi int, key stepKey) {
 	q := s.queues[qi]
 	c, step := key.c, key.step
-	now := s.cfg.Clock.Now()
-	stepCtx, cancel, wait, ok := c.claim(ctx, step, now, s.cfg.StepTimeout)
+	stepCtx, ok := c.begin(ctx, step, s.cfg.StepTimeout)
 	if !ok {
-		if wait > 0 {
-			q.AddAfter(key, wait)
-		}
+		q.Forget(key)
 		return
 	}
-	after, err := c.runStep(stepCtx, step)
-	cancel()
-	now = s.cfg.Clock.Now()
-	if err != nil {
-		after = s.limiters[qi].When(key)
+	r := c.runStep(stepCtx, step)
+	if c.end(step) {
+		q.Forget(key)
+		return
+	}
+	if r.err != nil {
+		q.AddRateLimited(key)
 	} else {
 		q.Forget(key)
+		if r.after >= 0 {
+			q.AddAfter(key, r.after)
+		}
 	}
-	if d, again := c.release(step, now, after); again {
-		q.AddAfter(key, d)
+	for w := range numSteps {
+		if r.wake.has(w) {
+			s.add(c, w)
+		}
 	}
 }
 
@@ -341,51 +314,3 @@ func (s *Scheduler) closeAllConns() {
 	s.cfg.CloseAllConns()
 }
 
-// Heartbeats tracks whether a process's heartbeats (Lease writes and status patches of all its
-// Nodes) fail as a whole: one policy for the single agent and the simulation. A heartbeat that fails
-// counts as an outage only when no heartbeat of the process succeeded since the failed one started:
-// for one agent that is every failure; for thousands of simulated Nodes, one Lease write that timed
-// out on a busy API server while others succeeded is no outage. The first success after an outage
-// is a recovery.
-type Heartbeats struct {
-	clock     clock.PassiveClock
-	onRecover func()
-
-	mu          sync.Mutex
-	lastSuccess time.Time
-	outage      bool
-}
-
-func newHeartbeats(clk clock.PassiveClock, onRecover func()) *Heartbeats {
-	return &Heartbeats{clock: clk, onRecover: onRecover, lastSuccess: clk.Now()}
-}
-
-// Succeeded records a heartbeat that succeeded; it runs the recovery when it ends an outage.
-func (h *Heartbeats) Succeeded() {
-	h.mu.Lock()
-	h.lastSuccess = h.clock.Now()
-	recovered := h.outage
-	h.outage = false
-	h.mu.Unlock()
-	if recovered && h.onRecover != nil {
-		h.onRecover()
-	}
-}
-
-// Failed records a heartbeat, started at start, that failed, and reports whether the process is in
-// an outage: no heartbeat succeeded since start.
-func (h *Heartbeats) Failed(start time.Time) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.lastSuccess.Before(start) {
-		h.outage = true
-	}
-	return h.outage
-}
-
-// Outage reports whether the process's heartbeats fail as a whole now.
-func (h *Heartbeats) Outage() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.outage
-}

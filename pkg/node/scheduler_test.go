@@ -102,7 +102,7 @@ func mustPoller(t *testing.T, c *Controller) *criruntime.Poller {
 	t.Helper()
 	p, err := criruntime.NewPoller(criruntime.PollerConfig{
 		Runtime: c.cfg.Runtime, State: c.runtimeState, Period: c.cfg.RuntimePollPeriod, Timeout: StatusCallTimeout,
-		Clock: c.deps.Clock, OnChange: func() { c.trigger(StepStatus) },
+		Clock: c.deps.Clock,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -110,9 +110,10 @@ func mustPoller(t *testing.T, c *Controller) *criruntime.Poller {
 	return p
 }
 
-// TestStatusStepTriggersAndPeriod: the status step runs every 10 s (+ up to 4 % jitter) counted from
-// the end of the last run; a trigger runs it at once, and the period then counts from that run (no
-// extra sync when the earlier timer comes due); triggers while it runs make exactly one more run.
+// TestStatusStepTriggersAndPeriod: the status step runs every 10 s (+ up to 4 % jitter); a trigger
+// runs it at once, as one extra sync: the periodic syncs keep their times (the work queue keeps the
+// earlier of two due times of one item, so the triggered run's own next time is dropped); triggers
+// while it runs make exactly one more run.
 func TestStatusStepTriggersAndPeriod(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, ctx := ktesting.NewTestContext(t)
@@ -142,19 +143,23 @@ func TestStatusStepTriggersAndPeriod(t *testing.T) {
 			return n
 		}
 		time.Sleep(2 * time.Second)
-		count()
-		// A trigger at 2 s: one sync now, the next 10-10.4 s after it, not at the old timer.
+		count() // registration and the first sync, at 0
+		// A trigger at 2 s: one sync now; the next at the periodic time, 10-10.4 s after the first.
 		e.ctrl.Trigger()
 		if n := count(); n != 1 {
 			t.Fatalf("%d syncs at once after a trigger, want 1", n)
 		}
-		time.Sleep(10*time.Second - time.Millisecond)
+		time.Sleep(8*time.Second - time.Millisecond)
 		if n := count(); n != 0 {
-			t.Errorf("%d syncs within the period after the triggered sync, want 0", n)
+			t.Errorf("%d syncs before the periodic time, want 0", n)
 		}
 		time.Sleep(500 * time.Millisecond)
 		if n := count(); n != 1 {
 			t.Errorf("%d syncs once the period with its jitter has passed, want 1", n)
+		}
+		time.Sleep(2 * time.Second)
+		if n := count(); n != 0 {
+			t.Errorf("%d syncs 10-10.4 s after the triggered one, want 0 (its next time was dropped)", n)
 		}
 		// Five triggers while a sync is blocked make one more sync, not five.
 		blocking.Store(true)

@@ -76,7 +76,7 @@ func (c *Controller) Status() Status {
 		Setters:    c.funcs.Stats(),
 		LastSync:   c.syncer.LastResult(),
 		Lease:      c.renewer.Status(),
-		Registered: c.syncer.IsRegistered(),
+		Registered: c.registered.Load(),
 		StartedAt:  c.started,
 	}
 	st.LastSuccessfulSync = c.syncer.LastSync()
@@ -180,16 +180,17 @@ func (c *Controller) Late() error {
 }
 
 // Healthy reports whether this Node's loops are alive: its scheduler's workers serve their queues
-// (Scheduler.Alive) and each of its periodic steps (Lease, runtime poll, status) finished a run, with
-// whatever result, within three of its periods plus the step timeout. It fails on a stuck loop, never
+// (Scheduler.Alive) and each of its periodic steps (Lease, runtime poll, status, or registration
+// while the Node is not registered) finished a run, with whatever result, within three of its
+// periods plus the step timeout. It fails on a stuck loop, never
 // because the API server or the runtime fails: a step that fails or waits in backoff has run. It is
 // the syncloop health check and the systemd watchdog's test, as the kubelet's syncloop check tests
 // its sync loop's iterations. Before Start it is nil.
 func (c *Controller) Healthy() error {
 	c.mu.Lock()
-	s, st := c.sched, c.state
+	s, stopped, lastEnd, start := c.sched, c.stopped, c.lastEnd, c.startup.at
 	c.mu.Unlock()
-	if s == nil || st.stopped {
+	if s == nil || stopped {
 		return nil
 	}
 	var errs []error
@@ -200,8 +201,12 @@ func (c *Controller) Healthy() error {
 	periods := map[Step]time.Duration{
 		StepLease: c.renewer.RenewInterval(), StepRuntime: c.cfg.RuntimePollPeriod, StepStatus: c.cfg.NodeStatusUpdateFrequency,
 	}
+	// While the Node is not registered, registration attempts are the status loop's runs.
+	if lastEnd[StepRegister].After(lastEnd[StepStatus]) {
+		lastEnd[StepStatus] = lastEnd[StepRegister]
+	}
 	for _, step := range []Step{StepLease, StepRuntime, StepStatus} {
-		last := orStart(st.lastRun[step], st.attachedAt)
+		last := orStart(lastEnd[step], start)
 		bound := 3*periods[step] + s.cfg.StepTimeout
 		if age := now.Sub(last); age > bound {
 			errs = append(errs, fmt.Errorf("%s step of node %q has not run for %s (bound %s)", step, c.cfg.NodeName, age.Round(time.Second), bound))
@@ -225,7 +230,7 @@ func (c *Controller) Registered() error {
 	if err := c.duplicateRecently(c.deps.Clock.Now(), c.renewer.Status()); err != nil {
 		return err
 	}
-	if !c.syncer.IsRegistered() {
+	if !c.registered.Load() {
 		return fmt.Errorf("node %q not registered yet", c.cfg.NodeName)
 	}
 	if !c.Posted() {

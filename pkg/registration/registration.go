@@ -59,9 +59,20 @@ type Config struct {
 	Funcs *nodestatus.Funcs
 	// Clock is injected for tests; default the real clock.
 	Clock clock.Clock
-	// OnAttempt, if set, is called after each attempt with its result: "created", "existing" or "error".
-	OnAttempt func(result string)
 }
+
+// Result is what one registration attempt did: the label of the registration metric.
+type Result string
+
+// The results of TryRegister.
+const (
+	// ResultCreated: the Node was created.
+	ResultCreated Result = "created"
+	// ResultExisting: the Node existed and was reconciled.
+	ResultExisting Result = "existing"
+	// ResultError: the attempt failed.
+	ResultError Result = "error"
+)
 
 // Registrar registers the Node. Build with New; each TryRegister is one attempt of the kubelet's
 // registerWithAPIServer (the scheduler spaces failed attempts 100 ms doubling to 7 s).
@@ -134,18 +145,16 @@ func (r *Registrar) InitialNode(ctx context.Context) *v1.Node {
 // TryRegister makes one attempt: Create; on AlreadyExists or Forbidden, Get the existing Node and
 // reconcile the attach-detach annotation, default labels, default and extended resources and
 // hugepages, patching if needed.
-// It returns nil when the Node exists and is reconciled, else an error wrapping the API error.
-// Mirrors tryRegisterWithAPIServer.
-func (r *Registrar) TryRegister(ctx context.Context, node *v1.Node) error {
+// It returns what the attempt did (ResultCreated, ResultExisting, or ResultError with an error that
+// wraps the API error). Mirrors tryRegisterWithAPIServer.
+func (r *Registrar) TryRegister(ctx context.Context, node *v1.Node) (Result, error) {
 	_, err := r.cfg.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
 	if err == nil {
-		r.attempt("created", nil)
-		return nil
+		return r.attempt(ResultCreated, nil)
 	}
 	if !apierrors.IsAlreadyExists(err) && !apierrors.IsForbidden(err) {
 		err = fmt.Errorf("creating node %q: %w", node.Name, err)
-		r.attempt("error", err)
-		return err
+		return r.attempt(ResultError, err)
 	}
 	existing, getErr := r.cfg.Client.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
 	if getErr != nil {
@@ -154,8 +163,7 @@ func (r *Registrar) TryRegister(ctx context.Context, node *v1.Node) error {
 		} else {
 			err = fmt.Errorf("getting existing node %q: %w", node.Name, getErr)
 		}
-		r.attempt("error", err)
-		return err
+		return r.attempt(ResultError, err)
 	}
 	klog.FromContext(ctx).Info("Node was previously registered", "node", klog.KObj(node))
 	original := existing.DeepCopy()
@@ -166,12 +174,10 @@ func (r *Registrar) TryRegister(ctx context.Context, node *v1.Node) error {
 	if update {
 		if _, _, err := nodeutil.PatchNodeStatus(r.cfg.Client.CoreV1(), types.NodeName(node.Name), original, existing); err != nil {
 			err = fmt.Errorf("reconciling existing node %q: %w", node.Name, err)
-			r.attempt("error", err)
-			return err
+			return r.attempt(ResultError, err)
 		}
 	}
-	r.attempt("existing", nil)
-	return nil
+	return r.attempt(ResultExisting, nil)
 }
 
 // Status returns a copy of the registration status.
@@ -181,8 +187,10 @@ func (r *Registrar) Status() Status {
 	return r.status
 }
 
-func (r *Registrar) attempt(result string, err error) {
+// attempt records one attempt's result in Status and returns it.
+func (r *Registrar) attempt(result Result, err error) (Result, error) {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.status.Attempts++
 	if err != nil {
 		r.status.LastError = err.Error()
@@ -190,10 +198,7 @@ func (r *Registrar) attempt(result string, err error) {
 		r.status.RegisteredAt = r.cfg.Clock.Now()
 		r.status.LastError = ""
 	}
-	r.mu.Unlock()
-	if r.cfg.OnAttempt != nil {
-		r.cfg.OnAttempt(result)
-	}
+	return result, err
 }
 
 // reconcileCMADAnnotation mirrors reconcileCMADAnnotationWithExistingNode: it copies the initial node's

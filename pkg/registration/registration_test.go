@@ -354,9 +354,8 @@ func TestTryRegister(t *testing.T) {
 			inject("create", tc.createErr)
 			inject("get", tc.getErr)
 			inject("patch", tc.patchErr)
-			var results []string
-			r := newRegistrar(t, Config{Client: client, Hostname: hostname, OnAttempt: func(res string) { results = append(results, res) }})
-			err := r.TryRegister(ctx, initial())
+			r := newRegistrar(t, Config{Client: client, Hostname: hostname})
+			res, err := r.TryRegister(ctx, initial())
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("TryRegister error = %v, want one containing %q", err, tc.wantErr)
@@ -364,8 +363,8 @@ func TestTryRegister(t *testing.T) {
 			} else if err != nil {
 				t.Fatalf("TryRegister: %v", err)
 			}
-			if len(results) != 1 || results[0] != tc.wantResult {
-				t.Errorf("OnAttempt results = %v, want [%s]", results, tc.wantResult)
+			if string(res) != tc.wantResult {
+				t.Errorf("TryRegister = %q, want %q", res, tc.wantResult)
 			}
 			var actions []string
 			for _, a := range client.Actions() {
@@ -706,7 +705,7 @@ func TestRegisterExternalCloudProvider(t *testing.T) {
 		}
 	}
 
-	if err := r.TryRegister(ctx, r.InitialNode(ctx)); err != nil {
+	if _, err := r.TryRegister(ctx, r.InitialNode(ctx)); err != nil {
 		t.Fatal(err)
 	}
 	checkCreated("first registration")
@@ -730,7 +729,7 @@ func TestRegisterExternalCloudProvider(t *testing.T) {
 
 	// A restart registers again: the Node exists and is left as the cloud controller made it.
 	client.ClearActions()
-	if r := newRegistrar(t, Config{Client: client, Hostname: hostname, ExternalCloudProvider: true, Funcs: funcs}); r.TryRegister(ctx, r.InitialNode(ctx)) != nil {
+	if r := newRegistrar(t, Config{Client: client, Hostname: hostname, ExternalCloudProvider: true, Funcs: funcs}); func() error { _, err := r.TryRegister(ctx, r.InitialNode(ctx)); return err }() != nil {
 		t.Fatal("registering again failed")
 	}
 	var verbs []string
@@ -748,7 +747,7 @@ func TestRegisterExternalCloudProvider(t *testing.T) {
 	if err := client.CoreV1().Nodes().Delete(ctx, nodeName, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.TryRegister(ctx, r.InitialNode(ctx)); err != nil {
+	if _, err := r.TryRegister(ctx, r.InitialNode(ctx)); err != nil {
 		t.Fatal(err)
 	}
 	checkCreated("registration after the Node was deleted")

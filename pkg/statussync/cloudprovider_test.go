@@ -47,7 +47,7 @@ func TestSyncKeepsWhatTheCloudSet(t *testing.T) {
 		return []any{n.Labels, n.Annotations, n.Spec, n.Status.Addresses}
 	}
 
-	w.syncer.SyncNodeStatus(ctx)
+	w.sync(ctx)
 	if got := w.actions(); join(got) != "patch/status" {
 		t.Errorf("first sync: actions %v, want [patch/status]", got)
 	}
@@ -67,7 +67,7 @@ func TestSyncKeepsWhatTheCloudSet(t *testing.T) {
 
 	for i := range 3 {
 		w.step(10 * time.Second)
-		w.syncer.SyncNodeStatus(ctx)
+		w.sync(ctx)
 		if got := w.actions(); len(got) != 0 {
 			t.Errorf("sync %d: actions %v, want none", i+2, got)
 		}
@@ -82,7 +82,7 @@ func TestSyncKeepsWhatTheCloudSet(t *testing.T) {
 	w.syncInformer()
 	w.takeSyncs()
 	w.step(10 * time.Second)
-	w.syncer.SyncNodeStatus(ctx)
+	w.sync(ctx)
 	if got := w.results(); join(got) != string(ResultUnchanged) {
 		t.Errorf("sync after the cloud changed an address: %v, want unchanged", got)
 	}

@@ -16,72 +16,55 @@ const (
 	FastStatusUpdateGrace = 120 * time.Second
 )
 
-// FastNodeStatusUpdate makes one attempt of the fast start-up update and reports whether the fast
-// path is finished; the caller runs it every FastStatusUpdateTick until it is, with timedOut true
-// once FastStatusUpdateGrace has passed. One attempt refreshes the runtime state (holding no lock),
-// reads the Node from the lister, runs the setters and, once Ready is no longer False, patches once
-// (falling back to a full sync if that patch fails). Mirrors fastStatusUpdateOnce's loop body,
-// fastNodeStatusUpdate, whose updateRuntimeUp call runs under syncNodeStatusMux: here a runtime that
-// hangs cannot hold up the status sync.
-func (s *Syncer) FastNodeStatusUpdate(ctx context.Context, timedOut bool) bool {
-	return s.fastNodeStatusUpdate(ctx, timedOut)
-}
-
-// fastNodeStatusUpdate makes one fast-path attempt and reports whether the fast path is finished.
-func (s *Syncer) fastNodeStatusUpdate(ctx context.Context, timeout bool) bool {
+// FastNodeStatusUpdate makes the rest of one attempt of the fast start-up update, after the caller
+// has seen the cached Node not Ready (CachedReady) and refreshed the runtime state (holding no lock,
+// so that a runtime that hangs cannot hold up the status sync; the kubelet calls updateRuntimeUp
+// under syncNodeStatusMux). It reads the Node from the lister, runs the setters and, once Ready is no
+// longer False, patches once, falling back to a full sync (SyncNodeStatus) if that patch fails. It
+// returns whether the fast path is finished and, when it posted (or tried the full sync), that
+// sync's result; nil otherwise. Mirrors the body of the kubelet's fastNodeStatusUpdate.
+func (s *Syncer) FastNodeStatusUpdate(ctx context.Context) (done bool, r *SyncResult) {
 	logger := klog.FromContext(ctx)
-	if timeout {
-		logger.Error(nil, "Node not becoming ready in time after startup")
-		return true
-	}
-	if ready, ok := s.cachedReady(); !ok {
-		return false
-	} else if ready {
-		return true
-	}
-	s.cfg.UpdateRuntimeUp(ctx)
-	if ctx.Err() != nil {
-		return true
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	start := s.cfg.Clock.Now()
 	original, err := s.cachedNode()
 	if err != nil {
-		return false
+		return false, nil
 	}
 	if _, ready := nodeutil.GetNodeCondition(&original.Status, v1.NodeReady); ready == nil {
-		return false
+		return false, nil
 	} else if ready.Status == v1.ConditionTrue {
-		return true
+		return true, nil
 	}
 	node, changed := s.updateNode(ctx, original)
 	if ctx.Err() != nil {
-		return true // shutting down: the setters saw a cancelled context; post nothing
+		return true, nil // shutting down: the setters saw a cancelled context; post nothing
 	}
 	if !changed {
-		return false
+		return false, nil
 	}
 	if _, ready := nodeutil.GetNodeCondition(&node.Status, v1.NodeReady); ready == nil || ready.Status == v1.ConditionFalse {
-		return false
+		return false, nil
 	}
 	logger.Info("Fast updating node status as it just became ready")
 	s.delayAfterNodeStatusChange = s.calculateDelay()
-	r := s.patchNodeStatus(ctx, original, node)
-	r.Patches = []PatchAttempt{{Duration: r.PatchDuration, Reason: r.PatchReason}}
-	if r.Err != nil {
-		logger.Error(r.Err, "Error updating node status, will retry with syncNodeStatus")
-		s.syncLocked(ctx, start, r.Patches...) // the failed fast patch is reported with the full sync
-		return true
+	fast := s.patchNodeStatus(ctx, original, node)
+	fast.Patches = []PatchAttempt{{Duration: fast.PatchDuration, Reason: fast.PatchReason}}
+	if fast.Err != nil {
+		logger.Error(fast.Err, "Error updating node status, will retry with syncNodeStatus")
+		full := s.syncLocked(ctx, start, fast.Patches...) // the failed fast patch is reported with the full sync
+		return true, &full
 	}
-	r.Try, r.Fast = 1, true
-	s.finish(start, r)
-	return true
+	fast.Try, fast.Fast = 1, true
+	fast = s.finish(start, fast)
+	return true, &fast
 }
 
-// cachedReady reads the Node's Ready condition from the lister: ok is false when the Node or its
-// Ready condition is not there yet.
-func (s *Syncer) cachedReady() (ready, ok bool) {
+// CachedReady reads the Node's Ready condition from the lister: ok is false when the Node or its
+// Ready condition is not there yet. The fast start-up update asks it first on every tick: a Node
+// already Ready ends the fast path, one not there yet waits for the next tick.
+func (s *Syncer) CachedReady() (ready, ok bool) {
 	node, err := s.cachedNode()
 	if err != nil {
 		return false, false

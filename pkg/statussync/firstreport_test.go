@@ -50,7 +50,7 @@ func TestFirstReportCountsNodeHeartbeat(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newWorld(t, worldOpts{inAPI: tc.node, inLister: tc.node, rand: tc.rand})
-			w.syncer.SyncNodeStatus(ctx)
+			w.sync(ctx)
 			if got := join(w.actions()); got != tc.wantActions {
 				t.Errorf("actions %q, want %q", got, tc.wantActions)
 			}

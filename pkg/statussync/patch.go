@@ -38,7 +38,7 @@ func (s *Syncer) patchNodeStatus(ctx context.Context, original, node *v1.Node) S
 			r.PatchReason = "Unknown"
 		}
 		if apierrors.IsNotFound(err) {
-			err = fmt.Errorf("patching node %q status: %w: %w", s.cfg.NodeName, errNodeGone, err)
+			err = fmt.Errorf("patching node %q status: %w: %w", s.cfg.NodeName, ErrNodeGone, err)
 		} else {
 			err = fmt.Errorf("patching node %q status: %w", s.cfg.NodeName, err)
 		}

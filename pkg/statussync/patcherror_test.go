@@ -25,8 +25,9 @@ import (
 
 // TestPatchErrorKeepsAPIReason checks that a failed status patch reports the API error's reason in
 // the SyncResult (the nodeagent_node_status_patch_errors_total label) and keeps the API error in Err,
-// and that a NotFound patch counts as the Node being gone (it is registered again), although
-// component-helpers' PatchNodeStatus formats the API error with %v.
+// and that a NotFound patch counts as the Node being gone (ErrNodeGone: the sync ends at that try,
+// and the caller registers it again), although component-helpers' PatchNodeStatus formats the API
+// error with %v.
 func TestPatchErrorKeepsAPIReason(t *testing.T) {
 	const name = "n1"
 	gr := schema.GroupResource{Resource: "nodes"}
@@ -34,7 +35,7 @@ func TestPatchErrorKeepsAPIReason(t *testing.T) {
 		name         string
 		err          error
 		wantReason   string
-		wantRegister bool
+		wantGone     bool
 	}{
 		{name: "conflict", err: apierrors.NewConflict(gr, name, errors.New("stale")), wantReason: "Conflict"},
 		{name: "too many requests", err: apierrors.NewTooManyRequests("slow down", 0), wantReason: "TooManyRequests"},
@@ -42,7 +43,7 @@ func TestPatchErrorKeepsAPIReason(t *testing.T) {
 		{name: "service unavailable", err: apierrors.NewServiceUnavailable("down"), wantReason: "ServiceUnavailable"},
 		{name: "timeout", err: apierrors.NewTimeoutError("slow", 1), wantReason: "Timeout"},
 		{name: "forbidden", err: apierrors.NewForbidden(gr, name, errors.New("no")), wantReason: "Forbidden"},
-		{name: "not found", err: apierrors.NewNotFound(gr, name), wantReason: "NotFound", wantRegister: true},
+		{name: "not found", err: apierrors.NewNotFound(gr, name), wantReason: "NotFound", wantGone: true},
 		{name: "not an API error", err: errors.New("connection reset by peer"), wantReason: "Unknown"},
 	}
 	for _, tc := range tests {
@@ -63,37 +64,33 @@ func TestPatchErrorKeepsAPIReason(t *testing.T) {
 				t.Fatal(err)
 			}
 			clk := testingclock.NewFakeClock(time.Unix(1000, 0))
-			var results []SyncResult
-			registers := 0
 			s, err := New(Config{
 				Client: client, Lister: corelisters.NewNodeLister(indexer), Cache: nodecache.New(clk).Node(name), NodeName: name,
 				Funcs: nodestatus.NewFuncs(clk, nodestatus.Func{Name: "Ready", Setter: func(_ context.Context, n *v1.Node) error {
 					n.Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue}}
 					return nil
 				}}),
-				Register:        func(context.Context) error { registers++; return nil },
 				UpdateFrequency: 10 * time.Second, ReportFrequency: 5 * time.Minute,
-				OnSync: func(r SyncResult) { results = append(results, r) },
-				Clock:  clk, Rand: func() float64 { return 0.5 },
+				Clock: clk, Rand: func() float64 { return 0.5 },
 			})
 			if err != nil {
 				t.Fatal(err)
 			}
-			s.SyncNodeStatus(ctx) // the first sync registers (Register succeeds without an API call)
-			if patches != NodeStatusUpdateRetry {
-				t.Errorf("%d patches, want %d (one per try)", patches, NodeStatusUpdateRetry)
+			r := s.SyncNodeStatus(ctx)
+			tries := NodeStatusUpdateRetry
+			if tc.wantGone {
+				tries = 1 // the Node is gone: the other tries would find it gone too
 			}
-			if len(results) != 1 {
-				t.Fatalf("OnSync called %d times, want once", len(results))
+			if patches != tries {
+				t.Errorf("%d patches, want %d (one per try)", patches, tries)
 			}
-			r := results[0]
-			if r.Result != ResultError || !r.Patched || r.Try != NodeStatusUpdateRetry || r.PatchReason != tc.wantReason {
+			if r.Result != ResultError || !r.Patched || r.Try != tries || r.PatchReason != tc.wantReason {
 				t.Errorf("result %s patched %v try %d reason %q, want error, patched, try %d, reason %q",
-					r.Result, r.Patched, r.Try, r.PatchReason, NodeStatusUpdateRetry, tc.wantReason)
+					r.Result, r.Patched, r.Try, r.PatchReason, tries, tc.wantReason)
 			}
 			// Every PATCH of the sync is reported, each with its reason (the metrics count them all).
-			if len(r.Patches) != NodeStatusUpdateRetry {
-				t.Errorf("result lists %d PATCHes, want %d", len(r.Patches), NodeStatusUpdateRetry)
+			if len(r.Patches) != tries {
+				t.Errorf("result lists %d PATCHes, want %d", len(r.Patches), tries)
 			}
 			for i, p := range r.Patches {
 				if p.Reason != tc.wantReason {
@@ -109,13 +106,8 @@ func TestPatchErrorKeepsAPIReason(t *testing.T) {
 			if !errors.Is(r.Err, tc.err) {
 				t.Errorf("Err %v does not wrap %v", r.Err, tc.err)
 			}
-			// Register is called once by the first sync, and after each NotFound try.
-			wantRegisters := 1
-			if tc.wantRegister {
-				wantRegisters += NodeStatusUpdateRetry
-			}
-			if registers != wantRegisters {
-				t.Errorf("Register called %d times, want %d", registers, wantRegisters)
+			if got := errors.Is(r.Err, ErrNodeGone); got != tc.wantGone {
+				t.Errorf("errors.Is(Err, ErrNodeGone) = %v, want %v: %v", got, tc.wantGone, r.Err)
 			}
 		})
 	}

@@ -20,7 +20,7 @@ func (s *Syncer) getNode(ctx context.Context, try int) (*v1.Node, error) {
 	}
 	node, err := s.cfg.Client.CoreV1().Nodes().Get(ctx, s.cfg.NodeName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return nil, fmt.Errorf("getting node %q: %w: %w", s.cfg.NodeName, errNodeGone, err)
+		return nil, fmt.Errorf("getting node %q: %w: %w", s.cfg.NodeName, ErrNodeGone, err)
 	}
 	if err != nil {
 		return nil, err

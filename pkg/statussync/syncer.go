@@ -1,8 +1,9 @@
-// Package statussync keeps the Node's status true: a Syncer registers the Node if needed, runs the
-// ordered setters on a copy of it, and patches nodes/status when something changed or the report
-// period has passed (the kubelet's syncNodeStatus / updateNodeStatus / tryUpdateNodeStatus in
-// pkg/kubelet/kubelet_node_status.go); FastStatusUpdateOnce gets a new node Ready within one 100 ms
-// tick of the runtime being ready (the kubelet's fastStatusUpdateOnce, kubernetes#112618).
+// Package statussync keeps a registered Node's status true: a Syncer runs the ordered setters on a
+// copy of the Node and patches nodes/status when something changed or the report period has passed
+// (the kubelet's syncNodeStatus / updateNodeStatus / tryUpdateNodeStatus in
+// pkg/kubelet/kubelet_node_status.go); FastNodeStatusUpdate gets a new node Ready within one 100 ms
+// tick of the runtime being ready (the kubelet's fastNodeStatusUpdate, kubernetes#112618). A Node
+// found deleted is reported (ErrNodeGone) to the caller, which owns registration.
 package statussync
 
 import (
@@ -43,14 +44,14 @@ const (
 	ResultError Result = "error"
 )
 
-// SyncResult describes one finished sync, for the OnSync hook (metrics, /debug/nodestatus).
+// SyncResult describes one finished sync (metrics, /debug/nodestatus).
 type SyncResult struct {
 	// Time is when the sync ended; Duration how long it took (registration included).
 	Time     time.Time     `json:"time"`
 	Duration time.Duration `json:"duration"`
 	// Result is patched, unchanged or error.
 	Result Result `json:"result"`
-	// Try is the 1-based try that ended the sync (1 to NodeStatusUpdateRetry); 0 when registration failed.
+	// Try is the 1-based try that ended the sync (1 to NodeStatusUpdateRetry).
 	Try int `json:"try"`
 	// Fast is true for the fast start-up update.
 	Fast bool `json:"fast,omitempty"`
@@ -99,25 +100,19 @@ type Config struct {
 	NodeName string
 	// Funcs computes the status: the node's ordered setter list; required.
 	Funcs *nodestatus.Funcs
-	// Register makes one registration attempt; nil when --register-node=false. A sync of a Node not
-	// registered (or deleted) calls it once and fails when it fails.
-	Register func(ctx context.Context) error
-	// UpdateRuntimeUp refreshes the runtime state; the fast start-up update calls it on each tick,
-	// holding no lock. It must bound its own CRI call.
-	UpdateRuntimeUp func(ctx context.Context)
 	// UpdateFrequency is --node-status-update-frequency (10 s); ReportFrequency is
 	// --node-status-report-frequency (5 m).
 	UpdateFrequency, ReportFrequency time.Duration
-	// OnRepeatedHeartbeatFailure runs after each failed try but the first (close idle connections).
+	// OnRepeatedHeartbeatFailure runs after each failed try but the first, before the next try
+	// (close idle connections), as the kubelet's onRepeatedHeartbeatFailure.
 	OnRepeatedHeartbeatFailure func()
-	// OnSync, if set, is called after every sync (periodic, triggered or fast) with its result.
-	OnSync func(SyncResult)
 	// Clock is injected for tests; default the real clock. Rand returns a float in [0,1); default math/rand.
 	Clock clock.WithTicker
 	Rand  func() float64
 }
 
-// Syncer posts the Node's status. Build with New; run with Run; safe for concurrent use.
+// Syncer posts the Node's status. Build with New; call SyncNodeStatus every update period and
+// FastNodeStatusUpdate every tick at start-up; safe for concurrent use.
 type Syncer struct {
 	cfg Config
 
@@ -129,12 +124,6 @@ type Syncer struct {
 	// kept, there is nothing new to say (see unkept). Nil after a patch kept in full.
 	unkeptSent, unkeptKept *v1.NodeStatus
 	unkeptLogged           string // the last difference logged
-
-	// registeredCh is closed once the Node is first registered; registered says whether it is now
-	// (a deleted Node is registered again). Read by health checks while a sync may be blocked.
-	registeredCh   chan struct{}
-	registeredOnce sync.Once
-	registered     atomic.Bool
 
 	last atomic.Pointer[SyncResult] // the last finished sync
 	ok   atomic.Int64               // unix nanos of the last successful sync
@@ -159,28 +148,7 @@ func New(cfg Config) (*Syncer, error) {
 	if cfg.Rand == nil {
 		cfg.Rand = rand.Float64
 	}
-	if cfg.UpdateRuntimeUp == nil {
-		cfg.UpdateRuntimeUp = func(context.Context) {}
-	}
-	s := &Syncer{cfg: cfg, registeredCh: make(chan struct{})}
-	if cfg.Register == nil {
-		s.setRegistered(true)
-	}
-	return s, nil
-}
-
-// Registered returns a channel closed once the Node has been registered (at once with registration
-// disabled): the Lease renewer starts on it.
-func (s *Syncer) Registered() <-chan struct{} { return s.registeredCh }
-
-// IsRegistered reports whether the Node is registered now.
-func (s *Syncer) IsRegistered() bool { return s.registered.Load() }
-
-func (s *Syncer) setRegistered(v bool) {
-	s.registered.Store(v)
-	if v {
-		s.registeredOnce.Do(func() { close(s.registeredCh) })
-	}
+	return &Syncer{cfg: cfg}, nil
 }
 
 // LastSync returns when the status was last synced successfully (patched or found unchanged); zero before.
@@ -195,34 +163,20 @@ func (s *Syncer) LastSync() time.Time {
 // LastResult returns the last finished sync, or nil before the first.
 func (s *Syncer) LastResult() *SyncResult { return s.last.Load() }
 
-// SyncNodeStatus registers the Node if needed (one attempt), then updates its status with up to
-// NodeStatusUpdateRetry tries; it returns the result, also reported through OnSync (except when ctx
-// ended: then nothing was posted and the result's Err is ctx's error, wrapped). Errors are logged.
-// Mirrors syncNodeStatus.
+// SyncNodeStatus updates the registered Node's status with up to NodeStatusUpdateRetry tries and
+// returns the result. When ctx ended, nothing was posted and the result's Err wraps ctx's error;
+// when the Node is gone from the API server (deleted), Err wraps ErrNodeGone and the caller
+// registers it again (the kubelet leaves it deleted). Errors are logged. Mirrors syncNodeStatus.
 func (s *Syncer) SyncNodeStatus(ctx context.Context) SyncResult {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.syncLocked(ctx, s.cfg.Clock.Now())
 }
 
-// SetRegistered records that the Node was registered by the caller (the first registration runs
-// in the controller's status step, which orders it after the Lease).
-func (s *Syncer) SetRegistered() { s.setRegistered(true) }
-
-// syncLocked registers if needed and updates the status; earlier are PATCHes already sent for this
-// sync (by a failed fast update) and are reported with it.
+// syncLocked updates the status; earlier are PATCHes already sent for this sync (by a failed fast
+// update) and are reported with it.
 func (s *Syncer) syncLocked(ctx context.Context, start time.Time, earlier ...PatchAttempt) SyncResult {
 	logger := klog.FromContext(ctx)
-	if !s.registered.Load() {
-		if err := s.cfg.Register(ctx); err != nil {
-			if ctx.Err() != nil {
-				return SyncResult{Result: ResultError, Err: fmt.Errorf("registering node: %w", ctx.Err())}
-			}
-			logger.Error(err, "Unable to register node", "node", s.cfg.NodeName)
-			return s.finish(start, SyncResult{Result: ResultError, Err: err, Patches: earlier})
-		}
-		s.setRegistered(true)
-	}
 	r := s.updateNodeStatus(ctx)
 	r.Patches = append(earlier, r.Patches...)
 	if r.Err != nil {
@@ -230,12 +184,14 @@ func (s *Syncer) syncLocked(ctx context.Context, start time.Time, earlier ...Pat
 			r.Result = ResultError
 			return r // shutting down: nothing was posted, nothing to report
 		}
-		logger.Error(r.Err, "Unable to update node status", "node", s.cfg.NodeName)
+		if !errors.Is(r.Err, ErrNodeGone) { // the caller registers it again, and says so
+			logger.Error(r.Err, "Unable to update node status", "node", s.cfg.NodeName)
+		}
 	}
 	return s.finish(start, r)
 }
 
-// finish stamps r, reports it and returns it.
+// finish stamps r, records it as the last result and returns it.
 func (s *Syncer) finish(start time.Time, r SyncResult) SyncResult {
 	r.Time = s.cfg.Clock.Now()
 	r.Duration = r.Time.Sub(start)
@@ -247,15 +203,12 @@ func (s *Syncer) finish(start time.Time, r SyncResult) SyncResult {
 	last := r
 	last.Node = nil // the Node is the caller's to keep, or not
 	s.last.Store(&last)
-	if s.cfg.OnSync != nil {
-		s.cfg.OnSync(r)
-	}
 	return r
 }
 
 // updateNodeStatus makes up to NodeStatusUpdateRetry tries. A Node the API server says is gone
-// (deleted by an admin) is registered again and the tries go on: the kubelet leaves it deleted; we
-// restore it. When every try failed, the result's Err wraps the last try's error.
+// (deleted by an admin) ends the tries at once with an error wrapping ErrNodeGone: the remaining
+// tries would find it gone too. When every try failed, the result's Err wraps the last try's error.
 func (s *Syncer) updateNodeStatus(ctx context.Context) SyncResult {
 	logger := klog.FromContext(ctx)
 	var r SyncResult
@@ -274,6 +227,10 @@ func (s *Syncer) updateNodeStatus(ctx context.Context) SyncResult {
 			r.Err = fmt.Errorf("update node status: %w", r.Err)
 			return r
 		}
+		if errors.Is(r.Err, ErrNodeGone) {
+			s.cfg.Cache.MarkStale("node deleted: " + r.Err.Error())
+			return r
+		}
 		if i > 0 && s.cfg.OnRepeatedHeartbeatFailure != nil {
 			s.cfg.OnRepeatedHeartbeatFailure()
 		}
@@ -284,21 +241,14 @@ func (s *Syncer) updateNodeStatus(ctx context.Context) SyncResult {
 			logger.Error(r.Err, "Error updating node status, will retry", "try", i+1)
 			s.cfg.Cache.MarkStale("node status update failed: " + r.Err.Error())
 		}
-		if errors.Is(r.Err, errNodeGone) && s.cfg.Register != nil {
-			logger.Info("Node object was deleted; registering it again", "node", s.cfg.NodeName)
-			s.registered.Store(false)
-			if rerr := s.cfg.Register(ctx); rerr != nil { // the next sync tries again
-				r.Err = fmt.Errorf("registering deleted node again: %w", rerr)
-				return r
-			}
-			s.setRegistered(true)
-		}
 	}
 	r.Err = fmt.Errorf("update node status exceeds retry count: %w", r.Err)
 	return r
 }
 
-var errNodeGone = errors.New("node not found on the API server")
+// ErrNodeGone is wrapped in a sync's error when the API server says the Node does not exist (an
+// admin deleted it): the Node must be registered again.
+var ErrNodeGone = errors.New("node not found on the API server")
 
 // tryUpdateNodeStatus reads the Node, runs the setters, and patches if the status changed or the
 // report period expired. Mirrors tryUpdateNodeStatus.

@@ -57,17 +57,35 @@ type world struct {
 	kernel         string        // NodeInfo.KernelVersion the setters report
 	runtimeErr     error         // the Ready setter's runtime error
 	block          chan struct{} // when set, the next setter run waits for it to be closed (a slow sync)
-	registerCalls  int
-	registerErr    error
 	heartbeatFails int
 	syncs          []SyncResult
 	runtimeUps     int
+	// updateRuntimeUp is what the fast start-up update calls before FastNodeStatusUpdate (the
+	// controller's runtime poll); by default it counts the calls in runtimeUps.
+	updateRuntimeUp func(context.Context)
 }
+
+// record keeps a finished sync's result (one with an end time: a sync cut short by ctx's end
+// reports nothing), as the controller reports each to its observer.
+func (w *world) record(r SyncResult) SyncResult {
+	if r.Time.IsZero() {
+		return r
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if r.Duration < 0 || r.PatchDuration < 0 {
+		w.t.Errorf("negative duration in %+v", r)
+	}
+	w.syncs = append(w.syncs, r)
+	return r
+}
+
+// sync runs one SyncNodeStatus and records its result.
+func (w *world) sync(ctx context.Context) SyncResult { return w.record(w.syncer.SyncNodeStatus(ctx)) }
 
 type worldOpts struct {
 	inAPI, inLister *v1.Node
 	rand            float64
-	register        bool
 	bubble          bool                  // running inside synctest.Test: use the bubble's clock
 	updateRuntimeUp func(context.Context) // replaces the counting UpdateRuntimeUp
 	extra           []nodestatus.Func     // setters run after the world's own
@@ -129,9 +147,9 @@ func newWorld(t *testing.T, o worldOpts) *world {
 		defer w.mu.Unlock()
 		return w.runtimeErr
 	}, func() error { return nil }, func() error { return nil }, func(string, string) {})
-	updateRuntimeUp := o.updateRuntimeUp
-	if updateRuntimeUp == nil {
-		updateRuntimeUp = func(context.Context) {
+	w.updateRuntimeUp = o.updateRuntimeUp
+	if w.updateRuntimeUp == nil {
+		w.updateRuntimeUp = func(context.Context) {
 			w.mu.Lock()
 			defer w.mu.Unlock()
 			w.runtimeUps++
@@ -144,38 +162,13 @@ func newWorld(t *testing.T, o worldOpts) *world {
 			{Name: "Kernel", Setter: kernel},
 			{Name: "ReadyCondition", Setter: ready}}, o.extra...)...),
 		UpdateFrequency: 10 * time.Second, ReportFrequency: 5 * time.Minute,
-		UpdateRuntimeUp: updateRuntimeUp,
 		OnRepeatedHeartbeatFailure: func() {
 			w.mu.Lock()
 			defer w.mu.Unlock()
 			w.heartbeatFails++
 		},
-		OnSync: func(r SyncResult) {
-			w.mu.Lock()
-			defer w.mu.Unlock()
-			if r.Duration < 0 || r.PatchDuration < 0 {
-				t.Errorf("OnSync: negative duration in %+v", r)
-			}
-			w.syncs = append(w.syncs, r)
-		},
 		Clock: w.clock,
 		Rand:  func() float64 { return o.rand },
-	}
-	if o.register {
-		cfg.Register = func(ctx context.Context) error {
-			w.mu.Lock()
-			w.registerCalls++
-			err := w.registerErr
-			w.mu.Unlock()
-			if err != nil {
-				return err
-			}
-			_, err = w.client.CoreV1().Nodes().Create(ctx, baseNode(), metav1.CreateOptions{})
-			if apierrors.IsAlreadyExists(err) {
-				return nil
-			}
-			return err
-		}
 	}
 	s, err := New(cfg)
 	if err != nil {
@@ -291,7 +284,7 @@ func TestSyncNodeStatusPatchesOnlyWhenNeeded(t *testing.T) {
 		if s.change != nil {
 			w.set(s.change)
 		}
-		w.syncer.SyncNodeStatus(ctx)
+		w.sync(ctx)
 		if got := w.actions(); join(got) != join(s.wantActions) {
 			t.Errorf("step %d (%s): actions %v, want %v", i, s.desc, got, s.wantActions)
 		}
@@ -323,16 +316,16 @@ func TestSyncNodeStatusPatchesOnlyWhenNeeded(t *testing.T) {
 func TestRandomDelay(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	w := newWorld(t, worldOpts{inAPI: baseNode(), inLister: baseNode(), rand: 0.1}) // −2m
-	w.syncer.SyncNodeStatus(ctx)
+	w.sync(ctx)
 	w.syncInformer()
 	w.actions()
 	w.step(3*time.Minute - time.Second)
-	w.syncer.SyncNodeStatus(ctx)
+	w.sync(ctx)
 	if got := w.actions(); len(got) != 0 {
 		t.Errorf("2m59s after a change with a −2m delay: actions %v, want none", got)
 	}
 	w.step(time.Second)
-	w.syncer.SyncNodeStatus(ctx)
+	w.sync(ctx)
 	if got := w.actions(); join(got) != "patch/status" {
 		t.Errorf("3m after a change with a −2m delay: actions %v, want a patch", got)
 	}
@@ -445,7 +438,7 @@ func TestUpdateNodeStatusTries(t *testing.T) {
 			if tc.getErr != nil {
 				w.client.PrependReactor("get", "nodes", func(core.Action) (bool, runtime.Object, error) { return true, nil, tc.getErr })
 			}
-			w.syncer.SyncNodeStatus(ctx)
+			w.sync(ctx)
 			if got := w.actions(); join(got) != join(tc.wantActions) {
 				t.Errorf("actions %v, want %v", got, tc.wantActions)
 			}
@@ -483,97 +476,48 @@ func TestUpdateNodeStatusTries(t *testing.T) {
 	}
 }
 
-// TestRegistrationAndDeletedNode: the first sync registers; a Node deleted while the agent runs is
-// registered again (where the kubelet leaves it gone) and its status posted in the same sync.
-func TestRegistrationAndDeletedNode(t *testing.T) {
+// TestDeletedNode: a Node deleted while the agent runs (the informer's copy still there) ends the
+// sync at its first try with ErrNodeGone, nothing posted, and the cache marked stale: the caller, which
+// owns registration, registers it again; the next sync then reads the new Node from the API server
+// and posts its status.
+func TestDeletedNode(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
-	w := newWorld(t, worldOpts{register: true, rand: 0.5})
-	registered := func() bool {
-		select {
-		case <-w.syncer.Registered():
-			return true
-		default:
-			return false
-		}
-	}
-	if w.syncer.IsRegistered() || registered() {
-		t.Fatal("registered before the first sync")
-	}
-	w.syncer.SyncNodeStatus(ctx)
-	if !w.syncer.IsRegistered() || !registered() || w.registerCalls != 1 {
-		t.Fatalf("after the first sync: IsRegistered %v, Registered() closed %v, Register called %d times",
-			w.syncer.IsRegistered(), registered(), w.registerCalls)
-	}
-	if got := w.actions(); join(got) != "create,get,patch/status" {
-		t.Errorf("first sync actions %v, want create (register), get (not in the cache yet), patch", got)
-	}
+	w := newWorld(t, worldOpts{inAPI: baseNode(), inLister: baseNode(), rand: 0.5})
+	w.sync(ctx)
 	w.syncInformer()
+	w.actions()
+	w.takeSyncs()
 
-	// An admin deletes the Node; the informer cache still has it.
 	if err := w.client.Tracker().Delete(nodesGVR, "", nodeName); err != nil {
 		t.Fatal(err)
 	}
 	w.set(func(w *world) { w.kernel = "6.9" })
 	w.step(10 * time.Second)
-	w.syncer.SyncNodeStatus(ctx)
-	if w.registerCalls != 2 {
-		t.Errorf("Register called %d times, want 2 (once more after the deletion)", w.registerCalls)
+	r := w.sync(ctx)
+	if !errors.Is(r.Err, ErrNodeGone) || r.Try != 1 {
+		t.Errorf("sync of a deleted Node: try %d, Err %v; want try 1 and ErrNodeGone", r.Try, r.Err)
 	}
-	if got := w.actions(); join(got) != "patch/status,create,get,patch/status" {
-		t.Errorf("actions %v, want patch (NotFound), create, get, patch", got)
+	if got := w.actions(); join(got) != "patch/status" {
+		t.Errorf("actions %v, want one patch (NotFound) and no more tries", got)
+	}
+	if w.cache.Stale() == nil {
+		t.Error("cache not marked stale after the Node was found deleted")
+	}
+
+	// Registered again by the caller: the next sync GETs it (the cache is stale) and posts.
+	if _, err := w.client.CoreV1().Nodes().Create(ctx, baseNode(), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w.actions()
+	w.step(10 * time.Second)
+	if r := w.sync(ctx); r.Result != ResultPatched {
+		t.Errorf("sync after re-registration: %s %v, want patched", r.Result, r.Err)
+	}
+	if got := w.actions(); join(got) != "get,patch/status" {
+		t.Errorf("actions %v, want get, patch", got)
 	}
 	if n := w.apiNode(); n.Status.NodeInfo.KernelVersion != "6.9" {
 		t.Errorf("status not posted after re-registration: %+v", n.Status.NodeInfo)
-	}
-	if got := w.results(); join(got) != "patched,patched" {
-		t.Errorf("OnSync %v", got)
-	}
-
-	// A failed re-registration ends the sync with an error; the Node counts as not registered, but
-	// Registered() stays closed (it says the Node was registered once).
-	if err := w.client.Tracker().Delete(nodesGVR, "", nodeName); err != nil {
-		t.Fatal(err)
-	}
-	w.set(func(w *world) { w.registerErr = errors.New("forbidden") })
-	w.step(10 * time.Second)
-	w.syncer.SyncNodeStatus(ctx)
-	syncs := w.takeSyncs()
-	if len(syncs) != 1 || syncs[0].Result != ResultError || !strings.Contains(syncs[0].Error, "registering deleted node again: forbidden") {
-		t.Errorf("OnSync %+v, want one error naming the failed re-registration", syncs)
-	}
-	if w.syncer.IsRegistered() || !registered() {
-		t.Errorf("after a failed re-registration: IsRegistered %v, Registered() closed %v; want false, true", w.syncer.IsRegistered(), registered())
-	}
-	// The next sync registers first.
-	w.set(func(w *world) { w.registerErr = nil })
-	w.step(10 * time.Second)
-	calls := w.registerCalls
-	w.syncer.SyncNodeStatus(ctx)
-	if w.registerCalls != calls+1 || !w.syncer.IsRegistered() {
-		t.Errorf("Register not retried by the next sync")
-	}
-}
-
-// TestRegisterErrorSkipsStatus: with registration failing, no status is read or posted.
-func TestRegisterErrorSkipsStatus(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	w := newWorld(t, worldOpts{register: true})
-	w.set(func(w *world) { w.registerErr = errors.New("connection refused") })
-	w.syncer.SyncNodeStatus(ctx)
-	if got := w.actions(); len(got) != 0 {
-		t.Errorf("actions %v, want none", got)
-	}
-	syncs := w.takeSyncs()
-	if len(syncs) != 1 || syncs[0].Result != ResultError || syncs[0].Try != 0 || syncs[0].Error != "connection refused" || w.syncer.IsRegistered() {
-		t.Errorf("OnSync %+v registered %v, want one error at try 0", syncs, w.syncer.IsRegistered())
-	}
-	select {
-	case <-w.syncer.Registered():
-		t.Error("Registered() closed although registration failed")
-	default:
-	}
-	if !w.syncer.LastSync().IsZero() {
-		t.Errorf("LastSync = %v, want zero", w.syncer.LastSync())
 	}
 }
 
@@ -582,7 +526,7 @@ func TestRegisterErrorSkipsStatus(t *testing.T) {
 func TestOSArchLabels(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	w := newWorld(t, worldOpts{inAPI: baseNode(), inLister: baseNode(), rand: 0.5})
-	w.syncer.SyncNodeStatus(ctx)
+	w.sync(ctx)
 	w.syncInformer()
 	w.actions()
 	// Someone removes the os label and sets a wrong arch.
@@ -594,7 +538,7 @@ func TestOSArchLabels(t *testing.T) {
 	}
 	w.syncInformer()
 	w.step(10 * time.Second)
-	w.syncer.SyncNodeStatus(ctx)
+	w.sync(ctx)
 	if got := w.actions(); join(got) != "patch/status" {
 		t.Errorf("actions %v, want a patch for the labels", got)
 	}
@@ -606,7 +550,7 @@ func TestOSArchLabels(t *testing.T) {
 	// Labels right, status unchanged: nothing to do.
 	w.syncInformer()
 	w.step(10 * time.Second)
-	w.syncer.SyncNodeStatus(ctx)
+	w.sync(ctx)
 	if got := w.actions(); len(got) != 0 {
 		t.Errorf("actions %v, want none", got)
 	}
@@ -625,7 +569,7 @@ func TestOnSyncResult(t *testing.T) {
 		return false, nil, nil
 	})
 	start := w.clock.Now()
-	w.syncer.SyncNodeStatus(ctx)
+	w.sync(ctx)
 	syncs := w.takeSyncs()
 	if len(syncs) != 1 {
 		t.Fatalf("OnSync called %d times", len(syncs))
@@ -653,7 +597,7 @@ func TestOnSyncResult(t *testing.T) {
 	for i := range 2 {
 		w.syncInformer()
 		w.step(10 * time.Second)
-		w.syncer.SyncNodeStatus(ctx)
+		w.sync(ctx)
 		syncs := w.takeSyncs()
 		if len(syncs) != 1 {
 			t.Fatalf("unchanged sync %d: OnSync called %d times", i, len(syncs))
@@ -684,7 +628,7 @@ func notReadyNode() *v1.Node {
 func runFast(ctx context.Context, w *world, onTick func(attempt int)) (attempts int, took time.Duration) {
 	start := time.Now()
 	done := make(chan struct{})
-	go func() { fastStatusUpdateOnce(ctx, w.syncer); close(done) }()
+	go func() { fastStatusUpdateOnce(ctx, w); close(done) }()
 	for attempts = 1; ; attempts++ {
 		synctest.Wait()
 		select {
@@ -814,7 +758,7 @@ func TestFastStatusUpdateOnceCancel(t *testing.T) {
 		w.set(func(w *world) { w.runtimeErr = errors.New("container runtime not ready") })
 		start := time.Now()
 		done := make(chan struct{})
-		go func() { fastStatusUpdateOnce(ctx, w.syncer); close(done) }()
+		go func() { fastStatusUpdateOnce(ctx, w); close(done) }()
 		synctest.Wait()
 		cancel()
 		synctest.Wait()
@@ -857,11 +801,11 @@ func TestHungRuntimeDoesNotBlockSync(t *testing.T) {
 		}
 	}
 	fastDone := make(chan struct{})
-	go func() { fastStatusUpdateOnce(ctx, w.syncer); close(fastDone) }()
+	go func() { fastStatusUpdateOnce(ctx, w); close(fastDone) }()
 	wait(entered, "the fast path to call UpdateRuntimeUp")
 
 	syncDone := make(chan struct{})
-	go func() { w.syncer.SyncNodeStatus(ctx); close(syncDone) }()
+	go func() { w.sync(ctx); close(syncDone) }()
 	wait(syncDone, "SyncNodeStatus while the fast path's UpdateRuntimeUp hangs")
 	if got := w.results(); join(got) != "patched" {
 		t.Errorf("sync during the hung runtime call: OnSync %v, want patched", got)
@@ -901,14 +845,6 @@ func TestNew(t *testing.T) {
 	s, err := New(valid)
 	if err != nil {
 		t.Fatal(err)
-	}
-	if !s.IsRegistered() {
-		t.Error("without Register the node counts as registered")
-	}
-	select {
-	case <-s.Registered():
-	default:
-		t.Error("without Register, Registered() is not closed")
 	}
 	if d := s.calculateDelay(); d.Abs() > 30*time.Second {
 		t.Errorf("default Rand delay %v", d)
@@ -961,7 +897,7 @@ func TestUnkeptFieldNotPatchedAgain(t *testing.T) {
 		if s.change != nil {
 			w.set(s.change)
 		}
-		w.syncer.SyncNodeStatus(ctx)
+		w.sync(ctx)
 		if got := w.actions(); join(got) != join(s.wantActions) {
 			t.Errorf("step %d (%s): actions %v, want %v", i, s.desc, got, s.wantActions)
 		}
@@ -973,13 +909,32 @@ func TestUnkeptFieldNotPatchedAgain(t *testing.T) {
 	}
 }
 
-// fastStatusUpdateOnce is the kubelet's fastStatusUpdateOnce loop over FastNodeStatusUpdate, as the
-// controller's fast-update step runs it: every FastStatusUpdateTick until finished or ctx ends.
-func fastStatusUpdateOnce(ctx context.Context, s *Syncer) {
+// fastStatusUpdateOnce is the kubelet's fastStatusUpdateOnce loop, as the controller's fast-update
+// step runs it: every FastStatusUpdateTick until finished or ctx ends, each tick giving up after
+// FastStatusUpdateGrace, asking CachedReady, refreshing the runtime (w.updateRuntimeUp), then
+// FastNodeStatusUpdate, whose result it records.
+func fastStatusUpdateOnce(ctx context.Context, w *world) {
+	s := w.syncer
 	deadline := s.cfg.Clock.Now().Add(FastStatusUpdateGrace)
 	for {
-		if s.FastNodeStatusUpdate(ctx, !s.cfg.Clock.Now().Before(deadline)) {
+		if !s.cfg.Clock.Now().Before(deadline) {
 			return
+		}
+		if ready, ok := s.CachedReady(); ok {
+			if ready {
+				return
+			}
+			w.updateRuntimeUp(ctx)
+			if ctx.Err() != nil {
+				return
+			}
+			done, r := s.FastNodeStatusUpdate(ctx)
+			if r != nil {
+				w.record(*r)
+			}
+			if done {
+				return
+			}
 		}
 		select {
 		case <-ctx.Done():
