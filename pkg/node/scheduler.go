@@ -313,4 +313,3 @@ func (s *Scheduler) closeAllConns() {
 	s.mu.Unlock()
 	s.cfg.CloseAllConns()
 }
-

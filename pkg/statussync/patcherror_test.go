@@ -32,10 +32,10 @@ func TestPatchErrorKeepsAPIReason(t *testing.T) {
 	const name = "n1"
 	gr := schema.GroupResource{Resource: "nodes"}
 	tests := []struct {
-		name         string
-		err          error
-		wantReason   string
-		wantGone     bool
+		name       string
+		err        error
+		wantReason string
+		wantGone   bool
 	}{
 		{name: "conflict", err: apierrors.NewConflict(gr, name, errors.New("stale")), wantReason: "Conflict"},
 		{name: "too many requests", err: apierrors.NewTooManyRequests("slow down", 0), wantReason: "TooManyRequests"},
