@@ -12,11 +12,9 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/nodeagent/nodeagent/pkg/certificate"
-	"github.com/nodeagent/nodeagent/pkg/companion"
 	"github.com/nodeagent/nodeagent/pkg/config"
 	"github.com/nodeagent/nodeagent/pkg/eviction"
 	"github.com/nodeagent/nodeagent/pkg/host"
-	"github.com/nodeagent/nodeagent/pkg/lease"
 	"github.com/nodeagent/nodeagent/pkg/lifecycle"
 	"github.com/nodeagent/nodeagent/pkg/node"
 	"github.com/nodeagent/nodeagent/pkg/nodestatus"
@@ -29,12 +27,27 @@ import (
 // --companion, the runtime and problem conditions patched onto the kubelet's Node. Build with New,
 // run with Run.
 type Agent struct {
-	cfg       *config.Completed
-	deps      *Dependencies
-	node      *node.Controller // standalone
-	scheduler *node.Scheduler  // runs the standalone Node's steps
-	companion *companion.Mode  // --companion
-	server    *server.Server   // nil with --healthz-port=0
+	cfg    *config.Completed
+	deps   *Dependencies
+	mode   mode           // the agent's own Node, or --companion
+	server *server.Server // nil with --healthz-port=0
+}
+
+// mode is what the agent runs on this machine: its own Node (nodeMode: a node.Controller on a
+// Scheduler, with the Node informer and the eviction manager), or companion mode (companionMode:
+// conditions patched onto the kubelet's Node).
+type mode interface {
+	// Healthy is the syncloop check (/healthz, the systemd watchdog); Ready is /readyz's.
+	Healthy() error
+	Ready() error
+	// Trigger posts the status (or the companion's conditions) now: a problem condition changed.
+	Trigger()
+	// EventRef is the Node as the object of the agent's own Events.
+	EventRef() *v1.ObjectReference
+	// addTo adds what the mode runs to the agent's group, after recording its Starting Event.
+	addTo(group *lifecycle.Group) error
+	// report adds the mode's part of /debug/nodestatus.
+	report(r *node.Report)
 }
 
 // New composes the agent from cfg and deps; it makes no API or CRI call. Errors name the flag.
@@ -42,26 +55,16 @@ func New(cfg *config.Completed, deps *Dependencies) (*Agent, error) {
 	c := cfg.Config
 	a := &Agent{cfg: cfg, deps: deps}
 	var err error
-	var healthy, ready func() error
 	if c.Companion {
-		if a.companion, err = newCompanionMode(cfg.NodeName, c.K8sExporterHeartbeatPeriod.Duration, deps); err != nil {
-			return nil, err
-		}
-		healthy, ready = a.companion.Healthy, a.companion.Patched
+		a.mode, err = newCompanionMode(cfg.NodeName, c.K8sExporterHeartbeatPeriod.Duration, deps)
 	} else {
-		if a.scheduler, err = node.NewScheduler(node.SchedulerConfig{Clock: deps.Clock, CloseAllConns: deps.CloseAllConns}); err != nil {
-			return nil, err
-		}
-		if a.node, err = node.New(nodeConfig(cfg, deps), node.Dependencies{
-			Client: deps.Client, HeartbeatClient: deps.HeartbeatClient, NodeLister: deps.Informers.Core().V1().Nodes().Lister(),
-			Cache: deps.NodeCache, Recorder: deps.Recorder, Clock: deps.Clock, Scheduler: a.scheduler,
-			Observer: deps.Metrics, Serving: lease.NewServingProbe(deps.HeartbeatClient, cfg.NodeName, deps.Clock, 0),
-			Instance: node.ProcessInstance(),
-		}); err != nil {
-			return nil, err
-		}
-		healthy, ready = a.node.Healthy, a.node.Registered
+		a.mode, err = newNodeMode(cfg, deps)
 	}
+	if err != nil {
+		return nil, err
+	}
+	deps.SetProblemTrigger(a.mode.Trigger)
+	healthy, ready := a.mode.Healthy, a.mode.Ready
 	if deps.Certificates != nil {
 		deps.Certificates.SetEvent(func(eventType, reason, message string) {
 			deps.Recorder.Event(a.eventRef(), eventType, reason, message)
@@ -141,24 +144,11 @@ func (a *Agent) report() node.Report {
 		r.Notes = append(r.Notes, cert.Notes()...)
 		r.Extra["clientCertificate"] = cert
 	}
-	if a.node != nil {
-		r.Nodes = []node.Status{a.node.Status()}
-	}
-	if a.companion != nil {
-		r.Extra["companion"] = a.companion.PatcherStatus()
-		r.Extra["runtime"] = map[string]string{"error": errText(a.companion.RuntimeError())}
-	}
+	a.mode.report(&r)
 	if a.deps.Problems != nil {
 		r.Extra["problemMonitors"] = a.deps.Problems.Status()
 	}
 	return r
-}
-
-func errText(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
 }
 
 // noPodsNote says why capacity.pods is 0 (issue 14).
@@ -167,7 +157,7 @@ const noPodsNote = "capacity.pods is 0: nodeagent runs no pods, so no pod is sch
 
 // notes are the configuration facts an operator should know.
 func (a *Agent) notes() []string {
-	if a.node != nil && a.cfg.Config.EffectiveMaxPods() == 0 {
+	if _, own := a.mode.(*nodeMode); own && a.cfg.Config.EffectiveMaxPods() == 0 {
 		return []string{noPodsNote}
 	}
 	return nil
@@ -185,10 +175,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	logger.Info("Starting nodeagent", "version", version.Get().GitVersion, "companion", c.Companion,
 		"runtimeEndpoint", c.ContainerRuntimeEndpoint, "imageServiceEndpoint", c.ImageServiceEndpoint, "kubeconfig", a.cfg.Kubeconfig)
 
-	healthy := a.node.Healthy
-	if a.companion != nil {
-		healthy = a.companion.Healthy
-	}
+	healthy := a.mode.Healthy
 	// One group, one shutdown timeout (5 s): the HTTP server, systemd's notifications, the event sink,
 	// the problem monitors, and the per-node controller's scheduler with its informer and eviction
 	// manager (or companion mode). A component that fails stops the agent; the problem monitors and
@@ -212,34 +199,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	if a.deps.Problems != nil {
 		group.Add("problem monitors", logOnly(logger, "problem monitors", a.deps.Problems.Run))
 	}
-	if a.node != nil {
-		group.Add("node informer", lifecycle.RunnableFunc(func(ctx context.Context) error {
-			a.deps.Informers.Start(ctx.Done())
-			<-ctx.Done()
-			a.deps.Informers.Shutdown()
-			return nil
-		}))
-		group.Add("eviction manager", lifecycle.RunnableFunc(func(ctx context.Context) error { a.deps.Eviction.Run(ctx); return nil }))
-		if err := a.scheduler.Start(a.node); err != nil {
-			return err
-		}
-		group.Add("node step scheduler", a.scheduler)
-		if a.deps.Problems != nil {
-			// A problem monitor's condition changed: sync the status now.
-			group.Add("problem triggers", lifecycle.RunnableFunc(func(ctx context.Context) error {
-				for {
-					select {
-					case <-ctx.Done():
-						return nil
-					case <-a.deps.ProblemChanges:
-						a.node.Trigger()
-					}
-				}
-			}))
-		}
-	} else {
-		a.deps.Recorder.Eventf(a.eventRef(), v1.EventTypeNormal, "Starting", "Starting nodeagent (companion).")
-		group.Add("companion", a.companion)
+	if err := a.mode.addTo(&group); err != nil {
+		return err
 	}
 	stopping := lifecycle.RunnableFunc(func(ctx context.Context) error {
 		<-ctx.Done()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -54,14 +55,21 @@ type Dependencies struct {
 	// nil without --bootstrap-kubeconfig and --rotate-certificates. Its Healthy is a /healthz check.
 	Certificates *certificate.Manager
 	// Problems runs the node-problem-detector monitors of --config.custom-plugin-monitor and
-	// --config.system-log-monitor; nil without any. ProblemChanges receives (coalesced) when one of
-	// their conditions changed.
+	// --config.system-log-monitor; nil without any. When one of their conditions changes they call
+	// the Trigger of what the agent runs (its Node's status sync, or companion mode's patch), set by
+	// SetProblemTrigger once that is built.
 	Problems       *problem.Manager
-	ProblemChanges chan struct{}
+	problemTrigger atomic.Pointer[func()]
 
 	recordersMu sync.Mutex
 	recorders   map[string]record.EventRecorder
 }
+
+// SetProblemTrigger sets what a problem monitor's condition change calls: the status sync's
+// Trigger, or companion mode's. The problem monitors are built first (their setters are the Node's),
+// so it is set once the Node or companion mode is built; changes before that are seen by the first
+// sync anyway.
+func (d *Dependencies) SetProblemTrigger(trigger func()) { d.problemTrigger.Store(&trigger) }
 
 // RecorderFor returns the event recorder whose source component is component (e.g. a problem
 // monitor's "kernel-monitor"), host the node name, as NPD records its events.
@@ -83,8 +91,7 @@ func (d *Dependencies) RecorderFor(component, host string) record.EventRecorder 
 // --container-runtime-endpoint).
 func NewDependencies(ctx context.Context, cfg *config.Completed) (*Dependencies, error) {
 	c := cfg.Config
-	d := &Dependencies{Clock: clock.RealClock{}, Metrics: metrics.New(processStart), recorders: map[string]record.EventRecorder{},
-		ProblemChanges: make(chan struct{}, 1)}
+	d := &Dependencies{Clock: clock.RealClock{}, Metrics: metrics.New(processStart), recorders: map[string]record.EventRecorder{}}
 	d.Metrics.NodeName.WithLabelValues(cfg.NodeName).Set(1)
 
 	if err := os.MkdirAll(c.RootDir, 0o750); err != nil {
@@ -136,9 +143,8 @@ func NewDependencies(ctx context.Context, cfg *config.Completed) (*Dependencies,
 			},
 			Metrics: d.Metrics.Registry,
 			OnChange: func() {
-				select {
-				case d.ProblemChanges <- struct{}{}:
-				default:
+				if trigger := d.problemTrigger.Load(); trigger != nil {
+					(*trigger)()
 				}
 			},
 		}); err != nil {

@@ -43,8 +43,6 @@ type ModeConfig struct {
 	// ProblemTypes every condition type their configs declare (problem.Manager.ConditionTypes).
 	Problems     func() []v1.NodeCondition
 	ProblemTypes []v1.NodeConditionType
-	// ProblemChanges, if set, receives when a problem condition changed; each receive triggers a patch.
-	ProblemChanges <-chan struct{}
 	// Recorder, if set, records the runtime condition's events (see RuntimeHealthConfig).
 	Recorder func(eventType, reason, message, source string)
 	// Observer, if set, is told the result of every CRI Status call (metrics).
@@ -128,24 +126,14 @@ func (m *Mode) RuntimeError() error {
 	return m.state.RuntimeErrors()
 }
 
-// Run runs the poller and the patcher until ctx ends, and triggers a patch on each receive from
-// ProblemChanges. It returns nil when ctx ends.
+// Run runs the poller and the patcher until ctx ends. It returns nil when ctx ends.
 func (m *Mode) Run(ctx context.Context) error {
 	go m.poller.Run(ctx)
-	if m.cfg.ProblemChanges != nil {
-		go func() {
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-m.cfg.ProblemChanges:
-					m.patcher.Trigger()
-				}
-			}
-		}()
-	}
 	return m.patcher.Run(ctx)
 }
+
+// Trigger makes the patcher compare the conditions now (a problem condition changed). It never blocks.
+func (m *Mode) Trigger() { m.patcher.Trigger() }
 
 // Healthy is the syncloop check: it fails while condition patches keep failing for longer than 30 s.
 func (m *Mode) Healthy() error {
