@@ -100,12 +100,7 @@ func (m *nodeMode) Ready() error { return m.Registered() }
 // with backoff, and registers the moment the API server answers, as the kubelet does; the syncer
 // reads a Node the informer does not have yet from the API server.
 func (m *nodeMode) addTo(group *lifecycle.Group) error {
-	group.Add("node informer", lifecycle.RunnableFunc(func(ctx context.Context) error {
-		m.deps.Informers.Start(ctx.Done())
-		<-ctx.Done()
-		m.deps.Informers.Shutdown()
-		return nil
-	}))
+	group.Add("node informer", lifecycle.Informers{SharedInformerFactory: m.deps.Informers})
 	group.Add("eviction manager", lifecycle.RunnableFunc(func(ctx context.Context) error { m.deps.Eviction.Run(ctx); return nil }))
 	if err := m.scheduler.Start(m.Controller); err != nil {
 		return err

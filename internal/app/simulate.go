@@ -246,8 +246,10 @@ func runSimulate(ctx context.Context, o *simulateOptions) error {
 		// Loopback peers as above; others only through the API server's proxy to this pod.
 		control = p.Simulator.ControlHandler(simulation.ControlOptions{AllowProxy: true, Namespace: o.getenv("POD_NAMESPACE"), Pod: o.getenv("POD_NAME")})
 	}
-	// One group: the HTTP server and the simulation, one shutdown timeout.
+	// One group: the HTTP server and the simulation once the Node informer has synced, one shutdown
+	// timeout.
 	group := lifecycle.Group{ShutdownTimeout: 10 * time.Second}
+	group.AddCache("node informer", p.Informers())
 	if *cfg.HealthzPort > 0 {
 		srv, err := server.New(server.Config{
 			BindAddress: cfg.HealthzBindAddress, Port: int(*cfg.HealthzPort), Metrics: p.Metrics.Handler(),

@@ -17,13 +17,13 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"github.com/nodeagent/nodeagent/pkg/apiclient"
 	"github.com/nodeagent/nodeagent/pkg/lease"
 	"github.com/nodeagent/nodeagent/pkg/metrics"
+	"github.com/nodeagent/nodeagent/pkg/lifecycle"
 	"github.com/nodeagent/nodeagent/pkg/node"
 	"github.com/nodeagent/nodeagent/pkg/version"
 )
@@ -200,9 +200,17 @@ func (p *Process) DeleteNodes(ctx context.Context) error {
 // deleteWorkers is how many Node deletions DeleteNodes has in flight.
 const deleteWorkers = 16
 
-// Run runs the event sink, the Node informer and, once it has synced, the Simulator (and so the
-// scheduler) until ctx ends; then it stops them and flushes the events. It returns nil, or the
-// Simulator's error.
+// Informers is the process's Node informer, a lifecycle.Cache: run it in the group's first phase
+// (Group.AddCache), so that Run starts once it has synced and every Node's first sync reads it
+// instead of GETting its Node (thousands of GETs at start).
+func (p *Process) Informers() lifecycle.Informers {
+	p.set.Informers.Core().V1().Nodes().Informer() // requested before Start, so that it is started and waited for
+	return lifecycle.Informers{SharedInformerFactory: p.set.Informers}
+}
+
+// Run runs the event sink and the Simulator (and so the scheduler) until ctx ends; then it stops them
+// and flushes the events. It returns nil, or the Simulator's error. Start it once Informers has
+// synced.
 func (p *Process) Run(ctx context.Context) error {
 	klog.FromContext(ctx).Info("Starting nodeagent simulate", "version", version.Get().GitVersion, "nodes", p.cfg.Nodes,
 		"shard", p.cfg.Shard.Index, "shards", p.cfg.Shard.count(), "instance", p.instance,
@@ -210,14 +218,6 @@ func (p *Process) Run(ctx context.Context) error {
 	p.set.Broadcaster.StartStructuredLogging(3)
 	p.set.Broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: p.set.Events.CoreV1().Events("")})
 	defer p.set.Broadcaster.Shutdown()
-	p.set.Informers.Start(ctx.Done())
-	defer p.set.Informers.Shutdown()
-	if !cache.WaitForCacheSync(ctx.Done(), p.set.Informers.Core().V1().Nodes().Informer().HasSynced) {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return errors.New("node informer did not sync")
-	}
 	err := p.Simulator.Run(ctx)
 	klog.FromContext(ctx).Info("Shutting down nodeagent simulate")
 	return err
