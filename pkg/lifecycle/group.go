@@ -221,7 +221,9 @@ func (g *Group) Run(ctx context.Context) error {
 
 // Informers is a client-go SharedInformerFactory as a Cache: Run starts its informers and shuts them
 // down when ctx ends; WaitForCacheSync waits for every informer requested from it so far.
-type Informers struct{ informers.SharedInformerFactory }
+type Informers struct {
+	informers.SharedInformerFactory
+}
 
 // Run starts the informers, blocks until ctx ends, then shuts them down (waiting for their
 // goroutines). It returns nil.

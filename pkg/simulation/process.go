@@ -22,8 +22,8 @@ import (
 
 	"github.com/nodeagent/nodeagent/pkg/apiclient"
 	"github.com/nodeagent/nodeagent/pkg/lease"
-	"github.com/nodeagent/nodeagent/pkg/metrics"
 	"github.com/nodeagent/nodeagent/pkg/lifecycle"
+	"github.com/nodeagent/nodeagent/pkg/metrics"
 	"github.com/nodeagent/nodeagent/pkg/node"
 	"github.com/nodeagent/nodeagent/pkg/version"
 )
