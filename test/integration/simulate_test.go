@@ -237,7 +237,9 @@ func recordConditions(ctx context.Context, client kubernetes.Interface, selector
 				n, ok := ev.Object.(*corev1.Node)
 				switch {
 				case ev.Type == watch.Error:
-					r.setErr(fmt.Errorf("watch nodes: error event %v", ev.Object))
+					if ctx.Err() == nil { // after the caller stopped recording, the watch ends with an error event
+						r.setErr(fmt.Errorf("watch nodes: error event %v", ev.Object))
+					}
 					w.Stop()
 					return
 				case !ok:
