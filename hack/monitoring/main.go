@@ -4,7 +4,8 @@
 //     nodeagent.rules.yaml (the plain Prometheus rules file, the one that is edited), verbatim;
 //   - nodeagent-dashboard.json, the Grafana dashboard, from the panels in dashboard.go.
 //
-// The Helm chart's copies (deploy/helm/nodeagent/files/) are written too. `make monitoring` runs it;
+// The Helm chart's copies (deploy/helm/nodeagent/files/) of both and of the node-problem-detector configs
+// of deploy/kubernetes/npd/ (a chart reads only files inside it) are written too. `make monitoring` runs it;
 // test/monitoring (TestGeneratedFilesUpToDate) runs it into a temporary directory and fails when the
 // committed files differ.
 //
@@ -30,6 +31,8 @@ const (
 	DashboardFile      = "deploy/monitoring/nodeagent-dashboard.json"
 	ChartRulesFile     = "deploy/helm/nodeagent/files/nodeagent.rules.yaml"
 	ChartDashboardFile = "deploy/helm/nodeagent/files/nodeagent-dashboard.json"
+	NPDDir             = "deploy/kubernetes/npd"
+	ChartNPDDir        = "deploy/helm/nodeagent/files/npd"
 )
 
 func main() {
@@ -61,9 +64,19 @@ func run(root, out string) error {
 		return fmt.Errorf("dashboard: %w", err)
 	}
 	dash = append(dash, '\n')
-	for path, data := range map[string][]byte{
-		PrometheusRuleFile: pr, DashboardFile: dash, ChartRulesFile: rules, ChartDashboardFile: dash,
-	} {
+	files := map[string][]byte{PrometheusRuleFile: pr, DashboardFile: dash, ChartRulesFile: rules, ChartDashboardFile: dash}
+	npd, err := filepath.Glob(filepath.Join(root, NPDDir, "*.json"))
+	if err != nil {
+		return err
+	}
+	for _, p := range npd {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		files[filepath.Join(ChartNPDDir, filepath.Base(p))] = b
+	}
+	for path, data := range files {
 		p := filepath.Join(out, path)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return err
