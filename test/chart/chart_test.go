@@ -340,14 +340,14 @@ func TestHelmMonitoring(t *testing.T) {
 // created first (a dry-run Namespace is not created, and the namespaced objects need theirs).
 func TestHelmDryRunServer(t *testing.T) {
 	ctx := t.Context()
-	_, bin := tools(t)
+	tools(t)
 	cp, err := framework.StartControlPlane(ctx, framework.ControlPlaneOptions{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(cp.Stop)
 	for _, ns := range []string{"nodeagent-system", "nodeagent-simulation"} {
-		if _, err := cp.Kubectl(ctx, "create", "namespace", ns); err != nil {
+		if _, err := cp.Kubectl(ctx, "create", "namespace", ns, "--save-config"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -372,5 +372,4 @@ func TestHelmDryRunServer(t *testing.T) {
 		}
 		t.Logf("values %v:\n%s", set, out)
 	}
-	_ = bin
 }
