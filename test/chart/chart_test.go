@@ -321,7 +321,7 @@ func TestHelmMonitoring(t *testing.T) {
 		t.Errorf("the dashboard ConfigMap does not hold deploy/monitoring/nodeagent-dashboard.json")
 	}
 	for key, job := range map[string]string{
-		"PodMonitor nodeagent-system/nodeagent-companion":     "nodeagent-companion",
+		"PodMonitor nodeagent-system/nodeagent-companion":    "nodeagent-companion",
 		"PodMonitor nodeagent-simulation/nodeagent-simulate": "nodeagent-simulate",
 	} {
 		u, ok := objs[key].(*runtime.Unknown)
