@@ -10,8 +10,9 @@ UNIT_PKGS := ./pkg/... ./internal/... ./cmd/...
 
 .PHONY: tools build up cluster test test-unit test-integration vet fmt
 
-## tools: install containerd/CNI plugins if missing and build etcd, kube-apiserver, kube-controller-manager,
-## kube-scheduler, kubelet, kubectl and cloud-node-controller into _output/bin
+## tools: install containerd/CNI plugins and prometheus (promtool) if missing and build etcd, kube-apiserver,
+## kube-controller-manager, kube-scheduler, kubelet, kubectl and cloud-node-controller, and helm (hack/helm),
+## into _output/bin
 tools:
 	hack/install-deps.sh
 
@@ -125,3 +126,15 @@ bench-companion: tools npd
 	BENCH_COMPANION_IDLE=$(BENCH_COMPANION_IDLE) BENCH_COMPANION_FLOOD=$(BENCH_COMPANION_FLOOD) \
 	BENCH_COMPANION_OUT=$(CURDIR)/_output/bench-companion.md \
 	$(GO) test -tags benchcompanion -count=1 -v -run '^TestBenchCompanion$$' -timeout 0 ./test/integration/
+
+.PHONY: helm monitoring
+## helm: build helm v3.22.0 (helm.sh/helm/v3/cmd/helm, pinned in hack/helm) into _output/bin/helm, only when
+## missing or hack/helm changed (stamp); `make tools` does it too
+helm:
+	hack/build-helm.sh
+
+## monitoring: write the generated monitoring files from their sources (hack/monitoring): the PrometheusRule
+## from deploy/monitoring/nodeagent.rules.yaml, the Grafana dashboard, and the Helm chart's copies of both;
+## test/monitoring fails when they are out of date
+monitoring:
+	$(GO) run ./hack/monitoring

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Installs what nodeagent's tests and hack/local-up.sh need, only what is missing (idempotent):
 #   - Debian packages: containerd (with runc and ctr), containernetworking-plugins (/usr/lib/cni), iproute2;
+#     prometheus (for prometheus and promtool: test/monitoring checks and unit-tests the alerting rules
+#     and runs a real Prometheus against a real agent), without its recommended exporters;
+#   - helm, built from hack/helm by hack/build-helm.sh (its own stamp) for the Helm chart's tests;
 #   - etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl and
 #     cloud-node-controller (k8s.io/cloud-provider's node controllers over its fake cloud) built from the
 #     hack/tools module into _output/bin, rebuilt when a binary is missing or hack/tools (go.mod, go.sum,
@@ -61,6 +64,20 @@ if ((${#missing[@]})); then
 else
   log "containerd, containernetworking-plugins, iproute2: installed"
 fi
+# Debian's prometheus package ships promtool. Its recommends (node and other exporters) are not needed.
+# Where systemd runs, installing it also starts a system Prometheus on :9090; the tests run their own.
+if [[ -z $skew && ! -x /usr/bin/promtool ]]; then
+  SUDO=()
+  [[ $(id -u) == 0 ]] || SUDO=(sudo)
+  command -v apt-get >/dev/null || { log "missing prometheus (promtool) and no apt-get: install it by hand"; exit 1; }
+  log "installing prometheus (promtool) with apt-get"
+  if ! "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus; then
+    "${SUDO[@]}" apt-get update -qq
+    "${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus
+  fi
+else
+  log "prometheus (promtool): installed"
+fi
 
 # --- tools built from hack/tools ------------------------------------------------------------------------------
 # The Kubernetes components report the k8s.io/kubernetes module's version (kubelet --version, the
@@ -86,4 +103,9 @@ if [[ -n $reason ]]; then
   log "built in $((SECONDS - start)) s"
 else
   log "${BINARIES[*]}: up to date in ${BIN#"$ROOT/"}"
+fi
+
+# --- helm, pinned in hack/helm (a module of its own; stamp _output/bin/.helm.stamp) ---------------------------
+if [[ -z $skew ]]; then
+  "$ROOT/hack/build-helm.sh"
 fi
