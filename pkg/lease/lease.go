@@ -255,14 +255,11 @@ func (r *Renewer) step(ctx context.Context) time.Duration {
 	}
 	for {
 		// phaseEnsure: one attempt of backoffEnsureLease.
-		lease, created, err := r.ensureLease(ctx)
-		if err != nil {
+		lease, created, ok := r.ensureAttempt(ctx)
+		if !ok {
 			if ctx.Err() != nil {
-				r.phase = phaseIdle
 				return 0
 			}
-			r.sleep = min(2*r.sleep, maxBackoff)
-			logger.Error(err, "Failed to ensure lease exists, will retry", "interval", r.sleep)
 			return r.sleep
 		}
 		r.phase = phaseIdle
@@ -283,6 +280,9 @@ func (r *Renewer) step(ctx context.Context) time.Duration {
 				r.phase, r.sleep, r.conflictTry, r.secondUpdate = phaseEnsure, initialBackoff, -1, false
 				continue
 			}
+			if ctx.Err() != nil {
+				return 0 // stopped: not a failure to report
+			}
 			logger.Error(fmt.Errorf("failed %d attempts to update lease", maxUpdateRetries), "Will retry updating lease", "interval", r.RenewInterval())
 			return r.nextRenewal()
 		}
@@ -295,6 +295,9 @@ func (r *Renewer) step(ctx context.Context) time.Duration {
 			}
 			if r.phase == phaseEnsure {
 				return r.sleep
+			}
+			if ctx.Err() != nil {
+				return 0 // stopped: not a failure to report
 			}
 			logger.Error(fmt.Errorf("failed %d attempts to update lease", maxUpdateRetries), "Will retry updating lease", "interval", r.RenewInterval())
 		}
@@ -321,21 +324,17 @@ func (r *Renewer) retryUpdateLease(ctx context.Context, base *coordinationv1.Lea
 				r.latest = lease
 				return true
 			}
+			if ctx.Err() != nil {
+				return false // stopped while the update was in flight: not a failure to report
+			}
 			logger.Error(err, "Failed to update lease")
 			if apierrors.IsConflict(err) {
 				// OptimisticLockError requires getting the newer version of the lease to proceed.
 				r.phase, r.sleep, r.conflictTry, r.secondUpdate = phaseEnsure, initialBackoff, i, second
-				lease, created, err := r.ensureLease(ctx)
-				if err != nil {
-					if ctx.Err() != nil {
-						r.phase = phaseIdle
-						return false
-					}
-					r.sleep = min(2*r.sleep, maxBackoff)
-					logger.Error(err, "Failed to ensure lease exists, will retry", "interval", r.sleep)
+				lease, _, ok := r.ensureAttempt(ctx)
+				if !ok {
 					return false
 				}
-				_ = created
 				r.phase, r.conflictTry = phaseIdle, -1
 				base = lease
 				continue
@@ -346,6 +345,23 @@ func (r *Renewer) retryUpdateLease(ctx context.Context, base *coordinationv1.Lea
 		}
 	}
 	return false
+}
+
+// ensureAttempt is one attempt of backoffEnsureLease (ensureLease): ok with the Lease; or not ok
+// after doubling the sleep (200 ms to 7 s) and logging the error, or, when ctx ended, back to idle
+// with nothing logged.
+func (r *Renewer) ensureAttempt(ctx context.Context) (lease *coordinationv1.Lease, created, ok bool) {
+	lease, created, err := r.ensureLease(ctx)
+	if err == nil {
+		return lease, created, true
+	}
+	if ctx.Err() != nil {
+		r.phase = phaseIdle
+		return nil, false, false
+	}
+	r.sleep = min(2*r.sleep, maxBackoff)
+	klog.FromContext(ctx).Error(err, "Failed to ensure lease exists, will retry", "interval", r.sleep)
+	return nil, false, false
 }
 
 // ensureLease gets the Lease, or creates it when it does not exist; created says which. Mirrors the

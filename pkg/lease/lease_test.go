@@ -22,6 +22,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
@@ -607,6 +608,52 @@ func TestDuplicateInstance(t *testing.T) {
 			}
 			if l := getLease(ctx, t, r.cfg.Client.(*fake.Clientset)); l.Annotations[AnnotationInstance] != "me" {
 				t.Errorf("Lease written with instance %q, want me", l.Annotations[AnnotationInstance])
+			}
+		})
+	}
+}
+
+// TestCancelledStepLogsNoError: a Node stopped (its step's context cancelled) while a Lease write is
+// in flight ends the step quietly: Next 0, no Failure, nothing at error level ("Failed to update
+// lease … context canceled", "Will retry updating lease … failed 5 attempts" were both misleading:
+// one attempt, no retry).
+func TestCancelledStepLogsNoError(t *testing.T) {
+	for _, tc := range []struct {
+		desc string
+		verb string // the call in flight when the context is cancelled
+	}{
+		{desc: "an update from the last Lease written", verb: "update"},
+		{desc: "the first GET", verb: "get"},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.BufferLogs(true)))
+			ctx, cancel := context.WithCancel(klog.NewContext(t.Context(), logger))
+			defer cancel()
+			client := fake.NewClientset(&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: nodeName, Namespace: Namespace}})
+			inFlight := false
+			client.PrependReactor(tc.verb, "leases", func(core.Action) (bool, runtime.Object, error) {
+				if !inFlight {
+					return false, nil, nil
+				}
+				cancel() // the Node is stopped while the call is in flight
+				return true, nil, context.Canceled
+			})
+			r, err := New(Config{Client: client, NodeName: nodeName, LeaseDurationSeconds: 40, Clock: testingclock.NewFakeClock(time.Unix(1000, 0))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.verb == "update" {
+				if res := r.Step(ctx, true); !res.Renewed { // a first renewal: the next updates from it
+					t.Fatalf("first Step: %+v", res)
+				}
+			}
+			inFlight = true
+			res := r.Step(ctx, true)
+			if res.Next != 0 || res.Failure != nil {
+				t.Errorf("cancelled Step = %+v, want Next 0 and no Failure", res)
+			}
+			if errs := logger.GetSink().(ktesting.Underlier).GetBuffer().String(); strings.Contains(errs, "ERROR") {
+				t.Errorf("a cancelled step logged at error level:\n%s", errs)
 			}
 		})
 	}
