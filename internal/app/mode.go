@@ -49,7 +49,6 @@ func (m *companionMode) report(r *node.Report) {
 func newCompanionMode(nodeName string, heartbeat time.Duration, deps *Dependencies) (*companionMode, error) {
 	cfg := companion.ModeConfig{
 		NodeName: nodeName, Client: deps.HeartbeatClient, Runtime: deps.Runtime, HeartbeatPeriod: heartbeat,
-		StatusCallTimeout: node.StatusCallTimeout, MaxWaitForRuntime: node.MaxWaitForContainerRuntime,
 		Observer: deps.Metrics, Clock: deps.Clock,
 		Recorder: func(eventType, reason, message, source string) {
 			deps.RecorderFor(source, nodeName).Event(nodeRef(nodeName), eventType, reason, message)

@@ -15,11 +15,6 @@ import (
 
 // Defaults of ModeConfig.
 const (
-	// DefaultStatusCallTimeout bounds each CRI Status call (pkg/node's StatusCallTimeout).
-	DefaultStatusCallTimeout = 5 * time.Second
-	// DefaultMaxWaitForRuntime is how long the runtime may not answer before it counts as down, the
-	// kubelet's runtimeState threshold (pkg/node's MaxWaitForContainerRuntime).
-	DefaultMaxWaitForRuntime = 30 * time.Second
 	// patchFailureGrace is how long condition patches may keep failing before Healthy fails (the
 	// syncloop check).
 	patchFailureGrace = 30 * time.Second
@@ -82,10 +77,10 @@ func NewMode(cfg ModeConfig) (*Mode, error) {
 		cfg.Clock = clock.RealClock{}
 	}
 	if cfg.StatusCallTimeout <= 0 {
-		cfg.StatusCallTimeout = DefaultStatusCallTimeout
+		cfg.StatusCallTimeout = criruntime.StatusCallTimeout
 	}
 	if cfg.MaxWaitForRuntime <= 0 {
-		cfg.MaxWaitForRuntime = DefaultMaxWaitForRuntime
+		cfg.MaxWaitForRuntime = criruntime.MaxWaitForContainerRuntime
 	}
 	m := &Mode{cfg: cfg, state: criruntime.NewState(cfg.Clock, cfg.MaxWaitForRuntime), started: cfg.Clock.Now()}
 	var err error

@@ -34,6 +34,16 @@ type PollerConfig struct {
 	Observer Observer
 }
 
+// The kubelet's runtime-health timings, shared by every user of the poller (the agent's Node, the
+// simulation's, companion mode).
+const (
+	// StatusCallTimeout bounds each CRI Status call (and every CRI call on the status path).
+	StatusCallTimeout = 5 * time.Second
+	// MaxWaitForContainerRuntime is the kubelet's threshold after which a runtime that has not
+	// answered counts as down (runtimeState's 30 s).
+	MaxWaitForContainerRuntime = 30 * time.Second
+)
+
 // Observer is told the result of each CRI Status call: its error, and on success whether
 // RuntimeReady and NetworkReady were true.
 type Observer interface {
@@ -65,7 +75,7 @@ func NewPoller(cfg PollerConfig) (*Poller, error) {
 		cfg.Period = 5 * time.Second
 	}
 	if cfg.Timeout <= 0 {
-		cfg.Timeout = 5 * time.Second
+		cfg.Timeout = StatusCallTimeout
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}

@@ -44,11 +44,11 @@ import (
 )
 
 // MaxWaitForContainerRuntime is the kubelet's threshold after which the runtime counts as down (30 s).
-const MaxWaitForContainerRuntime = 30 * time.Second
+const MaxWaitForContainerRuntime = criruntime.MaxWaitForContainerRuntime
 
 // StatusCallTimeout bounds every CRI call made on the status path (setters, fast start-up update,
 // the poller's Status), so a runtime that hangs delays a sync by seconds, never minutes.
-const StatusCallTimeout = 5 * time.Second
+const StatusCallTimeout = criruntime.StatusCallTimeout
 
 // Host is the machine behind one Node: what the MachineInfo, VersionInfo, NodeAddress and pressure
 // setters read. The real one is cadvisor plus the eviction manager; a simulated one is a template.

@@ -138,12 +138,27 @@ func New(cfg Config) (*Manager, error) {
 	}
 	var inits []initial
 	seen := map[string]bool{}
-	for _, path := range cfg.CustomPluginMonitors {
+	// first reports whether path is given for the first time (NPD loads a path given twice once).
+	first := func(path string) bool {
 		if seen[path] {
 			klog.InfoS("Duplicated problem daemon configuration", "path", path)
-			continue
+			return false
 		}
 		seen[path] = true
+		return true
+	}
+	// add keeps mon, whose config has these default conditions and rules, with its initial status.
+	add := func(mon *monitor, defaults []types.Condition, rules []rule, status *types.Status) {
+		for _, d := range defaults {
+			mon.conditionTypes = append(mon.conditionTypes, d.Type)
+		}
+		m.monitors = append(m.monitors, mon)
+		inits = append(inits, initial{mon, status, rules})
+	}
+	for _, path := range cfg.CustomPluginMonitors {
+		if !first(path) {
+			continue
+		}
 		c, err := custompluginmonitor.Load(path)
 		if err == nil {
 			err = claim(custompluginmonitor.Kind, path, c.DefaultConditions)
@@ -153,26 +168,19 @@ func New(cfg Config) (*Manager, error) {
 			continue
 		}
 		cpm := custompluginmonitor.New(path, c, cfg.Clock)
-		mon := &monitor{
-			kind: custompluginmonitor.Kind, path: path, source: cpm.Source(), plugin: c.Plugin, metrics: cpm.MetricsReporting(),
-			run: func(ctx context.Context, r *reporter) error { return cpm.Run(ctx, r) },
-		}
-		for _, d := range c.DefaultConditions {
-			mon.conditionTypes = append(mon.conditionTypes, d.Type)
-		}
 		var rules []rule
 		for _, r := range c.Rules {
 			rules = append(rules, rule{permanent: r.Type == types.Perm, condition: r.Condition, reason: r.Reason})
 		}
-		m.monitors = append(m.monitors, mon)
-		inits = append(inits, initial{mon, cpm.InitialStatus(), rules})
+		add(&monitor{
+			kind: custompluginmonitor.Kind, path: path, source: cpm.Source(), plugin: c.Plugin, metrics: cpm.MetricsReporting(),
+			run: func(ctx context.Context, r *reporter) error { return cpm.Run(ctx, r) },
+		}, c.DefaultConditions, rules, cpm.InitialStatus())
 	}
 	for _, path := range cfg.SystemLogMonitors {
-		if seen[path] {
-			klog.InfoS("Duplicated problem daemon configuration", "path", path)
+		if !first(path) {
 			continue
 		}
-		seen[path] = true
 		c, err := systemlogmonitor.Load(path)
 		if err == nil {
 			err = claim(systemlogmonitor.Kind, path, c.DefaultConditions)
@@ -185,19 +193,14 @@ func New(cfg Config) (*Manager, error) {
 			errs = append(errs, err)
 			continue
 		}
-		mon := &monitor{
-			kind: systemlogmonitor.Kind, path: path, source: slm.Source(), plugin: c.Plugin, logPath: c.LogPath, metrics: slm.MetricsReporting(),
-			run: func(ctx context.Context, r *reporter) error { return slm.Run(ctx, r) },
-		}
-		for _, d := range c.DefaultConditions {
-			mon.conditionTypes = append(mon.conditionTypes, d.Type)
-		}
 		var rules []rule
 		for _, r := range c.Rules {
 			rules = append(rules, rule{permanent: r.Type == types.Perm, condition: r.Condition, reason: r.Reason})
 		}
-		m.monitors = append(m.monitors, mon)
-		inits = append(inits, initial{mon, slm.InitialStatus(), rules})
+		add(&monitor{
+			kind: systemlogmonitor.Kind, path: path, source: slm.Source(), plugin: c.Plugin, logPath: c.LogPath, metrics: slm.MetricsReporting(),
+			run: func(ctx context.Context, r *reporter) error { return slm.Run(ctx, r) },
+		}, c.DefaultConditions, rules, slm.InitialStatus())
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)

@@ -9,6 +9,8 @@ import (
 	"k8s.io/klog/v2"
 	cpmtypes "k8s.io/node-problem-detector/pkg/custompluginmonitor/types"
 	"k8s.io/node-problem-detector/pkg/types"
+
+	"github.com/nodeagent/nodeagent/pkg/problem/internal/condition"
 	"k8s.io/node-problem-detector/pkg/util"
 	"k8s.io/utils/clock"
 )
@@ -55,7 +57,7 @@ func New(path string, config *cpmtypes.CustomPluginConfig, clk clock.PassiveCloc
 		clock:     clk,
 		newRunner: func(c cpmtypes.CustomPluginConfig) Runner { return newPluginRunner(c, clk) },
 	}
-	m.conditions = initialConditions(m.config.DefaultConditions, clk.Now())
+	m.conditions = condition.Initial(m.config.DefaultConditions, clk.Now())
 	return m
 }
 
@@ -81,7 +83,7 @@ func (m *Monitor) InitialStatus() *types.Status {
 	if s := m.config.PluginGlobalConfig.SkipInitialStatus; s != nil && *s {
 		return nil
 	}
-	return &types.Status{Source: m.config.Source, Conditions: cloneConditions(m.conditions)}
+	return &types.Status{Source: m.config.Source, Conditions: condition.Clone(m.conditions)}
 }
 
 // Run runs the plugins (all at once at start, then every invoke_interval, at most concurrency at a
@@ -183,7 +185,7 @@ func (m *Monitor) generateStatus(result cpmtypes.Result) *types.Status {
 	return &types.Status{
 		Source:     m.config.Source,
 		Events:     append(active, inactive...),
-		Conditions: cloneConditions(m.conditions),
+		Conditions: condition.Clone(m.conditions),
 	}
 }
 
@@ -206,19 +208,4 @@ func toConditionStatus(s cpmtypes.Status) types.ConditionStatus {
 	default:
 		return types.Unknown
 	}
-}
-
-// initialConditions mirrors NPD's initialConditions: the defaults at status False.
-func initialConditions(defaults []types.Condition, now time.Time) []types.Condition {
-	conditions := make([]types.Condition, len(defaults))
-	copy(conditions, defaults)
-	for i := range conditions {
-		conditions[i].Status = types.False
-		conditions[i].Transition = now
-	}
-	return conditions
-}
-
-func cloneConditions(c []types.Condition) []types.Condition {
-	return append([]types.Condition(nil), c...)
 }

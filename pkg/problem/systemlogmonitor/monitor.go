@@ -33,6 +33,8 @@ import (
 	watchertypes "k8s.io/node-problem-detector/pkg/systemlogmonitor/logwatchers/types"
 	logtypes "k8s.io/node-problem-detector/pkg/systemlogmonitor/types"
 	"k8s.io/node-problem-detector/pkg/types"
+
+	"github.com/nodeagent/nodeagent/pkg/problem/internal/condition"
 	"k8s.io/node-problem-detector/pkg/util"
 	"k8s.io/utils/clock"
 
@@ -96,7 +98,7 @@ func New(path string, config *Config, clk clock.WithTicker) (*Monitor, error) {
 	default:
 		return nil, fmt.Errorf("%s config %s: plugin %q: unknown log source", Kind, path, config.Plugin)
 	}
-	m.conditions = initialConditions(config.DefaultConditions, clk.Now())
+	m.conditions = condition.Initial(config.DefaultConditions, clk.Now())
 	return m, nil
 }
 
@@ -142,7 +144,7 @@ func (m *Monitor) MetricsReporting() bool {
 // config at status False with its default reason and message. Mirrors logMonitor.initializeStatus.
 // Call it before Run.
 func (m *Monitor) InitialStatus() *types.Status {
-	return &types.Status{Source: m.config.Source, Conditions: cloneConditions(m.conditions)}
+	return &types.Status{Source: m.config.Source, Conditions: condition.Clone(m.conditions)}
 }
 
 // Run follows the log source and reports a status for every rule that matches, until ctx ends.
@@ -234,7 +236,7 @@ func (m *Monitor) generateStatus(logs []*logtypes.Log, rule logtypes.Rule) *type
 			break
 		}
 	}
-	return &types.Status{Source: m.config.Source, Events: events, Conditions: cloneConditions(m.conditions)}
+	return &types.Status{Source: m.config.Source, Events: events, Conditions: condition.Clone(m.conditions)}
 }
 
 // generateMessage mirrors NPD's generateMessage.
@@ -248,19 +250,4 @@ func generateMessage(logs []*logtypes.Log, suffix string) string {
 		return fmt.Sprintf("%s; %s", msg, suffix)
 	}
 	return msg
-}
-
-// initialConditions mirrors NPD's initialConditions: the defaults at status False.
-func initialConditions(defaults []types.Condition, now time.Time) []types.Condition {
-	conditions := make([]types.Condition, len(defaults))
-	copy(conditions, defaults)
-	for i := range conditions {
-		conditions[i].Status = types.False
-		conditions[i].Transition = now
-	}
-	return conditions
-}
-
-func cloneConditions(c []types.Condition) []types.Condition {
-	return append([]types.Condition(nil), c...)
 }
