@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,6 +13,10 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	core "k8s.io/client-go/testing"
 
 	"github.com/nodeagent/nodeagent/pkg/criruntime"
 	"github.com/nodeagent/nodeagent/pkg/nodestatus"
@@ -213,4 +218,85 @@ func TestCloseAllConnsOnlyInAnOutage(t *testing.T) {
 			t.Errorf("%d closes after 10 s in the outage, want 2", closes)
 		}
 	})
+}
+
+// TestRenewalsSpreadAfterAnOutage (issue 27 item 7): 20 Nodes on one scheduler whose Lease calls fail
+// for 60 s renew all at once when the API server is back; their next renewals are then spread over
+// the renew interval (as at the first start) instead of staying bunched within the 4 % jitter.
+func TestRenewalsSpreadAfterAnOutage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, ctx := ktesting.NewTestContext(t)
+		s, err := NewScheduler(SchedulerConfig{LeaseWorkers: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var down atomic.Bool
+		client := fake.NewClientset()
+		client.PrependReactor("*", "leases", func(core.Action) (bool, runtime.Object, error) {
+			if down.Load() {
+				return true, nil, apierrors.NewServiceUnavailable("down")
+			}
+			return false, nil, nil
+		})
+		var ctrls []*Controller
+		for i := range 20 {
+			e := newEnvFull(t, func(c *Config) { c.NodeName = fmt.Sprintf("node-%02d", i) }, nil, client, "")
+			if err := s.Start(e.ctrl); err != nil {
+				t.Fatal(err)
+			}
+			ctrls = append(ctrls, e.ctrl)
+		}
+		defer runScheduler(ctx, s)()
+		time.Sleep(30 * time.Second)
+		down.Store(true)
+		time.Sleep(60 * time.Second)
+		down.Store(false)
+		back := time.Now()
+		renewals := map[string][]time.Time{}
+		for time.Since(back) < 30*time.Second {
+			time.Sleep(50 * time.Millisecond)
+			synctest.Wait()
+			for _, c := range ctrls {
+				if r := c.LastLeaseRenew(); r.After(back) {
+					if l := renewals[c.Name()]; len(l) == 0 || !l[len(l)-1].Equal(r) {
+						renewals[c.Name()] = append(l, r)
+					}
+				}
+			}
+		}
+		var first, second []time.Time
+		for name, l := range renewals {
+			if len(l) < 2 {
+				t.Fatalf("%s: %d renewals in the 30 s after the outage, want at least 2", name, len(l))
+			}
+			first, second = append(first, l[0]), append(second, l[1])
+		}
+		spread := func(ts []time.Time) time.Duration {
+			lo, hi := ts[0], ts[0]
+			for _, t := range ts {
+				lo, hi = minTime(lo, t), maxTime(hi, t)
+			}
+			return hi.Sub(lo)
+		}
+		if d := spread(first); d > 8*time.Second {
+			t.Errorf("first renewals after the outage spread over %v, want them soon after it", d)
+		}
+		if d := spread(second); d < 4*time.Second {
+			t.Errorf("second renewals after the outage spread over %v, want them spread over the 10 s interval", d)
+		}
+	})
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }

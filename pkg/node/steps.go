@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -91,8 +92,14 @@ func (c *Controller) runStep(ctx context.Context, step Step) result {
 }
 
 // leaseStep renews the Lease and tells the heartbeat tracker and the duplicate check what it saw.
+// A renewal that comes late (after a stall of the process or an API outage, when every Node's
+// renewal comes at once) spreads the next one over the renew interval (spreadAfterLate).
 func (c *Controller) leaseStep(ctx context.Context) result {
+	prev := c.renewer.LastRenew()
 	r := c.renewer.Step(ctx, c.registered.Load())
+	if r.Renewed {
+		r.Next = spreadAfterLate(prev, c.deps.Clock.Now(), c.renewer.RenewInterval(), r.Next)
+	}
 	if r.Failure != nil {
 		c.heartbeatFailed(r.Failure.Reason, r.Failure.Start)
 	}
@@ -164,6 +171,7 @@ func (c *Controller) statusStep(ctx context.Context) result {
 	} else if runtimeOK, leaseOK, left := c.startupWaits(now); !runtimeOK || !leaseOK {
 		return result{after: left}
 	}
+	prev := c.syncer.LastSync()
 	r := c.syncer.SyncNodeStatus(ctx)
 	c.observeSync(r)
 	if c.registrar != nil && errors.Is(r.Err, statussync.ErrNodeGone) {
@@ -171,17 +179,38 @@ func (c *Controller) statusStep(ctx context.Context) result {
 		c.registered.Store(false)
 		return result{after: never, wake: stepSet(StepRegister)}
 	}
-	res := result{after: c.nextStatusSync(now)}
+	next := wait.Jitter(c.cfg.NodeStatusUpdateFrequency, 0.04)
+	if r.Err == nil {
+		next = spreadAfterLate(prev, now, c.cfg.NodeStatusUpdateFrequency, next)
+	}
+	res := result{after: c.nextStatusSync(now, next)}
 	if c.registrar == nil {
 		res.wake = c.startFastUpdate(now)
 	}
 	return res
 }
 
-// nextStatusSync returns when the status is synced next: the update frequency with 0.04 jitter, or
-// sooner when one of the process's recovery resyncs (Heartbeats.NextResync) comes first.
-func (c *Controller) nextStatusSync(now time.Time) time.Duration {
-	next := wait.Jitter(c.cfg.NodeStatusUpdateFrequency, 0.04)
+// lateFactor is how late, in periods since the previous success, a Lease renewal or status sync is
+// taken for a sign that every Node's came at once: a stall of the process (SIGSTOP, a VM paused) or
+// an API outage, after which the delaying queue pops every overdue step in the same instant.
+const lateFactor = 1.5
+
+// spreadAfterLate returns next, the step's own delay, unless this success (at now) came more than
+// lateFactor periods after the previous one (prev; zero: the first, which is paced by the start):
+// then a delay drawn uniformly from (0, period], so that the Nodes' next runs spread over a period
+// as at the first start instead of staying bunched (their 4 % jitter takes many minutes to spread
+// them). At most one run per Node comes early, once.
+func spreadAfterLate(prev, now time.Time, period, next time.Duration) time.Duration {
+	if prev.IsZero() || now.Sub(prev) <= time.Duration(lateFactor*float64(period)) {
+		return next
+	}
+	return time.Duration(rand.Int64N(int64(period))) + 1
+}
+
+// nextStatusSync returns when the status is synced next: after next (the update frequency with 0.04
+// jitter, or spread after a late sync), or sooner when one of the process's recovery resyncs
+// (Heartbeats.NextResync) comes first.
+func (c *Controller) nextStatusSync(now time.Time, next time.Duration) time.Duration {
 	c.mu.Lock()
 	s := c.sched
 	c.mu.Unlock()
