@@ -82,8 +82,19 @@ type env struct {
 	images   *critest.FakeImageService
 	recorder *record.FakeRecorder
 	tracker  *nodecache.Tracker
+	indexer  cache.Indexer // the Node lister's store: empty unless a test plays the informer (syncInformer)
 	ctrl     *Controller
 	start    time.Time
+}
+
+// syncInformer plays the Node informer: the lister gets the Node as the API server has it.
+func (e *env) syncInformer() {
+	e.t.Helper()
+	if n := e.node(); n != nil {
+		if err := e.indexer.Update(n); err != nil {
+			e.t.Fatal(err)
+		}
+	}
 }
 
 func newEnv(t *testing.T, mutate func(*Config)) *env {
@@ -113,6 +124,7 @@ func newEnvFull(t *testing.T, mutate func(*Config), wrap func(kubernetes.Interfa
 		tracker:  nodecache.New(clock.RealClock{}),
 		start:    time.Now(),
 	}
+	e.indexer = cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	e.setRuntimeStatus(true, true)
 	e.images.SetFakeImages([]string{"registry.k8s.io/pause:3.10"})
 	cfg := Config{
@@ -131,7 +143,7 @@ func newEnvFull(t *testing.T, mutate func(*Config), wrap func(kubernetes.Interfa
 	}
 	deps := Dependencies{
 		Client: e.client, HeartbeatClient: heartbeat,
-		NodeLister: corelisters.NewNodeLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})),
+		NodeLister: corelisters.NewNodeLister(e.indexer),
 		Cache:      e.tracker, Recorder: e.recorder, Clock: clock.RealClock{}, Instance: instance,
 	}
 	ctrl, err := New(cfg, deps)
