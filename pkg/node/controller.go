@@ -204,15 +204,32 @@ type Controller struct {
 	doneOnce  sync.Once
 }
 
+// Validate checks what New needs of a Config without building anything: the Node's name, its Host
+// and Runtime, and positive NodeStatusUpdateFrequency, NodeStatusReportFrequency and
+// NodeLeaseDurationSeconds. The error names the field and its value.
+func (cfg Config) Validate() error {
+	switch {
+	case cfg.NodeName == "":
+		return errors.New("node: Config.NodeName is required")
+	case cfg.Host == nil || cfg.Runtime == nil:
+		return fmt.Errorf("node %q: Config.Host and Config.Runtime are required", cfg.NodeName)
+	case cfg.NodeStatusUpdateFrequency <= 0:
+		return fmt.Errorf("node %q: Config.NodeStatusUpdateFrequency %v must be positive", cfg.NodeName, cfg.NodeStatusUpdateFrequency)
+	case cfg.NodeStatusReportFrequency <= 0:
+		return fmt.Errorf("node %q: Config.NodeStatusReportFrequency %v must be positive", cfg.NodeName, cfg.NodeStatusReportFrequency)
+	case cfg.NodeLeaseDurationSeconds <= 0:
+		return fmt.Errorf("node %q: Config.NodeLeaseDurationSeconds %d must be positive", cfg.NodeName, cfg.NodeLeaseDurationSeconds)
+	}
+	return nil
+}
+
 // New validates cfg and deps and composes the Controller. It makes no API or CRI call. It errors,
 // naming the field, when a required field is missing or a frequency is not positive.
 func New(cfg Config, deps Dependencies) (*Controller, error) {
-	switch {
-	case cfg.NodeName == "":
-		return nil, errors.New("node: Config.NodeName is required")
-	case cfg.Host == nil || cfg.Runtime == nil:
-		return nil, fmt.Errorf("node %q: Config.Host and Config.Runtime are required", cfg.NodeName)
-	case deps.Client == nil || deps.HeartbeatClient == nil || deps.NodeLister == nil || deps.Cache == nil || deps.Recorder == nil:
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if deps.Client == nil || deps.HeartbeatClient == nil || deps.NodeLister == nil || deps.Cache == nil || deps.Recorder == nil {
 		return nil, fmt.Errorf("node %q: Dependencies need Client, HeartbeatClient, NodeLister, Cache and Recorder", cfg.NodeName)
 	}
 	if cfg.Hostname == "" {

@@ -654,6 +654,14 @@ func TestNew(t *testing.T) {
 		}
 	}
 	cfg, deps := valid()
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("Validate() of a valid Config = %v", err)
+	}
+	bad := cfg
+	bad.NodeStatusUpdateFrequency = -time.Second
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "NodeStatusUpdateFrequency -1s") {
+		t.Errorf("Validate() = %v, want it to name NodeStatusUpdateFrequency and its value", err)
+	}
 	c, err := New(cfg, deps)
 	if err != nil {
 		t.Fatal(err)
