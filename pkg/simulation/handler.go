@@ -44,7 +44,10 @@ type Summary struct {
 //	POST /simulation/nodes/{name}  apply a Change given as JSON, e.g. {"runtimeReady":false}; answers the state after
 //
 // An unknown Node is 404; a body that is not a JSON Change (an unknown or mis-cased field, a value of
-// the wrong type) or changes nothing is 400; each with a one-line plain-text message.
+// the wrong type) or names no field ({}, null) is 400; each with a one-line plain-text message. A
+// Change that names fields already at the values given is applied as any other (idempotent): 200 with
+// the state. Another method on a known path is 405 (with Allow), whatever its Content-Type; an
+// unknown path is 404.
 //
 // Against a web page in a browser on the same host (cross-site requests, DNS rebinding), every request
 // must name a loopback host or one of allowedHosts in its Host header (else 403), and a POST must carry
@@ -95,7 +98,7 @@ func (s *Simulator) ControlHandler(o ControlOptions) http.Handler {
 				r.URL.Path, o.Namespace, o.Pod, r.RemoteAddr), http.StatusForbidden)
 			return
 		}
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		if r.Method == http.MethodPost { // other methods change nothing: the mux answers 405
 			if origin := r.Header.Get("Origin"); origin != "" {
 				http.Error(w, fmt.Sprintf("forbidden: cross-origin request from %q", origin), http.StatusForbidden)
 				return
@@ -153,7 +156,7 @@ func guard(next http.Handler, allowedHosts []string) http.Handler {
 			http.Error(w, fmt.Sprintf("forbidden: Host %q is not a loopback address or an allowed host name", r.Host), http.StatusForbidden)
 			return
 		}
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		if r.Method == http.MethodPost { // other methods change nothing: the mux answers 405
 			if origin := r.Header.Get("Origin"); origin != "" {
 				u, err := url.Parse(origin)
 				if err != nil || !allowed(u.Host) {
@@ -226,7 +229,8 @@ func (s *Simulator) handler() http.Handler {
 }
 
 // decodeChange strictly decodes a Change: unknown, duplicate or mis-cased fields are errors
-// (encoding/json alone would take "RuntimeReady" for runtimeReady), and so is a Change of nothing.
+// (encoding/json alone would take "RuntimeReady" for runtimeReady), and so is a Change that names no
+// field.
 func decodeChange(r io.Reader) (Change, error) {
 	var c Change
 	data, err := io.ReadAll(r)
@@ -245,7 +249,7 @@ func decodeChange(r io.Reader) (Change, error) {
 		return c, fmt.Errorf("%s (known fields: runtimeReady, networkReady, memoryPressure, diskPressure, pidPressure, stopped)", strings.Join(msgs, ", "))
 	}
 	if c.Empty() {
-		return c, errors.New("the body changes nothing: give at least one of runtimeReady, networkReady, memoryPressure, diskPressure, pidPressure, stopped")
+		return c, errors.New("the body names no field, so it changes nothing: give at least one of runtimeReady, networkReady, memoryPressure, diskPressure, pidPressure, stopped")
 	}
 	return c, nil
 }
