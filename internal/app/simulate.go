@@ -224,7 +224,7 @@ func runSimulate(ctx context.Context, o *simulateOptions) error {
 		taints = append(taints, simulation.SimulatedTaint)
 	}
 	p, err := simulation.NewProcess(ctx, simulation.ProcessConfig{
-		Nodes: o.nodes, NamePrefix: o.prefix, Shard: simulation.Shard{Index: o.shardIndex, Count: o.shards}, Template: c.template,
+		Nodes: o.nodes, NamePrefix: o.prefix, Shard: simulation.Shard{Index: o.shardIndex, Count: o.shards}, Template: c.template, TemplatePath: o.templatePath,
 		Node: node.Config{
 			Labels: cfg.NodeLabels, Taints: taints, Unschedulable: !*cfg.RegisterSchedulable,
 			NodeStatusUpdateFrequency: cfg.NodeStatusUpdateFrequency.Duration, NodeStatusReportFrequency: cfg.NodeStatusReportFrequency.Duration,

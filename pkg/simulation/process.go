@@ -45,6 +45,9 @@ type ProcessConfig struct {
 	Shard      Shard
 	Template   *Template
 	Node       node.Config
+	// TemplatePath is the --node-template file Template was read from ("" for the default template),
+	// named in errors.
+	TemplatePath string
 	// REST is the API server and the simulation's identity; Kubeconfig names it in errors.
 	REST       *rest.Config
 	Kubeconfig string
@@ -64,8 +67,8 @@ type ProcessConfig struct {
 	DeleteNodesOnExit bool
 }
 
-// Process is one `nodeagent simulate`: the API clients and Node informer (selecting LabelSimulated
-// and the shard's LabelShard),
+// Process is one `nodeagent simulate`: the API clients and Node informer (Shard.Selector: selecting
+// LabelSimulated, the simulation's LabelSimulation and the shard's LabelShard),
 // the metrics, the scheduler and the Simulator. Build with NewProcess, check with Preflight, run
 // with Run.
 type Process struct {
@@ -77,15 +80,16 @@ type Process struct {
 	Simulator *Simulator
 }
 
-// NewProcess builds the process's clients, metrics, scheduler and Simulator. It makes no API call.
-// Errors name what could not be built.
+// NewProcess builds the process's clients, metrics, scheduler and Simulator, and checks the Node the
+// simulation would register as the API server and etcd will (CheckNodeObject). It makes no API call.
+// Errors name what could not be built, or the flags whose Node would be refused.
 func NewProcess(ctx context.Context, cfg ProcessConfig) (*Process, error) {
 	clk := clock.RealClock{}
 	heartbeatTimeout := min(cfg.Node.NodeStatusUpdateFrequency, time.Duration(cfg.Node.NodeLeaseDurationSeconds)*time.Second)
 	set, err := apiclient.New(ctx, apiclient.Config{
 		REST: cfg.REST, UserAgent: "nodeagent-simulate/" + version.Get().GitVersion, QPS: cfg.QPS, Burst: cfg.Burst,
 		HeartbeatTimeout: heartbeatTimeout, EventQPS: cfg.EventQPS, EventBurst: cfg.EventBurst,
-		NodeLabelSelector: LabelSimulated + "=true," + LabelShard + "=" + cfg.Shard.Label(), Clock: clk,
+		NodeLabelSelector: cfg.Shard.Selector(cfg.NamePrefix), Clock: clk,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("--kubeconfig %q: %w", cfg.Kubeconfig, err)
@@ -96,7 +100,7 @@ func NewProcess(ctx context.Context, cfg ProcessConfig) (*Process, error) {
 		cfg.Workers, cfg.LeaseWorkers = cmp.Or(cfg.Workers, w), cmp.Or(cfg.LeaseWorkers, lw)
 		p.cfg = cfg
 	}
-	first := NodeNameDigits(cfg.NamePrefix, cfg.Shard.First(cfg.Nodes), NameDigits(cfg.Nodes*cfg.Shard.count()))
+	first := NodeName(cfg.NamePrefix, cfg.Shard.First(cfg.Nodes))
 	// One scheduler runs every simulated Node's steps; it closes the connections only when the
 	// process's heartbeats fail as a whole (node.Heartbeats), as one agent whose heartbeats all fail.
 	if p.Scheduler, err = node.NewScheduler(node.SchedulerConfig{
@@ -119,7 +123,28 @@ func NewProcess(ctx context.Context, cfg ProcessConfig) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := p.checkNodeObject(ctx); err != nil {
+		return nil, err
+	}
 	return p, nil
+}
+
+// checkNodeObject refuses, before any API call, a template (with --node-labels and
+// --register-with-taints) whose Nodes the API server or etcd would refuse (CheckNodeObject), naming
+// the flags.
+func (p *Process) checkNodeObject(ctx context.Context) error {
+	n, err := p.Simulator.InitialNode(ctx)
+	if err != nil {
+		return err
+	}
+	if err := CheckNodeObject(n); err != nil {
+		what := "--node-labels, --register-with-taints"
+		if p.cfg.TemplatePath != "" {
+			what = fmt.Sprintf("--node-template %q (with --node-labels, --register-with-taints)", p.cfg.TemplatePath)
+		}
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
 }
 
 // Preflight checks, before anything is written, that the identity may do what the simulation does
@@ -147,7 +172,7 @@ func (p *Process) Preflight(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	return AdoptNodes(ctx, p.set.Client, p.cfg.Shard, unlabelled)
+	return AdoptNodes(ctx, p.set.Client, p.cfg.Shard, p.cfg.NamePrefix, unlabelled)
 }
 
 // DeleteNodes deletes the shard's Nodes (their Leases go with them: the Node owns them) once Run has
