@@ -45,7 +45,7 @@ func throughProxy(h http.Handler) http.Handler {
 func TestHandlerMethodsAndNoops(t *testing.T) {
 	e := newSimEnv(t, nil)
 	for name, h := range map[string]http.Handler{
-		"loopback": e.sim.Handler(),
+		"loopback":              e.sim.Handler(),
 		"through the pod proxy": throughProxy(e.sim.ControlHandler(ControlOptions{AllowProxy: true, Namespace: "sim", Pod: "nodeagent-simulate-0"})),
 	} {
 		for _, method := range []string{"PUT", "DELETE", "PATCH", "OPTIONS"} {

@@ -93,18 +93,6 @@ func TestMapping(t *testing.T) {
 			t.Errorf("IsZeroPaddedName(%q) = %v, want %v", tc.name, got, tc.padded)
 		}
 	}
-	// The same Nodes keep their names when K changes: shard 0 of --nodes=11 is w-0000..w-0010 with 909
-	// shards (9999 Nodes) and with 910 (10010).
-	for _, shards := range []int{909, 910, 1000} {
-		e := newSimEnv(t, func(c *Config) { c.NamePrefix, c.Nodes, c.Shard = "w-", 11, Shard{Index: 0, Count: shards} })
-		if got := e.sim.Names(); got[0] != "w-0000" || got[10] != "w-0010" {
-			t.Errorf("--nodes=11 --shards=%d: shard 0 names %v, want w-0000..w-0010", shards, got)
-		}
-		e = newSimEnv(t, func(c *Config) { c.NamePrefix, c.Nodes, c.Shard = "w-", 11, Shard{Index: 908, Count: shards} })
-		if got := e.sim.Names(); got[0] != "w-9988" || got[10] != "w-9998" {
-			t.Errorf("--nodes=11 --shards=%d: shard 908 names %v, want w-9988..w-9998", shards, got)
-		}
-	}
 	for _, tc := range []struct{ index, nodes, owner int }{{0, 300, 0}, {299, 300, 0}, {300, 300, 1}, {899, 300, 2}} {
 		if got := Owner(tc.index, tc.nodes); got != tc.owner {
 			t.Errorf("Owner(%d, %d) = %d, want %d", tc.index, tc.nodes, got, tc.owner)
@@ -138,6 +126,23 @@ func TestMapping(t *testing.T) {
 	}
 	if _, err := New(Config{Nodes: 3, NamePrefix: "sim-", Shard: Shard{Index: 3, Count: 3}}); err == nil || !strings.Contains(err.Error(), "--shard-index 3") {
 		t.Errorf("New with shard 3 of 3: %v", err)
+	}
+}
+
+// TestNamesStableWhenShardsChange (issue 27, item 4): a Node's name does not depend on K: with
+// --nodes=11, --shards=909 (9999 Nodes) and 910 (10010) name shard 0's Nodes w-0000..w-0010 alike.
+func TestNamesStableWhenShardsChange(t *testing.T) {
+	// The same Nodes keep their names when K changes: shard 0 of --nodes=11 is w-0000..w-0010 with 909
+	// shards (9999 Nodes) and with 910 (10010).
+	for _, shards := range []int{909, 910, 1000} {
+		e := newSimEnv(t, func(c *Config) { c.NamePrefix, c.Nodes, c.Shard = "w-", 11, Shard{Index: 0, Count: shards} })
+		if got := e.sim.Names(); got[0] != "w-0000" || got[10] != "w-0010" {
+			t.Errorf("--nodes=11 --shards=%d: shard 0 names %v, want w-0000..w-0010", shards, got)
+		}
+		e = newSimEnv(t, func(c *Config) { c.NamePrefix, c.Nodes, c.Shard = "w-", 11, Shard{Index: 908, Count: shards} })
+		if got := e.sim.Names(); got[0] != "w-9988" || got[10] != "w-9998" {
+			t.Errorf("--nodes=11 --shards=%d: shard 908 names %v, want w-9988..w-9998", shards, got)
+		}
 	}
 }
 
