@@ -149,10 +149,11 @@ func (p *Process) checkNodeObject(ctx context.Context) error {
 
 // Preflight checks, before anything is written, that the identity may do what the simulation does
 // (CheckAccess, and DeleteAccess with DeleteNodesOnExit), that the shard may own its Nodes
-// (CheckOwnership: no real Node, none of another shard, none of a shard at or above Shard.Count), and
-// that no other live process renews its Leases (CheckNoOtherInstance). Then it labels the shard's
-// simulated Nodes of an earlier run that have no LabelShard (AdoptNodes). Errors name the flag and
-// the value or the Node.
+// (CheckOwnership: no real Node, none of another shard or simulation, none of a shard at or above
+// Shard.Count), and that no other live process renews its Leases (CheckNoOtherInstance). Then it
+// agrees with the simulation's layout record, its first write (AgreeLayout: refused when the
+// simulation runs another --nodes), and labels the shard's simulated Nodes of an earlier run that lack
+// LabelShard or LabelSimulation (AdoptNodes). Errors name the flag and the value or the Node.
 func (p *Process) Preflight(ctx context.Context) error {
 	var extra []authorizationv1.ResourceAttributes
 	if p.cfg.DeleteNodesOnExit {
@@ -169,6 +170,11 @@ func (p *Process) Preflight(ctx context.Context) error {
 		Names: p.Simulator.Names(), Instance: p.instance,
 		LeaseDuration: time.Duration(p.cfg.Node.NodeLeaseDurationSeconds) * time.Second,
 		Flag:          fmt.Sprintf("--shard-index %d", p.cfg.Shard.Index),
+	}); err != nil {
+		return err
+	}
+	if err := AgreeLayout(ctx, p.set.Client, Layout{
+		NamePrefix: p.cfg.NamePrefix, Nodes: p.cfg.Nodes, Shards: p.cfg.Shard.count(), Instance: p.instance,
 	}); err != nil {
 		return err
 	}
@@ -226,7 +232,7 @@ func (p *Process) DeleteNodes(ctx context.Context) error {
 const deleteWorkers = 16
 
 // Run runs the event sink, the Node informer and, once it has synced, the Simulator (and so the
-// scheduler) until ctx ends; then it stops them and flushes the events. It returns nil, or the
+// scheduler) and every ForeignCheckPeriod its StopForeignNodes, until ctx ends; then it stops them and flushes the events. It returns nil, or the
 // Simulator's error.
 func (p *Process) Run(ctx context.Context) error {
 	klog.FromContext(ctx).Info("Starting nodeagent simulate", "version", version.Get().GitVersion, "nodes", p.cfg.Nodes,
@@ -243,7 +249,15 @@ func (p *Process) Run(ctx context.Context) error {
 		}
 		return errors.New("node informer did not sync")
 	}
+	foreignCtx, stopForeign := context.WithCancel(ctx)
+	foreignDone := make(chan struct{})
+	go func() {
+		defer close(foreignDone)
+		p.Simulator.stopForeignNodesEvery(foreignCtx, p.set.Client, clock.RealClock{}, ForeignCheckPeriod)
+	}()
 	err := p.Simulator.Run(ctx)
+	stopForeign()
+	<-foreignDone
 	klog.FromContext(ctx).Info("Shutting down nodeagent simulate")
 	return err
 }
