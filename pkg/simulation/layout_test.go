@@ -40,7 +40,7 @@ func TestAgreeLayout(t *testing.T) {
 		{"same layout, recent: nothing written", []runtime.Object{record(300, 3, time.Second)}, 300, "", 0, "300"},
 		{"same layout, --shards changed: renewed", []runtime.Object{record(300, 2, time.Second)}, 300, "", 1, "300"},
 		{"same layout, old: renewed", []runtime.Object{record(300, 3, time.Hour), ours}, 300, "", 1, "300"},
-		{"other --nodes, recent", []runtime.Object{record(300, 3, 10 * time.Second)}, 200, `--nodes 200: the simulation of --node-name-prefix "sim-" runs 300 Nodes per shard (Lease kube-node-lease/nodeagent-simulation-sim-a60deeec, written by host_1_1 10s ago; a shard started with it less than 2m0s ago): every shard must run the same --nodes`, 0, "300"},
+		{"other --nodes, recent", []runtime.Object{record(300, 3, 10*time.Second)}, 200, `--nodes 200: the simulation of --node-name-prefix "sim-" runs 300 Nodes per shard (Lease kube-node-lease/nodeagent-simulation-sim-a60deeec, written by host_1_1 10s ago; a shard started with it less than 2m0s ago): every shard must run the same --nodes`, 0, "300"},
 		{"other --nodes, old, Nodes exist", []runtime.Object{record(300, 3, time.Hour), ours}, 200, "its Nodes exist, e.g. sim-0000", 0, "300"},
 		{"other --nodes, old, no Node left: taken over", []runtime.Object{record(300, 3, time.Hour), foreign}, 200, "", 1, "200"},
 	} {
