@@ -169,8 +169,9 @@ func CheckOwnership(ctx context.Context, client kubernetes.Interface, o Ownershi
 			continue // another simulation's
 		}
 		if IsZeroPaddedName(n.Name, o.NamePrefix) {
-			return nil, fmt.Errorf("--node-name-prefix %q: node %s is named with the zero-padded width of a nodeagent before issue 27 (this one names index %s%s, whatever --shards): it would stay beside the renamed Node; delete that run's Nodes first (kubectl delete nodes -l %s=true,%s=%s), or choose another prefix",
-				o.NamePrefix, n.Name, o.NamePrefix, strings.TrimLeft(strings.TrimPrefix(n.Name, o.NamePrefix), "0"), LabelSimulated, LabelShard, label)
+			index, _ := strconv.Atoi(strings.TrimPrefix(n.Name, o.NamePrefix))
+			return nil, fmt.Errorf("--node-name-prefix %q: node %s is named with the zero-padded width of a nodeagent before issue 27 (this one names index %d %s, whatever --shards): it would stay beside the renamed Node; delete that run's Nodes first (kubectl delete nodes -l %s=true,%s=%s), or choose another prefix",
+				o.NamePrefix, n.Name, index, NodeName(o.NamePrefix, index), LabelSimulated, LabelShard, label)
 		}
 		if _, ok := mine(n.Name); ok {
 			switch {
