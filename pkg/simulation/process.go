@@ -237,7 +237,7 @@ const deleteWorkers = 16
 func (p *Process) Run(ctx context.Context) error {
 	klog.FromContext(ctx).Info("Starting nodeagent simulate", "version", version.Get().GitVersion, "nodes", p.cfg.Nodes,
 		"shard", p.cfg.Shard.Index, "shards", p.cfg.Shard.count(), "instance", p.instance,
-		"prefix", p.cfg.NamePrefix, "kubeconfig", p.cfg.Kubeconfig, "workers", p.cfg.Workers, "leaseWorkers", p.cfg.LeaseWorkers)
+		"prefix", p.cfg.NamePrefix, "simulation", SimulationID(p.cfg.NamePrefix), "kubeconfig", p.cfg.Kubeconfig, "workers", p.cfg.Workers, "leaseWorkers", p.cfg.LeaseWorkers)
 	p.set.Broadcaster.StartStructuredLogging(3)
 	p.set.Broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: p.set.Events.CoreV1().Events("")})
 	defer p.set.Broadcaster.Shutdown()
