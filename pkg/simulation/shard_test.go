@@ -198,7 +198,7 @@ func TestCheckOwnership(t *testing.T) {
 		{"K lowered: a node of shard 3 of a run before issue 27", []*v1.Node{simNodeObj("sim-0950", old("3"))}, own,
 			"--shards 3: node sim-0950 is labelled nodeagent.io/simulation-shard=3", nil},
 		{"another simulation's node with one of our names", []*v1.Node{simNodeObj("sim-0301", other("sim-0", "0"))}, own,
-			`--node-name-prefix "sim-": node sim-0301 is labelled nodeagent.io/simulation=`+SimulationID("sim-0")+`: it belongs to another simulation`, nil},
+			`--node-name-prefix "sim-": node sim-0301 is labelled nodeagent.io/simulation=` + SimulationID("sim-0") + `: it belongs to another simulation`, nil},
 		{"another simulation's shard 3 with our prefix's names", []*v1.Node{simNodeObj("sim-0950", other("sim", "3"))}, own, "", nil},
 		{"a node named with the zero-padded width of an earlier version", []*v1.Node{simNodeObj("sim-00042", old("0"))}, own,
 			`--node-name-prefix "sim-": node sim-00042 is named with the zero-padded width of a nodeagent before issue 27 (this one names index 42 sim-0042, whatever --shards)`, nil},
