@@ -111,6 +111,26 @@ func TestHandlerRefuses(t *testing.T) {
 	}
 }
 
+// TestWriteListAsWriteJSON: the streamed list is byte for byte what encoding/json's indented Encoder
+// writes, for no, one and several Nodes.
+func TestWriteListAsWriteJSON(t *testing.T) {
+	at := time.Date(2026, 11, 25, 22, 0, 0, 0, time.UTC)
+	for _, l := range []List{
+		{},
+		{Summary: Summary{Total: 1, Running: 1, Ready: 1}, Nodes: []NodeState{{Name: "sim-0000", Phase: PhaseRunning, Ready: "True", LastSync: at}}},
+		{Summary: Summary{Total: 3, Pending: 1, Stopped: 1, Running: 1, NotReady: 3}, Nodes: []NodeState{
+			{Name: "sim-0000", Phase: PhasePending}, {Name: "sim-0001", Phase: PhaseStopped, MemoryPressure: true, Registered: true, Ready: "Unknown", LastLeaseRenew: at},
+			{Name: "sim-0002", Phase: PhaseRunning, RuntimeReady: true, NetworkReady: true}}},
+	} {
+		want, got := httptest.NewRecorder(), httptest.NewRecorder()
+		writeJSON(want, l)
+		writeList(got, l)
+		if got.Body.String() != want.Body.String() || got.Header().Get("Content-Type") != "application/json" {
+			t.Errorf("writeList:\n%s\nwant (writeJSON):\n%s", got.Body, want.Body)
+		}
+	}
+}
+
 // TestHandlerControls: GET lists every Node with a summary, GET one returns its state, POST applies a
 // change and answers the state after it.
 func TestHandlerControls(t *testing.T) {
