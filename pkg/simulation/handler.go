@@ -177,7 +177,13 @@ func guard(next http.Handler, allowedHosts []string) http.Handler {
 func (s *Simulator) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+Path+"nodes", func(w http.ResponseWriter, r *http.Request) {
-		l := List{Nodes: s.States()}
+		l := List{Nodes: make([]NodeState, 0, len(s.nodes))}
+		for _, n := range s.nodes {
+			if r.Context().Err() != nil {
+				return // the client is gone: each Node's state costs its controller's Status
+			}
+			l.Nodes = append(l.Nodes, n.state())
+		}
 		for _, n := range l.Nodes {
 			l.Summary.Total++
 			switch n.Phase {
