@@ -2,6 +2,7 @@ package simulation
 
 import (
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -26,6 +27,17 @@ func TestStopForeignNodes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, ctx := ktesting.NewTestContext(t)
 		e := newSimEnv(t, func(c *Config) { c.Dependencies.Instance = "me" })
+		// From when conflicting is set, our renewals of sim-0001 and sim-0002 conflict with another
+		// process's (the fake clientset has no resourceVersion check). Installed before the run: the
+		// fake's reactor chain is not safe to change while it serves.
+		var conflicting atomic.Bool
+		e.client.PrependReactor("update", "leases", func(a clienttesting.Action) (bool, runtime.Object, error) {
+			l := a.(clienttesting.UpdateAction).GetObject().(metav1.Object)
+			if conflicting.Load() && l.GetAnnotations()[lease.AnnotationInstance] == "me" && l.GetName() != "sim-0000" {
+				return true, nil, apierrors.NewConflict(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, l.GetName(), fmt.Errorf("changed"))
+			}
+			return false, nil, nil
+		})
 		stop := e.run(ctx)
 		defer stop()
 		time.Sleep(time.Second)
@@ -43,14 +55,7 @@ func TestStopForeignNodes(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		// Our next renewal conflicts with theirs (the fake clientset has no resourceVersion check).
-		e.client.PrependReactor("update", "leases", func(a clienttesting.Action) (bool, runtime.Object, error) {
-			l := a.(clienttesting.UpdateAction).GetObject().(metav1.Object)
-			if l.GetAnnotations()[lease.AnnotationInstance] == "me" && l.GetName() != "sim-0000" {
-				return true, nil, apierrors.NewConflict(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, l.GetName(), fmt.Errorf("changed"))
-			}
-			return false, nil, nil
-		})
+		conflicting.Store(true) // our next renewal conflicts with theirs
 		time.Sleep(15 * time.Second)
 		synctest.Wait()
 		if got := fmt.Sprint(e.sim.StopForeignNodes(ctx, e.client)); got != "[sim-0001]" {
