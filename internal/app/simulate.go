@@ -74,7 +74,7 @@ func simulateFlags() (*simulateOptions, *pflag.FlagSet) {
 	logsapi.AddFlags(&config.NewDefault().Logging, logFlags)
 	fs := pflag.NewFlagSet("simulate", pflag.ContinueOnError)
 	fs.IntVar(&o.nodes, "nodes", o.nodes, fmt.Sprintf("Number of Nodes this process (shard) simulates, 1 to %d; a simulation of --shards shards has --shards × --nodes.", simulation.MaxNodes))
-	fs.StringVar(&o.prefix, "node-name-prefix", o.prefix, "Prefix of the simulated Nodes' names: <prefix>0000, <prefix>0001, ... (the global index, on 5 digits or more when the simulation has more than 10000 Nodes in all).")
+	fs.StringVar(&o.prefix, "node-name-prefix", o.prefix, "Prefix of the simulated Nodes' names: <prefix>0000, <prefix>0001, ..., <prefix>9999, <prefix>10000, ... (the global index on at least 4 digits, whatever --nodes and --shards); also the simulation's identity (the label nodeagent.io/simulation).")
 	fs.IntVar(&o.shards, "shards", o.shards, fmt.Sprintf("Number of shards (processes) the simulation is split into, 1 to %d: shard I runs the Nodes with global indexes [I×--nodes, (I+1)×--nodes).", simulation.MaxShards))
 	fs.IntVar(&o.shardIndex, "shard-index", o.shardIndex, "This process's shard, 0 to --shards − 1.")
 	fs.BoolVar(&o.shardIndexFromPodName, "shard-index-from-pod-name", o.shardIndexFromPodName, "Take the shard index from the ordinal at the end of $POD_NAME (or of the host name when POD_NAME is unset), as a StatefulSet names its pods: nodeagent-simulate-2 is shard 2.")
@@ -113,7 +113,8 @@ host made from --node-template and its own in-memory CRI runtime. Every Node car
 
 With --shards=K, this process is shard --shard-index (or the ordinal of its StatefulSet pod, with
 --shard-index-from-pod-name) and runs the global indexes [I×--nodes, (I+1)×--nodes), each Node
-labelled ` + simulation.LabelShard + `=I (docs/simulation.md, "Shards").
+labelled ` + simulation.LabelShard + `=I and ` + simulation.LabelSimulation + `=<the prefix's identity>;
+every shard must run the same --nodes, agreed on a Lease in kube-node-lease (docs/simulation.md, "Shards").
 
 The agent's HTTP server also serves the control API, to loopback clients only (and through the API
 server's pod proxy with --control-allow-proxy; see "nodeagent simulate ctl"):
@@ -224,7 +225,7 @@ func runSimulate(ctx context.Context, o *simulateOptions) error {
 		taints = append(taints, simulation.SimulatedTaint)
 	}
 	p, err := simulation.NewProcess(ctx, simulation.ProcessConfig{
-		Nodes: o.nodes, NamePrefix: o.prefix, Shard: simulation.Shard{Index: o.shardIndex, Count: o.shards}, Template: c.template,
+		Nodes: o.nodes, NamePrefix: o.prefix, Shard: simulation.Shard{Index: o.shardIndex, Count: o.shards}, Template: c.template, TemplatePath: o.templatePath,
 		Node: node.Config{
 			Labels: cfg.NodeLabels, Taints: taints, Unschedulable: !*cfg.RegisterSchedulable,
 			NodeStatusUpdateFrequency: cfg.NodeStatusUpdateFrequency.Duration, NodeStatusReportFrequency: cfg.NodeStatusReportFrequency.Duration,

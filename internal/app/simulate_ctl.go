@@ -114,9 +114,9 @@ type simLayout struct {
 
 // owner returns the shard that runs node, or an error saying why node is none of the simulation's.
 func (l simLayout) owner(node string) (int, error) {
-	i, ok := simulation.ParseNodeName(node, l.prefix, simulation.NameDigits(l.nodes*l.shards))
+	i, ok := simulation.ParseNodeName(node, l.prefix)
 	if !ok {
-		return 0, fmt.Errorf("node %q: not a simulated Node name of this simulation (%s followed by %d digits)", node, l.prefix, simulation.NameDigits(l.nodes*l.shards))
+		return 0, fmt.Errorf("node %q: not a simulated Node name of this simulation (%s followed by the index on at least 4 digits, without leading zeros beyond 4)", node, l.prefix)
 	}
 	shard := simulation.Owner(i, l.nodes)
 	if shard >= l.shards {

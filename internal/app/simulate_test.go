@@ -2,6 +2,7 @@ package app
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -13,6 +14,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodeagent/nodeagent/pkg/simulation"
 )
 
 // TestSimulateBadInput: each bad command line exits 1 with one "nodeagent: ..." line naming the flag
@@ -39,11 +42,34 @@ current-context: c
 	if err := os.WriteFile(badTemplate, []byte("apiVersion: v1\nkind: Pod\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// Issue 27, items 2 and 3: templates whose Nodes the API server would refuse on every registration.
+	template := func(name, manifest string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(manifest), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	cpuOverflow := template("cpu.yaml", "apiVersion: v1\nkind: Node\nstatus: {capacity: {cpu: \"9223372036854775807\"}}\n")
+	memOverflow := template("mem.yaml", "apiVersion: v1\nkind: Node\nstatus: {capacity: {memory: 64Ei}}\n")
+	var labels strings.Builder
+	labels.WriteString("apiVersion: v1\nkind: Node\nmetadata:\n  labels:\n")
+	for i := range 20000 {
+		fmt.Fprintf(&labels, "    example.com/label-%05d: %s\n", i, strings.Repeat("v", 63))
+	}
+	manyLabels := template("labels.yaml", labels.String())
+	if st, err := os.Stat(manyLabels); err != nil || st.Size() > simulation.MaxTemplateBytes || st.Size() < 1500000 {
+		t.Fatalf("labels.yaml: %v %v: want 1.5 MB to the 4 MiB file limit", st.Size(), err)
+	}
 	for _, tc := range []struct {
 		desc string
 		args []string
 		want []string
 	}{
+		{"cpu beyond int64 millicores", []string{"--node-template=" + cpuOverflow}, []string{`--node-template "`, `status.capacity[cpu] "9223372036854775807": must be at most 9223372036854775 CPUs`}},
+		{"memory capped by the parser", []string{"--node-template=" + memOverflow}, []string{`status.capacity[memory] "64Ei": must be at most 9223372036854775806`}},
+		{"a Node etcd refuses", []string{"--node-template=" + manyLabels}, []string{`--node-template "`, "labels.yaml", "node sim-node-0099 would take", "20008 labels",
+			"over etcd's default request limit of 1.50 MiB (--max-request-bytes=1572864)"}},
 		{"no nodes", []string{"--nodes=0"}, []string{`--nodes 0: must be between 1 and 10000`}},
 		{"too many nodes", []string{"--nodes=10001"}, []string{`--nodes 10001: must be between 1 and 10000`}},
 		{"negative nodes", []string{"--nodes=-5"}, []string{`--nodes -5`}},
@@ -170,7 +196,8 @@ func TestCtlLayout(t *testing.T) {
 	}{
 		{"sim-0000", 0, ""}, {"sim-0299", 0, ""}, {"sim-0300", 1, ""}, {"sim-0899", 2, ""},
 		{"sim-0900", 0, "index 900 is beyond the simulation's 900 Nodes"},
-		{"sim-00001", 0, "not a simulated Node name of this simulation (sim- followed by 4 digits)"},
+		{"sim-00001", 0, "not a simulated Node name of this simulation (sim- followed by the index on at least 4 digits"},
+		{"sim-001", 0, "not a simulated Node name"},
 		{"worker-1", 0, "not a simulated Node name"},
 	} {
 		shard, err := l.owner(tc.node)

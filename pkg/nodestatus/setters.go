@@ -6,6 +6,8 @@ package nodestatus
 import (
 	"context"
 	"fmt"
+	"math"
+	"math/big"
 	"net"
 	goruntime "runtime"
 	"sort"
@@ -249,18 +251,36 @@ func MachineInfo(nodeName string,
 }
 
 // CapacityFromMachineInfo returns cpu (millicores), memory (bytes) and hugepages-<size> (bytes)
-// from cadvisor machine info, as the kubelet's cadvisor.CapacityFromMachineInfo.
+// from cadvisor machine info, as the kubelet's cadvisor.CapacityFromMachineInfo. Unlike the kubelet's
+// int64(NumCores*1000) and int64(PageSize*1024)*int64(NumPages), it never overflows: a value beyond
+// int64 (in millicores for cpu) is returned exact, as a larger Quantity, never negative or wrapped.
 func CapacityFromMachineInfo(info *cadvisorapi.MachineInfo) v1.ResourceList {
+	cpu := resource.NewQuantity(int64(info.NumCores), resource.DecimalSI)
+	if info.NumCores >= 0 && int64(info.NumCores) <= math.MaxInt64/1000 {
+		cpu = resource.NewMilliQuantity(int64(info.NumCores)*1000, resource.DecimalSI)
+	}
 	c := v1.ResourceList{
-		v1.ResourceCPU:    *resource.NewMilliQuantity(int64(info.NumCores*1000), resource.DecimalSI),
-		v1.ResourceMemory: *resource.NewQuantity(int64(info.MemoryCapacity), resource.BinarySI),
+		v1.ResourceCPU:    *cpu,
+		v1.ResourceMemory: bigQuantity(new(big.Int).SetUint64(info.MemoryCapacity), resource.BinarySI),
 	}
 	for _, hp := range info.HugePages {
-		pageSize := resource.NewQuantity(int64(hp.PageSize*1024), resource.BinarySI)
-		name := v1.ResourceName(v1.ResourceHugePagesPrefix + pageSize.String())
-		c[name] = *resource.NewQuantity(int64(hp.PageSize*1024)*int64(hp.NumPages), resource.BinarySI)
+		pageSize := new(big.Int).Mul(new(big.Int).SetUint64(hp.PageSize), big.NewInt(1024))
+		q := bigQuantity(pageSize, resource.BinarySI)
+		name := v1.ResourceName(v1.ResourceHugePagesPrefix + q.String())
+		c[name] = bigQuantity(pageSize.Mul(pageSize, new(big.Int).SetUint64(hp.NumPages)), resource.BinarySI)
 	}
 	return c
+}
+
+// bigQuantity returns v as a Quantity: an int64 one when it fits, else parsed from its decimal digits
+// (exact, whatever its size).
+func bigQuantity(v *big.Int, format resource.Format) resource.Quantity {
+	if v.IsInt64() {
+		return *resource.NewQuantity(v.Int64(), format)
+	}
+	q := resource.MustParse(v.String())
+	q.Format = format
+	return q
 }
 
 // IsExtendedResourceName mirrors v1helper.IsExtendedResourceName: a fully qualified resource name

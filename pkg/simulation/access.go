@@ -118,23 +118,30 @@ type Ownership struct {
 // CheckOwnership checks, before anything is written, that the shard may own its Nodes:
 //   - a Node with one of its names that is not simulated (no LabelSimulated=true) is refused: registration
 //     would adopt a real Node (error naming --node-name-prefix and the Node);
+//   - a simulated Node with one of its names labelled with another simulation (LabelSimulation: another
+//     prefix that makes the same name, "sim-" and "sim-1" both make sim-10000) is refused (error naming
+//     --node-name-prefix and the Node);
 //   - a simulated Node with one of its names labelled with another shard (LabelShard) is refused (error
 //     naming --shard-index and the Node);
-//   - a simulated Node of this simulation (its prefix and name width) labelled with a shard index at or
-//     above Shard.Count is refused: --shards was lowered while the departed shards' Nodes exist (error
-//     naming --shards and the Node).
+//   - a simulated Node of this simulation labelled with a shard index at or above Shard.Count is
+//     refused: --shards was lowered while the departed shards' Nodes exist (error naming --shards and
+//     the Node);
+//   - a simulated Node of the prefix named with the zero-padded width of a nodeagent before issue 27
+//     (IsZeroPaddedName: sim-00042, where NodeName makes sim-0042) is refused: this version would
+//     register the same Node again under another name and leave that one stranded (error naming
+//     --node-name-prefix and the Node).
 //
-// It returns the names of the shard's simulated Nodes that have no LabelShard yet (from a run before
-// sharding): the caller labels them (AdoptNodes) so that the shard's informer sees them. Errors of
-// the API are wrapped.
+// It returns the names of the shard's simulated Nodes that lack LabelShard or LabelSimulation (from a
+// run before sharding or before issue 27): the caller labels them (AdoptNodes) so that the shard's
+// informer sees them. Errors of the API are wrapped.
 func CheckOwnership(ctx context.Context, client kubernetes.Interface, o Ownership) (unlabelled []string, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	count := o.Shard.count()
-	digits := NameDigits(o.Nodes * count)
+	id := SimulationID(o.NamePrefix)
 	first, last := o.Shard.First(o.Nodes), o.Shard.First(o.Nodes)+o.Nodes // [first, last)
 	mine := func(name string) (int, bool) {
-		i, ok := ParseNodeName(name, o.NamePrefix, digits)
+		i, ok := ParseNodeName(name, o.NamePrefix)
 		return i, ok && i >= first && i < last
 	}
 	list, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: LabelSimulated + "!=true"})
@@ -153,35 +160,49 @@ func CheckOwnership(ctx context.Context, client kubernetes.Interface, o Ownershi
 	}
 	for _, n := range list.Items {
 		label, labelled := n.Labels[LabelShard]
+		sim, identified := n.Labels[LabelSimulation]
+		if identified && sim != id {
+			if _, ok := mine(n.Name); ok {
+				return nil, fmt.Errorf("--node-name-prefix %q: node %s is labelled %s=%s: it belongs to another simulation, whose prefix makes the same name (this one is %s); choose another prefix",
+					o.NamePrefix, n.Name, LabelSimulation, sim, id)
+			}
+			continue // another simulation's
+		}
+		if IsZeroPaddedName(n.Name, o.NamePrefix) {
+			index, _ := strconv.Atoi(strings.TrimPrefix(n.Name, o.NamePrefix))
+			return nil, fmt.Errorf("--node-name-prefix %q: node %s is named with the zero-padded width of a nodeagent before issue 27 (this one names index %d %s, whatever --shards): it would stay beside the renamed Node; delete that run's Nodes first (kubectl delete nodes -l %s=true,%s=%s), or choose another prefix",
+				o.NamePrefix, n.Name, index, NodeName(o.NamePrefix, index), LabelSimulated, LabelShard, label)
+		}
 		if _, ok := mine(n.Name); ok {
 			switch {
-			case !labelled:
-				unlabelled = append(unlabelled, n.Name)
-			case label != o.Shard.Label():
+			case labelled && label != o.Shard.Label():
 				return nil, fmt.Errorf("--shard-index %d: node %s is labelled %s=%s: it belongs to another shard (the names map to shards by --nodes per shard: is --nodes the same in every shard?)",
 					o.Shard.Index, n.Name, LabelShard, label)
+			case !labelled || !identified:
+				unlabelled = append(unlabelled, n.Name)
 			}
 			continue
 		}
-		if _, ok := ParseNodeName(n.Name, o.NamePrefix, digits); !ok || !labelled {
-			continue // another simulation's, or of another size
+		if _, ok := ParseNodeName(n.Name, o.NamePrefix); !ok || !labelled {
+			continue // another simulation's
 		}
 		if shard, err := strconv.Atoi(label); err == nil && shard >= count {
-			return nil, fmt.Errorf("--shards %d: node %s is labelled %s=%d, a shard that --shards %d does not have: delete the departed shards' Nodes first (kubectl delete nodes -l %s=%d), or run them with --delete-nodes-on-exit",
-				count, n.Name, LabelShard, shard, count, LabelShard, shard)
+			return nil, fmt.Errorf("--shards %d: node %s is labelled %s=%d, a shard that --shards %d does not have: delete the departed shards' Nodes first (kubectl delete nodes -l %s=%s,%s=%d), or run them with --delete-nodes-on-exit",
+				count, n.Name, LabelShard, shard, count, LabelSimulation, id, LabelShard, shard)
 		}
 	}
 	slices.Sort(unlabelled)
 	return unlabelled, nil
 }
 
-// AdoptNodes labels the named simulated Nodes with the shard (LabelShard), so that its informer,
-// which selects on the label, sees them. It returns the first error, wrapped with the Node's name.
-func AdoptNodes(ctx context.Context, client kubernetes.Interface, shard Shard, names []string) error {
-	patch := []byte(fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, LabelShard, shard.Label()))
+// AdoptNodes labels the named simulated Nodes with the shard (LabelShard) and the simulation of prefix
+// (LabelSimulation), so that the shard's informer, which selects on both, sees them. It returns the
+// first error, wrapped with the Node's name.
+func AdoptNodes(ctx context.Context, client kubernetes.Interface, shard Shard, prefix string, names []string) error {
+	patch := []byte(fmt.Sprintf(`{"metadata":{"labels":{%q:%q,%q:%q}}}`, LabelShard, shard.Label(), LabelSimulation, SimulationID(prefix)))
 	for _, name := range names {
 		if _, err := client.CoreV1().Nodes().Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
-			return fmt.Errorf("labelling node %s with %s=%s: %w", name, LabelShard, shard.Label(), err)
+			return fmt.Errorf("labelling node %s with %s=%s, %s=%s: %w", name, LabelShard, shard.Label(), LabelSimulation, SimulationID(prefix), err)
 		}
 	}
 	return nil

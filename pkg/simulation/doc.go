@@ -2,6 +2,7 @@
 // nodeagent runs: one node.Controller per Node (registration, the kubelet's setter list, the status
 // syncer, the fast start-up update, the Lease renewer and the CRI runtime-health poller), composed
 // from dependencies built once for all (one client pair, one Node informer selecting LabelSimulated,
+// the simulation and the shard,
 // one cache tracker, one event recorder, one clock). Only what is behind the setters differs: a host
 // made from a Template (capacity, node info, extra conditions) and, per Node, its own CRI fakes from
 // k8s.io/cri-api/pkg/apis/testing, whose answers the control API (Handler) flips: runtime or network
@@ -18,11 +19,15 @@
 //	http.Handle(simulation.Path, server.LoopbackOnly(sim.Handler()))
 //
 // A simulation can be split into shards (Shard), one process each, e.g. the pods of a StatefulSet:
-// shard I of K with N Nodes each runs the global indexes [I*N, (I+1)*N), names stay global
-// (NodeNameDigits), every Node carries LabelShard=I and the shard's informer selects on it. Before
-// writing, Process.Preflight checks ownership (CheckOwnership) and that no other live process renews
-// the shard's Leases (CheckNoOtherInstance); ControlHandler admits the control API through the API
-// server's pod proxy; Process.DeleteNodes removes the shard's Nodes on a clean exit.
+// shard I of K with N Nodes each runs the global indexes [I*N, (I+1)*N), names stay global and do
+// not depend on K (NodeName), every Node carries LabelSimulation (SimulationID of the prefix) and
+// LabelShard=I and the shard's informer selects on both (Shard.Selector). Before writing,
+// NewProcess checks the Node the template yields as the API server and etcd will (CheckNodeObject),
+// and Process.Preflight checks ownership (CheckOwnership), that no other live process renews the
+// shard's Leases (CheckNoOtherInstance), and that every shard runs the same Nodes per shard (AgreeLayout,
+// a Lease per simulation); at run time a shard stops writing a Node another shard owns
+// (StopForeignNodes). ControlHandler admits the control API through the API server's pod proxy;
+// Process.DeleteNodes removes the shard's Nodes on a clean exit.
 //
 // Pods bound to simulated Nodes are not run: nothing here watches pods.
 package simulation

@@ -14,12 +14,65 @@ import (
 )
 
 func serve(h http.Handler, method, path, body string) *httptest.ResponseRecorder {
+	return serveAs(h, method, path, body, "application/json")
+}
+
+func serveAs(h http.Handler, method, path, body, contentType string) *httptest.ResponseRecorder {
 	w := httptest.NewRecorder()
 	r := httptest.NewRequest(method, path, strings.NewReader(body))
 	r.Host = "127.0.0.1:10248"
-	r.Header.Set("Content-Type", "application/json")
+	if contentType != "" {
+		r.Header.Set("Content-Type", contentType)
+	}
 	h.ServeHTTP(w, r)
 	return w
+}
+
+// throughProxy makes every request come from a remote peer through the API server's proxy to pod
+// sim/nodeagent-simulate-0.
+func throughProxy(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.RemoteAddr = "10.0.0.9:5000"
+		r.Header.Set("X-Forwarded-Uri", "/api/v1/namespaces/sim/pods/nodeagent-simulate-0/proxy"+r.URL.EscapedPath())
+		h.ServeHTTP(w, r)
+	})
+}
+
+// TestHandlerMethodsAndNoops (issue 27, item 9): a method other than GET, HEAD and POST is 405 with
+// Allow on a known path whatever its Content-Type (none, a form's, JSON), through the loopback handler
+// and the pod-proxy one, and 404 on an unknown path; a body naming no field is 400; a body naming fields
+// already at their values is applied as any other (200, the state), as docs/simulation.md says.
+func TestHandlerMethodsAndNoops(t *testing.T) {
+	e := newSimEnv(t, nil)
+	for name, h := range map[string]http.Handler{
+		"loopback":              e.sim.Handler(),
+		"through the pod proxy": throughProxy(e.sim.ControlHandler(ControlOptions{AllowProxy: true, Namespace: "sim", Pod: "nodeagent-simulate-0"})),
+	} {
+		for _, method := range []string{"PUT", "DELETE", "PATCH", "OPTIONS"} {
+			for _, ct := range []string{"", "text/plain", "application/json"} {
+				for path, allow := range map[string]string{"/simulation/nodes/sim-0001": "GET, HEAD, POST", "/simulation/nodes": "GET, HEAD"} {
+					w := serveAs(h, method, path, `{"stopped":true}`, ct)
+					if w.Code != http.StatusMethodNotAllowed || w.Header().Get("Allow") != allow {
+						t.Errorf("%s: %s %s Content-Type %q: %d Allow %q, want 405 Allow %q", name, method, path, ct, w.Code, w.Header().Get("Allow"), allow)
+					}
+				}
+			}
+		}
+		if w := serveAs(h, "PUT", "/simulation/other", "", ""); w.Code != http.StatusNotFound {
+			t.Errorf("%s: PUT /simulation/other: %d, want 404", name, w.Code)
+		}
+		if w := serve(h, "POST", "/simulation/nodes/sim-0001", `{}`); w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), "names no field") {
+			t.Errorf("%s: POST {}: %d %q, want 400 naming no field", name, w.Code, w.Body.String())
+		}
+		// The Node is pending (not run here): runtimeReady is already true, memoryPressure already false.
+		w := serve(h, "POST", "/simulation/nodes/sim-0001", `{"runtimeReady":true,"memoryPressure":false}`)
+		if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"runtimeReady": true`) {
+			t.Errorf("%s: POST of the values the Node has: %d %q, want 200 with the state", name, w.Code, w.Body.String())
+		}
+	}
+	if st := e.sim.State("sim-0001"); st.Phase != PhasePending {
+		t.Errorf("state after the refused methods %+v, want pending (not stopped)", st)
+	}
 }
 
 // TestHandlerRefuses: unknown Nodes are 404, bodies that are not a Change are 400, other methods 405,
@@ -41,8 +94,8 @@ func TestHandlerRefuses(t *testing.T) {
 		{"POST", "/simulation/nodes/sim-0001", `{"stopped":true}{}`, 400, "bad request"},
 		{"POST", "/simulation/nodes/sim-0001", `{"stopped":true,"stopped":false}`, 400, `duplicate field "stopped"`},
 		{"POST", "/simulation/nodes/sim-0001", `not json`, 400, "bad request"},
-		{"POST", "/simulation/nodes/sim-0001", `{}`, 400, "changes nothing"},
-		{"POST", "/simulation/nodes/sim-0001", `null`, 400, "changes nothing"},
+		{"POST", "/simulation/nodes/sim-0001", `{}`, 400, "names no field"},
+		{"POST", "/simulation/nodes/sim-0001", `null`, 400, "names no field"},
 		{"POST", "/simulation/nodes/sim-0001", strings.Repeat(" ", maxBody+1) + `{"stopped":true}`, 400, "too large"},
 		{"PUT", "/simulation/nodes/sim-0001", `{"stopped":true}`, 405, ""},
 		{"DELETE", "/simulation/nodes", "", 405, ""},
@@ -55,6 +108,26 @@ func TestHandlerRefuses(t *testing.T) {
 	}
 	if st := e.sim.State("sim-0001"); st.Phase != PhasePending || !st.RuntimeReady || st.MemoryPressure {
 		t.Errorf("state after refused requests %+v, want unchanged", st)
+	}
+}
+
+// TestWriteListAsWriteJSON: the streamed list is byte for byte what encoding/json's indented Encoder
+// writes, for no, one and several Nodes.
+func TestWriteListAsWriteJSON(t *testing.T) {
+	at := time.Date(2026, 11, 25, 22, 0, 0, 0, time.UTC)
+	for _, l := range []List{
+		{},
+		{Summary: Summary{Total: 1, Running: 1, Ready: 1}, Nodes: []NodeState{{Name: "sim-0000", Phase: PhaseRunning, Ready: "True", LastSync: at}}},
+		{Summary: Summary{Total: 3, Pending: 1, Stopped: 1, Running: 1, NotReady: 3}, Nodes: []NodeState{
+			{Name: "sim-0000", Phase: PhasePending}, {Name: "sim-0001", Phase: PhaseStopped, MemoryPressure: true, Registered: true, Ready: "Unknown", LastLeaseRenew: at},
+			{Name: "sim-0002", Phase: PhaseRunning, RuntimeReady: true, NetworkReady: true}}},
+	} {
+		want, got := httptest.NewRecorder(), httptest.NewRecorder()
+		writeJSON(want, l)
+		writeList(got, l)
+		if got.Body.String() != want.Body.String() || got.Header().Get("Content-Type") != "application/json" {
+			t.Errorf("writeList:\n%s\nwant (writeJSON):\n%s", got.Body, want.Body)
+		}
 	}
 }
 

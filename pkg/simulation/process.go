@@ -45,6 +45,9 @@ type ProcessConfig struct {
 	Shard      Shard
 	Template   *Template
 	Node       node.Config
+	// TemplatePath is the --node-template file Template was read from ("" for the default template),
+	// named in errors.
+	TemplatePath string
 	// REST is the API server and the simulation's identity; Kubeconfig names it in errors.
 	REST       *rest.Config
 	Kubeconfig string
@@ -64,8 +67,8 @@ type ProcessConfig struct {
 	DeleteNodesOnExit bool
 }
 
-// Process is one `nodeagent simulate`: the API clients and Node informer (selecting LabelSimulated
-// and the shard's LabelShard),
+// Process is one `nodeagent simulate`: the API clients and Node informer (Shard.Selector: selecting
+// LabelSimulated, the simulation's LabelSimulation and the shard's LabelShard),
 // the metrics, the scheduler and the Simulator. Build with NewProcess, check with Preflight, run
 // with Run.
 type Process struct {
@@ -77,15 +80,16 @@ type Process struct {
 	Simulator *Simulator
 }
 
-// NewProcess builds the process's clients, metrics, scheduler and Simulator. It makes no API call.
-// Errors name what could not be built.
+// NewProcess builds the process's clients, metrics, scheduler and Simulator, and checks the Node the
+// simulation would register as the API server and etcd will (CheckNodeObject). It makes no API call.
+// Errors name what could not be built, or the flags whose Node would be refused.
 func NewProcess(ctx context.Context, cfg ProcessConfig) (*Process, error) {
 	clk := clock.RealClock{}
 	heartbeatTimeout := min(cfg.Node.NodeStatusUpdateFrequency, time.Duration(cfg.Node.NodeLeaseDurationSeconds)*time.Second)
 	set, err := apiclient.New(ctx, apiclient.Config{
 		REST: cfg.REST, UserAgent: "nodeagent-simulate/" + version.Get().GitVersion, QPS: cfg.QPS, Burst: cfg.Burst,
 		HeartbeatTimeout: heartbeatTimeout, EventQPS: cfg.EventQPS, EventBurst: cfg.EventBurst,
-		NodeLabelSelector: LabelSimulated + "=true," + LabelShard + "=" + cfg.Shard.Label(), Clock: clk,
+		NodeLabelSelector: cfg.Shard.Selector(cfg.NamePrefix), Clock: clk,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("--kubeconfig %q: %w", cfg.Kubeconfig, err)
@@ -96,7 +100,7 @@ func NewProcess(ctx context.Context, cfg ProcessConfig) (*Process, error) {
 		cfg.Workers, cfg.LeaseWorkers = cmp.Or(cfg.Workers, w), cmp.Or(cfg.LeaseWorkers, lw)
 		p.cfg = cfg
 	}
-	first := NodeNameDigits(cfg.NamePrefix, cfg.Shard.First(cfg.Nodes), NameDigits(cfg.Nodes*cfg.Shard.count()))
+	first := NodeName(cfg.NamePrefix, cfg.Shard.First(cfg.Nodes))
 	// One scheduler runs every simulated Node's steps; it closes the connections only when the
 	// process's heartbeats fail as a whole (node.Heartbeats), as one agent whose heartbeats all fail.
 	if p.Scheduler, err = node.NewScheduler(node.SchedulerConfig{
@@ -119,15 +123,37 @@ func NewProcess(ctx context.Context, cfg ProcessConfig) (*Process, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := p.checkNodeObject(ctx); err != nil {
+		return nil, err
+	}
 	return p, nil
+}
+
+// checkNodeObject refuses, before any API call, a template (with --node-labels and
+// --register-with-taints) whose Nodes the API server or etcd would refuse (CheckNodeObject), naming
+// the flags.
+func (p *Process) checkNodeObject(ctx context.Context) error {
+	n, err := p.Simulator.InitialNode(ctx)
+	if err != nil {
+		return err
+	}
+	if err := CheckNodeObject(n); err != nil {
+		what := "--node-labels, --register-with-taints"
+		if p.cfg.TemplatePath != "" {
+			what = fmt.Sprintf("--node-template %q (with --node-labels, --register-with-taints)", p.cfg.TemplatePath)
+		}
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
 }
 
 // Preflight checks, before anything is written, that the identity may do what the simulation does
 // (CheckAccess, and DeleteAccess with DeleteNodesOnExit), that the shard may own its Nodes
-// (CheckOwnership: no real Node, none of another shard, none of a shard at or above Shard.Count), and
-// that no other live process renews its Leases (CheckNoOtherInstance). Then it labels the shard's
-// simulated Nodes of an earlier run that have no LabelShard (AdoptNodes). Errors name the flag and
-// the value or the Node.
+// (CheckOwnership: no real Node, none of another shard or simulation, none of a shard at or above
+// Shard.Count), and that no other live process renews its Leases (CheckNoOtherInstance). Then it
+// agrees with the simulation's layout record, its first write (AgreeLayout: refused when the
+// simulation runs another --nodes), and labels the shard's simulated Nodes of an earlier run that lack
+// LabelShard or LabelSimulation (AdoptNodes). Errors name the flag and the value or the Node.
 func (p *Process) Preflight(ctx context.Context) error {
 	var extra []authorizationv1.ResourceAttributes
 	if p.cfg.DeleteNodesOnExit {
@@ -147,7 +173,12 @@ func (p *Process) Preflight(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	return AdoptNodes(ctx, p.set.Client, p.cfg.Shard, unlabelled)
+	if err := AgreeLayout(ctx, p.set.Client, Layout{
+		NamePrefix: p.cfg.NamePrefix, Nodes: p.cfg.Nodes, Shards: p.cfg.Shard.count(), Instance: p.instance,
+	}); err != nil {
+		return err
+	}
+	return AdoptNodes(ctx, p.set.Client, p.cfg.Shard, p.cfg.NamePrefix, unlabelled)
 }
 
 // DeleteNodes deletes the shard's Nodes (their Leases go with them: the Node owns them) once Run has
@@ -208,17 +239,25 @@ func (p *Process) Informers() lifecycle.Informers {
 	return lifecycle.Informers{SharedInformerFactory: p.set.Informers}
 }
 
-// Run runs the event sink and the Simulator (and so the scheduler) until ctx ends; then it stops them
-// and flushes the events. It returns nil, or the Simulator's error. Start it once Informers has
-// synced.
+// Run runs the event sink, the Simulator (and so the scheduler) and, every ForeignCheckPeriod, its
+// StopForeignNodes, until ctx ends; then it stops them and flushes the events. It returns nil, or the
+// Simulator's error. Start it once Informers has synced.
 func (p *Process) Run(ctx context.Context) error {
 	klog.FromContext(ctx).Info("Starting nodeagent simulate", "version", version.Get().GitVersion, "nodes", p.cfg.Nodes,
 		"shard", p.cfg.Shard.Index, "shards", p.cfg.Shard.count(), "instance", p.instance,
-		"prefix", p.cfg.NamePrefix, "kubeconfig", p.cfg.Kubeconfig, "workers", p.cfg.Workers, "leaseWorkers", p.cfg.LeaseWorkers)
+		"prefix", p.cfg.NamePrefix, "simulation", SimulationID(p.cfg.NamePrefix), "kubeconfig", p.cfg.Kubeconfig, "workers", p.cfg.Workers, "leaseWorkers", p.cfg.LeaseWorkers)
 	p.set.Broadcaster.StartStructuredLogging(3)
 	p.set.Broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: p.set.Events.CoreV1().Events("")})
 	defer p.set.Broadcaster.Shutdown()
+	foreignCtx, stopForeign := context.WithCancel(ctx)
+	foreignDone := make(chan struct{})
+	go func() {
+		defer close(foreignDone)
+		p.Simulator.stopForeignNodesEvery(foreignCtx, p.set.Client, clock.RealClock{}, ForeignCheckPeriod)
+	}()
 	err := p.Simulator.Run(ctx)
+	stopForeign()
+	<-foreignDone
 	klog.FromContext(ctx).Info("Shutting down nodeagent simulate")
 	return err
 }

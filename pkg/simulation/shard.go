@@ -1,6 +1,8 @@
 package simulation
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -15,13 +17,13 @@ const LabelShard = "nodeagent.io/simulation-shard"
 // MaxShards is the most shards a simulation may be split into (--shards).
 const MaxShards = 1000
 
-// minNameDigits is the width of the index in the names while the highest index has at most 4 digits.
+// minNameDigits is the least width of the index in the names (NodeName).
 const minNameDigits = 4
 
 // Shard says which part of a simulation one process runs. The Nodes are split in contiguous index
 // ranges: with Nodes per shard N, shard Index runs the global indexes [Index*N, (Index+1)*N) of the
-// Count*N Nodes, and the names are global (NamePrefix + zero-padded global index). The zero Shard is
-// the unsharded simulation (Index 0 of Count 1).
+// Count*N Nodes, and the names are global (NodeName: NamePrefix + the global index on at least 4
+// digits). The zero Shard is the unsharded simulation (Index 0 of Count 1).
 type Shard struct {
 	// Index is this process's shard: 0 to Count-1.
 	Index int
@@ -73,30 +75,60 @@ func ShardFromPodName(name string) (int, error) {
 	return n, nil
 }
 
-// NameDigits returns how many digits the index has in the names of a simulation of total Nodes (all
-// shards): 4 while the highest index is below 10000, more when it needs them.
-func NameDigits(total int) int {
-	return max(minNameDigits, len(strconv.Itoa(max(total-1, 0))))
-}
+// NodeName returns the name of the simulated Node with global index i: prefix followed by i on at least
+// 4 digits (sim-0000 ... sim-9999, sim-10000, ...). A Node's name depends on its index only, never on the
+// number of Nodes or shards, so that changing --shards renames no Node.
+func NodeName(prefix string, i int) string { return fmt.Sprintf("%s%0*d", prefix, minNameDigits, i) }
 
-// NodeNameDigits returns the name of the simulated Node with global index i, its index on digits
-// digits (NameDigits of the simulation's total).
-func NodeNameDigits(prefix string, i, digits int) string {
-	return fmt.Sprintf("%s%0*d", prefix, digits, i)
-}
-
-// ParseNodeName returns the global index of a simulated Node's name made with prefix and digits, or
-// false when name is not one (another prefix, another width, not a number).
-func ParseNodeName(name, prefix string, digits int) (int, bool) {
+// ParseNodeName returns the global index of a simulated Node's name made with prefix (NodeName), or
+// false when name is not one: another prefix, not a number, fewer than 4 digits, or more than 4 with a
+// leading zero (not what NodeName makes; see IsZeroPaddedName).
+func ParseNodeName(name, prefix string) (int, bool) {
 	rest, ok := strings.CutPrefix(name, prefix)
-	if !ok || len(rest) != digits {
+	if !ok || len(rest) < minNameDigits || !allDigits(rest) || (len(rest) > minNameDigits && rest[0] == '0') {
 		return 0, false
-	}
-	for _, r := range rest {
-		if r < '0' || r > '9' {
-			return 0, false
-		}
 	}
 	i, err := strconv.Atoi(rest)
 	return i, err == nil
+}
+
+// IsZeroPaddedName reports whether name is prefix followed by more than 4 digits with a leading zero:
+// the name of a Node of a simulation of more than 10000 Nodes made by a nodeagent before issue 27, which
+// padded every index to the width of the largest (sim-00042 where NodeName makes sim-0042).
+func IsZeroPaddedName(name, prefix string) bool {
+	rest, ok := strings.CutPrefix(name, prefix)
+	return ok && len(rest) > minNameDigits && rest[0] == '0' && allDigits(rest)
+}
+
+func allDigits(s string) bool {
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// LabelSimulation is on every simulated Node, with the simulation's identity (SimulationID of its
+// prefix) as the value: each shard's Node informer selects on it with LabelShard, so that a shard caches
+// its own simulation's Nodes only, not those of another simulation's shard of the same index.
+const LabelSimulation = "nodeagent.io/simulation"
+
+// SimulationID returns the identity of the simulation of Nodes named with prefix, a valid label value
+// and object name: the prefix without its trailing '-' and '.' (cut to 54 characters), '-', and the
+// first 8 hexadecimal digits of the prefix's SHA-256 ("sim-node-" is "sim-node-" + 8 digits), so that
+// "sim-", "sim." and "sim" are three simulations.
+func SimulationID(prefix string) string {
+	sum := sha256.Sum256([]byte(prefix))
+	readable := strings.TrimRight(prefix, "-.")
+	if len(readable) > 54 {
+		readable = strings.TrimRight(readable[:54], "-.")
+	}
+	return readable + "-" + hex.EncodeToString(sum[:4])
+}
+
+// Selector returns the label selector of the Nodes of this shard of the simulation of prefix: the
+// shard's Node informer's.
+func (s Shard) Selector(prefix string) string {
+	return LabelSimulated + "=true," + LabelSimulation + "=" + SimulationID(prefix) + "," + LabelShard + "=" + s.Label()
 }

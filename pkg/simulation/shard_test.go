@@ -65,30 +65,32 @@ func TestValidateShards(t *testing.T) {
 	}
 }
 
-// TestMapping: contiguous ranges, global names, 4 digits up to 10000 Nodes in all, 5 beyond.
+// TestMapping: contiguous ranges, global names on at least 4 digits, whatever the number of Nodes or
+// shards (issue 27, item 4: --nodes=11 with --shards=909 named w-0000..., with 910 w-00000...).
 func TestMapping(t *testing.T) {
 	for _, tc := range []struct {
-		total, digits int
-	}{{1, 4}, {10000, 4}, {10001, 5}, {100000, 5}, {100001, 6}} {
-		if got := NameDigits(tc.total); got != tc.digits {
-			t.Errorf("NameDigits(%d) = %d, want %d", tc.total, got, tc.digits)
+		index int
+		want  string
+	}{{0, "sim-0000"}, {42, "sim-0042"}, {9999, "sim-9999"}, {10000, "sim-10000"}, {123456, "sim-123456"}} {
+		if got := NodeName("sim-", tc.index); got != tc.want {
+			t.Errorf("NodeName(%d) = %q, want %q", tc.index, got, tc.want)
 		}
 	}
-	if got := NodeNameDigits("sim-", 42, 5); got != "sim-00042" {
-		t.Errorf("NodeNameDigits = %q", got)
-	}
 	for _, tc := range []struct {
-		name   string
-		digits int
-		index  int
-		ok     bool
+		name       string
+		index      int
+		ok, padded bool
 	}{
-		{"sim-0042", 4, 42, true}, {"sim-00042", 5, 42, true}, {"sim-0042", 5, 0, false}, {"sim-004a", 4, 0, false},
-		{"other-0042", 4, 0, false}, {"sim-+042", 4, 0, false},
+		{"sim-0042", 42, true, false}, {"sim-10042", 10042, true, false}, {"sim-00042", 0, false, true}, {"sim-004a", 0, false, false},
+		{"other-0042", 0, false, false}, {"sim-+042", 0, false, false}, {"sim-042", 0, false, false}, {"sim-0000", 0, true, false},
+		{"sim-000000", 0, false, true},
 	} {
-		i, ok := ParseNodeName(tc.name, "sim-", tc.digits)
+		i, ok := ParseNodeName(tc.name, "sim-")
 		if ok != tc.ok || (ok && i != tc.index) {
-			t.Errorf("ParseNodeName(%q, %d) = %d, %v; want %d, %v", tc.name, tc.digits, i, ok, tc.index, tc.ok)
+			t.Errorf("ParseNodeName(%q) = %d, %v; want %d, %v", tc.name, i, ok, tc.index, tc.ok)
+		}
+		if got := IsZeroPaddedName(tc.name, "sim-"); got != tc.padded {
+			t.Errorf("IsZeroPaddedName(%q) = %v, want %v", tc.name, got, tc.padded)
 		}
 	}
 	for _, tc := range []struct{ index, nodes, owner int }{{0, 300, 0}, {299, 300, 0}, {300, 300, 1}, {899, 300, 2}} {
@@ -97,7 +99,7 @@ func TestMapping(t *testing.T) {
 		}
 	}
 	// A Simulator of shard 1 of 3 with 3 Nodes each runs sim-0003..sim-0005, labelled with its shard;
-	// one of shard 2 of 1000 with 11 Nodes each (11000 in all) has 5-digit names.
+	// one of 1000 shards with 11 Nodes each (11000 in all) has 4-digit names below index 10000, 5 above.
 	for _, tc := range []struct {
 		shard Shard
 		nodes int
@@ -105,7 +107,8 @@ func TestMapping(t *testing.T) {
 	}{
 		{Shard{}, 3, []string{"sim-0000", "sim-0001", "sim-0002"}},
 		{Shard{Index: 1, Count: 3}, 3, []string{"sim-0003", "sim-0004", "sim-0005"}},
-		{Shard{Index: 2, Count: 1000}, 11, []string{"sim-00022", "sim-00023", "sim-00024"}},
+		{Shard{Index: 2, Count: 1000}, 11, []string{"sim-0022", "sim-0023", "sim-0024"}},
+		{Shard{Index: 999, Count: 1000}, 11, []string{"sim-10989", "sim-10990", "sim-10991"}},
 	} {
 		e := newSimEnv(t, func(c *Config) { c.Shard, c.Nodes = tc.shard, tc.nodes })
 		if got := e.sim.Names()[:3]; fmt.Sprint(got) != fmt.Sprint(tc.want) {
@@ -113,6 +116,9 @@ func TestMapping(t *testing.T) {
 		}
 		if got := e.sim.labels[LabelShard]; got != tc.shard.Label() {
 			t.Errorf("shard %+v: label %s=%q", tc.shard, LabelShard, got)
+		}
+		if got := e.sim.labels[LabelSimulation]; got != SimulationID("sim-") {
+			t.Errorf("shard %+v: label %s=%q, want %q", tc.shard, LabelSimulation, got, SimulationID("sim-"))
 		}
 		if got := e.sim.nodeConfig(e.sim.nodes[0]).NodeIPs[0].String(); got != nodeIP(tc.shard.First(tc.nodes)).String() {
 			t.Errorf("shard %+v: first IP %s", tc.shard, got)
@@ -123,16 +129,44 @@ func TestMapping(t *testing.T) {
 	}
 }
 
+// TestNamesStableWhenShardsChange (issue 27, item 4): a Node's name does not depend on K: with
+// --nodes=11, --shards=909 (9999 Nodes) and 910 (10010) name shard 0's Nodes w-0000..w-0010 alike.
+func TestNamesStableWhenShardsChange(t *testing.T) {
+	// The same Nodes keep their names when K changes: shard 0 of --nodes=11 is w-0000..w-0010 with 909
+	// shards (9999 Nodes) and with 910 (10010).
+	for _, shards := range []int{909, 910, 1000} {
+		e := newSimEnv(t, func(c *Config) { c.NamePrefix, c.Nodes, c.Shard = "w-", 11, Shard{Index: 0, Count: shards} })
+		if got := e.sim.Names(); got[0] != "w-0000" || got[10] != "w-0010" {
+			t.Errorf("--nodes=11 --shards=%d: shard 0 names %v, want w-0000..w-0010", shards, got)
+		}
+		e = newSimEnv(t, func(c *Config) { c.NamePrefix, c.Nodes, c.Shard = "w-", 11, Shard{Index: 908, Count: shards} })
+		if got := e.sim.Names(); got[0] != "w-9988" || got[10] != "w-9998" {
+			t.Errorf("--nodes=11 --shards=%d: shard 908 names %v, want w-9988..w-9998", shards, got)
+		}
+	}
+}
+
 func simNodeObj(name string, labels map[string]string) *v1.Node {
 	return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
 }
 
 func TestCheckOwnership(t *testing.T) {
 	sim := func(shard string) map[string]string {
-		l := map[string]string{LabelSimulated: "true"}
+		l := map[string]string{LabelSimulated: "true", LabelSimulation: SimulationID("sim-")}
 		if shard != "" {
 			l[LabelShard] = shard
 		}
+		return l
+	}
+	// Of a run before issue 27: no LabelSimulation.
+	old := func(shard string) map[string]string {
+		l := sim(shard)
+		delete(l, LabelSimulation)
+		return l
+	}
+	other := func(prefix, shard string) map[string]string {
+		l := sim(shard)
+		l[LabelSimulation] = SimulationID(prefix)
 		return l
 	}
 	own := Ownership{NamePrefix: "sim-", Nodes: 300, Shard: Shard{Index: 1, Count: 3}}
@@ -158,6 +192,16 @@ func TestCheckOwnership(t *testing.T) {
 		{"unlabelled simulated nodes of an earlier run are adopted", []*v1.Node{
 			simNodeObj("sim-0302", sim("")), simNodeObj("sim-0300", sim("")), simNodeObj("sim-0001", sim("")),
 		}, own, "", []string{"sim-0300", "sim-0302"}},
+		{"nodes of a run before issue 27 (no simulation label) are adopted", []*v1.Node{
+			simNodeObj("sim-0302", old("1")), simNodeObj("sim-0301", old("")), simNodeObj("sim-0303", sim("1")),
+		}, own, "", []string{"sim-0301", "sim-0302"}},
+		{"K lowered: a node of shard 3 of a run before issue 27", []*v1.Node{simNodeObj("sim-0950", old("3"))}, own,
+			"--shards 3: node sim-0950 is labelled nodeagent.io/simulation-shard=3", nil},
+		{"another simulation's node with one of our names", []*v1.Node{simNodeObj("sim-0301", other("sim-0", "0"))}, own,
+			`--node-name-prefix "sim-": node sim-0301 is labelled nodeagent.io/simulation=` + SimulationID("sim-0") + `: it belongs to another simulation`, nil},
+		{"another simulation's shard 3 with our prefix's names", []*v1.Node{simNodeObj("sim-0950", other("sim", "3"))}, own, "", nil},
+		{"a node named with the zero-padded width of an earlier version", []*v1.Node{simNodeObj("sim-00042", old("0"))}, own,
+			`--node-name-prefix "sim-": node sim-00042 is named with the zero-padded width of a nodeagent before issue 27 (this one names index 42 sim-0042, whatever --shards)`, nil},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			var objs []runtime.Object
@@ -172,12 +216,12 @@ func TestCheckOwnership(t *testing.T) {
 			if fmt.Sprint(unlabelled) != fmt.Sprint(tc.unlabelled) {
 				t.Errorf("unlabelled %v, want %v", unlabelled, tc.unlabelled)
 			}
-			if err := AdoptNodes(context.Background(), c, tc.o.Shard, unlabelled); err != nil {
+			if err := AdoptNodes(context.Background(), c, tc.o.Shard, tc.o.NamePrefix, unlabelled); err != nil {
 				t.Fatal(err)
 			}
 			for _, name := range unlabelled {
 				n, _ := c.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
-				if n.Labels[LabelShard] != "1" {
+				if n.Labels[LabelShard] != "1" || n.Labels[LabelSimulation] != SimulationID("sim-") {
 					t.Errorf("%s not labelled: %v", name, n.Labels)
 				}
 			}

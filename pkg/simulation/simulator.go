@@ -44,8 +44,8 @@ var SimulatedTaint = v1.Taint{Key: LabelSimulated, Value: "true", Effect: v1.Tai
 type Config struct {
 	// Nodes is how many Nodes to simulate: 1 to MaxNodes.
 	Nodes int
-	// NamePrefix makes the names: NamePrefix followed by the global index (see Shard) on NameDigits
-	// digits of the total (sim-0000, sim-0001, ...; sim-00000... from 10001 Nodes in all shards).
+	// NamePrefix makes the names: NamePrefix followed by the global index (see Shard) on at least 4
+	// digits (NodeName: sim-0000, sim-0001, ..., sim-9999, sim-10000, ...).
 	NamePrefix string
 	// Shard is the part of the simulation this Simulator runs: the global indexes
 	// [Shard.Index*Nodes, (Shard.Index+1)*Nodes). Every Node gets LabelShard=Shard.Index. The zero
@@ -125,14 +125,13 @@ func ValidateNodes(n int) error {
 }
 
 // ValidateNamePrefix checks that prefix followed by any index of a simulation of total Nodes (all
-// shards; NameDigits digits) is a valid Node name (a DNS-1123 subdomain) and a valid label value (the
+// shards; NodeName) is a valid Node name (a DNS-1123 subdomain) and a valid label value (the
 // kubernetes.io/hostname label, so at most 63 characters).
 func ValidateNamePrefix(prefix string, total int) error {
 	if prefix == "" {
 		return errors.New("must not be empty")
 	}
-	digits := NameDigits(max(total, MaxNodes))
-	for _, name := range []string{NodeNameDigits(prefix, 0, digits), NodeNameDigits(prefix, max(total, MaxNodes)-1, digits)} {
+	for _, name := range []string{NodeName(prefix, 0), NodeName(prefix, max(total, MaxNodes)-1)} {
 		msgs := append(validation.IsDNS1123Subdomain(name), validation.IsValidLabelValue(name)...)
 		if len(msgs) > 0 {
 			return fmt.Errorf("makes invalid node names such as %q: %s", name, strings.Join(msgs, "; "))
@@ -140,10 +139,6 @@ func ValidateNamePrefix(prefix string, total int) error {
 	}
 	return nil
 }
-
-// NodeName returns the name of the simulated Node with index i of a simulation of at most MaxNodes
-// Nodes (4 digits); NodeNameDigits names those of larger ones.
-func NodeName(prefix string, i int) string { return NodeNameDigits(prefix, i, minNameDigits) }
 
 // New validates cfg and builds the Simulator and every Node's host and CRI fakes. It makes no API
 // call and starts nothing. Errors name the field.
@@ -189,6 +184,7 @@ func New(cfg Config) (*Simulator, error) {
 	maps.Copy(s.labels, cfg.Node.Labels)
 	s.labels[LabelSimulated] = "true"
 	s.labels[LabelShard] = cfg.Shard.Label()
+	s.labels[LabelSimulation] = SimulationID(cfg.NamePrefix)
 	s.taints = append(append([]v1.Taint(nil), t.Taints...), cfg.Node.Taints...)
 	s.extraFuncs = append([]nodestatus.Func(nil), cfg.Node.ExtraFuncs...)
 	if len(t.Conditions) > 0 {
@@ -198,10 +194,10 @@ func New(cfg Config) (*Simulator, error) {
 		s.extraFuncs = append(s.extraFuncs, nodestatus.Func{Name: "TemplateExtendedResources", Setter: extendedResourcesSetter(ext, t.Allocatable)})
 	}
 	s.nodes = make([]*simNode, cfg.Nodes)
-	digits, first := NameDigits(cfg.Nodes*cfg.Shard.count()), cfg.Shard.First(cfg.Nodes)
+	first := cfg.Shard.First(cfg.Nodes)
 	for j := range s.nodes {
 		i := first + j
-		name := NodeNameDigits(cfg.NamePrefix, i, digits)
+		name := NodeName(cfg.NamePrefix, i)
 		n := &simNode{index: i, name: name, host: newHost(t, name), runtime: newSimRuntime(s.shared),
 			phase: PhasePending, runtimeReady: true, networkReady: true}
 		s.nodes[j], s.byName[name] = n, n

@@ -1,9 +1,11 @@
 package simulation
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 
@@ -26,6 +28,16 @@ var (
 	DefaultMemory           = resource.MustParse("16Gi")
 	DefaultPods             = resource.MustParse("110")
 	DefaultEphemeralStorage = resource.MustParse("100Gi")
+)
+
+// The largest quantities a template may give (setResources), so that nothing overflows on the way to
+// the API server: MaxQuantity for every resource but cpu (Quantity.Value() is an int64; its largest
+// value, 8Ei - 1, is excluded because resource.ParseQuantity caps a larger binary quantity such as
+// 64Ei at it, silently), MaxCPU for cpu, whose millicores (Quantity.MilliValue(), the MachineInfo
+// setter's NumCores*1000) are an int64.
+var (
+	MaxQuantity = *resource.NewQuantity(math.MaxInt64-1, resource.DecimalSI)
+	MaxCPU      = *resource.NewQuantity(math.MaxInt64/1000, resource.DecimalSI)
 )
 
 // Default node info of a simulated Node when the template gives none. The runtime's is what the CRI
@@ -119,10 +131,33 @@ func ParseTemplate(data []byte) (*Template, error) {
 		}
 		return nil, fmt.Errorf("decoding: strict decoding error: %s", strings.Join(msgs, ", "))
 	}
-	return templateFromNode(&n)
+	// The quantities as written, for the errors: the quantity parser caps a binary quantity beyond
+	// int64 (64Ei) at 9223372036854775807, so the decoded value no longer says what the file says.
+	var raw struct {
+		Status struct {
+			Capacity, Allocatable map[v1.ResourceName]json.RawMessage
+		} `json:"status"`
+	}
+	_ = json.Unmarshal(js, &raw) // decoded strictly above
+	return templateFromNode(&n, quantityTexts(raw.Status.Capacity), quantityTexts(raw.Status.Allocatable))
 }
 
-func templateFromNode(n *v1.Node) (*Template, error) {
+// quantityTexts returns each quantity as written in the manifest (a JSON string or number).
+func quantityTexts(m map[v1.ResourceName]json.RawMessage) map[v1.ResourceName]string {
+	out := make(map[v1.ResourceName]string, len(m))
+	for name, v := range m {
+		var s string
+		if json.Unmarshal(v, &s) != nil {
+			s = string(v)
+		}
+		out[name] = s
+	}
+	return out
+}
+
+// templateFromNode checks n and builds the Template; capacityText and allocatableText are the
+// quantities as written, named in the errors (nil: as decoded).
+func templateFromNode(n *v1.Node, capacityText, allocatableText map[v1.ResourceName]string) (*Template, error) {
 	var errs []error
 	add := func(path string, value any, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s %q: %s", path, fmt.Sprint(value), fmt.Sprintf(format, args...)))
@@ -162,7 +197,7 @@ func templateFromNode(n *v1.Node) (*Template, error) {
 		t.Taints = append(t.Taints, taint)
 	}
 
-	errs = append(errs, t.setResources(n.Status.Capacity, n.Status.Allocatable)...)
+	errs = append(errs, t.setResources(n.Status.Capacity, n.Status.Allocatable, capacityText, allocatableText)...)
 
 	info := n.Status.NodeInfo
 	t.KernelVersion, t.OSImage, t.KubeletVersion = info.KernelVersion, info.OSImage, info.KubeletVersion
@@ -219,12 +254,19 @@ func templateFromNode(n *v1.Node) (*Template, error) {
 }
 
 // setResources fills Capacity and Allocatable from the manifest's, with the defaults, and returns
-// every problem: a resource the simulation cannot report, a CPU count that is not whole, hugepages that
-// are not a multiple of their page size, allocatable above capacity.
-func (t *Template) setResources(capacity, allocatable v1.ResourceList) []error {
+// every problem: a resource the simulation cannot report, a quantity above MaxQuantity (MaxCPU for cpu),
+// a CPU count that is not whole, hugepages that are not a multiple of their page size, allocatable above
+// capacity.
+func (t *Template) setResources(capacity, allocatable v1.ResourceList, capacityText, allocatableText map[v1.ResourceName]string) []error {
 	var errs []error
 	add := func(path string, value any, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s %q: %s", path, fmt.Sprint(value), fmt.Sprintf(format, args...)))
+	}
+	text := func(texts map[v1.ResourceName]string, name v1.ResourceName, q resource.Quantity) string {
+		if s, ok := texts[name]; ok {
+			return s
+		}
+		return q.String()
 	}
 	t.Capacity = v1.ResourceList{
 		v1.ResourceCPU: DefaultCPU.DeepCopy(), v1.ResourceMemory: DefaultMemory.DeepCopy(),
@@ -235,18 +277,23 @@ func (t *Template) setResources(capacity, allocatable v1.ResourceList) []error {
 		path := fmt.Sprintf("status.capacity[%s]", name)
 		switch {
 		case q.Sign() < 0:
-			add(path, q.String(), "must not be negative")
+			add(path, text(capacityText, name, q), "must not be negative")
+		case name == v1.ResourceCPU && q.Cmp(MaxCPU) > 0:
+			add(path, text(capacityText, name, q), "must be at most %s CPUs (the API server, the scheduler and the kubelet's setters count cpu in millicores, in an int64)", MaxCPU.String())
+		case name != v1.ResourceCPU && q.Cmp(MaxQuantity) > 0:
+			add(path, text(capacityText, name, q), "must be at most %s (the API server, the scheduler and the kubelet's setters read it as an int64, and the quantity parser caps larger binary quantities such as 64Ei at %d)",
+				MaxQuantity.String(), int64(math.MaxInt64))
 		case name == v1.ResourceCPU:
 			if q.MilliValue()%1000 != 0 {
-				add(path, q.String(), "must be a whole number of CPUs (the MachineInfo setter counts cores)")
+				add(path, text(capacityText, name, q), "must be a whole number of CPUs (the MachineInfo setter counts cores)")
 			}
 		case name == v1.ResourceMemory, name == v1.ResourcePods, name == v1.ResourceEphemeralStorage:
 		case strings.HasPrefix(string(name), v1.ResourceHugePagesPrefix):
 			size, err := resource.ParseQuantity(strings.TrimPrefix(string(name), v1.ResourceHugePagesPrefix))
-			if err != nil || size.Value() < 1024 || size.Value()%1024 != 0 {
+			if err != nil || size.Cmp(MaxQuantity) > 0 || size.Value() < 1024 || size.Value()%1024 != 0 {
 				add(path, name, "hugepages size must be a quantity in KiB or more, e.g. hugepages-2Mi")
 			} else if q.Value()%size.Value() != 0 {
-				add(path, q.String(), "must be a multiple of the page size %s", size.String())
+				add(path, text(capacityText, name, q), "must be a multiple of the page size %s", size.String())
 			}
 		case nodestatus.IsExtendedResourceName(name):
 		default:
@@ -263,9 +310,9 @@ func (t *Template) setResources(capacity, allocatable v1.ResourceList) []error {
 		case !ok:
 			add(path, name, "not in status.capacity")
 		case q.Sign() < 0:
-			add(path, q.String(), "must not be negative")
+			add(path, text(allocatableText, name, q), "must not be negative")
 		case q.Cmp(c) > 0:
-			add(path, q.String(), "must not exceed capacity %s", c.String())
+			add(path, text(allocatableText, name, q), "must not exceed capacity %s", c.String())
 		}
 		t.Allocatable[name] = q.DeepCopy()
 	}

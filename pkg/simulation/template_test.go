@@ -11,6 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/nodeagent/nodeagent/pkg/config"
+	"github.com/nodeagent/nodeagent/pkg/nodestatus"
 )
 
 // fullTemplate uses every part of a Node manifest the simulation takes.
@@ -117,6 +118,24 @@ status:
 			`status.images[0].names "": must name the image`,
 			`status.images[0].sizeBytes "-1": must not be negative`,
 		}},
+		// Issue 27, item 2: quantities whose int64 (millicores for cpu) would overflow on the way to the
+		// API server are refused, for every resource, naming the field and the value.
+		{"cpu beyond int64 millicores", "apiVersion: v1\nkind: Node\nstatus: {capacity: {cpu: \"9223372036854775807\"}}",
+			[]string{`status.capacity[cpu] "9223372036854775807": must be at most 9223372036854775 CPUs`}},
+		{"cpu one above the bound", "apiVersion: v1\nkind: Node\nstatus: {capacity: {cpu: \"9223372036854776\"}}",
+			[]string{`status.capacity[cpu] "9223372036854776": must be at most 9223372036854775 CPUs`}},
+		{"every resource beyond int64", `apiVersion: v1
+kind: Node
+status:
+  capacity: {memory: 64Ei, pods: 9223372036854775808, ephemeral-storage: 8Ei, example.com/gpu: "1e19", hugepages-1Gi: 16Ei, hugepages-64Ei: 64Ei}
+`, []string{
+			`status.capacity[memory] "64Ei": must be at most 9223372036854775806`,
+			`status.capacity[pods] "9223372036854775808": must be at most 9223372036854775806`,
+			`status.capacity[ephemeral-storage] "8Ei": must be at most 9223372036854775806`,
+			`status.capacity[example.com/gpu] "1e19": must be at most 9223372036854775806`,
+			`status.capacity[hugepages-1Gi] "16Ei": must be at most 9223372036854775806`,
+			`status.capacity[hugepages-64Ei] "64Ei": must be at most`,
+		}},
 		{"hugepages above memory", "apiVersion: v1\nkind: Node\nstatus: {capacity: {memory: 1Gi, hugepages-1Gi: 2Gi}}",
 			[]string{`status.capacity[memory] "1Gi": must hold the hugepages (2Gi)`}},
 		{"allocatable with hugepages above capacity", "apiVersion: v1\nkind: Node\nstatus: {capacity: {memory: 2Gi, hugepages-1Gi: 1Gi}, allocatable: {memory: 2Gi}}",
@@ -133,6 +152,20 @@ status:
 				}
 			}
 		})
+	}
+}
+
+// TestParseTemplateBounds: the largest quantities the bounds admit are accepted and reach the MachineInfo
+// setter without overflow.
+func TestParseTemplateBounds(t *testing.T) {
+	tmpl, err := ParseTemplate([]byte("apiVersion: v1\nkind: Node\nstatus: {capacity: {cpu: \"9223372036854775\", memory: \"9223372036854775806\", pods: \"9223372036854775806\"}}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, _ := newHost(tmpl, "sim-0000").MachineInfo()
+	c := nodestatus.CapacityFromMachineInfo(info)
+	if cpu, mem := c[v1.ResourceCPU], c[v1.ResourceMemory]; cpu.Cmp(MaxCPU) != 0 || mem.Cmp(MaxQuantity) != 0 {
+		t.Errorf("capacity from the template's machine info: cpu %s memory %s, want %s and %s", cpu.String(), mem.String(), MaxCPU.String(), MaxQuantity.String())
 	}
 }
 
