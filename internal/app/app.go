@@ -34,7 +34,7 @@ type Agent struct {
 }
 
 // mode is what the agent runs on this machine: its own Node (nodeMode: a node.Controller on a
-// Scheduler, with the Node informer and the eviction manager), or companion mode (companionMode:
+// Queue, with the Node informer and the eviction manager), or companion mode (companionMode:
 // conditions patched onto the kubelet's Node).
 type mode interface {
 	// Healthy is the syncloop check (/healthz, the systemd watchdog); Ready is /readyz's.
@@ -177,7 +177,7 @@ func (a *Agent) Run(ctx context.Context) error {
 
 	healthy := a.mode.Healthy
 	// One group, one shutdown timeout (5 s): the HTTP server, systemd's notifications, the event sink,
-	// the problem monitors, and the per-node controller's scheduler with its informer and eviction
+	// the problem monitors, and the per-node controller's queue with its informer and eviction
 	// manager (or companion mode). A component that fails stops the agent; the problem monitors and
 	// the watchdog only log their errors.
 	group := lifecycle.Group{ShutdownTimeout: 5 * time.Second, Clock: a.deps.Clock}

@@ -64,36 +64,36 @@ func newCompanionMode(nodeName string, heartbeat time.Duration, deps *Dependenci
 	return &companionMode{Mode: m, nodeName: nodeName, deps: deps}, nil
 }
 
-// nodeMode is the agent owning its Node: one node.Controller on a Scheduler of its own, with the
+// nodeMode is the agent owning its Node: one node.Controller on a Queue of its own, with the
 // Node informer and the eviction manager it reads.
 type nodeMode struct {
 	*node.Controller
-	scheduler *node.Scheduler
-	deps      *Dependencies
+	queue *node.Queue
+	deps  *Dependencies
 }
 
 // newNodeMode builds the agent's own Node from the flags and the shared dependencies.
 func newNodeMode(cfg *config.Completed, deps *Dependencies) (*nodeMode, error) {
-	s, err := node.NewScheduler(node.SchedulerConfig{Clock: deps.Clock, CloseAllConns: deps.CloseAllConns})
+	s, err := node.NewQueue(node.QueueConfig{Clock: deps.Clock, CloseAllConns: deps.CloseAllConns})
 	if err != nil {
 		return nil, err
 	}
 	ctrl, err := node.New(nodeConfig(cfg, deps), node.Dependencies{
 		Client: deps.Client, HeartbeatClient: deps.HeartbeatClient, NodeLister: deps.Informers.Core().V1().Nodes().Lister(),
-		Cache: deps.NodeCache, Recorder: deps.Recorder, Clock: deps.Clock, Scheduler: s,
+		Cache: deps.NodeCache, Recorder: deps.Recorder, Clock: deps.Clock, Queue: s,
 		Observer: deps.Metrics, Serving: lease.NewServingProbe(deps.HeartbeatClient, cfg.NodeName, deps.Clock, 0),
 		Instance: node.ProcessInstance(),
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &nodeMode{Controller: ctrl, scheduler: s, deps: deps}, nil
+	return &nodeMode{Controller: ctrl, queue: s, deps: deps}, nil
 }
 
 // Ready is /readyz's check: the Node registered, its status posted, no other agent on its Lease.
 func (m *nodeMode) Ready() error { return m.Registered() }
 
-// addTo adds the Node informer, the eviction manager and the step scheduler. The steps start without
+// addTo adds the Node informer, the eviction manager and the step queue. The steps start without
 // waiting for the informer to sync, unlike the simulation's (simulation.Process.Run): an agent
 // started while the API server cannot be reached still polls its runtime and retries its Lease
 // with backoff, and registers the moment the API server answers, as the kubelet does; the syncer
@@ -101,10 +101,10 @@ func (m *nodeMode) Ready() error { return m.Registered() }
 func (m *nodeMode) addTo(group *lifecycle.Group) error {
 	group.Add("node informer", lifecycle.Informers{SharedInformerFactory: m.deps.Informers})
 	group.Add("eviction manager", lifecycle.RunnableFunc(func(ctx context.Context) error { m.deps.Eviction.Run(ctx); return nil }))
-	if err := m.scheduler.Start(m.Controller); err != nil {
+	if err := m.queue.Start(m.Controller); err != nil {
 		return err
 	}
-	group.Add("node step scheduler", m.scheduler)
+	group.Add("node step queue", m.queue)
 	return nil
 }
 

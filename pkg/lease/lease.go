@@ -1,7 +1,7 @@
 // Package lease renews the node's Lease in kube-node-lease as the kubelet does, with a single-shot
 // step instead of the component-helpers lease controller's goroutine: Renewer.Step runs the lease
 // controller's sync (k8s.io/component-helpers/apimachinery/lease v0.37.2, controller.go) until it
-// ends or would sleep, and returns when it wants to run next, so one scheduler can renew thousands
+// ends or would sleep, and returns when it wants to run next, so one queue can renew thousands
 // of Leases with a few workers. It mirrors that controller call for call (TestParityWithLeaseController
 // drives both through the same scenarios): holder and name are the node name; an existing Lease is
 // updated from the last one written (no GET); a failed update is tried 5 times at once, a conflict
@@ -164,7 +164,7 @@ const (
 )
 
 // Renewer keeps the node Lease renewed, one Step at a time. Build with New. Step is not safe for
-// concurrent use (the scheduler never runs one Node's step twice at once); the accessors are.
+// concurrent use (the queue never runs one Node's step twice at once); the accessors are.
 type Renewer struct {
 	cfg    Config
 	leases coordinationclientv1.LeaseInterface

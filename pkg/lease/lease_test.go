@@ -383,7 +383,7 @@ func startRun(ctx context.Context, r *Renewer) (stop func()) {
 	}
 	go func() {
 		defer close(done)
-		for { // as the scheduler runs the step
+		for { // as the queue runs the step
 			d := r.Step(ctx, true).Next
 			if ctx.Err() != nil {
 				return

@@ -135,7 +135,7 @@ func stepImpl(ctx context.Context, w *parityWorld, onRepeated func()) {
 	if err != nil {
 		panic(err)
 	}
-	for { // as node.Scheduler runs the step: again after the duration it returns
+	for { // as node.Queue runs the step: again after the duration it returns
 		d := r.Step(ctx, true).Next
 		select {
 		case <-ctx.Done():

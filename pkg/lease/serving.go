@@ -83,7 +83,7 @@ func (p *ServingProbe) Wait(ctx context.Context) error {
 }
 
 // OnServing calls fn once, from the probe's goroutine, as soon as the API server answers again (see
-// Wait); it never blocks. The scheduler's Lease steps use it instead of Wait, so that no worker
+// Wait); it never blocks. The queue's Lease steps use it instead of Wait, so that no worker
 // waits: fn queues the step again.
 func (p *ServingProbe) OnServing(fn func()) {
 	p.mu.Lock()

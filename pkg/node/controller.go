@@ -6,13 +6,13 @@
 // the real machine and containerd, and the simulation runs N over templates and CRI fakes, on the
 // very same code path.
 //
-// A Controller's loops are steps (see Step) that one Scheduler per process runs for every Node on a
+// A Controller's loops are steps (see Step) that one Queue per process runs for every Node on a
 // shared work queue: the single agent is the same code with one Node, and the simulation runs
 // thousands without a goroutine or timer per Node.
 //
 //	deps := node.Dependencies{Client: c, HeartbeatClient: hb, NodeLister: l, Cache: t, Recorder: r, Clock: clk}
 //	ctrl, err := node.New(node.Config{NodeName: "n1", Host: h, Runtime: rt, ...}, deps)
-//	err = ctrl.Run(ctx) // or: sched.Start(ctrl) on a shared Scheduler
+//	err = ctrl.Run(ctx) // or: queue.Start(ctrl) on a shared Queue
 package node
 
 import (
@@ -140,28 +140,28 @@ type Dependencies struct {
 	Recorder record.EventRecorder
 	// Clock is the clock of every loop.
 	Clock clock.WithTicker
-	// Scheduler runs the Controller's steps, shared by every Controller of the process; nil: Run
+	// Queue runs the Controller's steps, shared by every Controller of the process; nil: Run
 	// makes one of its own (the library's single Node). It also decides, for all its Nodes alike,
 	// when heartbeat failures are an outage (Heartbeats) and closes the API connections then.
-	Scheduler *Scheduler
+	Queue *Queue
 	// Observer is told what the loops do; nil for none.
 	Observer Observer
 	// Instance identifies this process on the Leases it writes (lease.AnnotationInstance), so that
 	// two agents started with one node name find each other (ProcessInstance); empty: not checked.
 	Instance string
 	// CloseAllConns, if set, closes every API connection (the kubelet's closeAllConns, its
-	// OnHeartbeatFailure), which also resets the informer's watch; used by the Scheduler that Run
-	// makes when Scheduler is nil (a shared Scheduler has its own, SchedulerConfig.CloseAllConns).
+	// OnHeartbeatFailure), which also resets the informer's watch; used by the Queue that Run
+	// makes when Queue is nil (a shared Queue has its own, QueueConfig.CloseAllConns).
 	CloseAllConns func()
 	// Serving, if set, is the process's one probe of the API server (lease.NewServingProbe over the
 	// heartbeat client): Lease renewal resumes as soon as it serves again after an outage.
 	Serving *lease.ServingProbe
 }
 
-// Controller keeps one Node true. Build with New; run with Run, or Start it on a shared Scheduler.
+// Controller keeps one Node true. Build with New; run with Run, or Start it on a shared Queue.
 // Ready is closed once the Node is registered and its status posted, Done once it has stopped.
 //
-// Its steps (steps.go) run on the Scheduler's work queue, which alone decides when each runs: a step
+// Its steps (steps.go) run on the Queue's work queue, which alone decides when each runs: a step
 // returns when it wants to run again, or an error for the queue's backoff, and the steps of its Node
 // that it unblocked (startup.go has the start-up order). The Controller keeps no schedule.
 type Controller struct {
@@ -182,7 +182,7 @@ type Controller struct {
 	registered atomic.Bool
 
 	mu      sync.Mutex
-	sched   *Scheduler
+	queue   *Queue
 	startup startupState
 	stopped bool
 	// cancel cancels each running step's context (nil when the step is not running); lastEnd is when
@@ -301,13 +301,13 @@ func New(cfg Config, deps Dependencies) (*Controller, error) {
 func (c *Controller) Name() string { return c.cfg.NodeName }
 
 // Run runs the Node until ctx ends and returns nil once its steps have stopped; call it once. On the
-// Dependencies' Scheduler it starts the Node there; without one it runs a Scheduler of its own with
+// Dependencies' Queue it starts the Node there; without one it runs a Queue of its own with
 // the default workers (the library's and the single agent's case). It errors when the Controller was
 // started before. The start-up order is the kubelet's (startup.go): a Node whose runtime is ready
 // registers Ready with its Lease already there, and one whose runtime is gone or hangs registers
 // NotReady, saying why.
 func (c *Controller) Run(ctx context.Context) error {
-	if s := c.deps.Scheduler; s != nil {
+	if s := c.deps.Queue; s != nil {
 		if err := s.Start(c); err != nil {
 			return err
 		}
@@ -319,7 +319,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		}
 		return nil
 	}
-	s, err := NewScheduler(SchedulerConfig{Clock: c.deps.Clock, CloseAllConns: c.deps.CloseAllConns})
+	s, err := NewQueue(QueueConfig{Clock: c.deps.Clock, CloseAllConns: c.deps.CloseAllConns})
 	if err != nil {
 		return err
 	}
@@ -335,14 +335,14 @@ func (c *Controller) Ready() <-chan struct{} { return c.ready }
 // Done returns a channel closed once the Controller has stopped and none of its steps runs.
 func (c *Controller) Done() <-chan struct{} { return c.done }
 
-// attach binds c to s; a Controller runs once, on one Scheduler.
-func (c *Controller) attach(s *Scheduler) error {
+// attach binds c to s; a Controller runs once, on one Queue.
+func (c *Controller) attach(s *Queue) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.sched != nil || c.stopped {
+	if c.queue != nil || c.stopped {
 		return fmt.Errorf("node %q: controller already started", c.cfg.NodeName)
 	}
-	c.sched = s
+	c.queue = s
 	c.started = c.deps.Clock.Now()
 	c.startup.at = c.started
 	return nil
@@ -364,7 +364,7 @@ func (c *Controller) Stop() {
 			running = true
 		}
 	}
-	s := c.sched
+	s := c.queue
 	c.mu.Unlock()
 	if !running {
 		c.doneOnce.Do(func() { close(c.done) })
@@ -377,7 +377,7 @@ func (c *Controller) Stop() {
 // add queues step now, unless the Node is not started or stopped; queued twice, it runs once.
 func (c *Controller) add(step Step) {
 	c.mu.Lock()
-	s, stopped := c.sched, c.stopped
+	s, stopped := c.queue, c.stopped
 	c.mu.Unlock()
 	if s != nil && !stopped {
 		s.add(c, step)

@@ -763,14 +763,14 @@ func TestHeartbeatFailureCountsOnlyInAnOutage(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				e := newEnv(t, nil)
-				s, err := NewScheduler(SchedulerConfig{})
+				s, err := NewQueue(QueueConfig{})
 				if err != nil {
 					t.Fatal(err)
 				}
 				if err := s.Start(e.ctrl); err != nil {
 					t.Fatal(err)
 				}
-				defer runScheduler(t.Context(), s)()
+				defer runQueue(t.Context(), s)()
 				time.Sleep(time.Second)
 				start := time.Now()
 				time.Sleep(time.Second)

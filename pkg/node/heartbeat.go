@@ -93,7 +93,7 @@ func (h *Heartbeats) NextResync(now time.Time) (time.Duration, bool) {
 // nothing of it.
 func (c *Controller) heartbeatFailed(reason string, start time.Time) {
 	c.mu.Lock()
-	s := c.sched
+	s := c.queue
 	c.mu.Unlock()
 	if s == nil || s.heartbeats.Failed(start) {
 		c.cache.MarkStale(reason)
@@ -101,10 +101,10 @@ func (c *Controller) heartbeatFailed(reason string, start time.Time) {
 }
 
 // heartbeatSucceeded runs after each successful Lease write or status patch; one that ends the
-// process's outage recovers every Node (Scheduler.recovered).
+// process's outage recovers every Node (Queue.recovered).
 func (c *Controller) heartbeatSucceeded() {
 	c.mu.Lock()
-	s := c.sched
+	s := c.queue
 	c.mu.Unlock()
 	if s != nil && s.heartbeats.Succeeded() {
 		s.recovered()
@@ -120,11 +120,11 @@ func (c *Controller) recover() {
 	c.add(StepStatus)
 }
 
-// closeAllConns is the repeated heartbeat failure hook: the scheduler closes the connections when
+// closeAllConns is the repeated heartbeat failure hook: the queue closes the connections when
 // the process's heartbeats fail as a whole.
 func (c *Controller) closeAllConns() {
 	c.mu.Lock()
-	s := c.sched
+	s := c.queue
 	c.mu.Unlock()
 	if s != nil {
 		s.closeAllConns()

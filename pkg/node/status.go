@@ -179,8 +179,8 @@ func (c *Controller) Late() error {
 	return nil
 }
 
-// Healthy reports whether this Node's loops are alive: its scheduler's workers serve their queues
-// (Scheduler.Alive) and each of its periodic steps (Lease, runtime poll, status, or registration
+// Healthy reports whether this Node's loops are alive: its queue's workers serve their queues
+// (Queue.Alive) and each of its periodic steps (Lease, runtime poll, status, or registration
 // while the Node is not registered) finished a run, with whatever result, within three of its
 // periods plus the step timeout. It fails on a stuck loop, never
 // because the API server or the runtime fails: a step that fails or waits in backoff has run. It is
@@ -188,7 +188,7 @@ func (c *Controller) Late() error {
 // its sync loop's iterations. Before Start it is nil.
 func (c *Controller) Healthy() error {
 	c.mu.Lock()
-	s, stopped, lastEnd, start := c.sched, c.stopped, c.lastEnd, c.startup.at
+	s, stopped, lastEnd, start := c.queue, c.stopped, c.lastEnd, c.startup.at
 	c.mu.Unlock()
 	if s == nil || stopped {
 		return nil

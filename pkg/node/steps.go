@@ -15,7 +15,7 @@ import (
 
 // Step is one of a Node's steps: each does one round of one of the kubelet's loops and returns what
 // happened (a result): when it wants to run again, and which steps of its Node to run now. The
-// Scheduler's work queue runs every Node's steps.
+// Queue's work queue runs every Node's steps.
 type Step uint8
 
 // A Node's steps.
@@ -212,7 +212,7 @@ func spreadAfterLate(prev, now time.Time, period, next time.Duration) time.Durat
 // (Heartbeats.NextResync) comes first.
 func (c *Controller) nextStatusSync(now time.Time, next time.Duration) time.Duration {
 	c.mu.Lock()
-	s := c.sched
+	s := c.queue
 	c.mu.Unlock()
 	if s != nil {
 		if d, ok := s.heartbeats.NextResync(now); ok && d < next {

@@ -75,7 +75,7 @@ const (
 )
 
 // Registrar registers the Node. Build with New; each TryRegister is one attempt of the kubelet's
-// registerWithAPIServer (the scheduler spaces failed attempts 100 ms doubling to 7 s).
+// registerWithAPIServer (the queue spaces failed attempts 100 ms doubling to 7 s).
 type Registrar struct {
 	cfg Config
 

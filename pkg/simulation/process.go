@@ -28,7 +28,7 @@ import (
 	"github.com/nodeagent/nodeagent/pkg/version"
 )
 
-// DefaultWorkersFor returns the scheduler's pools for n Nodes: one step worker per 100 Nodes (16 to
+// DefaultWorkersFor returns the queue's pools for n Nodes: one step worker per 100 Nodes (16 to
 // 64: the status syncs are mostly local work) and one Lease worker per 20 Nodes (16 to 256: each holds
 // one Lease write in flight, and n Nodes need n/10 writes a second; at 5000 Nodes, 16 workers could not
 // keep up once the API server answered in 30 ms, and Lease renewals fell to p99 31 s).
@@ -57,7 +57,7 @@ type ProcessConfig struct {
 	Burst      int
 	EventQPS   float32
 	EventBurst int
-	// Workers and LeaseWorkers size the scheduler's pools (--workers, --lease-workers); 0 sizes them
+	// Workers and LeaseWorkers size the queue's pools (--workers, --lease-workers); 0 sizes them
 	// by Nodes (DefaultWorkersFor).
 	Workers, LeaseWorkers int
 	// ProcessStart is when the process started (metrics, /debug/nodestatus).
@@ -69,18 +69,18 @@ type ProcessConfig struct {
 
 // Process is one `nodeagent simulate`: the API clients and Node informer (Shard.Selector: selecting
 // LabelSimulated, the simulation's LabelSimulation and the shard's LabelShard),
-// the metrics, the scheduler and the Simulator. Build with NewProcess, check with Preflight, run
+// the metrics, the queue and the Simulator. Build with NewProcess, check with Preflight, run
 // with Run.
 type Process struct {
 	cfg       ProcessConfig
 	instance  string
 	set       *apiclient.Set
 	Metrics   *metrics.Metrics
-	Scheduler *node.Scheduler
+	Queue     *node.Queue
 	Simulator *Simulator
 }
 
-// NewProcess builds the process's clients, metrics, scheduler and Simulator, and checks the Node the
+// NewProcess builds the process's clients, metrics, queue and Simulator, and checks the Node the
 // simulation would register as the API server and etcd will (CheckNodeObject). It makes no API call.
 // Errors name what could not be built, or the flags whose Node would be refused.
 func NewProcess(ctx context.Context, cfg ProcessConfig) (*Process, error) {
@@ -101,9 +101,9 @@ func NewProcess(ctx context.Context, cfg ProcessConfig) (*Process, error) {
 		p.cfg = cfg
 	}
 	first := NodeName(cfg.NamePrefix, cfg.Shard.First(cfg.Nodes))
-	// One scheduler runs every simulated Node's steps; it closes the connections only when the
+	// One queue runs every simulated Node's steps; it closes the connections only when the
 	// process's heartbeats fail as a whole (node.Heartbeats), as one agent whose heartbeats all fail.
-	if p.Scheduler, err = node.NewScheduler(node.SchedulerConfig{
+	if p.Queue, err = node.NewQueue(node.QueueConfig{
 		Workers: cfg.Workers, LeaseWorkers: cfg.LeaseWorkers, Clock: clk, CloseAllConns: set.CloseAllConns,
 	}); err != nil {
 		return nil, err
@@ -113,7 +113,7 @@ func NewProcess(ctx context.Context, cfg ProcessConfig) (*Process, error) {
 		Dependencies: node.Dependencies{
 			Client: set.Client, HeartbeatClient: set.Heartbeat, NodeLister: set.Informers.Core().V1().Nodes().Lister(),
 			Cache: set.NodeCache, Recorder: set.Broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: "nodeagent"}),
-			Clock: clk, Scheduler: p.Scheduler, Observer: p.Metrics.ManyNodes(), Instance: p.instance,
+			Clock: clk, Queue: p.Queue, Observer: p.Metrics.ManyNodes(), Instance: p.instance,
 			// One probe for every simulated node (it reads the shard's first node's Lease): after an
 			// outage, N Leases resume together, at the cost of one GET per probe period while they wait.
 			Serving: lease.NewServingProbe(set.Heartbeat, first, clk, 0),
@@ -239,7 +239,7 @@ func (p *Process) Informers() lifecycle.Informers {
 	return lifecycle.Informers{SharedInformerFactory: p.set.Informers}
 }
 
-// Run runs the event sink, the Simulator (and so the scheduler) and, every ForeignCheckPeriod, its
+// Run runs the event sink, the Simulator (and so the queue) and, every ForeignCheckPeriod, its
 // StopForeignNodes, until ctx ends; then it stops them and flushes the events. It returns nil, or the
 // Simulator's error. Start it once Informers has synced.
 func (p *Process) Run(ctx context.Context) error {

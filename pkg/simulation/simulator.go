@@ -29,7 +29,7 @@ const MaxNodes = 10000
 // API, which polls it at once).
 const SimulatedRuntimePollPeriod = 20 * time.Second
 
-// DefaultWorkers is the simulator's default number of workers of each kind (node.SchedulerConfig):
+// DefaultWorkers is the simulator's default number of workers of each kind (node.QueueConfig):
 // enough for the Lease writes and status syncs of 10 000 Nodes at a few milliseconds each.
 const DefaultWorkers = 16
 
@@ -61,7 +61,7 @@ type Config struct {
 	Node node.Config
 	// Dependencies are shared by every Node's controller, built once: the API clients, the Node
 	// informer's lister (its informer must select LabelSimulated=true), the cache tracker, the event
-	// recorder, the clock, the observer, and the Scheduler that runs every Node's steps (Run runs
+	// recorder, the clock, the observer, and the Queue that runs every Node's steps (Run runs
 	// it; nil: one with DefaultWorkers workers of each kind).
 	Dependencies node.Dependencies
 	// StartQPS and StartBurst pace the start of the Nodes (each start registers one Node through the
@@ -158,13 +158,13 @@ func New(cfg Config) (*Simulator, error) {
 	if cfg.Dependencies.Clock == nil {
 		cfg.Dependencies.Clock = clock.RealClock{}
 	}
-	if cfg.Dependencies.Scheduler == nil {
-		sched, err := node.NewScheduler(node.SchedulerConfig{Workers: DefaultWorkers, LeaseWorkers: DefaultWorkers,
+	if cfg.Dependencies.Queue == nil {
+		queue, err := node.NewQueue(node.QueueConfig{Workers: DefaultWorkers, LeaseWorkers: DefaultWorkers,
 			Clock: cfg.Dependencies.Clock, CloseAllConns: cfg.Dependencies.CloseAllConns})
 		if err != nil {
 			return nil, fmt.Errorf("simulation: %w", err)
 		}
-		cfg.Dependencies.Scheduler = sched
+		cfg.Dependencies.Queue = queue
 	}
 	if cfg.StartQPS <= 0 {
 		cfg.StartQPS = 50
@@ -240,18 +240,18 @@ func (s *Simulator) nodeConfig(n *simNode) node.Config {
 	return c
 }
 
-// Run runs the scheduler of every Node's steps, starts the Nodes on it, paced by StartQPS and
+// Run runs the queue of every Node's steps, starts the Nodes on it, paced by StartQPS and
 // StartBurst in index order, restarts those the control API asks to, and when ctx ends stops them
-// all and returns once no step runs any more. It returns the scheduler's error (nil); it must be
+// all and returns once no step runs any more. It returns the queue's error (nil); it must be
 // called once.
 func (s *Simulator) Run(ctx context.Context) error {
 	defer close(s.done)
 	logger := klog.FromContext(ctx)
 	logger.Info("Starting simulated nodes", "nodes", len(s.nodes), "first", s.nodes[0].name, "last", s.nodes[len(s.nodes)-1].name,
 		"startQPS", s.cfg.StartQPS, "startBurst", s.cfg.StartBurst)
-	sched := s.cfg.Dependencies.Scheduler
+	queue := s.cfg.Dependencies.Queue
 	schedErr := make(chan error, 1)
-	go func() { schedErr <- sched.Run(ctx) }()
+	go func() { schedErr <- queue.Run(ctx) }()
 
 	pending := make(chan *simNode)
 	go func() {
@@ -282,7 +282,7 @@ func (s *Simulator) Run(ctx context.Context) error {
 	}
 }
 
-// start starts a new controller for n on the scheduler, unless it is running, or (on the paced first
+// start starts a new controller for n on the queue, unless it is running, or (on the paced first
 // start) was stopped while pending.
 func (s *Simulator) start(ctx context.Context, n *simNode, restart bool) {
 	n.mu.Lock()
@@ -292,7 +292,7 @@ func (s *Simulator) start(ctx context.Context, n *simNode, restart bool) {
 	}
 	ctrl, err := node.New(s.nodeConfig(n), s.cfg.Dependencies)
 	if err == nil {
-		err = s.cfg.Dependencies.Scheduler.Start(ctrl)
+		err = s.cfg.Dependencies.Queue.Start(ctrl)
 	}
 	if err != nil { // New checked the same configuration for node 0
 		klog.FromContext(ctx).Error(err, "Cannot start simulated node", "node", n.name)

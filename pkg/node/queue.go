@@ -22,7 +22,7 @@ type stepKey struct {
 	step Step
 }
 
-// Defaults of SchedulerConfig.
+// Defaults of QueueConfig.
 const (
 	// DefaultWorkers and DefaultLeaseWorkers serve one Node (the single agent): a hung runtime
 	// call holds one worker, the status sync runs on the other, and the Lease has its own.
@@ -41,8 +41,8 @@ const (
 	closeAllConnsMinInterval = 10 * time.Second
 )
 
-// SchedulerConfig configures a Scheduler.
-type SchedulerConfig struct {
+// QueueConfig configures a Queue.
+type QueueConfig struct {
 	// Workers run the runtime, status and fast-update steps of every Node; LeaseWorkers run only
 	// Lease steps, from a queue of their own, so that no slow status sync or hung runtime of any Node
 	// delays any Node's Lease. Defaults DefaultWorkers and DefaultLeaseWorkers.
@@ -58,15 +58,15 @@ type SchedulerConfig struct {
 	CloseAllConns func()
 }
 
-// Scheduler runs the steps of every Node of a process on two client-go work queues (delaying and
+// Queue runs the steps of every Node of a process on two client-go work queues (delaying and
 // rate-limited, keyed by Node and step) served by a bounded pool of workers: one queue for the
 // Lease steps, one for the others. No Node has a goroutine or a timer of its own. Build with
-// NewScheduler, add controllers with Start (before or while Run runs), run with Run.
+// NewQueue, add controllers with Start (before or while Run runs), run with Run.
 //
 // It follows KWOK's node lease controller (one delaying queue, a worker pool) and controller-runtime's
 // controllers (a rate-limited work queue, Forget on success).
-type Scheduler struct {
-	cfg        SchedulerConfig
+type Queue struct {
+	cfg        QueueConfig
 	queues     [2]workqueue.TypedRateLimitingInterface[stepKey] // [0] Lease, [1] the others
 	heartbeats *Heartbeats
 
@@ -82,10 +82,10 @@ type Scheduler struct {
 	probeKey  [2]stepKey
 }
 
-// NewScheduler validates cfg and builds the queues. It starts nothing.
-func NewScheduler(cfg SchedulerConfig) (*Scheduler, error) {
+// NewQueue validates cfg and builds the queues. It starts nothing.
+func NewQueue(cfg QueueConfig) (*Queue, error) {
 	if cfg.Workers < 0 || cfg.LeaseWorkers < 0 {
-		return nil, fmt.Errorf("node: SchedulerConfig.Workers %d and LeaseWorkers %d must not be negative", cfg.Workers, cfg.LeaseWorkers)
+		return nil, fmt.Errorf("node: QueueConfig.Workers %d and LeaseWorkers %d must not be negative", cfg.Workers, cfg.LeaseWorkers)
 	}
 	if cfg.Workers == 0 {
 		cfg.Workers = DefaultWorkers
@@ -99,7 +99,7 @@ func NewScheduler(cfg SchedulerConfig) (*Scheduler, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
-	s := &Scheduler{cfg: cfg, controllers: map[*Controller]struct{}{}}
+	s := &Queue{cfg: cfg, controllers: map[*Controller]struct{}{}}
 	s.heartbeats = newHeartbeats(cfg.Clock)
 	for i, name := range []string{"node_lease", "node_steps"} {
 		limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[stepKey](registrationBackoff, registrationMaxBackoff)
@@ -113,26 +113,26 @@ func NewScheduler(cfg SchedulerConfig) (*Scheduler, error) {
 }
 
 // Heartbeats returns the process's heartbeat tracker: whether its heartbeats fail as a whole.
-func (s *Scheduler) Heartbeats() *Heartbeats { return s.heartbeats }
+func (s *Queue) Heartbeats() *Heartbeats { return s.heartbeats }
 
-// Len returns how many controllers the scheduler runs.
-func (s *Scheduler) Len() int {
+// Len returns how many controllers the queue runs.
+func (s *Queue) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.controllers)
 }
 
-func (s *Scheduler) queue(step Step) workqueue.TypedRateLimitingInterface[stepKey] {
+func (s *Queue) queue(step Step) workqueue.TypedRateLimitingInterface[stepKey] {
 	if step == StepLease {
 		return s.queues[0]
 	}
 	return s.queues[1]
 }
 
-// Start adds c to the scheduler and queues its first steps (Controller.StartupSteps: the Lease, the
-// runtime poll and registration, see startup.go). It returns an error when c runs on a scheduler
+// Start adds c to the queue and queues its first steps (Controller.StartupSteps: the Lease, the
+// runtime poll and registration, see startup.go). It returns an error when c runs on a queue
 // already or has been stopped.
-func (s *Scheduler) Start(c *Controller) error {
+func (s *Queue) Start(c *Controller) error {
 	if err := c.attach(s); err != nil {
 		return err
 	}
@@ -147,7 +147,7 @@ func (s *Scheduler) Start(c *Controller) error {
 }
 
 // remove forgets a stopped controller.
-func (s *Scheduler) remove(c *Controller) {
+func (s *Queue) remove(c *Controller) {
 	s.mu.Lock()
 	delete(s.controllers, c)
 	s.mu.Unlock()
@@ -157,26 +157,26 @@ func (s *Scheduler) remove(c *Controller) {
 }
 
 // add queues c's step now.
-func (s *Scheduler) add(c *Controller, step Step) { s.queue(step).Add(stepKey{c, step}) }
+func (s *Queue) add(c *Controller, step Step) { s.queue(step).Add(stepKey{c, step}) }
 
 // addAfter queues c's step after d.
-func (s *Scheduler) addAfter(c *Controller, step Step, d time.Duration) {
+func (s *Queue) addAfter(c *Controller, step Step, d time.Duration) {
 	s.queue(step).AddAfter(stepKey{c, step}, d)
 }
 
 // Run starts the workers and a liveness probe and blocks until ctx ends; then it stops every
 // controller, shuts the queues down and returns once the workers have returned (a step still
 // running after its context ended is waited for). It returns nil, or an error if called twice.
-func (s *Scheduler) Run(ctx context.Context) error {
+func (s *Queue) Run(ctx context.Context) error {
 	s.mu.Lock()
 	if s.running {
 		s.mu.Unlock()
-		return errors.New("node: Scheduler.Run called twice")
+		return errors.New("node: Queue.Run called twice")
 	}
 	s.running = true
 	s.mu.Unlock()
 	logger := klog.FromContext(ctx)
-	logger.V(2).Info("Starting node step scheduler", "workers", s.cfg.Workers, "leaseWorkers", s.cfg.LeaseWorkers)
+	logger.V(2).Info("Starting node step queue", "workers", s.cfg.Workers, "leaseWorkers", s.cfg.LeaseWorkers)
 
 	var wg sync.WaitGroup
 	for i, n := range []int{s.cfg.LeaseWorkers, s.cfg.Workers} {
@@ -208,7 +208,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 const livenessPeriod = 5 * time.Second
 
 // processNext takes one item from q and runs it; false once q is shut down.
-func (s *Scheduler) processNext(ctx context.Context, qi int) bool {
+func (s *Queue) processNext(ctx context.Context, qi int) bool {
 	q := s.queues[qi]
 	key, shutdown := q.Get()
 	if shutdown {
@@ -234,7 +234,7 @@ func (s *Scheduler) processNext(ctx context.Context, qi int) bool {
 // runStep runs one popped step of one controller, unless the controller has stopped, and does what
 // its result says: again after its delay (Forget: a success resets the backoff), or after the
 // backoff (AddRateLimited) on an error; and the steps it woke, now. The queue alone decides when.
-func (s *Scheduler) runStep(ctx context.Context, qi int, key stepKey) {
+func (s *Queue) runStep(ctx context.Context, qi int, key stepKey) {
 	q := s.queues[qi]
 	c, step := key.c, key.step
 	stepCtx, ok := c.begin(ctx, step, s.cfg.StepTimeout)
@@ -262,12 +262,12 @@ func (s *Scheduler) runStep(ctx context.Context, qi int, key stepKey) {
 	}
 }
 
-// Alive reports whether the scheduler's workers are serving their queues: nil while a worker of each
+// Alive reports whether the queue's workers are serving their queues: nil while a worker of each
 // queue finished an item within the last bound (3 liveness periods plus a step timeout: a worker may
 // be in one step for that long). It says nothing of the API server or the runtime: a step that
 // fails, or waits in backoff, has been served. It is the systemd watchdog's and /healthz syncloop's
 // test, as the kubelet's syncloop check tests its own loop.
-func (s *Scheduler) Alive() error {
+func (s *Queue) Alive() error {
 	bound := 3*livenessPeriod + s.cfg.StepTimeout
 	now := s.cfg.Clock.Now()
 	s.aliveMu.Lock()
@@ -284,14 +284,14 @@ func (s *Scheduler) Alive() error {
 // recovered runs when the process's heartbeats succeed again after an outage: every Node reads its
 // Node from the API server for a while and re-syncs its status at once and twice more (see
 // Controller.recover), as the lifecycle controller may have marked any of them Unknown meanwhile.
-func (s *Scheduler) recovered() {
+func (s *Queue) recovered() {
 	for _, c := range s.snapshot() {
 		c.recover()
 	}
 }
 
-// snapshot returns the controllers the scheduler runs now, to call outside its lock.
-func (s *Scheduler) snapshot() []*Controller {
+// snapshot returns the controllers the queue runs now, to call outside its lock.
+func (s *Queue) snapshot() []*Controller {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Collect(maps.Keys(s.controllers))
@@ -299,7 +299,7 @@ func (s *Scheduler) snapshot() []*Controller {
 
 // closeAllConns closes every API connection when the process's heartbeats fail as a whole, at most
 // once per closeAllConnsMinInterval.
-func (s *Scheduler) closeAllConns() {
+func (s *Queue) closeAllConns() {
 	if s.cfg.CloseAllConns == nil || !s.heartbeats.Outage() {
 		return
 	}

@@ -30,13 +30,13 @@ func (hungRuntime) Status(ctx context.Context, _ bool) (*runtimeapi.StatusRespon
 	return nil, ctx.Err()
 }
 
-// TestLeaseNeverWaitsForAnotherNode: on one scheduler with the default workers, a Node whose runtime
+// TestLeaseNeverWaitsForAnotherNode: on one queue with the default workers, a Node whose runtime
 // hangs (every CRI call until its 5 s timeout) and whose status sync hangs in a setter for 50 s
 // delays no Lease renewal, neither its own nor another Node's: each is renewed every 10-10.4 s.
 func TestLeaseNeverWaitsForAnotherNode(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, ctx := ktesting.NewTestContext(t)
-		s, err := NewScheduler(SchedulerConfig{})
+		s, err := NewQueue(QueueConfig{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -58,7 +58,7 @@ func TestLeaseNeverWaitsForAnotherNode(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		stop := runScheduler(ctx, s)
+		stop := runQueue(ctx, s)
 		time.Sleep(time.Second)
 		slow.Store(true)
 
@@ -95,8 +95,8 @@ func TestLeaseNeverWaitsForAnotherNode(t *testing.T) {
 	})
 }
 
-// runScheduler runs s in the background until stop, which cancels Run's context and waits for it.
-func runScheduler(ctx context.Context, s *Scheduler) (stop func()) {
+// runQueue runs s in the background until stop, which cancels Run's context and waits for it.
+func runQueue(ctx context.Context, s *Queue) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
@@ -186,11 +186,11 @@ func TestStatusStepTriggersAndPeriod(t *testing.T) {
 func TestCloseAllConnsOnlyInAnOutage(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		closes := 0
-		s, err := NewScheduler(SchedulerConfig{CloseAllConns: func() { closes++ }})
+		s, err := NewQueue(QueueConfig{CloseAllConns: func() { closes++ }})
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer runScheduler(t.Context(), s)()
+		defer runQueue(t.Context(), s)()
 		time.Sleep(time.Second)
 		start := time.Now()
 		time.Sleep(time.Second)
@@ -220,13 +220,13 @@ func TestCloseAllConnsOnlyInAnOutage(t *testing.T) {
 	})
 }
 
-// TestRenewalsSpreadAfterAnOutage (issue 27 item 7): 20 Nodes on one scheduler whose Lease calls fail
+// TestRenewalsSpreadAfterAnOutage (issue 27 item 7): 20 Nodes on one queue whose Lease calls fail
 // for 60 s renew all at once when the API server is back; their next renewals are then spread over
 // the renew interval (as at the first start) instead of staying bunched within the 4 % jitter.
 func TestRenewalsSpreadAfterAnOutage(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, ctx := ktesting.NewTestContext(t)
-		s, err := NewScheduler(SchedulerConfig{LeaseWorkers: 4})
+		s, err := NewQueue(QueueConfig{LeaseWorkers: 4})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -246,7 +246,7 @@ func TestRenewalsSpreadAfterAnOutage(t *testing.T) {
 			}
 			ctrls = append(ctrls, e.ctrl)
 		}
-		defer runScheduler(ctx, s)()
+		defer runQueue(ctx, s)()
 		time.Sleep(30 * time.Second)
 		down.Store(true)
 		time.Sleep(60 * time.Second)
