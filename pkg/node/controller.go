@@ -223,14 +223,23 @@ func (cfg Config) Validate() error {
 	return nil
 }
 
+// Validate checks that the required Dependencies are set: Client, HeartbeatClient, NodeLister,
+// Cache and Recorder.
+func (deps Dependencies) Validate() error {
+	if deps.Client == nil || deps.HeartbeatClient == nil || deps.NodeLister == nil || deps.Cache == nil || deps.Recorder == nil {
+		return errors.New("Dependencies need Client, HeartbeatClient, NodeLister, Cache and Recorder")
+	}
+	return nil
+}
+
 // New validates cfg and deps and composes the Controller. It makes no API or CRI call. It errors,
 // naming the field, when a required field is missing or a frequency is not positive.
 func New(cfg Config, deps Dependencies) (*Controller, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if deps.Client == nil || deps.HeartbeatClient == nil || deps.NodeLister == nil || deps.Cache == nil || deps.Recorder == nil {
-		return nil, fmt.Errorf("node %q: Dependencies need Client, HeartbeatClient, NodeLister, Cache and Recorder", cfg.NodeName)
+	if err := deps.Validate(); err != nil {
+		return nil, fmt.Errorf("node %q: %w", cfg.NodeName, err)
 	}
 	if cfg.Hostname == "" {
 		cfg.Hostname = cfg.NodeName

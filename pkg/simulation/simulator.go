@@ -12,7 +12,6 @@ import (
 
 	"golang.org/x/time/rate"
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -28,10 +27,6 @@ const MaxNodes = 10000
 // is for a runtime that can change on its own; the simulated one changes only through the control
 // API, which polls it at once).
 const SimulatedRuntimePollPeriod = 20 * time.Second
-
-// DefaultWorkers is the simulator's default number of workers of each kind (node.QueueConfig):
-// enough for the Lease writes and status syncs of 10 000 Nodes at a few milliseconds each.
-const DefaultWorkers = 16
 
 // LabelSimulated is on every simulated Node, with the value "true": the simulator's one Node informer
 // selects on it, and it tells simulated Nodes from real ones.
@@ -62,7 +57,7 @@ type Config struct {
 	// Dependencies are shared by every Node's controller, built once: the API clients, the Node
 	// informer's lister (its informer must select LabelSimulated=true), the cache tracker, the event
 	// recorder, the clock, the observer, and the Queue that runs every Node's steps (Run runs
-	// it; nil: one with DefaultWorkers workers of each kind).
+	// it; nil: one with DefaultWorkersFor(Nodes) workers).
 	Dependencies node.Dependencies
 	// StartQPS and StartBurst pace the start of the Nodes (each start registers one Node through the
 	// rate-limited Client): use the Client's QPS and burst so that registration never queues in its
@@ -159,7 +154,8 @@ func New(cfg Config) (*Simulator, error) {
 		cfg.Dependencies.Clock = clock.RealClock{}
 	}
 	if cfg.Dependencies.Queue == nil {
-		queue, err := node.NewQueue(node.QueueConfig{Workers: DefaultWorkers, LeaseWorkers: DefaultWorkers,
+		workers, leaseWorkers := DefaultWorkersFor(cfg.Nodes)
+		queue, err := node.NewQueue(node.QueueConfig{Workers: workers, LeaseWorkers: leaseWorkers,
 			Clock: cfg.Dependencies.Clock, CloseAllConns: cfg.Dependencies.CloseAllConns})
 		if err != nil {
 			return nil, fmt.Errorf("simulation: %w", err)
@@ -202,8 +198,8 @@ func New(cfg Config) (*Simulator, error) {
 			phase: PhasePending, runtimeReady: true, networkReady: true}
 		s.nodes[j], s.byName[name] = n, n
 	}
-	// Check once that a Node's controller can be composed, so that a bad Config fails here, not in Run.
-	if _, err := node.New(s.nodeConfig(s.nodes[0]), cfg.Dependencies); err != nil {
+	// Check once what node.New will need, so that a bad Config fails here, not in Run.
+	if err := errors.Join(s.nodeConfig(s.nodes[0]).Validate(), cfg.Dependencies.Validate()); err != nil {
 		return nil, fmt.Errorf("simulation: %w", err)
 	}
 	return s, nil
@@ -512,51 +508,4 @@ func (s *Simulator) Registered() error {
 		return fmt.Errorf("%d of %d simulated nodes not registered yet, first %s", waiting, len(s.nodes), first)
 	}
 	return nil
-}
-
-// conditionsSetter sets the template's extra conditions, as the kubelet's pressure setters set theirs:
-// the heartbeat on every sync, the transition time when the status changes.
-func conditionsSetter(now func() time.Time, conditions []v1.NodeCondition) nodestatus.Setter {
-	return func(_ context.Context, n *v1.Node) error {
-		t := metav1.NewTime(now())
-		for _, want := range conditions {
-			i := -1
-			for j := range n.Status.Conditions {
-				if n.Status.Conditions[j].Type == want.Type {
-					i = j
-					break
-				}
-			}
-			if i < 0 {
-				c := want
-				c.LastHeartbeatTime, c.LastTransitionTime = t, t
-				n.Status.Conditions = append(n.Status.Conditions, c)
-				continue
-			}
-			have := &n.Status.Conditions[i]
-			if have.Status != want.Status {
-				have.LastTransitionTime = t
-			}
-			have.Status, have.Reason, have.Message, have.LastHeartbeatTime = want.Status, want.Reason, want.Message, t
-		}
-		return nil
-	}
-}
-
-// extendedResourcesSetter sets the template's extended resources in capacity and allocatable, which
-// the kubelet's device plugin manager would report.
-func extendedResourcesSetter(capacity, allocatable v1.ResourceList) nodestatus.Setter {
-	return func(_ context.Context, n *v1.Node) error {
-		if n.Status.Capacity == nil {
-			n.Status.Capacity = v1.ResourceList{}
-		}
-		if n.Status.Allocatable == nil {
-			n.Status.Allocatable = v1.ResourceList{}
-		}
-		for name, q := range capacity {
-			n.Status.Capacity[name] = q.DeepCopy()
-			n.Status.Allocatable[name] = allocatable[name].DeepCopy()
-		}
-		return nil
-	}
 }

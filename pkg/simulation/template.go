@@ -1,6 +1,7 @@
 package simulation
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,10 +9,12 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 
 	cadvisorapi "github.com/google/cadvisor/lib/model"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -387,4 +390,51 @@ func (t *Template) extendedResources() v1.ResourceList {
 		}
 	}
 	return out
+}
+
+// conditionsSetter sets the template's extra conditions, as the kubelet's pressure setters set theirs:
+// the heartbeat on every sync, the transition time when the status changes.
+func conditionsSetter(now func() time.Time, conditions []v1.NodeCondition) nodestatus.Setter {
+	return func(_ context.Context, n *v1.Node) error {
+		t := metav1.NewTime(now())
+		for _, want := range conditions {
+			i := -1
+			for j := range n.Status.Conditions {
+				if n.Status.Conditions[j].Type == want.Type {
+					i = j
+					break
+				}
+			}
+			if i < 0 {
+				c := want
+				c.LastHeartbeatTime, c.LastTransitionTime = t, t
+				n.Status.Conditions = append(n.Status.Conditions, c)
+				continue
+			}
+			have := &n.Status.Conditions[i]
+			if have.Status != want.Status {
+				have.LastTransitionTime = t
+			}
+			have.Status, have.Reason, have.Message, have.LastHeartbeatTime = want.Status, want.Reason, want.Message, t
+		}
+		return nil
+	}
+}
+
+// extendedResourcesSetter sets the template's extended resources in capacity and allocatable, which
+// the kubelet's device plugin manager would report.
+func extendedResourcesSetter(capacity, allocatable v1.ResourceList) nodestatus.Setter {
+	return func(_ context.Context, n *v1.Node) error {
+		if n.Status.Capacity == nil {
+			n.Status.Capacity = v1.ResourceList{}
+		}
+		if n.Status.Allocatable == nil {
+			n.Status.Allocatable = v1.ResourceList{}
+		}
+		for name, q := range capacity {
+			n.Status.Capacity[name] = q.DeepCopy()
+			n.Status.Allocatable[name] = allocatable[name].DeepCopy()
+		}
+		return nil
+	}
 }
