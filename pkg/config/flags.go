@@ -3,13 +3,10 @@ package config
 import (
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/spf13/pflag"
 	cliflag "k8s.io/component-base/cli/flag"
 	logsapi "k8s.io/component-base/logs/api/v1"
-	kjson "sigs.k8s.io/json"
-	"sigs.k8s.io/yaml"
 )
 
 // Options is everything the command line sets: the configuration plus the flags that are not part of it.
@@ -128,20 +125,8 @@ func LoadFile(path string) (*NodeAgentConfiguration, error) {
 // fields are errors (encoding/json alone would take "maxpods" for maxPods).
 func Decode(data []byte) (*NodeAgentConfiguration, error) {
 	c := &NodeAgentConfiguration{}
-	js, err := yaml.YAMLToJSONStrict(data)
-	if err != nil {
+	if err := DecodeStrict(data, c); err != nil {
 		return nil, fmt.Errorf("decoding: %w", err)
-	}
-	strictErrs, err := kjson.UnmarshalStrict(js, c)
-	if err != nil {
-		return nil, fmt.Errorf("decoding: %w", err)
-	}
-	if len(strictErrs) > 0 {
-		msgs := make([]string, 0, len(strictErrs))
-		for _, e := range strictErrs {
-			msgs = append(msgs, e.Error())
-		}
-		return nil, fmt.Errorf("decoding: strict decoding error: %s", strings.Join(msgs, ", "))
 	}
 	if c.APIVersion != GroupVersion || c.Kind != Kind {
 		return nil, fmt.Errorf("apiVersion %q kind %q: want apiVersion %s, kind %s", c.APIVersion, c.Kind, GroupVersion, Kind)

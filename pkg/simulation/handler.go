@@ -13,7 +13,7 @@ import (
 	"slices"
 	"strings"
 
-	kjson "sigs.k8s.io/json"
+	"github.com/nodeagent/nodeagent/pkg/config"
 )
 
 // Path is the subtree the control API is served under.
@@ -244,16 +244,10 @@ func decodeChange(r io.Reader) (Change, error) {
 	if err != nil {
 		return c, err
 	}
-	strictErrs, err := kjson.UnmarshalStrict(data, &c)
-	if err != nil {
+	if err := config.UnmarshalStrict(data, &c); errors.Is(err, config.ErrStrict) {
+		return c, fmt.Errorf("%w (known fields: runtimeReady, networkReady, memoryPressure, diskPressure, pidPressure, stopped)", err)
+	} else if err != nil {
 		return c, fmt.Errorf("body is not a JSON object of booleans runtimeReady, networkReady, memoryPressure, diskPressure, pidPressure, stopped: %w", err)
-	}
-	if len(strictErrs) > 0 {
-		msgs := make([]string, 0, len(strictErrs))
-		for _, e := range strictErrs {
-			msgs = append(msgs, e.Error())
-		}
-		return c, fmt.Errorf("%s (known fields: runtimeReady, networkReady, memoryPressure, diskPressure, pidPressure, stopped)", strings.Join(msgs, ", "))
 	}
 	if c.Empty() {
 		return c, errors.New("the body names no field, so it changes nothing: give at least one of runtimeReady, networkReady, memoryPressure, diskPressure, pidPressure, stopped")

@@ -18,7 +18,6 @@ import (
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
 	"github.com/nodeagent/nodeagent/pkg/config"
@@ -123,16 +122,8 @@ func ParseTemplate(data []byte) (*Template, error) {
 		return nil, fmt.Errorf("decoding: %w", err)
 	}
 	var n v1.Node
-	strictErrs, err := kjson.UnmarshalStrict(js, &n)
-	if err != nil {
+	if err := config.UnmarshalStrict(js, &n); err != nil {
 		return nil, fmt.Errorf("decoding: %w", err)
-	}
-	if len(strictErrs) > 0 {
-		msgs := make([]string, 0, len(strictErrs))
-		for _, e := range strictErrs {
-			msgs = append(msgs, e.Error())
-		}
-		return nil, fmt.Errorf("decoding: strict decoding error: %s", strings.Join(msgs, ", "))
 	}
 	// The quantities as written, for the errors: the quantity parser caps a binary quantity beyond
 	// int64 (64Ei) at 9223372036854775807, so the decoded value no longer says what the file says.
