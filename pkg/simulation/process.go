@@ -148,12 +148,13 @@ func (p *Process) checkNodeObject(ctx context.Context) error {
 }
 
 // Preflight checks, before anything is written, that the identity may do what the simulation does
-// (CheckAccess, and DeleteAccess with DeleteNodesOnExit), that the shard may own its Nodes
+// (CheckAccess, and DeleteAccess with DeleteNodesOnExit) and that the shard may own its Nodes
 // (CheckOwnership: no real Node, none of another shard or simulation, none of a shard at or above
-// Shard.Count), and that no other live process renews its Leases (CheckNoOtherInstance). Then it
-// agrees with the simulation's layout record, its first write (AgreeLayout: refused when the
-// simulation runs another --nodes), and labels the shard's simulated Nodes of an earlier run that lack
-// LabelShard or LabelSimulation (AdoptNodes). Errors name the flag and the value or the Node.
+// Shard.Count). Then it agrees with the simulation's layout record, its first write, made only when
+// there is none (AgreeLayout: refused when the simulation runs another --nodes); checks that no other
+// live process renews its Leases (CheckNoOtherInstance); and labels the shard's simulated Nodes of an
+// earlier run that lack LabelShard or LabelSimulation (AdoptNodes). Errors name the flag and the
+// value or the Node.
 func (p *Process) Preflight(ctx context.Context) error {
 	var extra []authorizationv1.ResourceAttributes
 	if p.cfg.DeleteNodesOnExit {
@@ -166,15 +167,18 @@ func (p *Process) Preflight(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The layout first: it is agreed at once (one create-if-absent or read), so that of two shards
+	// started together with different --nodes the refused one says so, rather than that another
+	// process renews one of the Leases they share (the duplicate check, which may wait 15 s).
+	if err := AgreeLayout(ctx, p.set.Client, Layout{
+		NamePrefix: p.cfg.NamePrefix, Nodes: p.cfg.Nodes, Shards: p.cfg.Shard.count(), Instance: p.instance,
+	}); err != nil {
+		return err
+	}
 	if err := CheckNoOtherInstance(ctx, p.set.Client, DuplicateCheck{
 		Names: p.Simulator.Names(), Instance: p.instance,
 		LeaseDuration: time.Duration(p.cfg.Node.NodeLeaseDurationSeconds) * time.Second,
 		Flag:          fmt.Sprintf("--shard-index %d", p.cfg.Shard.Index),
-	}); err != nil {
-		return err
-	}
-	if err := AgreeLayout(ctx, p.set.Client, Layout{
-		NamePrefix: p.cfg.NamePrefix, Nodes: p.cfg.Nodes, Shards: p.cfg.Shard.count(), Instance: p.instance,
 	}); err != nil {
 		return err
 	}
