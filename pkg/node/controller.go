@@ -27,6 +27,7 @@ import (
 
 	cadvisorapi "github.com/google/cadvisor/lib/model"
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -480,7 +481,7 @@ func (c *Controller) observeSync(r statussync.SyncResult) {
 	switch {
 	case r.Result == statussync.ResultPatched:
 		c.heartbeatSucceeded()
-	case r.Err != nil && len(r.Patches) > 0:
+	case r.Err != nil && len(r.Patches) > 0 && !apiRefusal(r.Err):
 		c.heartbeatFailed("node status patch failed: "+r.Error, r.Time.Add(-r.Duration))
 	}
 	if posted && c.registered.Load() {
@@ -552,4 +553,12 @@ func nodeReady(n *v1.Node) bool {
 		}
 	}
 	return false
+}
+
+// apiRefusal reports whether err is the API server's answer that it will not take the request
+// (Forbidden, Unauthorized, NotFound, Invalid, Conflict): the API server was reached, so the failure
+// says nothing of an outage (Heartbeats), unlike a transport error, a timeout, 429 or 5xx.
+func apiRefusal(err error) bool {
+	return apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) || apierrors.IsNotFound(err) ||
+		apierrors.IsInvalid(err) || apierrors.IsConflict(err)
 }

@@ -71,7 +71,8 @@ func (h *Heartbeats) Outage() bool {
 }
 
 // NextResync returns how long after now the next recovery resync is due (1 s and 3 s after the last
-// recovery, see recoveryResyncs), and false when none is left.
+// recovery, see recoveryResyncs; the one at 0 s is Controller.recover's own), and false when none is
+// left. now is when the asking sync ended: a recovery during that sync is not one more resync.
 func (h *Heartbeats) NextResync(now time.Time) (time.Duration, bool) {
 	h.mu.Lock()
 	at := h.recoveredAt
@@ -80,7 +81,7 @@ func (h *Heartbeats) NextResync(now time.Time) (time.Duration, bool) {
 		return 0, false
 	}
 	for _, d := range recoveryResyncs {
-		if t := at.Add(d); t.After(now) {
+		if t := at.Add(d); d > 0 && t.After(now) {
 			return t.Sub(now), true
 		}
 	}

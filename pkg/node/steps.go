@@ -183,7 +183,7 @@ func (c *Controller) statusStep(ctx context.Context) result {
 	if r.Err == nil {
 		next = spreadAfterLate(prev, now, c.cfg.NodeStatusUpdateFrequency, next)
 	}
-	res := result{after: c.nextStatusSync(now, next)}
+	res := result{after: c.nextStatusSync(c.deps.Clock.Now(), next)}
 	if c.registrar == nil {
 		res.wake = c.startFastUpdate(now)
 	}
