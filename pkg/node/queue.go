@@ -159,11 +159,6 @@ func (s *Queue) remove(c *Controller) {
 // add queues c's step now.
 func (s *Queue) add(c *Controller, step Step) { s.queue(step).Add(stepKey{c, step}) }
 
-// addAfter queues c's step after d.
-func (s *Queue) addAfter(c *Controller, step Step, d time.Duration) {
-	s.queue(step).AddAfter(stepKey{c, step}, d)
-}
-
 // Run starts the workers and a liveness probe and blocks until ctx ends; then it stops every
 // controller, shuts the queues down and returns once the workers have returned (a step still
 // running after its context ended is waited for). It returns nil, or an error if called twice.
