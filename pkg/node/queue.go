@@ -56,6 +56,15 @@ type QueueConfig struct {
 	// heartbeat failure only while the process's heartbeats fail as a whole (see Heartbeats), and
 	// at most once per 10 s.
 	CloseAllConns func()
+	// Coalesce, when positive, moves each step's next run down onto a grid of Coalesce in the
+	// clock's time (a run due at 12:00:07.3 runs at 12:00:07 with a 1 s grid), when its delay is at
+	// least 2 × Coalesce; shorter delays and backoffs are kept. The runs of every Node due in one
+	// grid interval then pop together: the delaying queue wakes once per interval instead of once
+	// per step, and the workers serve a batch without parking between items. A run moves earlier
+	// by less than Coalesce, never later, so a Lease is still renewed within its renew interval.
+	// The simulator sets it (wake-ups are its cost at thousands of Nodes: BENCHMARKS.md); 0 (the
+	// single agent) keeps every delay as the step returned it.
+	Coalesce time.Duration
 }
 
 // Queue runs the steps of every Node of a process on two client-go work queues (delaying and
@@ -98,6 +107,9 @@ func NewQueue(cfg QueueConfig) (*Queue, error) {
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.Coalesce < 0 {
+		return nil, fmt.Errorf("node: QueueConfig.Coalesce %s must not be negative", cfg.Coalesce)
 	}
 	s := &Queue{cfg: cfg, controllers: map[*Controller]struct{}{}}
 	s.heartbeats = newHeartbeats(cfg.Clock)
@@ -247,7 +259,7 @@ func (s *Queue) runStep(ctx context.Context, qi int, key stepKey) {
 	} else {
 		q.Forget(key)
 		if r.after >= 0 {
-			q.AddAfter(key, r.after)
+			q.AddAfter(key, coalesce(s.cfg.Clock.Now(), r.after, s.cfg.Coalesce))
 		}
 	}
 	for w := range numSteps {
@@ -255,6 +267,17 @@ func (s *Queue) runStep(ctx context.Context, qi int, key stepKey) {
 			s.add(c, w)
 		}
 	}
+}
+
+// coalesce returns after, the delay from now of a step's next run, moved down so that the run
+// falls on a multiple of grid in the clock's time; after unchanged when grid is 0 or after is
+// shorter than two grid intervals (a backoff, a fast update tick). The result is in (after − grid,
+// after].
+func coalesce(now time.Time, after, grid time.Duration) time.Duration {
+	if grid <= 0 || after < 2*grid {
+		return after
+	}
+	return now.Add(after).Truncate(grid).Sub(now)
 }
 
 // Alive reports whether the queue's workers are serving their queues: nil while a worker of each

@@ -300,3 +300,84 @@ func maxTime(a, b time.Time) time.Time {
 	}
 	return a
 }
+
+func TestCoalesce(t *testing.T) {
+	base := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name        string
+		now         time.Time
+		after, grid time.Duration
+		want        time.Duration
+	}{
+		{"no grid", base.Add(300 * time.Millisecond), 10 * time.Second, 0, 10 * time.Second},
+		{"moved down onto the grid", base.Add(300 * time.Millisecond), 10 * time.Second, time.Second, 9700 * time.Millisecond},
+		{"jittered status sync", base.Add(999 * time.Millisecond), 10400 * time.Millisecond, time.Second, 10001 * time.Millisecond},
+		{"on the grid already", base, 10 * time.Second, time.Second, 10 * time.Second},
+		{"a backoff is kept", base.Add(300 * time.Millisecond), 1500 * time.Millisecond, time.Second, 1500 * time.Millisecond},
+		{"two intervals is moved", base.Add(300 * time.Millisecond), 2 * time.Second, time.Second, 1700 * time.Millisecond},
+		{"now", base.Add(300 * time.Millisecond), 0, time.Second, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := coalesce(tc.now, tc.after, tc.grid)
+			if got != tc.want {
+				t.Errorf("coalesce(%v, %v, %v) = %v, want %v", tc.now, tc.after, tc.grid, got, tc.want)
+			}
+			if got > tc.after || (tc.grid > 0 && got <= tc.after-tc.grid) {
+				t.Errorf("coalesce moved the run by %v, want less than one grid interval and never later", tc.after-got)
+			}
+		})
+	}
+}
+
+// TestCoalescedRenewals: with a 1 s grid, the Lease renewals of 20 Nodes started at scattered times
+// fall on whole seconds after the first, never more than the renew interval (10 s, jittered up to
+// 10.4 s) apart: moved earlier by less than a second, never later.
+func TestCoalescedRenewals(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, ctx := ktesting.NewTestContext(t)
+		s, err := NewQueue(QueueConfig{LeaseWorkers: 4, Coalesce: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		client := fake.NewClientset()
+		defer runQueue(ctx, s)()
+		var ctrls []*Controller
+		for i := range 20 {
+			e := newEnvFull(t, func(c *Config) { c.NodeName = fmt.Sprintf("node-%02d", i) }, nil, client, "")
+			if err := s.Start(e.ctrl); err != nil {
+				t.Fatal(err)
+			}
+			ctrls = append(ctrls, e.ctrl)
+			time.Sleep(137 * time.Millisecond)
+		}
+		renewals := map[string][]time.Time{}
+		start := time.Now()
+		for time.Since(start) < 2*time.Minute {
+			time.Sleep(10 * time.Millisecond)
+			synctest.Wait()
+			for _, c := range ctrls {
+				if r := c.LastLeaseRenew(); !r.IsZero() {
+					if l := renewals[c.Name()]; len(l) == 0 || !l[len(l)-1].Equal(r) {
+						renewals[c.Name()] = append(l, r)
+					}
+				}
+			}
+		}
+		for name, l := range renewals {
+			if len(l) < 12 {
+				t.Errorf("%s: %d renewals in 2 minutes, want at least 12", name, len(l))
+			}
+			for i := 1; i < len(l); i++ {
+				if !l[i].Equal(l[i].Truncate(time.Second)) {
+					t.Errorf("%s: renewal %d at %v, not on the 1 s grid", name, i, l[i].Format("15:04:05.000"))
+				}
+				if gap := l[i].Sub(l[i-1]); gap > 10400*time.Millisecond || gap <= 9*time.Second {
+					t.Errorf("%s: %v between renewals %d and %d, want (9 s, 10.4 s]", name, gap, i-1, i)
+				}
+			}
+		}
+		if len(renewals) != len(ctrls) {
+			t.Errorf("renewals of %d Nodes, want %d", len(renewals), len(ctrls))
+		}
+	})
+}

@@ -36,6 +36,12 @@ func DefaultWorkersFor(n int) (workers, leaseWorkers int) {
 	return min(max(n/100, 16), 64), min(max(n/20, 16), 256)
 }
 
+// StepGrid is the simulator's node.QueueConfig.Coalesce: every Node's periodic steps (Lease renewals,
+// status syncs, runtime polls) run on whole seconds, moved earlier by less than a second, so that the
+// work queue wakes once a second for all the Nodes due in it instead of once per step (BENCHMARKS.md,
+// "Issue 26": the wake-ups, not the requests, are what costs at thousands of Nodes).
+const StepGrid = time.Second
+
 // ProcessConfig is a validated `nodeagent simulate` command line: the Nodes and how to reach the
 // API server.
 type ProcessConfig struct {
@@ -105,6 +111,7 @@ func NewProcess(ctx context.Context, cfg ProcessConfig) (*Process, error) {
 	// process's heartbeats fail as a whole (node.Heartbeats), as one agent whose heartbeats all fail.
 	if p.Queue, err = node.NewQueue(node.QueueConfig{
 		Workers: cfg.Workers, LeaseWorkers: cfg.LeaseWorkers, Clock: clk, CloseAllConns: set.CloseAllConns,
+		Coalesce: StepGrid,
 	}); err != nil {
 		return nil, err
 	}

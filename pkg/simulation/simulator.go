@@ -155,7 +155,7 @@ func New(cfg Config) (*Simulator, error) {
 	}
 	if cfg.Dependencies.Queue == nil {
 		workers, leaseWorkers := DefaultWorkersFor(cfg.Nodes)
-		queue, err := node.NewQueue(node.QueueConfig{Workers: workers, LeaseWorkers: leaseWorkers,
+		queue, err := node.NewQueue(node.QueueConfig{Workers: workers, LeaseWorkers: leaseWorkers, Coalesce: StepGrid,
 			Clock: cfg.Dependencies.Clock, CloseAllConns: cfg.Dependencies.CloseAllConns})
 		if err != nil {
 			return nil, fmt.Errorf("simulation: %w", err)
