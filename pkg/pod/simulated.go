@@ -1,0 +1,431 @@
+package pod
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// Annotations that set a pod's simulated behaviour; a key with a ".<container>" suffix sets it for that
+// container only (e.g. nodeagent.io/exit-code.worker: "3"), taking precedence over the pod-wide key.
+// Durations are Go durations ("2s", "1m30s", not negative); exit codes integers 0-255.
+//
+//	nodeagent.io/container-start-delay: 2s    from the pod's start (admission) to its containers running;
+//	                                          each init container and sidecar takes it again in turn
+//	nodeagent.io/readiness-delay: 5s          from a container running to it turning ready
+//	nodeagent.io/run-duration: 30s            how long a container runs before it exits (default: for
+//	                                          ever; 0 for pods owned by a Job, as KWOK's fast Stages).
+//	                                          KWOK's pod-complete.stage.kwok.x-k8s.io/delay has this
+//	                                          meaning for Job pods
+//	nodeagent.io/exit-code: 1                 the exit code when it does (default 0); as KWOK's
+//	                                          pod-container-running-failed.stage.kwok.x-k8s.io/exit-code.
+//	                                          With a run duration and restartPolicy Always or OnFailure
+//	                                          this is a crash loop: restartCount grows, CrashLoopBackOff
+//	                                          with the kubelet's back-off (10 s doubling to 5 min, reset
+//	                                          when a run lasted 10 min)
+//	nodeagent.io/image-pull-error: "not found"  the image pull fails with this message: ErrImagePull,
+//	                                          then ImagePullBackOff with the same back-off
+//	nodeagent.io/stop-delay: 3s               from a delete to the containers stopped (exit 0); at or
+//	                                          beyond the grace period they are killed (exit 137)
+const (
+	AnnotationStartDelay     = "nodeagent.io/container-start-delay"
+	AnnotationReadinessDelay = "nodeagent.io/readiness-delay"
+	AnnotationRunDuration    = "nodeagent.io/run-duration"
+	AnnotationExitCode       = "nodeagent.io/exit-code"
+	AnnotationImagePullError = "nodeagent.io/image-pull-error"
+	AnnotationStopDelay      = "nodeagent.io/stop-delay"
+)
+
+// The kubelet's back-offs (pkg/kubelet/kubelet.go): crash loops and image pulls start at 10 s and double
+// up to 5 min; a back-off is forgotten after twice its maximum without a failure.
+const (
+	InitialBackOff = 10 * time.Second
+	MaxBackOff     = 5 * time.Minute
+	backOffReset   = 2 * MaxBackOff
+	// errImagePullShown is how long a failed pull shows ErrImagePull before ImagePullBackOff (the
+	// kubelet's next sync of the pod).
+	errImagePullShown = time.Second
+)
+
+// ErrBadAnnotation is wrapped by Behaviour's errors: an annotation whose value does not parse.
+var ErrBadAnnotation = errors.New("bad annotation")
+
+// ContainerBehaviour is how one simulated container behaves. Durations are from the event before.
+type ContainerBehaviour struct {
+	StartDelay, ReadinessDelay time.Duration
+	// RunDuration is how long it runs before it exits; nil: for ever.
+	RunDuration *time.Duration
+	ExitCode    int32
+	// ImagePullError, when set, is the message every pull of its image fails with.
+	ImagePullError string
+}
+
+// Behaviour is how a simulated pod behaves: Default for every container, PerContainer by name on top.
+type Behaviour struct {
+	Default      ContainerBehaviour
+	PerContainer map[string]ContainerBehaviour
+	// StopDelay is from the delete request to the containers stopped, capped by the grace period.
+	StopDelay time.Duration
+}
+
+// For returns the behaviour of the named container.
+func (b *Behaviour) For(name string) ContainerBehaviour {
+	if c, ok := b.PerContainer[name]; ok {
+		return c
+	}
+	return b.Default
+}
+
+// PodBehaviour returns pod's simulated behaviour: def (the simulation-wide default; its zero value is
+// KWOK's fast Stages: containers run and turn ready at once and run for ever) with a run duration of 0
+// for pods owned by a Job, then the pod's annotations on top. Errors (errors.Join of one per bad
+// annotation, each wrapping ErrBadAnnotation and naming the key and the value): the returned behaviour
+// then has the default for those keys, so that the caller can emit an Event and go on.
+func PodBehaviour(pod *v1.Pod, def Behaviour) (Behaviour, error) {
+	b := Behaviour{Default: def.Default, StopDelay: def.StopDelay}
+	for _, o := range pod.OwnerReferences {
+		if o.Kind == "Job" && b.Default.RunDuration == nil {
+			zero := time.Duration(0)
+			b.Default.RunDuration = &zero
+		}
+	}
+	var errs []error
+	bad := func(key, value, why string) {
+		errs = append(errs, fmt.Errorf("%w %s: %q %s", ErrBadAnnotation, key, value, why))
+	}
+	duration := func(key, value string) (time.Duration, bool) {
+		d, err := time.ParseDuration(value)
+		if err != nil || d < 0 {
+			bad(key, value, "is not a non-negative duration such as 2s or 1m30s")
+			return 0, false
+		}
+		return d, true
+	}
+	apply := func(c *ContainerBehaviour, field, key, value string) {
+		switch field {
+		case AnnotationStartDelay:
+			if d, ok := duration(key, value); ok {
+				c.StartDelay = d
+			}
+		case AnnotationReadinessDelay:
+			if d, ok := duration(key, value); ok {
+				c.ReadinessDelay = d
+			}
+		case AnnotationRunDuration:
+			if d, ok := duration(key, value); ok {
+				c.RunDuration = &d
+			}
+		case AnnotationExitCode:
+			n, err := strconv.ParseInt(value, 10, 32)
+			if err != nil || n < 0 || n > 255 {
+				bad(key, value, "is not an exit code from 0 to 255")
+				return
+			}
+			c.ExitCode = int32(n)
+		case AnnotationImagePullError:
+			c.ImagePullError = value
+		}
+	}
+	fields := []string{AnnotationStartDelay, AnnotationReadinessDelay, AnnotationRunDuration, AnnotationExitCode, AnnotationImagePullError}
+	// Pod-wide keys first, then per-container ones on top of the pod-wide result.
+	for _, f := range fields {
+		if v, ok := pod.Annotations[f]; ok {
+			apply(&b.Default, f, f, v)
+		}
+	}
+	if v, ok := pod.Annotations[AnnotationStopDelay]; ok {
+		if d, ok := duration(AnnotationStopDelay, v); ok {
+			b.StopDelay = d
+		}
+	}
+	for key, v := range pod.Annotations {
+		for _, f := range fields {
+			name, ok := strings.CutPrefix(key, f+".")
+			if !ok {
+				continue
+			}
+			if b.PerContainer == nil {
+				b.PerContainer = map[string]ContainerBehaviour{}
+			}
+			c, seen := b.PerContainer[name]
+			if !seen {
+				c = b.Default
+			}
+			apply(&c, f, key, v)
+			b.PerContainer[name] = c
+		}
+	}
+	return b, errors.Join(errs...)
+}
+
+// Overrides are what the control API changed in a pod's running containers, by container name; the
+// caller stores them per pod and passes them to Simulate.
+type Overrides map[string]ContainerOverride
+
+// ContainerOverride: Crash ends the container's run in progress at CrashAt with CrashExitCode (its
+// restart policy then applies, as after any exit); Stop ends it at StopAt with exit 0 (Completed);
+// Unready makes it not ready while set.
+type ContainerOverride struct {
+	CrashAt, StopAt time.Time
+	CrashExitCode   int32
+	Unready         bool
+}
+
+// SimInput is what Simulate needs of a pod beyond its spec: when it was admitted (StartTime), the
+// runtime's name for container IDs, the pod's and Node's addresses, and the control API's Overrides.
+type SimInput struct {
+	StartTime       time.Time
+	RuntimeName     string
+	PodIPs, HostIPs []netip.Addr
+	Overrides       Overrides
+}
+
+// Simulate returns the simulated runtime's view of pod at now, given its behaviour b, and the next time
+// anything in that view changes (zero: never), so that the caller schedules exactly one re-sync. It is a
+// pure function of its arguments: the same inputs give the same view (container IDs are derived from
+// the pod's UID, the container's name and its restart count). Containers run as the kubelet runs them:
+// init containers one after the other, each after the one before exited 0 (a sidecar once it started),
+// regular containers after all of them; a container that exited is restarted as its restart policy
+// says, after the kubelet's crash-loop back-off; on deletion (deletionTimestamp set) every container
+// stops at the delete request plus b.StopDelay, capped by the grace period, and the view is Terminal.
+func Simulate(pod *v1.Pod, b *Behaviour, in *SimInput, now time.Time) (*RuntimeStatus, time.Time) {
+	rt := &RuntimeStatus{RuntimeName: in.RuntimeName, Sandbox: SandboxReady, PodIPs: in.PodIPs, HostIPs: in.HostIPs}
+	sim := simulation{pod: pod, b: b, in: in, now: now}
+	if pod.DeletionTimestamp != nil {
+		grace := time.Duration(0)
+		if pod.DeletionGracePeriodSeconds != nil {
+			grace = time.Duration(*pod.DeletionGracePeriodSeconds) * time.Second
+		}
+		requested := pod.DeletionTimestamp.Add(-grace)
+		sim.stopAt, sim.stopCode = requested.Add(b.StopDelay), 0
+		if b.StopDelay >= grace {
+			sim.stopAt, sim.stopCode = requested.Add(grace), 137
+		}
+		if !now.Before(sim.stopAt) {
+			rt.Terminal = true
+		} else {
+			sim.note(sim.stopAt)
+		}
+	}
+	t := in.StartTime // when the next container may start
+	initDone := true
+	for i := range pod.Spec.InitContainers {
+		c := &pod.Spec.InitContainers[i]
+		cs, doneAt, ok := sim.container(c, t, isSidecar(c))
+		rt.InitContainers = append(rt.InitContainers, cs)
+		if !ok {
+			initDone = false
+			break
+		}
+		t = doneAt
+	}
+	if initDone {
+		for i := range pod.Spec.Containers {
+			cs, _, _ := sim.container(&pod.Spec.Containers[i], t, false)
+			rt.Containers = append(rt.Containers, cs)
+		}
+	}
+	return rt, sim.next
+}
+
+type simulation struct {
+	pod      *v1.Pod
+	b        *Behaviour
+	in       *SimInput
+	now      time.Time
+	next     time.Time
+	stopAt   time.Time // zero: not being deleted
+	stopCode int32
+}
+
+// note records a future change.
+func (s *simulation) note(t time.Time) {
+	if t.After(s.now) && (s.next.IsZero() || t.Before(s.next)) {
+		s.next = t
+	}
+}
+
+// container returns the view of container c allowed to start at from, and, for an init container,
+// when the next one may start (ok false: not yet, or never).
+func (s *simulation) container(c *v1.Container, from time.Time, sidecar bool) (ContainerStatus, time.Time, bool) {
+	cb := s.b.For(c.Name)
+	ov := s.in.Overrides[c.Name]
+	image := NormalizeImage(c.Image)
+	cs := ContainerStatus{Name: c.Name, Image: image}
+	start := from.Add(cb.StartDelay)
+	if !s.stopAt.IsZero() && !start.Before(s.stopAt) && !s.now.Before(s.stopAt) {
+		return cs, time.Time{}, false // deleted before it started: never created
+	}
+	if cb.ImagePullError != "" {
+		s.imagePull(&cs, c, cb, from)
+		return cs, time.Time{}, false
+	}
+	cs.ImageID = ImageID(image)
+	if s.now.Before(start) {
+		s.note(start)
+		if !s.stopAt.IsZero() {
+			s.note(s.stopAt)
+		}
+		return cs, time.Time{}, false
+	}
+	var last *Terminated
+	var lastRestart time.Time // when the back-off was last advanced
+	backOff := time.Duration(0)
+	forced := func(runStart, end time.Time) (time.Time, int32, string, bool) {
+		if !ov.CrashAt.IsZero() && !ov.CrashAt.Before(runStart) && (end.IsZero() || ov.CrashAt.Before(end)) {
+			code := ov.CrashExitCode
+			if code == 0 {
+				code = 1
+			}
+			return ov.CrashAt, code, ReasonError, true
+		}
+		if !ov.StopAt.IsZero() && !ov.StopAt.Before(runStart) && (end.IsZero() || ov.StopAt.Before(end)) {
+			return ov.StopAt, 0, ReasonCompleted, true
+		}
+		return time.Time{}, 0, "", false
+	}
+	for restarts := int32(0); ; restarts++ {
+		cs.RestartCount = restarts
+		cs.ID = containerRuntimeID(s.pod, c.Name, restarts)
+		var end time.Time
+		code, reason := cb.ExitCode, ReasonCompleted
+		if cb.RunDuration != nil {
+			end = start.Add(*cb.RunDuration)
+		}
+		if code != 0 {
+			reason = ReasonError
+		}
+		if fe, fc, fr, ok := forced(start, end); ok {
+			end, code, reason = fe, fc, fr
+		}
+		if !s.stopAt.IsZero() && (end.IsZero() || s.stopAt.Before(end)) {
+			end, code, reason = s.stopAt, s.stopCode, ReasonCompleted
+			if code != 0 {
+				reason = ReasonError
+			}
+		}
+		if end.IsZero() || s.now.Before(end) { // running now
+			cs.State = ContainerState{Running: &Running{StartedAt: start}}
+			cs.LastTerminated = last
+			cs.Started = true
+			readyAt := start.Add(cb.ReadinessDelay)
+			cs.Ready = !s.now.Before(readyAt) && !ov.Unready
+			s.note(readyAt)
+			if !end.IsZero() {
+				s.note(end)
+			}
+			if sidecar {
+				return cs, start, true
+			}
+			return cs, time.Time{}, false
+		}
+		term := &Terminated{ExitCode: code, Reason: reason, StartedAt: start, FinishedAt: end, ID: cs.ID}
+		stopped := !s.stopAt.IsZero() && !end.Before(s.stopAt)
+		restart := !stopped && containerShouldRestart(c, &s.pod.Spec, code)
+		if !restart {
+			cs.State = ContainerState{Terminated: term}
+			cs.LastTerminated = last
+			if !sidecar && code == 0 && !stopped {
+				return cs, end, true // an init container that succeeded: the next one may start
+			}
+			return cs, time.Time{}, false
+		}
+		// The kubelet's doBackOff: the first restart (or one after a quiet 10 min) at once, the next
+		// ones after the back-off since the exit, doubling up to MaxBackOff.
+		var delay time.Duration
+		if backOff == 0 || end.Sub(lastRestart) > backOffReset {
+			backOff = InitialBackOff
+		} else {
+			delay = backOff
+			backOff = min(backOff*2, MaxBackOff)
+		}
+		restartAt := end.Add(delay)
+		if !s.stopAt.IsZero() && !restartAt.Before(s.stopAt) && !s.now.Before(s.stopAt) {
+			cs.State = ContainerState{Terminated: term} // deleted while backing off: not restarted
+			cs.LastTerminated = last
+			return cs, time.Time{}, false
+		}
+		if s.now.Before(restartAt) {
+			cs.State = ContainerState{Waiting: &Waiting{Reason: ReasonCrashLoopBackOff,
+				Message: fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s(%s)", delay, c.Name, s.pod.Name, s.pod.Namespace, s.pod.UID)}}
+			cs.LastTerminated = term
+			s.note(restartAt)
+			return cs, time.Time{}, false
+		}
+		lastRestart = restartAt
+		last = term
+		start = restartAt
+		if restarts > 10000 { // a guard: a run duration of 0 restarting for ever, over weeks
+			cs.State = ContainerState{Waiting: &Waiting{Reason: ReasonCrashLoopBackOff}}
+			return cs, time.Time{}, false
+		}
+	}
+}
+
+// imagePull sets cs to the kubelet's view of a container whose image pulls fail: attempts at from and
+// then after the image back-off (10 s doubling to 5 min), ErrImagePull with the pull's message for a
+// moment after each attempt, ImagePullBackOff "Back-off pulling image ..." in between.
+func (s *simulation) imagePull(cs *ContainerStatus, c *v1.Container, cb ContainerBehaviour, from time.Time) {
+	if s.now.Before(from) {
+		s.note(from)
+		return
+	}
+	pullMsg := fmt.Sprintf("failed to pull and unpack image %q: %s", cs.Image, cb.ImagePullError)
+	attempt, backOff := from, InitialBackOff
+	for s.now.Sub(attempt) >= backOff {
+		attempt = attempt.Add(backOff)
+		backOff = min(backOff*2, MaxBackOff)
+	}
+	if s.now.Before(attempt.Add(errImagePullShown)) {
+		cs.State = ContainerState{Waiting: &Waiting{Reason: ReasonErrImagePull, Message: pullMsg}}
+		s.note(attempt.Add(errImagePullShown))
+		return
+	}
+	cs.State = ContainerState{Waiting: &Waiting{Reason: ReasonImagePullBackOff,
+		Message: fmt.Sprintf("Back-off pulling image %q: %s: %s", c.Image, ReasonErrImagePull, pullMsg)}}
+	s.note(attempt.Add(backOff))
+}
+
+// containerRuntimeID is a stable 64-hex-digit ID, as containerd's, for a container's restarts-th run.
+func containerRuntimeID(pod *v1.Pod, name string, restarts int32) string {
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s/%s/%d", pod.UID, name, restarts))
+	return hex.EncodeToString(sum[:])
+}
+
+// NormalizeImage returns an image reference as containerd reports it in the status: the docker.io
+// domain and library/ path for short names, :latest when neither a tag nor a digest is given.
+func NormalizeImage(image string) string {
+	name, digest, hasDigest := strings.Cut(image, "@")
+	first, rest, hasSlash := strings.Cut(name, "/")
+	switch {
+	case !hasSlash:
+		name = "docker.io/library/" + name
+	case !strings.ContainsAny(first, ".:") && first != "localhost":
+		name = "docker.io/" + first + "/" + rest
+	}
+	if hasDigest {
+		return name + "@" + digest
+	}
+	if i := strings.LastIndex(name, ":"); i < 0 || strings.Contains(name[i:], "/") {
+		name += ":latest"
+	}
+	return name
+}
+
+// ImageID returns a simulated image's ID as the status shows it, "<repository>@sha256:<digest>", the
+// digest derived from the normalized reference.
+func ImageID(normalized string) string {
+	repo, _, _ := strings.Cut(normalized, "@")
+	if i := strings.LastIndex(repo, ":"); i >= 0 && !strings.Contains(repo[i:], "/") {
+		repo = repo[:i]
+	}
+	sum := sha256.Sum256([]byte(normalized))
+	return repo + "@sha256:" + hex.EncodeToString(sum[:])
+}
