@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -40,6 +41,7 @@ import (
 	"github.com/nodeagent/nodeagent/pkg/lease"
 	"github.com/nodeagent/nodeagent/pkg/nodecache"
 	"github.com/nodeagent/nodeagent/pkg/nodestatus"
+	"github.com/nodeagent/nodeagent/pkg/pod"
 	"github.com/nodeagent/nodeagent/pkg/registration"
 	"github.com/nodeagent/nodeagent/pkg/statussync"
 )
@@ -127,6 +129,14 @@ type Config struct {
 	// Host and Runtime are this Node's machine and container runtime; required.
 	Host    Host
 	Runtime Runtime
+
+	// Pods, if set, runs the pods bound to the Node (PodProvider): nodeagent admits them, writes
+	// their status and deletes them as the kubelet does (pods.go). nil: the Node runs no pods (the
+	// single agent on a host, which reports capacity.pods 0).
+	Pods PodProvider
+	// FallbackPodCIDR is where pod IPs come from when the Node has no spec.podCIDRs (no nodeipam);
+	// zero: such a Node's pods get no IP and are retried until it has one.
+	FallbackPodCIDR netip.Prefix
 }
 
 // Dependencies are shared by every Controller of a process: built once.
@@ -157,6 +167,9 @@ type Dependencies struct {
 	// Serving, if set, is the process's one probe of the API server (lease.NewServingProbe over the
 	// heartbeat client): Lease renewal resumes as soon as it serves again after an outage.
 	Serving *lease.ServingProbe
+	// Pods reads the process's pod informer (IndexedPodLister); required when a Config has Pods. The
+	// informer's events reach the Controllers through Queue.PodEventHandler.
+	Pods PodLister
 }
 
 // Controller keeps one Node true. Build with New; run with Run, or Start it on a shared Queue.
@@ -190,6 +203,9 @@ type Controller struct {
 	// each step last finished, for Healthy only.
 	cancel  [numSteps]context.CancelFunc
 	lastEnd [numSteps]time.Time
+	// podCancels cancel the pod steps running now (Stop cancels them), by podStepID.
+	podCancels map[uint64]context.CancelFunc
+	podStepID  uint64
 	// duplicates are the other agents seen renewing this Node's Lease.
 	duplicates map[string]bool
 	firstReady time.Time // when a sync first found the Node Ready
@@ -197,6 +213,13 @@ type Controller struct {
 	// whole Node, which the informer holds already); nil before.
 	posted    *postedNode
 	lastPatch *statussync.SyncResult
+
+	// pods are the pods bound to the Node as far as its pod steps know, by namespace/name; ipam gives
+	// them their IPs; podsRunning counts the pod steps running now (Done waits for them).
+	podsMu      sync.Mutex
+	pods        map[string]*podState
+	ipam        *pod.IPAllocator
+	podsRunning int
 
 	logger    *klog.Logger // the workers' logger with the node's name, made at the first step
 	ready     chan struct{}
@@ -220,6 +243,8 @@ func (cfg Config) Validate() error {
 		return fmt.Errorf("node %q: Config.NodeStatusReportFrequency %v must be positive", cfg.NodeName, cfg.NodeStatusReportFrequency)
 	case cfg.NodeLeaseDurationSeconds <= 0:
 		return fmt.Errorf("node %q: Config.NodeLeaseDurationSeconds %d must be positive", cfg.NodeName, cfg.NodeLeaseDurationSeconds)
+	case cfg.FallbackPodCIDR.IsValid() && cfg.FallbackPodCIDR != cfg.FallbackPodCIDR.Masked():
+		return fmt.Errorf("node %q: Config.FallbackPodCIDR %s is not a network address (want %s)", cfg.NodeName, cfg.FallbackPodCIDR, cfg.FallbackPodCIDR.Masked())
 	}
 	return nil
 }
@@ -241,6 +266,9 @@ func New(cfg Config, deps Dependencies) (*Controller, error) {
 	}
 	if err := deps.Validate(); err != nil {
 		return nil, fmt.Errorf("node %q: %w", cfg.NodeName, err)
+	}
+	if cfg.Pods != nil && deps.Pods == nil {
+		return nil, fmt.Errorf("node %q: Config.Pods is set but Dependencies.Pods (the pod informer's lister) is not", cfg.NodeName)
 	}
 	if cfg.Hostname == "" {
 		cfg.Hostname = cfg.NodeName
@@ -367,7 +395,10 @@ func (c *Controller) Stop() {
 		return
 	}
 	c.stopped = true
-	running := false
+	running := c.podsRunning > 0
+	for _, cancel := range c.podCancels {
+		cancel()
+	}
 	for _, cancel := range c.cancel {
 		if cancel != nil {
 			cancel()
@@ -429,12 +460,60 @@ func (c *Controller) end(step Step) (stopped bool) {
 	if !c.stopped {
 		return false
 	}
+	c.closeDoneIfIdle()
+	return true
+}
+
+// closeDoneIfIdle closes Done when no step of the stopped Node runs; c.mu held.
+func (c *Controller) closeDoneIfIdle() {
+	if c.podsRunning > 0 {
+		return
+	}
 	for _, cancel := range c.cancel {
 		if cancel != nil {
-			return true
+			return
 		}
 	}
 	c.doneOnce.Do(func() { close(c.done) })
+}
+
+// beginPod starts a pod step: false when the Node is stopped (the item is a no-op). Its context ends
+// with the timeout or when the Node stops.
+func (c *Controller) beginPod(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped {
+		return nil, nil, false
+	}
+	if c.logger == nil {
+		l := klog.FromContext(ctx).WithValues("node", c.cfg.NodeName)
+		c.logger = &l
+	}
+	if c.podCancels == nil {
+		c.podCancels = map[uint64]context.CancelFunc{}
+	}
+	c.podsRunning++
+	c.podStepID++
+	id := c.podStepID
+	stepCtx, cancel := context.WithTimeout(klog.NewContext(ctx, *c.logger), timeout)
+	c.podCancels[id] = cancel
+	return stepCtx, func() {
+		cancel()
+		c.mu.Lock()
+		delete(c.podCancels, id)
+		c.mu.Unlock()
+	}, true
+}
+
+// endPod ends a pod step and reports whether the Node has been stopped meanwhile.
+func (c *Controller) endPod() (stopped bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.podsRunning--
+	if !c.stopped {
+		return false
+	}
+	c.closeDoneIfIdle()
 	return true
 }
 

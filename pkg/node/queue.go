@@ -10,6 +10,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -28,6 +29,8 @@ const (
 	// call holds one worker, the status sync runs on the other, and the Lease has its own.
 	DefaultWorkers      = 2
 	DefaultLeaseWorkers = 1
+	// DefaultPodWorkers serve the pods of a library Node with a PodProvider.
+	DefaultPodWorkers = 2
 	// DefaultStepTimeout bounds one run of any step, so that no call without a timeout of its own
 	// can hold a worker for ever. The steps' own bounds are shorter: CRI calls StatusCallTimeout,
 	// API calls the heartbeat client's timeout.
@@ -36,6 +39,10 @@ const (
 	// doubling to 7 s, as the kubelet's registerWithAPIServer.
 	registrationBackoff    = 100 * time.Millisecond
 	registrationMaxBackoff = 7 * time.Second
+	// podBackoff and podMaxBackoff space the retries of a failed pod step (an API write, the
+	// provider), as client-go's default controller rate limiter per item.
+	podBackoff    = 5 * time.Millisecond
+	podMaxBackoff = 1000 * time.Second
 	// closeAllConnsMinInterval spaces the closing of every API connection: when the API server goes
 	// away every Node's heartbeat fails and asks for it, and closing once is what one agent does.
 	closeAllConnsMinInterval = 10 * time.Second
@@ -47,6 +54,9 @@ type QueueConfig struct {
 	// Lease steps, from a queue of their own, so that no slow status sync or hung runtime of any Node
 	// delays any Node's Lease. Defaults DefaultWorkers and DefaultLeaseWorkers.
 	Workers, LeaseWorkers int
+	// PodWorkers run the pod steps of every Node that runs pods (Config.Pods), from a queue of their
+	// own, so that no pod storm delays any Node's Lease or status. Default DefaultPodWorkers.
+	PodWorkers int
 	// StepTimeout bounds one run of a step (DefaultStepTimeout when 0).
 	StepTimeout time.Duration
 	// Clock drives the work queues' delays and every controller's timing; default the real clock.
@@ -77,10 +87,12 @@ type QueueConfig struct {
 type Queue struct {
 	cfg        QueueConfig
 	queues     [2]workqueue.TypedRateLimitingInterface[stepKey] // [0] Lease, [1] the others
+	pods       workqueue.TypedRateLimitingInterface[podKey]
 	heartbeats *Heartbeats
 
 	mu          sync.Mutex
 	controllers map[*Controller]struct{}
+	byName      map[string]*Controller // the running controllers of Nodes that run pods
 	running     bool
 	lastClose   time.Time
 
@@ -93,8 +105,11 @@ type Queue struct {
 
 // NewQueue validates cfg and builds the queues. It starts nothing.
 func NewQueue(cfg QueueConfig) (*Queue, error) {
-	if cfg.Workers < 0 || cfg.LeaseWorkers < 0 {
-		return nil, fmt.Errorf("node: QueueConfig.Workers %d and LeaseWorkers %d must not be negative", cfg.Workers, cfg.LeaseWorkers)
+	if cfg.Workers < 0 || cfg.LeaseWorkers < 0 || cfg.PodWorkers < 0 {
+		return nil, fmt.Errorf("node: QueueConfig.Workers %d, LeaseWorkers %d and PodWorkers %d must not be negative", cfg.Workers, cfg.LeaseWorkers, cfg.PodWorkers)
+	}
+	if cfg.PodWorkers == 0 {
+		cfg.PodWorkers = DefaultPodWorkers
 	}
 	if cfg.Workers == 0 {
 		cfg.Workers = DefaultWorkers
@@ -111,7 +126,7 @@ func NewQueue(cfg QueueConfig) (*Queue, error) {
 	if cfg.Coalesce < 0 {
 		return nil, fmt.Errorf("node: QueueConfig.Coalesce %s must not be negative", cfg.Coalesce)
 	}
-	s := &Queue{cfg: cfg, controllers: map[*Controller]struct{}{}}
+	s := &Queue{cfg: cfg, controllers: map[*Controller]struct{}{}, byName: map[string]*Controller{}}
 	s.heartbeats = newHeartbeats(cfg.Clock)
 	for i, name := range []string{"node_lease", "node_steps"} {
 		limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[stepKey](registrationBackoff, registrationMaxBackoff)
@@ -119,6 +134,9 @@ func NewQueue(cfg QueueConfig) (*Queue, error) {
 			workqueue.TypedRateLimitingQueueConfig[stepKey]{Name: name, Clock: cfg.Clock})
 		s.probeKey[i] = stepKey{c: nil, step: Step(i)}
 	}
+	s.pods = workqueue.NewTypedRateLimitingQueueWithConfig(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[podKey](podBackoff, podMaxBackoff),
+		workqueue.TypedRateLimitingQueueConfig[podKey]{Name: "node_pods", Clock: cfg.Clock})
 	now := cfg.Clock.Now()
 	s.lastServe = [2]time.Time{now, now}
 	return s, nil
@@ -150,10 +168,16 @@ func (s *Queue) Start(c *Controller) error {
 	}
 	s.mu.Lock()
 	s.controllers[c] = struct{}{}
+	if c.cfg.Pods != nil {
+		s.byName[c.cfg.NodeName] = c
+	}
 	s.mu.Unlock()
 	c.deps.Recorder.Eventf(c.EventRef(), v1.EventTypeNormal, "Starting", "Starting nodeagent.")
 	for _, step := range c.StartupSteps() {
 		s.add(c, step)
+	}
+	if c.registered.Load() { // RegisterNode false: no registration step queues the pods
+		c.queueAllPods()
 	}
 	return nil
 }
@@ -162,6 +186,9 @@ func (s *Queue) Start(c *Controller) error {
 func (s *Queue) remove(c *Controller) {
 	s.mu.Lock()
 	delete(s.controllers, c)
+	if s.byName[c.cfg.NodeName] == c {
+		delete(s.byName, c.cfg.NodeName)
+	}
 	s.mu.Unlock()
 	for step := range numSteps {
 		s.queue(step).Forget(stepKey{c, step})
@@ -196,6 +223,12 @@ func (s *Queue) Run(ctx context.Context) error {
 		}
 		q.Add(s.probeKey[i])
 	}
+	for range s.cfg.PodWorkers {
+		wg.Go(func() {
+			for s.processNextPod(ctx) {
+			}
+		})
+	}
 	<-ctx.Done()
 	controllers := s.snapshot()
 	for _, c := range controllers {
@@ -204,6 +237,7 @@ func (s *Queue) Run(ctx context.Context) error {
 	for _, q := range s.queues {
 		q.ShutDown()
 	}
+	s.pods.ShutDown()
 	wg.Wait()
 	for _, c := range controllers {
 		<-c.Done()
@@ -278,6 +312,65 @@ func coalesce(now time.Time, after, grid time.Duration) time.Duration {
 		return after
 	}
 	return now.Add(after).Truncate(grid).Sub(now)
+}
+
+// processNextPod takes one pod item and runs its step; false once the queue is shut down. The item
+// of a stopped Node is a no-op.
+func (s *Queue) processNextPod(ctx context.Context) bool {
+	key, shutdown := s.pods.Get()
+	if shutdown {
+		return false
+	}
+	defer s.pods.Done(key)
+	stepCtx, cancel, ok := key.c.beginPod(ctx, s.cfg.StepTimeout)
+	if !ok {
+		s.pods.Forget(key)
+		return true
+	}
+	r := key.c.podStep(stepCtx, key.key)
+	cancel()
+	if key.c.endPod() {
+		s.pods.Forget(key)
+		return true
+	}
+	switch {
+	case r.err != nil:
+		if ctx.Err() == nil {
+			klog.FromContext(ctx).V(2).Info("Pod step failed; retrying", "node", key.c.cfg.NodeName, "pod", key.key, "err", r.err)
+		}
+		s.pods.AddRateLimited(key)
+	case r.after >= 0:
+		s.pods.Forget(key)
+		s.pods.AddAfter(key, coalesce(s.cfg.Clock.Now(), r.after, s.cfg.Coalesce))
+	default:
+		s.pods.Forget(key)
+	}
+	return true
+}
+
+// PodEventHandler returns the handler of the process's pod informer: each pod added, changed or
+// deleted is queued for the running Controller of its Node (spec.nodeName), if that Node runs pods.
+func (s *Queue) PodEventHandler() cache.ResourceEventHandler {
+	queue := func(obj any) {
+		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		p, ok := obj.(*v1.Pod)
+		if !ok || p.Spec.NodeName == "" {
+			return
+		}
+		s.mu.Lock()
+		c := s.byName[p.Spec.NodeName]
+		s.mu.Unlock()
+		if c != nil {
+			c.addPod(p.Namespace + "/" + p.Name)
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    queue,
+		UpdateFunc: func(_, obj any) { queue(obj) },
+		DeleteFunc: queue,
+	}
 }
 
 // Alive reports whether the queue's workers are serving their queues: nil while a worker of each

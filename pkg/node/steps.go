@@ -157,6 +157,7 @@ func (c *Controller) registerStep(ctx context.Context) result {
 	}
 	logger.Info("Successfully registered node", "node", klog.KObj(node))
 	c.registered.Store(true)
+	c.queueAllPods() // bound before the Node's controller started, or while it was stopped
 	return result{after: never, wake: stepSet(StepStatus) | c.startFastUpdate(c.deps.Clock.Now())}
 }
 

@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
@@ -25,6 +27,7 @@ import (
 	"github.com/nodeagent/nodeagent/pkg/lifecycle"
 	"github.com/nodeagent/nodeagent/pkg/metrics"
 	"github.com/nodeagent/nodeagent/pkg/node"
+	"github.com/nodeagent/nodeagent/pkg/pod"
 	"github.com/nodeagent/nodeagent/pkg/version"
 )
 
@@ -41,6 +44,10 @@ func DefaultWorkersFor(n int) (workers, leaseWorkers int) {
 // work queue wakes once a second for all the Nodes due in it instead of once per step (BENCHMARKS.md,
 // "Issue 26": the wake-ups, not the requests, are what costs at thousands of Nodes).
 const StepGrid = time.Second
+
+// DefaultPodWorkersFor returns the pod workers for n Nodes: one per 50 Nodes, 8 to 64 (each holds one
+// pod status write or delete in flight).
+func DefaultPodWorkersFor(n int) int { return min(max(n/50, 8), 64) }
 
 // ProcessConfig is a validated `nodeagent simulate` command line: the Nodes and how to reach the
 // API server.
@@ -66,6 +73,10 @@ type ProcessConfig struct {
 	// Workers and LeaseWorkers size the queue's pools (--workers, --lease-workers); 0 sizes them
 	// by Nodes (DefaultWorkersFor).
 	Workers, LeaseWorkers int
+	// PodWorkers sizes the queue's pod pool (--pod-workers); 0: DefaultPodWorkersFor(Nodes).
+	PodWorkers int
+	// PodBehaviour is the simulated pods' default behaviour (Config.PodBehaviour).
+	PodBehaviour pod.Behaviour
 	// ProcessStart is when the process started (metrics, /debug/nodestatus).
 	ProcessStart time.Time
 	// DeleteNodesOnExit makes DeleteNodes delete the shard's Nodes (--delete-nodes-on-exit), and
@@ -84,6 +95,8 @@ type Process struct {
 	Metrics   *metrics.Metrics
 	Queue     *node.Queue
 	Simulator *Simulator
+
+	podInformers informers.SharedInformerFactory
 }
 
 // NewProcess builds the process's clients, metrics, queue and Simulator, and checks the Node the
@@ -101,19 +114,34 @@ func NewProcess(ctx context.Context, cfg ProcessConfig) (*Process, error) {
 		return nil, fmt.Errorf("--kubeconfig %q: %w", cfg.Kubeconfig, err)
 	}
 	p := &Process{cfg: cfg, set: set, Metrics: metrics.New(cfg.ProcessStart), instance: node.ProcessInstance()}
-	if cfg.Workers == 0 || cfg.LeaseWorkers == 0 {
+	// One watch of the pods bound to any Node, indexed by Node: each shard keeps only its own Nodes'
+	// pods whole (trimPod), so that a shard's memory follows its own pods.
+	p.podInformers = informers.NewSharedInformerFactoryWithOptions(set.Client, 0,
+		informers.WithTransform(trimPod(cfg.NamePrefix, cfg.Shard, cfg.Nodes)),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermNotEqualSelector("spec.nodeName", "").String()
+		}))
+	podInformer := p.podInformers.Core().V1().Pods().Informer()
+	if err := podInformer.AddIndexers(node.PodIndexers()); err != nil {
+		return nil, fmt.Errorf("pod informer: %w", err)
+	}
+	if cfg.Workers == 0 || cfg.LeaseWorkers == 0 || cfg.PodWorkers == 0 {
 		w, lw := DefaultWorkersFor(cfg.Nodes)
 		cfg.Workers, cfg.LeaseWorkers = cmp.Or(cfg.Workers, w), cmp.Or(cfg.LeaseWorkers, lw)
+		cfg.PodWorkers = cmp.Or(cfg.PodWorkers, DefaultPodWorkersFor(cfg.Nodes))
 		p.cfg = cfg
 	}
 	first := NodeName(cfg.NamePrefix, cfg.Shard.First(cfg.Nodes))
 	// One queue runs every simulated Node's steps; it closes the connections only when the
 	// process's heartbeats fail as a whole (node.Heartbeats), as one agent whose heartbeats all fail.
 	if p.Queue, err = node.NewQueue(node.QueueConfig{
-		Workers: cfg.Workers, LeaseWorkers: cfg.LeaseWorkers, Clock: clk, CloseAllConns: set.CloseAllConns,
-		Coalesce: StepGrid,
+		Workers: cfg.Workers, LeaseWorkers: cfg.LeaseWorkers, PodWorkers: cfg.PodWorkers, Clock: clk,
+		CloseAllConns: set.CloseAllConns, Coalesce: StepGrid,
 	}); err != nil {
 		return nil, err
+	}
+	if _, err := podInformer.AddEventHandler(p.Queue.PodEventHandler()); err != nil {
+		return nil, fmt.Errorf("pod informer: %w", err)
 	}
 	p.Simulator, err = New(Config{
 		Nodes: cfg.Nodes, NamePrefix: cfg.NamePrefix, Shard: cfg.Shard, Template: cfg.Template, Node: cfg.Node,
@@ -124,7 +152,9 @@ func NewProcess(ctx context.Context, cfg ProcessConfig) (*Process, error) {
 			// One probe for every simulated node (it reads the shard's first node's Lease): after an
 			// outage, N Leases resume together, at the cost of one GET per probe period while they wait.
 			Serving: lease.NewServingProbe(set.Heartbeat, first, clk, 0),
+			Pods:    node.IndexedPodLister{Indexer: podInformer.GetIndexer()},
 		},
+		PodBehaviour: cfg.PodBehaviour,
 		StartQPS: float64(cfg.QPS), StartBurst: cfg.Burst,
 	})
 	if err != nil {
@@ -248,6 +278,13 @@ const deleteWorkers = 16
 func (p *Process) Informers() lifecycle.Informers {
 	p.set.Informers.Core().V1().Nodes().Informer() // requested before Start, so that it is started and waited for
 	return lifecycle.Informers{SharedInformerFactory: p.set.Informers}
+}
+
+// PodInformers is the process's pod informer (the pods bound to any Node; those of other Nodes than
+// the shard's trimmed to their keys), a lifecycle.Cache for the group's first phase, so that a Node's
+// pods are known before its controller starts (no pod IP given twice across a restart).
+func (p *Process) PodInformers() lifecycle.Informers {
+	return lifecycle.Informers{SharedInformerFactory: p.podInformers}
 }
 
 // Run runs the event sink, the Simulator (and so the queue) and, every ForeignCheckPeriod, its

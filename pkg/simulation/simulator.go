@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/nodeagent/nodeagent/pkg/node"
 	"github.com/nodeagent/nodeagent/pkg/nodestatus"
+	"github.com/nodeagent/nodeagent/pkg/pod"
 )
 
 // MaxNodes is the most Nodes one simulator (one shard) runs (--nodes).
@@ -64,6 +66,13 @@ type Config struct {
 	// rate limiter. Default 50 and 100, the agent's --kube-api-qps and --kube-api-burst.
 	StartQPS   float64
 	StartBurst int
+	// PodBehaviour is how the simulated pods' containers behave without annotations (pod.PodBehaviour);
+	// the zero value is KWOK's fast Stages: they start and turn ready at once, and a Job's pods
+	// complete with exit 0. Pods run on the simulated Nodes only when Dependencies.Pods is set.
+	PodBehaviour pod.Behaviour
+	// FallbackClusterCIDR is where a Node without spec.podCIDRs (no nodeipam) takes its pods' IPs:
+	// the /24 of its global index (pod.FallbackPodCIDR); zero: pod.DefaultFallbackClusterCIDR.
+	FallbackClusterCIDR netip.Prefix
 }
 
 // Simulator runs N simulated Nodes in one process, each one node.Controller (the very loops a
@@ -78,6 +87,7 @@ type Simulator struct {
 	taints      []v1.Taint
 	reservation v1.ResourceList
 	extraFuncs  []nodestatus.Func
+	pods        *simPods // nil: the Nodes run no pods
 
 	restarts chan restart
 	done     chan struct{} // closed when Run has returned
@@ -176,6 +186,16 @@ func New(cfg Config) (*Simulator, error) {
 		restarts:    make(chan restart),
 		done:        make(chan struct{}),
 	}
+	if cfg.Dependencies.Pods != nil {
+		if !cfg.FallbackClusterCIDR.IsValid() {
+			s.cfg.FallbackClusterCIDR = pod.DefaultFallbackClusterCIDR
+		}
+		last := cfg.Shard.First(cfg.Nodes) + cfg.Nodes - 1
+		if _, err := pod.FallbackPodCIDR(s.cfg.FallbackClusterCIDR, pod.DefaultFallbackNodeMaskSize, last); err != nil {
+			return nil, fmt.Errorf("simulation: FallbackClusterCIDR %s: %w", s.cfg.FallbackClusterCIDR, err)
+		}
+		s.pods = newSimPods(cfg.PodBehaviour, t.RuntimeName, cfg.Dependencies.Recorder, cfg.Dependencies.Clock)
+	}
 	maps.Copy(s.labels, t.Labels)
 	maps.Copy(s.labels, cfg.Node.Labels)
 	s.labels[LabelSimulated] = "true"
@@ -233,6 +253,11 @@ func (s *Simulator) nodeConfig(n *simNode) node.Config {
 	}
 	c.ExtraFuncs = s.extraFuncs
 	c.Host, c.Runtime = n.host, n.runtime
+	if s.pods != nil {
+		c.Pods = s.pods
+		// Validated in New for the highest index: never an error here.
+		c.FallbackPodCIDR, _ = pod.FallbackPodCIDR(s.cfg.FallbackClusterCIDR, pod.DefaultFallbackNodeMaskSize, n.index)
+	}
 	return c
 }
 

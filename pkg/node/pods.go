@@ -1,0 +1,519 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"sort"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"github.com/nodeagent/nodeagent/pkg/pod"
+)
+
+// PodProvider runs the containers of the pods bound to one Node: Virtual Kubelet's
+// PodLifecycleHandler (node/podcontroller.go) without its status half, which nodeagent does itself
+// as the kubelet does (admission, pod status, the status writes, deletion). The simulator's pods are
+// one provider; a library user implements it over whatever runs its pods. Each method must honour
+// ctx (a pod step is bounded by the Queue's StepTimeout) and be safe for concurrent use; the pods of
+// one Node are worked on by several workers at once, one pod by one at a time.
+type PodProvider interface {
+	// CreatePod starts the containers of an admitted pod; pod.Status.PodIPs are the addresses
+	// nodeagent gave it. Called once per pod UID (again only after a process restart, for a pod not
+	// terminal). An error is retried with the queue's backoff.
+	CreatePod(ctx context.Context, pod *v1.Pod) error
+	// UpdatePod is told of a change of a created pod's spec (metadata.generation grew).
+	UpdatePod(ctx context.Context, pod *v1.Pod) error
+	// DeletePod is called once the pod has a deletionTimestamp: stop its containers within the grace
+	// period (pod.DeletionGracePeriodSeconds); its runtime status must show them terminated once they
+	// have stopped. It is called again once the pod has left the API server, to forget it (a pod
+	// removed without a deletionTimestamp seen gets only that call).
+	DeletePod(ctx context.Context, pod *v1.Pod) error
+	// GetPodStatus returns what the runtime says of the pod's containers now (pkg/pod.RuntimeStatus;
+	// PodIPs, HostIPs and RuntimeName may be left empty: nodeagent fills them in), and when it should
+	// be asked again (RecheckAfter, 0: only when told through Controller.NotifyPod, or at the
+	// periodic reconcile).
+	GetPodStatus(ctx context.Context, pod *v1.Pod) (PodRuntimeStatus, error)
+}
+
+// PodRuntimeStatus is a PodProvider's answer for one pod.
+type PodRuntimeStatus struct {
+	Status *pod.RuntimeStatus
+	// RecheckAfter is when the status changes next as far as the provider knows (a simulated
+	// container starting, turning ready, exiting); 0 for no known time.
+	RecheckAfter time.Duration
+}
+
+// PodLister is what a Controller reads of the process's pod informer: the pods bound to its Node.
+// IndexedPodLister implements it over an informer with PodIndexers.
+type PodLister interface {
+	// Get returns a pod by namespace and name (a NotFound error when absent); read-only.
+	Get(namespace, name string) (*v1.Pod, error)
+	// OnNode returns the pods whose spec.nodeName is nodeName; read-only.
+	OnNode(nodeName string) ([]*v1.Pod, error)
+}
+
+// PodNodeNameIndex is the pod informer's index by spec.nodeName (PodIndexers).
+const PodNodeNameIndex = "spec.nodeName"
+
+// PodIndexers are the indexers the process's pod informer needs: by spec.nodeName.
+func PodIndexers() cache.Indexers {
+	return cache.Indexers{PodNodeNameIndex: func(obj any) ([]string, error) {
+		p, ok := obj.(*v1.Pod)
+		if !ok || p.Spec.NodeName == "" {
+			return nil, nil
+		}
+		return []string{p.Spec.NodeName}, nil
+	}}
+}
+
+// IndexedPodLister is a PodLister over an informer's indexer with PodIndexers.
+type IndexedPodLister struct{ Indexer cache.Indexer }
+
+// Get implements PodLister.
+func (l IndexedPodLister) Get(namespace, name string) (*v1.Pod, error) {
+	obj, ok, err := l.Indexer.GetByKey(namespace + "/" + name)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, apierrors.NewNotFound(v1.Resource("pods"), name)
+	}
+	return obj.(*v1.Pod), nil
+}
+
+// OnNode implements PodLister.
+func (l IndexedPodLister) OnNode(nodeName string) ([]*v1.Pod, error) {
+	objs, err := l.Indexer.ByIndex(PodNodeNameIndex, nodeName)
+	if err != nil {
+		return nil, err
+	}
+	pods := make([]*v1.Pod, 0, len(objs))
+	for _, o := range objs {
+		pods = append(pods, o.(*v1.Pod))
+	}
+	return pods, nil
+}
+
+// PodReconcilePeriod is how often a pod's status is computed again when nothing told of a change: a
+// net under the informer's events (a change by another writer queues the pod at once) and the
+// provider's RecheckAfter.
+const PodReconcilePeriod = time.Minute
+
+// podRuntimeName is the scheme of the container IDs of pods whose provider names none.
+const podRuntimeName = "containerd"
+
+// podState is what a Controller keeps of one pod bound to its Node, by namespace/name.
+type podState struct {
+	uid        types.UID
+	generation int64
+	admitted   bool // admitted by this process, or found admitted by an earlier one (status.startTime)
+	rejected   bool
+	created    bool // the provider's CreatePod succeeded
+	killed     bool // the provider's DeletePod succeeded
+	ips        []netip.Addr
+	pod        *v1.Pod // the last copy seen, for DeletePod once the pod has left the API
+}
+
+// podKey is a pod work queue item: one pod of one Node's controller.
+type podKey struct {
+	c   *Controller
+	key string // namespace/name
+}
+
+// NotifyPod queues the pod namespace/name of this Node for a status computation now: the provider's
+// PodNotifier (Virtual Kubelet's NotifyPods), e.g. when a container exited.
+func (c *Controller) NotifyPod(namespace, name string) { c.addPod(namespace + "/" + name) }
+
+// addPod queues a pod of this Node, unless the Node runs no pods, is not started or is stopped.
+func (c *Controller) addPod(key string) {
+	if c.cfg.Pods == nil {
+		return
+	}
+	c.mu.Lock()
+	s, stopped := c.queue, c.stopped
+	c.mu.Unlock()
+	if s != nil && !stopped {
+		s.pods.Add(podKey{c, key})
+	}
+}
+
+// queueAllPods queues every pod bound to the Node (once registered: pods bound before the controller
+// started, or while it was stopped).
+func (c *Controller) queueAllPods() {
+	if c.cfg.Pods == nil {
+		return
+	}
+	pods, err := c.deps.Pods.OnNode(c.cfg.NodeName)
+	if err != nil {
+		return
+	}
+	for _, p := range pods {
+		c.addPod(p.Namespace + "/" + p.Name)
+	}
+}
+
+// podStep is one pass over one pod of this Node, in the kubelet's order (HandlePodAdditions, then
+// SyncPod / SyncTerminatingPod / SyncTerminatedPod, and the status manager's write): forget a pod
+// gone from the API (stopping its containers, freeing its IPs); admit a new one or reject it; start
+// its containers; stop them once it is being deleted; compute its status from the provider's view
+// and patch what changed; delete it with grace 0 once it is terminal and being deleted. It returns
+// when to look again.
+func (c *Controller) podStep(ctx context.Context, key string) result {
+	logger := klog.FromContext(ctx)
+	namespace, name, _ := cache.SplitMetaNamespaceKey(key)
+	p, err := c.deps.Pods.Get(namespace, name)
+	if apierrors.IsNotFound(err) {
+		return c.forgetPod(ctx, key, nil)
+	}
+	if err != nil {
+		return result{after: never, err: err}
+	}
+	if p.Spec.NodeName != c.cfg.NodeName {
+		return result{after: never}
+	}
+	if !c.registered.Load() {
+		return result{after: never} // registration queues every pod once done
+	}
+	st := c.podState(key)
+	if st != nil && st.uid != p.UID { // deleted and created again under the same name
+		c.forgetPod(ctx, key, nil)
+		st = nil
+	}
+	if st == nil {
+		st = &podState{uid: p.UID, generation: p.Generation}
+		c.setPodState(key, st)
+	}
+	st.pod = p
+	if st.rejected {
+		return result{after: never}
+	}
+	terminal := p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed
+	deleting := p.DeletionTimestamp != nil
+	if !st.admitted {
+		switch {
+		case terminal && !st.created:
+			// Terminal before this process saw it run: nothing of it runs here.
+			return c.deleteIfDeleting(ctx, p, st)
+		case p.Status.StartTime != nil:
+			st.admitted = true // admitted before (an earlier run of this process)
+		case deleting:
+			return c.deletePod(ctx, p) // never admitted: nothing to stop
+		default:
+			if r := c.admit(p); !r.Admit {
+				return c.rejectPod(ctx, p, st, r)
+			}
+			st.admitted = true
+		}
+	}
+	if !st.created && !deleting && !terminal {
+		if err := c.ensurePodIPs(p, st); err != nil {
+			logger.Error(err, "No pod IP", "pod", klog.KObj(p))
+			return result{after: never, err: err}
+		}
+		withIPs := p.DeepCopy()
+		withIPs.Status.PodIPs = toPodIPs(st.ips)
+		if err := c.cfg.Pods.CreatePod(ctx, withIPs); err != nil {
+			return result{after: never, err: fmt.Errorf("creating pod %s: %w", key, err)}
+		}
+		st.created = true
+	} else if st.created && p.Generation != st.generation && !deleting {
+		if err := c.cfg.Pods.UpdatePod(ctx, p); err != nil {
+			return result{after: never, err: fmt.Errorf("updating pod %s: %w", key, err)}
+		}
+	}
+	st.generation = p.Generation
+	if deleting && !st.killed {
+		if err := c.cfg.Pods.DeletePod(ctx, p); err != nil {
+			return result{after: never, err: fmt.Errorf("stopping pod %s: %w", key, err)}
+		}
+		st.killed = true
+	}
+	rs, err := c.cfg.Pods.GetPodStatus(ctx, p)
+	if err != nil {
+		return result{after: never, err: fmt.Errorf("pod %s status: %w", key, err)}
+	}
+	rt := c.completeRuntimeStatus(rs.Status, st)
+	rt.Terminal = rt.Terminal || (deleting && !anyRunning(rt))
+	status, err := pod.GenerateStatus(p, rt, c.deps.Clock.Now())
+	if err != nil {
+		logger.Error(err, "Pod status not written", "pod", klog.KObj(p))
+		return result{after: PodReconcilePeriod}
+	}
+	if err := c.patchPodStatus(ctx, p, &status); err != nil {
+		return result{after: never, err: err}
+	}
+	if status.Phase == v1.PodSucceeded || status.Phase == v1.PodFailed {
+		c.releasePodIPs(st) // the sandbox is gone: its addresses go back to the pool
+		if deleting {
+			return c.deletePod(ctx, p)
+		}
+		return result{after: never}
+	}
+	after := PodReconcilePeriod
+	if rs.RecheckAfter > 0 && rs.RecheckAfter < after {
+		after = rs.RecheckAfter
+	}
+	return result{after: after}
+}
+
+// admit runs the kubelet's predicate admission against the Node as the informer has it and the pods
+// this Node has admitted (its active pods), oldest first as the kubelet admits them.
+func (c *Controller) admit(p *v1.Pod) pod.AdmitResult {
+	node, err := c.deps.NodeLister.Get(c.cfg.NodeName)
+	if err != nil {
+		return pod.AdmitResult{Admit: false, Reason: "NodeNotFound", Message: fmt.Sprintf("node %q not found: %v", c.cfg.NodeName, err)}
+	}
+	all, _ := c.deps.Pods.OnNode(c.cfg.NodeName)
+	others := make([]*v1.Pod, 0, len(all))
+	c.podsMu.Lock()
+	for _, o := range all {
+		if o.UID == p.UID || o.Status.Phase == v1.PodSucceeded || o.Status.Phase == v1.PodFailed {
+			continue
+		}
+		if st := c.pods[o.Namespace+"/"+o.Name]; (st != nil && st.admitted && st.uid == o.UID) || o.Status.StartTime != nil {
+			others = append(others, o)
+		}
+	}
+	c.podsMu.Unlock()
+	sort.Slice(others, func(i, j int) bool {
+		return others[i].CreationTimestamp.Before(&others[j].CreationTimestamp)
+	})
+	return pod.Admit(node, p, others)
+}
+
+// rejectPod writes the kubelet's rejection (phase Failed, "Pod was rejected: ...") and its Event.
+func (c *Controller) rejectPod(ctx context.Context, p *v1.Pod, st *podState, r pod.AdmitResult) result {
+	c.deps.Recorder.Event(p, v1.EventTypeWarning, r.Reason, r.Message)
+	status := pod.RejectedStatus(p, r)
+	if err := c.patchPodStatus(ctx, p, &status); err != nil {
+		return result{after: never, err: err}
+	}
+	st.rejected = true
+	return result{after: never}
+}
+
+// patchPodStatus writes status as the kubelet's status manager does: a strategic-merge patch against
+// the informer's copy with the pod's UID as a precondition, none when nothing changed.
+func (c *Controller) patchPodStatus(ctx context.Context, p *v1.Pod, status *v1.PodStatus) error {
+	patch, err := pod.StatusPatch(p.UID, &p.Status, status)
+	if err != nil || patch == nil {
+		return err
+	}
+	_, err = c.deps.Client.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.StrategicMergePatchType, patch,
+		metav1.PatchOptions{}, "status")
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil // gone, or another pod under its name now: the informer tells
+	}
+	if err != nil {
+		return fmt.Errorf("patching status of pod %s/%s: %w", p.Namespace, p.Name, err)
+	}
+	return nil
+}
+
+// deleteIfDeleting deletes a terminal pod that is being deleted; otherwise nothing is to be done.
+func (c *Controller) deleteIfDeleting(ctx context.Context, p *v1.Pod, st *podState) result {
+	c.releasePodIPs(st)
+	if p.DeletionTimestamp != nil {
+		return c.deletePod(ctx, p)
+	}
+	return result{after: never}
+}
+
+// deletePod deletes a pod whose containers have stopped, with grace 0 and its UID as a precondition,
+// as the kubelet's status manager once the pod can be deleted; its finalizers are left to their owners.
+func (c *Controller) deletePod(ctx context.Context, p *v1.Pod) result {
+	zero := int64(0)
+	err := c.deps.Client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{
+		GracePeriodSeconds: &zero, Preconditions: &metav1.Preconditions{UID: &p.UID},
+	})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return result{after: never, err: fmt.Errorf("deleting pod %s/%s: %w", p.Namespace, p.Name, err)}
+	}
+	return result{after: never}
+}
+
+// forgetPod forgets a pod that left the API: its containers are stopped and its IPs freed.
+func (c *Controller) forgetPod(ctx context.Context, key string, _ *v1.Pod) result {
+	c.podsMu.Lock()
+	st := c.pods[key]
+	delete(c.pods, key)
+	c.podsMu.Unlock()
+	if st == nil {
+		return result{after: never}
+	}
+	if st.created && st.pod != nil {
+		if err := c.cfg.Pods.DeletePod(ctx, st.pod); err != nil {
+			klog.FromContext(ctx).Error(err, "Stopping a pod that left the API", "pod", key)
+		}
+	}
+	c.releasePodIPs(st)
+	return result{after: never}
+}
+
+func (c *Controller) podState(key string) *podState {
+	c.podsMu.Lock()
+	defer c.podsMu.Unlock()
+	return c.pods[key]
+}
+
+func (c *Controller) setPodState(key string, st *podState) {
+	c.podsMu.Lock()
+	defer c.podsMu.Unlock()
+	if c.pods == nil {
+		c.pods = map[string]*podState{}
+	}
+	c.pods[key] = st
+}
+
+// ensurePodIPs gives the pod its addresses: those its status has already (a pod started by an
+// earlier run of this process), else new ones from the Node's pod CIDRs.
+func (c *Controller) ensurePodIPs(p *v1.Pod, st *podState) error {
+	if len(st.ips) > 0 || p.Spec.HostNetwork {
+		return nil
+	}
+	ipam, err := c.podIPAM()
+	if err != nil {
+		return err
+	}
+	ips, err := ipam.Allocate(p.UID)
+	if err != nil {
+		return err
+	}
+	st.ips = ips
+	return nil
+}
+
+// podIPAM returns the Node's pod IP allocator, made at the first pod from the Node's spec.podCIDRs
+// (kube-controller-manager's nodeipam; without one, Config.FallbackPodCIDR) and rebuilt from the
+// addresses of the pods already running on the Node, so that no address is given twice across a
+// restart of the process.
+func (c *Controller) podIPAM() (*pod.IPAllocator, error) {
+	c.podsMu.Lock()
+	defer c.podsMu.Unlock()
+	if c.ipam != nil {
+		return c.ipam, nil
+	}
+	node, err := c.deps.NodeLister.Get(c.cfg.NodeName)
+	if err != nil {
+		return nil, fmt.Errorf("pod IPs of node %q: %w", c.cfg.NodeName, err)
+	}
+	cidrs, err := pod.NodePodCIDRs(node)
+	if err != nil {
+		return nil, err
+	}
+	if len(cidrs) == 0 {
+		if !c.cfg.FallbackPodCIDR.IsValid() {
+			return nil, fmt.Errorf("node %q has no spec.podCIDRs and no fallback pod CIDR is configured", c.cfg.NodeName)
+		}
+		cidrs = []netip.Prefix{c.cfg.FallbackPodCIDR}
+	}
+	ipam, err := pod.NewIPAllocator(cidrs...)
+	if err != nil {
+		return nil, err
+	}
+	pods, _ := c.deps.Pods.OnNode(c.cfg.NodeName)
+	for _, p := range pods {
+		if p.Spec.HostNetwork || p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed || len(p.Status.PodIPs) == 0 {
+			continue
+		}
+		var ips []netip.Addr
+		for _, ip := range p.Status.PodIPs {
+			if a, err := netip.ParseAddr(ip.IP); err == nil {
+				ips = append(ips, a)
+			}
+		}
+		if err := ipam.Restore(p.UID, ips); err == nil {
+			if st := c.pods[p.Namespace+"/"+p.Name]; st != nil && st.uid == p.UID {
+				st.ips = ips
+			} else {
+				if c.pods == nil {
+					c.pods = map[string]*podState{}
+				}
+				c.pods[p.Namespace+"/"+p.Name] = &podState{uid: p.UID, generation: p.Generation, ips: ips}
+			}
+		}
+	}
+	c.ipam = ipam
+	return ipam, nil
+}
+
+// releasePodIPs gives a pod's addresses back.
+func (c *Controller) releasePodIPs(st *podState) {
+	if st == nil || len(st.ips) == 0 {
+		return
+	}
+	c.podsMu.Lock()
+	ipam := c.ipam
+	c.podsMu.Unlock()
+	if ipam != nil {
+		ipam.Release(st.uid)
+	}
+}
+
+// completeRuntimeStatus fills in what nodeagent owns of a provider's answer: the pod's IPs, the Node's
+// IPs and the runtime's name.
+func (c *Controller) completeRuntimeStatus(rt *pod.RuntimeStatus, st *podState) *pod.RuntimeStatus {
+	var out pod.RuntimeStatus
+	if rt != nil {
+		out = *rt
+	}
+	if out.RuntimeName == "" {
+		out.RuntimeName = podRuntimeName
+	}
+	if len(out.PodIPs) == 0 {
+		out.PodIPs = st.ips
+	}
+	if len(out.HostIPs) == 0 {
+		out.HostIPs = c.hostIPs()
+	}
+	return &out
+}
+
+// hostIPs returns the Node's InternalIP addresses as the informer has them, else its NodeIPs.
+func (c *Controller) hostIPs() []netip.Addr {
+	var ips []netip.Addr
+	if node, err := c.deps.NodeLister.Get(c.cfg.NodeName); err == nil {
+		for _, a := range node.Status.Addresses {
+			if a.Type == v1.NodeInternalIP {
+				if ip, err := netip.ParseAddr(a.Address); err == nil {
+					ips = append(ips, ip)
+				}
+			}
+		}
+	}
+	if len(ips) == 0 {
+		for _, ip := range c.cfg.NodeIPs {
+			if a, ok := netip.AddrFromSlice(ip); ok {
+				ips = append(ips, a.Unmap())
+			}
+		}
+	}
+	return ips
+}
+
+// anyRunning reports whether the runtime says a container of the pod runs.
+func anyRunning(rt *pod.RuntimeStatus) bool {
+	for _, l := range [][]pod.ContainerStatus{rt.InitContainers, rt.Containers, rt.EphemeralContainers} {
+		for _, cs := range l {
+			if cs.State.Running != nil && cs.State.Waiting == nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func toPodIPs(ips []netip.Addr) []v1.PodIP {
+	out := make([]v1.PodIP, 0, len(ips))
+	for _, ip := range ips {
+		out = append(out, v1.PodIP{IP: ip.String()})
+	}
+	return out
+}
