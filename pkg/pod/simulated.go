@@ -218,7 +218,7 @@ func Simulate(pod *v1.Pod, b *Behaviour, in *SimInput, now time.Time) (*RuntimeS
 	initDone := true
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
-		cs, doneAt, ok := sim.container(c, t, isSidecar(c))
+		cs, doneAt, ok := sim.container(c, t, true, isSidecar(c))
 		rt.InitContainers = append(rt.InitContainers, cs)
 		if !ok {
 			initDone = false
@@ -228,7 +228,7 @@ func Simulate(pod *v1.Pod, b *Behaviour, in *SimInput, now time.Time) (*RuntimeS
 	}
 	if initDone {
 		for i := range pod.Spec.Containers {
-			cs, _, _ := sim.container(&pod.Spec.Containers[i], t, false)
+			cs, _, _ := sim.container(&pod.Spec.Containers[i], t, false, false)
 			rt.Containers = append(rt.Containers, cs)
 		}
 	}
@@ -254,7 +254,7 @@ func (s *simulation) note(t time.Time) {
 
 // container returns the view of container c allowed to start at from, and, for an init container,
 // when the next one may start (ok false: not yet, or never).
-func (s *simulation) container(c *v1.Container, from time.Time, sidecar bool) (ContainerStatus, time.Time, bool) {
+func (s *simulation) container(c *v1.Container, from time.Time, isInit, sidecar bool) (ContainerStatus, time.Time, bool) {
 	cb := s.b.For(c.Name)
 	ov := s.in.Overrides[c.Name]
 	image := NormalizeImage(c.Image)
@@ -269,6 +269,7 @@ func (s *simulation) container(c *v1.Container, from time.Time, sidecar bool) (C
 	}
 	cs.ImageID = ImageID(image)
 	if s.now.Before(start) {
+		cs.State = ContainerState{Waiting: &Waiting{}} // not created yet: ContainerCreating / PodInitializing
 		s.note(start)
 		if !s.stopAt.IsZero() {
 			s.note(s.stopAt)
@@ -278,15 +279,18 @@ func (s *simulation) container(c *v1.Container, from time.Time, sidecar bool) (C
 	var last *Terminated
 	var lastRestart time.Time // when the back-off was last advanced
 	backOff := time.Duration(0)
+	crashed, stoppedByAPI := false, false // each override ends one run only
 	forced := func(runStart, end time.Time) (time.Time, int32, string, bool) {
-		if !ov.CrashAt.IsZero() && !ov.CrashAt.Before(runStart) && (end.IsZero() || ov.CrashAt.Before(end)) {
+		if !crashed && !ov.CrashAt.IsZero() && !ov.CrashAt.Before(runStart) && (end.IsZero() || ov.CrashAt.Before(end)) {
 			code := ov.CrashExitCode
 			if code == 0 {
 				code = 1
 			}
+			crashed = true
 			return ov.CrashAt, code, ReasonError, true
 		}
-		if !ov.StopAt.IsZero() && !ov.StopAt.Before(runStart) && (end.IsZero() || ov.StopAt.Before(end)) {
+		if !stoppedByAPI && !ov.StopAt.IsZero() && !ov.StopAt.Before(runStart) && (end.IsZero() || ov.StopAt.Before(end)) {
+			stoppedByAPI = true
 			return ov.StopAt, 0, ReasonCompleted, true
 		}
 		return time.Time{}, 0, "", false
@@ -328,11 +332,16 @@ func (s *simulation) container(c *v1.Container, from time.Time, sidecar bool) (C
 		}
 		term := &Terminated{ExitCode: code, Reason: reason, StartedAt: start, FinishedAt: end, ID: cs.ID}
 		stopped := !s.stopAt.IsZero() && !end.Before(s.stopAt)
+		// A regular init container that exited 0 is never run again; one that failed is, unless the
+		// pod's restartPolicy is Never (kubelet's computeInitContainerActions).
 		restart := !stopped && containerShouldRestart(c, &s.pod.Spec, code)
+		if isInit && !sidecar {
+			restart = !stopped && code != 0 && containerShouldRestart(c, &s.pod.Spec, code)
+		}
 		if !restart {
 			cs.State = ContainerState{Terminated: term}
 			cs.LastTerminated = last
-			if !sidecar && code == 0 && !stopped {
+			if isInit && !sidecar && code == 0 && !stopped {
 				return cs, end, true // an init container that succeeded: the next one may start
 			}
 			return cs, time.Time{}, false

@@ -318,8 +318,8 @@ func podIPs(ips, hostIPs []netip.Addr) []netip.Addr {
 	return out
 }
 
-func toAPITerminated(t *Terminated, defaultID string) *v1.ContainerStateTerminated {
-	id := t.ID
+func toAPITerminated(t *Terminated, runtimeName, defaultID string) *v1.ContainerStateTerminated {
+	id := ContainerID(runtimeName, t.ID)
 	if id == "" {
 		id = defaultID
 	}
@@ -398,12 +398,12 @@ func convertContainers(pod *v1.Pod, rt *RuntimeStatus, previous []v1.ContainerSt
 					st.Started = &started
 				}
 			case c.State.Terminated != nil:
-				st.State.Terminated = toAPITerminated(c.State.Terminated, cid)
+				st.State.Terminated = toAPITerminated(c.State.Terminated, rt.RuntimeName, cid)
 			default:
 				st.State.Waiting = &v1.ContainerStateWaiting{}
 			}
 			if c.LastTerminated != nil {
-				st.LastTerminationState = v1.ContainerState{Terminated: toAPITerminated(c.LastTerminated, cid)}
+				st.LastTerminationState = v1.ContainerState{Terminated: toAPITerminated(c.LastTerminated, rt.RuntimeName, cid)}
 			}
 			st.Resources = spec.Resources.DeepCopy()
 			st.AllocatedResources = spec.Resources.Requests.DeepCopy()

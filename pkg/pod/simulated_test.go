@@ -1,0 +1,181 @@
+package pod
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+// simState renders the first regular (or, when there is none, the last init) container as
+// "State/Reason restarts=N ready=B".
+func simState(rt *RuntimeStatus) string {
+	list := rt.Containers
+	if len(list) == 0 {
+		list = rt.InitContainers[len(rt.InitContainers)-1:]
+	}
+	c := list[0]
+	var s string
+	switch {
+	case c.State.Running != nil:
+		s = "Running"
+	case c.State.Terminated != nil:
+		s = "Terminated/" + c.State.Terminated.Reason
+	case c.State.Waiting != nil:
+		s = "Waiting/" + c.State.Waiting.Reason
+	}
+	return s + " restarts=" + string(rune('0'+c.RestartCount)) + map[bool]string{true: " ready", false: ""}[c.Ready]
+}
+
+func TestSimulate(t *testing.T) {
+	start := t0
+	job := func(p *v1.Pod) { p.OwnerReferences = []metav1.OwnerReference{{Kind: "Job", Name: "j"}} }
+	annotate := func(kv ...string) func(*v1.Pod) {
+		return func(p *v1.Pod) {
+			p.Annotations = map[string]string{}
+			for i := 0; i < len(kv); i += 2 {
+				p.Annotations[kv[i]] = kv[i+1]
+			}
+		}
+	}
+	for _, tc := range []struct {
+		name      string
+		restart   v1.RestartPolicy
+		mutate    []func(*v1.Pod)
+		overrides Overrides
+		at        time.Duration
+		want      string
+		wantNext  time.Duration // -1: never
+	}{
+		{name: "default: running and ready at once", restart: v1.RestartPolicyAlways, at: 0, want: "Running restarts=0 ready", wantNext: -1},
+		{name: "Job pod completes at once", restart: v1.RestartPolicyNever, mutate: []func(*v1.Pod){job}, at: 0, want: "Terminated/Completed restarts=0", wantNext: -1},
+		{name: "start delay: ContainerCreating", restart: v1.RestartPolicyAlways, mutate: []func(*v1.Pod){annotate(AnnotationStartDelay, "2s")},
+			at: time.Second, want: "Waiting/ restarts=0", wantNext: 2 * time.Second},
+		{name: "readiness delay", restart: v1.RestartPolicyAlways, mutate: []func(*v1.Pod){annotate(AnnotationReadinessDelay, "5s")},
+			at: time.Second, want: "Running restarts=0", wantNext: 5 * time.Second},
+		{name: "run then exit 3, Never: Error", restart: v1.RestartPolicyNever, mutate: []func(*v1.Pod){annotate(AnnotationRunDuration, "1s", AnnotationExitCode, "3")},
+			at: 2 * time.Second, want: "Terminated/Error restarts=0", wantNext: -1},
+		// Crash loop, run 1s exit 1: runs [0,1) [1,2) then back-off 10s [12,13), 20s [33,34), 40s ...
+		{name: "crash loop: first restart at once", restart: v1.RestartPolicyAlways, mutate: []func(*v1.Pod){annotate(AnnotationRunDuration, "1s", AnnotationExitCode, "1")},
+			at: 1500 * time.Millisecond, want: "Running restarts=1 ready", wantNext: 2 * time.Second},
+		{name: "crash loop: back-off 10s", restart: v1.RestartPolicyAlways, mutate: []func(*v1.Pod){annotate(AnnotationRunDuration, "1s", AnnotationExitCode, "1")},
+			at: 5 * time.Second, want: "Waiting/CrashLoopBackOff restarts=1", wantNext: 12 * time.Second},
+		{name: "crash loop: third run", restart: v1.RestartPolicyAlways, mutate: []func(*v1.Pod){annotate(AnnotationRunDuration, "1s", AnnotationExitCode, "1")},
+			at: 12500 * time.Millisecond, want: "Running restarts=2 ready", wantNext: 13 * time.Second},
+		{name: "crash loop: back-off 20s", restart: v1.RestartPolicyAlways, mutate: []func(*v1.Pod){annotate(AnnotationRunDuration, "1s", AnnotationExitCode, "1")},
+			at: 20 * time.Second, want: "Waiting/CrashLoopBackOff restarts=2", wantNext: 33 * time.Second},
+		{name: "image pull error", restart: v1.RestartPolicyAlways, mutate: []func(*v1.Pod){annotate(AnnotationImagePullError, "not found")},
+			at: 500 * time.Millisecond, want: "Waiting/ErrImagePull restarts=0", wantNext: time.Second},
+		{name: "image pull back-off", restart: v1.RestartPolicyAlways, mutate: []func(*v1.Pod){annotate(AnnotationImagePullError, "not found")},
+			at: 5 * time.Second, want: "Waiting/ImagePullBackOff restarts=0", wantNext: 10 * time.Second},
+		{name: "per-container exit code", restart: v1.RestartPolicyNever,
+			mutate: []func(*v1.Pod){job, annotate(AnnotationExitCode+".c", "4")}, at: 0, want: "Terminated/Error restarts=0", wantNext: -1},
+		{name: "control API: crash", restart: v1.RestartPolicyAlways, overrides: Overrides{"c": {CrashAt: start.Add(3 * time.Second)}},
+			at: 3 * time.Second, want: "Running restarts=1 ready", wantNext: -1},
+		{name: "control API: stop, Never", restart: v1.RestartPolicyNever, overrides: Overrides{"c": {StopAt: start.Add(3 * time.Second)}},
+			at: 4 * time.Second, want: "Terminated/Completed restarts=0", wantNext: -1},
+		{name: "control API: unready", restart: v1.RestartPolicyAlways, overrides: Overrides{"c": {Unready: true}},
+			at: time.Second, want: "Running restarts=0", wantNext: -1},
+		{name: "deleted: stopped after the stop delay", restart: v1.RestartPolicyAlways, mutate: []func(*v1.Pod){annotate(AnnotationStopDelay, "3s"), func(p *v1.Pod) {
+			p.DeletionTimestamp = &metav1.Time{Time: start.Add(40 * time.Second)}
+			p.DeletionGracePeriodSeconds = ptr.To[int64](30)
+		}}, at: 12 * time.Second, want: "Running restarts=0 ready", wantNext: 13 * time.Second},
+		{name: "deleted and stopped", restart: v1.RestartPolicyAlways, mutate: []func(*v1.Pod){annotate(AnnotationStopDelay, "3s"), func(p *v1.Pod) {
+			p.DeletionTimestamp = &metav1.Time{Time: start.Add(40 * time.Second)}
+			p.DeletionGracePeriodSeconds = ptr.To[int64](30)
+		}}, at: 13 * time.Second, want: "Terminated/Completed restarts=0", wantNext: -1},
+		{name: "init containers in turn", restart: v1.RestartPolicyAlways, mutate: []func(*v1.Pod){annotate(AnnotationStartDelay, "1s"), func(p *v1.Pod) {
+			p.Spec.InitContainers = []v1.Container{{Name: "i1", Image: "busybox"}, {Name: "i2", Image: "busybox"}}
+			zero := "0s"
+			p.Annotations[AnnotationRunDuration+".i1"], p.Annotations[AnnotationRunDuration+".i2"] = zero, zero
+		}}, at: 3500 * time.Millisecond, want: "Running restarts=0 ready", wantNext: -1}, // three start delays: i1, i2, main
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := basePod(tc.restart, "c")
+			for _, m := range tc.mutate {
+				m(p)
+			}
+			b, err := PodBehaviour(p, Behaviour{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rt, next := Simulate(p, &b, &SimInput{StartTime: start, RuntimeName: "containerd", PodIPs: ip, HostIPs: host, Overrides: tc.overrides}, start.Add(tc.at))
+			if got := simState(rt); got != tc.want {
+				t.Errorf("at %v: %s, want %s", tc.at, got, tc.want)
+			}
+			wantNext := time.Time{}
+			if tc.wantNext >= 0 {
+				wantNext = start.Add(tc.wantNext)
+			}
+			if !next.Equal(wantNext) {
+				t.Errorf("next change %v, want %v", next, wantNext)
+			}
+			// The view always makes a status.
+			if _, err := GenerateStatus(p, rt, start.Add(tc.at)); err != nil {
+				t.Errorf("GenerateStatus: %v", err)
+			}
+		})
+	}
+}
+
+func TestSimulateCrashLoopMessageAndIDs(t *testing.T) {
+	p := basePod(v1.RestartPolicyAlways, "c")
+	b := Behaviour{Default: ContainerBehaviour{RunDuration: ptr.To(time.Second), ExitCode: 1}}
+	in := &SimInput{StartTime: t0, RuntimeName: "containerd"}
+	rt, _ := Simulate(p, &b, in, t0.Add(5*time.Second))
+	c := rt.Containers[0]
+	if want := "back-off 10s restarting failed container=c pod=p_ns(uid-1)"; c.State.Waiting.Message != want {
+		t.Errorf("message %q, want %q", c.State.Waiting.Message, want)
+	}
+	if len(c.ID) != 64 || c.LastTerminated == nil || c.LastTerminated.ExitCode != 1 || c.ImageID == "" {
+		t.Errorf("container %+v", c)
+	}
+	again, _ := Simulate(p, &b, in, t0.Add(5*time.Second))
+	if again.Containers[0].ID != c.ID {
+		t.Errorf("IDs not stable")
+	}
+	first, _ := Simulate(p, &b, in, t0.Add(500*time.Millisecond))
+	if first.Containers[0].ID == c.ID {
+		t.Errorf("a restarted container has the same ID as the first run")
+	}
+	s, _ := GenerateStatus(p, rt, t0.Add(5*time.Second))
+	if cs := s.ContainerStatuses[0]; cs.RestartCount != 1 || cs.LastTerminationState.Terminated.ContainerID != "containerd://"+c.ID || cs.Image != "docker.io/library/busybox:latest" {
+		t.Errorf("status %+v", cs)
+	}
+}
+
+func TestPodBehaviourErrors(t *testing.T) {
+	p := basePod(v1.RestartPolicyAlways, "c")
+	p.Annotations = map[string]string{AnnotationStartDelay: "soon", AnnotationExitCode + ".c": "300", AnnotationReadinessDelay: "2s"}
+	b, err := PodBehaviour(p, Behaviour{})
+	if !errors.Is(err, ErrBadAnnotation) || !strings.Contains(err.Error(), `nodeagent.io/container-start-delay: "soon"`) ||
+		!strings.Contains(err.Error(), `nodeagent.io/exit-code.c: "300"`) {
+		t.Errorf("error %v", err)
+	}
+	if b.Default.ReadinessDelay != 2*time.Second || b.For("c").ExitCode != 0 || b.Default.StartDelay != 0 {
+		t.Errorf("good annotations not applied or bad ones not defaulted: %+v", b)
+	}
+}
+
+func TestNormalizeImage(t *testing.T) {
+	for in, want := range map[string]string{
+		"busybox":                     "docker.io/library/busybox:latest",
+		"busybox:1.36":                "docker.io/library/busybox:1.36",
+		"user/app":                    "docker.io/user/app:latest",
+		"registry.k8s.io/pause:3.10":  "registry.k8s.io/pause:3.10",
+		"localhost:5000/app":          "localhost:5000/app:latest",
+		"quay.io/x/y@sha256:abc":      "quay.io/x/y@sha256:abc",
+		"registry.local:5000/a/b:1.0": "registry.local:5000/a/b:1.0",
+	} {
+		if got := NormalizeImage(in); got != want {
+			t.Errorf("NormalizeImage(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if got := ImageID("docker.io/library/busybox:1.36"); !strings.HasPrefix(got, "docker.io/library/busybox@sha256:") {
+		t.Errorf("ImageID = %q", got)
+	}
+}
