@@ -49,6 +49,7 @@ type simulateOptions struct {
 	eventBurst     int32
 	workers        int
 	leaseWorkers   int
+	podWorkers     int
 	// Sharding (docs/simulation.md, "Shards").
 	shards                int
 	shardIndex            int
@@ -86,6 +87,7 @@ func simulateFlags() (*simulateOptions, *pflag.FlagSet) {
 	fs.Int32Var(&o.eventBurst, "event-burst", o.eventBurst, "Burst of the Events client (as the kubelet's --event-burst).")
 	fs.IntVar(&o.workers, "workers", o.workers, "Workers that run every simulated Node's runtime polls, status syncs and fast start-up updates, from one work queue; 0: one per 100 Nodes, 16 to 64.")
 	fs.IntVar(&o.leaseWorkers, "lease-workers", o.leaseWorkers, "Workers that renew every simulated Node's Lease, from a work queue of their own, so that no status sync delays a Lease; 0: one per 20 Nodes, 16 to 256 (each holds one Lease request in flight).")
+	fs.IntVar(&o.podWorkers, "pod-workers", o.podWorkers, "Workers that run the pods bound to the simulated Nodes (admission, status writes, deletion), from a work queue of their own, so that no pod storm delays a Lease or a Node status; 0: one per 50 Nodes, 8 to 64.")
 	for _, name := range simulateAgentFlags {
 		fs.AddFlag(agentFlags.Lookup(name))
 	}
@@ -189,6 +191,9 @@ func completeSimulate(o *simulateOptions) (*simulationConfig, error) {
 	if o.leaseWorkers < 0 || o.leaseWorkers > 1000 {
 		return nil, fmt.Errorf("--lease-workers %d: must be between 0 (one per 20 Nodes) and 1000", o.leaseWorkers)
 	}
+	if o.podWorkers < 0 || o.podWorkers > 1000 {
+		return nil, fmt.Errorf("--pod-workers %d: must be between 0 (one per 50 Nodes) and 1000", o.podWorkers)
+	}
 	if o.eventQPS <= 0 || o.eventBurst <= 0 {
 		return nil, fmt.Errorf("--event-qps %v --event-burst %d: must be greater than 0", o.eventQPS, o.eventBurst)
 	}
@@ -233,7 +238,7 @@ func runSimulate(ctx context.Context, o *simulateOptions) error {
 			AgentVersion: version.Get().GitVersion,
 		},
 		REST: restConfig, Kubeconfig: o.agent.Kubeconfig, QPS: *cfg.KubeAPIQPS, Burst: int(cfg.KubeAPIBurst),
-		EventQPS: o.eventQPS, EventBurst: int(o.eventBurst), Workers: o.workers, LeaseWorkers: o.leaseWorkers,
+		EventQPS: o.eventQPS, EventBurst: int(o.eventBurst), Workers: o.workers, LeaseWorkers: o.leaseWorkers, PodWorkers: o.podWorkers,
 		ProcessStart: processStart, DeleteNodesOnExit: o.deleteNodesOnExit,
 	})
 	if err != nil {
@@ -251,6 +256,7 @@ func runSimulate(ctx context.Context, o *simulateOptions) error {
 	// timeout.
 	group := lifecycle.Group{ShutdownTimeout: 10 * time.Second}
 	group.AddCache("node informer", p.Informers())
+	group.AddCache("pod informer", p.PodInformers())
 	if *cfg.HealthzPort > 0 {
 		srv, err := server.New(server.Config{
 			BindAddress: cfg.HealthzBindAddress, Port: int(*cfg.HealthzPort), Metrics: p.Metrics.Handler(),
