@@ -18,7 +18,8 @@ import (
 )
 
 // Access is what the simulation's identity must be allowed to do, as SelfSubjectAccessReview
-// attributes: register, read, watch and label (adopt) Nodes, patch their status, and write their Leases.
+// attributes: register, read, watch and label (adopt) Nodes, patch their status, write their Leases,
+// and run the pods bound to them (watch, patch pods/status, delete).
 var Access = []authorizationv1.ResourceAttributes{
 	{Verb: "create", Resource: "nodes"},
 	{Verb: "get", Resource: "nodes"},
@@ -29,6 +30,10 @@ var Access = []authorizationv1.ResourceAttributes{
 	{Verb: "create", Group: "coordination.k8s.io", Resource: "leases", Namespace: v1.NamespaceNodeLease},
 	{Verb: "get", Group: "coordination.k8s.io", Resource: "leases", Namespace: v1.NamespaceNodeLease},
 	{Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Namespace: v1.NamespaceNodeLease},
+	{Verb: "list", Resource: "pods"},
+	{Verb: "watch", Resource: "pods"},
+	{Verb: "patch", Resource: "pods", Subresource: "status"},
+	{Verb: "delete", Resource: "pods"},
 }
 
 // DeleteAccess is what --delete-nodes-on-exit needs besides Access.

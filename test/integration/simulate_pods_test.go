@@ -1,0 +1,332 @@
+package integration_test
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/nodeagent/nodeagent/test/framework"
+)
+
+// TestSimulatePods (issue 29): pods on simulated Nodes, with the real kube-scheduler and
+// kube-controller-manager (deployment, replicaset, job, podgc, garbagecollector, nodelifecycle and
+// nodeipam with pod CIDRs):
+//   - a Deployment of 100 replicas over 20 simulated Nodes turns Available; every pod is Running and
+//     Ready with the kubelet's conditions, a <runtime>:// container ID, an imageID, started, its
+//     Node's IP as hostIP and a pod IP of its Node's podCIDR, no IP given twice;
+//   - a Job of 5 completions completes: its pods Succeeded, Ready False with PodCompleted;
+//   - a pod bound to a Node it does not fit is rejected as the kubelet rejects it: Failed, OutOfcpu,
+//     "Pod was rejected: Node didn't have enough resource: cpu, ...";
+//   - the Deployment scaled to 0: every pod is gone (each deleted with grace 0 once stopped).
+func TestSimulatePods(t *testing.T) {
+	t.Parallel()
+	const (
+		nodes    = 20
+		replicas = 100
+		prefix   = "pods-"
+		ns       = "sim-pods"
+	)
+	ctx := t.Context()
+	dir := t.TempDir()
+	sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	cp, err := framework.StartControlPlane(sctx, framework.ControlPlaneOptions{
+		Dir: filepath.Join(dir, "cp"), ControllerManager: true,
+		ExtraControllerManagerArgs: []string{"--kube-api-qps=200", "--kube-api-burst=400",
+			"--controllers=deployment,replicaset,job,podgc,garbagecollector",
+			"--allocate-node-cidrs=true", "--cluster-cidr=10.244.0.0/16", "--node-cidr-mask-size=24"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cp.Stop)
+	if err := cp.StartScheduler(sctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cp.StopScheduler() })
+	admin := cp.AdminClient
+	for _, obj := range []func() error{
+		func() error {
+			_, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+			return err
+		},
+		func() error {
+			_, err := admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
+			return err
+		},
+	} {
+		if err := obj(); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+
+	start := time.Now()
+	sim := startSimulator(t, "--kubeconfig="+cp.AdminKubeconfig, "--nodes="+strconv.Itoa(nodes), "--node-name-prefix="+prefix)
+	waitNodesReady(ctx, t, admin, sim, nodes, 2*time.Minute)
+	t.Logf("%d simulated Nodes Ready after %v", nodes, time.Since(start).Round(10*time.Millisecond))
+
+	// The Deployment turns Available.
+	labels := map[string]string{"app": "web"}
+	dep := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{
+					Name: "web", Image: "nginx:1.27",
+					Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}},
+				}}},
+			},
+		},
+	}
+	created := time.Now()
+	if _, err := admin.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err = framework.WaitFor(ctx, 500*time.Millisecond, func() (bool, error) {
+		d, err := admin.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		if time.Since(created) > 2*time.Minute {
+			return false, fmt.Errorf("deployment web: %d of %d available after 2m: %w", d.Status.AvailableReplicas, replicas, framework.ErrStop)
+		}
+		return d.Status.AvailableReplicas == replicas, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("Deployment of %d Available %v after its creation", replicas, time.Since(created).Round(10*time.Millisecond))
+	pods, err := admin.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodeList, err := admin.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "nodeagent.io/simulated=true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]*corev1.Node{}
+	for i := range nodeList.Items {
+		byName[nodeList.Items[i].Name] = &nodeList.Items[i]
+	}
+	seen := map[string]string{}
+	for i := range pods.Items {
+		checkRunningPod(t, &pods.Items[i], byName[pods.Items[i].Spec.NodeName], seen)
+	}
+
+	// A Job completes.
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: "batch", Namespace: ns},
+		Spec: batchv1.JobSpec{
+			Completions: ptr.To[int32](5), Parallelism: ptr.To[int32](5),
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+				RestartPolicy: corev1.RestartPolicyNever,
+				Containers:    []corev1.Container{{Name: "work", Image: "busybox:1.36"}},
+			}},
+		},
+	}
+	if _, err := admin.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err = framework.WaitFor(ctx, 500*time.Millisecond, func() (bool, error) {
+		j, err := admin.BatchV1().Jobs(ns).Get(ctx, "batch", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, c := range j.Status.Conditions {
+			if c.Type == batchv1.JobComplete && c.Status == corev1.ConditionTrue {
+				return true, nil
+			}
+			if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue {
+				return false, fmt.Errorf("job failed: %s: %w", c.Message, framework.ErrStop)
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobPods, err := admin.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=batch"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(jobPods.Items) < 5 {
+		t.Errorf("job: %d pods, want 5", len(jobPods.Items))
+	}
+	for _, p := range jobPods.Items {
+		if p.Status.Phase != corev1.PodSucceeded {
+			t.Errorf("job pod %s: phase %s, want Succeeded", p.Name, p.Status.Phase)
+		}
+		if c := podCondition(&p, corev1.PodReady); c == nil || c.Status != corev1.ConditionFalse || c.Reason != "PodCompleted" {
+			t.Errorf("job pod %s: Ready %+v, want False PodCompleted", p.Name, c)
+		}
+		if len(p.Status.ContainerStatuses) != 1 || p.Status.ContainerStatuses[0].State.Terminated == nil ||
+			p.Status.ContainerStatuses[0].State.Terminated.Reason != "Completed" || p.Status.ContainerStatuses[0].State.Terminated.ExitCode != 0 {
+			t.Errorf("job pod %s: container statuses %+v, want one terminated Completed with exit 0", p.Name, p.Status.ContainerStatuses)
+		}
+	}
+
+	// A pod that does not fit its Node is rejected as the kubelet rejects it.
+	big := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "too-big", Namespace: ns},
+		Spec: corev1.PodSpec{NodeName: prefix + "0003", Containers: []corev1.Container{{
+			Name: "big", Image: "busybox:1.36",
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("64")}},
+		}}},
+	}
+	if _, err := admin.CoreV1().Pods(ns).Create(ctx, big, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var rejected *corev1.Pod
+	err = framework.WaitFor(ctx, 200*time.Millisecond, func() (bool, error) {
+		var err error
+		rejected, err = admin.CoreV1().Pods(ns).Get(ctx, "too-big", metav1.GetOptions{})
+		return err == nil && rejected.Status.Phase == corev1.PodFailed, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rejected.Status.Reason != "OutOfcpu" || !strings.HasPrefix(rejected.Status.Message, "Pod was rejected: Node didn't have enough resource: cpu, requested: 64000") {
+		t.Errorf("rejected pod: reason %q message %q, want OutOfcpu, \"Pod was rejected: Node didn't have enough resource: cpu, requested: 64000, ...\"", rejected.Status.Reason, rejected.Status.Message)
+	}
+
+	// Scaled to 0: every pod goes.
+	scale, err := admin.AppsV1().Deployments(ns).GetScale(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	scale.Spec.Replicas = 0
+	if _, err := admin.AppsV1().Deployments(ns).UpdateScale(ctx, "web", scale, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	scaled := time.Now()
+	err = framework.WaitFor(ctx, 500*time.Millisecond, func() (bool, error) {
+		l, err := admin.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+		if err != nil {
+			return false, err
+		}
+		if time.Since(scaled) > time.Minute {
+			return false, fmt.Errorf("%d pods left a minute after the scale to 0: %w", len(l.Items), framework.ErrStop)
+		}
+		return len(l.Items) == 0, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("all %d pods gone %v after the scale to 0", replicas, time.Since(scaled).Round(10*time.Millisecond))
+}
+
+// waitNodesReady waits until n Nodes labelled nodeagent.io/simulated=true are Ready.
+func waitNodesReady(ctx context.Context, t *testing.T, client kubernetes.Interface, sim *simulator, n int, timeout time.Duration) {
+	t.Helper()
+	start := time.Now()
+	err := framework.WaitFor(ctx, 500*time.Millisecond, func() (bool, error) {
+		select {
+		case <-sim.done:
+			return false, fmt.Errorf("nodeagent simulate exited: %v: %w", sim.err, framework.ErrStop)
+		default:
+		}
+		list, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "nodeagent.io/simulated=true"})
+		if err != nil {
+			return false, err
+		}
+		ready := 0
+		for i := range list.Items {
+			if framework.IsReady(&list.Items[i]) && len(list.Items[i].Spec.PodCIDRs) > 0 {
+				ready++
+			}
+		}
+		if time.Since(start) > timeout {
+			return false, fmt.Errorf("%d of %d nodes Ready with a pod CIDR after %v: %w", ready, n, timeout, framework.ErrStop)
+		}
+		return ready == n, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkRunningPod checks a Running pod's status field by field against what the kubelet writes for a
+// pod without probes, and that its IP is in its Node's podCIDR and given to no other pod (seen).
+func checkRunningPod(t *testing.T, p *corev1.Pod, node *corev1.Node, seen map[string]string) {
+	t.Helper()
+	if node == nil {
+		t.Errorf("pod %s: bound to %q, not a simulated Node", p.Name, p.Spec.NodeName)
+		return
+	}
+	st := p.Status
+	if st.Phase != corev1.PodRunning {
+		t.Errorf("pod %s: phase %s, want Running", p.Name, st.Phase)
+	}
+	var types []string
+	for _, c := range st.Conditions {
+		types = append(types, string(c.Type))
+		if c.Status != corev1.ConditionTrue {
+			t.Errorf("pod %s: condition %s is %s (%s), want True", p.Name, c.Type, c.Status, c.Reason)
+		}
+	}
+	// The kubelet's order (generateAPIPodStatus), PodScheduled (the scheduler's) kept where it was.
+	if got, want := strings.Join(types, ","), "PodReadyToStartContainers,Initialized,Ready,ContainersReady,PodScheduled"; got != want {
+		t.Errorf("pod %s: conditions %s, want %s", p.Name, got, want)
+	}
+	if len(st.ContainerStatuses) != 1 {
+		t.Fatalf("pod %s: %d container statuses, want 1", p.Name, len(st.ContainerStatuses))
+	}
+	cs := st.ContainerStatuses[0]
+	// The container IDs' scheme is the runtime's name, as the Node's containerRuntimeVersion says it
+	// (the kubelet's kubecontainer.ContainerID.Type).
+	runtimeName, _, _ := strings.Cut(node.Status.NodeInfo.ContainerRuntimeVersion, "://")
+	if !strings.HasPrefix(cs.ContainerID, runtimeName+"://") || len(cs.ContainerID) <= len(runtimeName)+3 || cs.ImageID == "" || cs.Image == "" ||
+		cs.Started == nil || !*cs.Started || !cs.Ready || cs.State.Running == nil || cs.RestartCount != 0 {
+		t.Errorf("pod %s: container status %+v, want running, ready, started, a %s:// ID and an imageID", p.Name, cs, runtimeName)
+	}
+	if st.QOSClass != corev1.PodQOSBurstable {
+		t.Errorf("pod %s: qosClass %s, want Burstable", p.Name, st.QOSClass)
+	}
+	if st.StartTime == nil {
+		t.Errorf("pod %s: no startTime", p.Name)
+	}
+	var nodeIP string
+	for _, a := range node.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			nodeIP = a.Address
+		}
+	}
+	if st.HostIP != nodeIP || len(st.HostIPs) == 0 || st.HostIPs[0].IP != nodeIP {
+		t.Errorf("pod %s: hostIP %q hostIPs %v, want its Node's %q", p.Name, st.HostIP, st.HostIPs, nodeIP)
+	}
+	ip, err := netip.ParseAddr(st.PodIP)
+	cidr, cerr := netip.ParsePrefix(node.Spec.PodCIDR)
+	if err != nil || cerr != nil || !cidr.Contains(ip) || len(st.PodIPs) != 1 || st.PodIPs[0].IP != st.PodIP {
+		t.Errorf("pod %s: podIP %q podIPs %v, want one address in its Node's podCIDR %s", p.Name, st.PodIP, st.PodIPs, node.Spec.PodCIDR)
+	}
+	if other, ok := seen[st.PodIP]; ok {
+		t.Errorf("pod IP %s given to both %s and %s", st.PodIP, other, p.Name)
+	}
+	seen[st.PodIP] = p.Name
+}
+
+func podCondition(p *corev1.Pod, t corev1.PodConditionType) *corev1.PodCondition {
+	for i := range p.Status.Conditions {
+		if p.Status.Conditions[i].Type == t {
+			return &p.Status.Conditions[i]
+		}
+	}
+	return nil
+}
