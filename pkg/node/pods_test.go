@@ -1,0 +1,318 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	core "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/clock"
+	netutils "k8s.io/utils/net"
+
+	"github.com/nodeagent/nodeagent/pkg/criruntime"
+	"github.com/nodeagent/nodeagent/pkg/nodecache"
+	"github.com/nodeagent/nodeagent/pkg/pod"
+)
+
+// fakePods is a PodProvider that records its calls; its containers run and are ready once created,
+// and have exited 0 once the pod was stopped.
+type fakePods struct {
+	mu      sync.Mutex
+	calls   []string
+	stopped map[types.UID]bool
+}
+
+func (f *fakePods) record(call string, p *v1.Pod) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, call+" "+p.Name)
+	if call == "delete" {
+		if f.stopped == nil {
+			f.stopped = map[types.UID]bool{}
+		}
+		f.stopped[p.UID] = true
+	}
+}
+
+func (f *fakePods) CreatePod(_ context.Context, p *v1.Pod) error { f.record("create", p); return nil }
+func (f *fakePods) UpdatePod(_ context.Context, p *v1.Pod) error { f.record("update", p); return nil }
+func (f *fakePods) DeletePod(_ context.Context, p *v1.Pod) error { f.record("delete", p); return nil }
+func (f *fakePods) GetPodStatus(_ context.Context, p *v1.Pod) (PodRuntimeStatus, error) {
+	f.mu.Lock()
+	stopped := f.stopped[p.UID]
+	f.mu.Unlock()
+	started := time.Date(2026, 11, 26, 1, 0, 0, 0, time.UTC)
+	var cs []pod.ContainerStatus
+	for _, c := range p.Spec.Containers {
+		s := pod.ContainerStatus{Name: c.Name, ID: "id-" + c.Name, ImageID: "sha256:1", Started: true, Ready: true,
+			State: pod.ContainerState{Running: &pod.Running{StartedAt: started}}}
+		if stopped {
+			s.Started, s.Ready = false, false
+			s.State = pod.ContainerState{Terminated: &pod.Terminated{ExitCode: 0, Reason: "Completed", StartedAt: started, FinishedAt: started.Add(time.Minute)}}
+		}
+		cs = append(cs, s)
+	}
+	return PodRuntimeStatus{Status: &pod.RuntimeStatus{Sandbox: pod.SandboxReady, Containers: cs}}, nil
+}
+
+func (f *fakePods) Calls() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.calls)
+}
+
+const podNode = "pod-node"
+
+func testPod(name string, cpu string, mutate func(*v1.Pod)) *v1.Pod {
+	p := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID("uid-" + name),
+			CreationTimestamp: metav1.NewTime(time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC))},
+		Spec: v1.PodSpec{NodeName: podNode, RestartPolicy: v1.RestartPolicyAlways, Containers: []v1.Container{{
+			Name: "app", Image: "app:1",
+			Resources: v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse(cpu)}},
+		}}},
+		Status: v1.PodStatus{Phase: v1.PodPending},
+	}
+	if mutate != nil {
+		mutate(p)
+	}
+	return p
+}
+
+// podEnv is one Node with a pod provider over a fake clientset, its Node and pods in the listers.
+type podEnv struct {
+	ctrl     *Controller
+	client   *fake.Clientset
+	pods     cache.Indexer
+	provider *fakePods
+	recorder *record.FakeRecorder
+}
+
+func newPodEnv(t *testing.T, pods ...*v1.Pod) *podEnv {
+	t.Helper()
+	node := &v1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: podNode},
+		Spec:       v1.NodeSpec{PodCIDR: "10.244.1.0/24", PodCIDRs: []string{"10.244.1.0/24"}},
+		Status: v1.NodeStatus{
+			Allocatable: v1.ResourceList{v1.ResourceCPU: resource.MustParse("1"), v1.ResourceMemory: resource.MustParse("1Gi"), v1.ResourcePods: resource.MustParse("110")},
+			Addresses:   []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "10.0.0.1"}},
+		},
+	}
+	objs := []any{node}
+	e := &podEnv{provider: &fakePods{}, recorder: record.NewFakeRecorder(100)}
+	e.client = fake.NewClientset(node)
+	e.pods = cache.NewIndexer(cache.MetaNamespaceKeyFunc, PodIndexers())
+	for _, p := range pods {
+		objs = append(objs, p)
+		if _, err := e.client.CoreV1().Pods(p.Namespace).Create(t.Context(), p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.pods.Add(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nodes := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	if err := nodes.Add(node); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{
+		NodeName: podNode, RegisterNode: true, NodeIPs: []net.IP{netutils.ParseIPSloppy("10.0.0.1")}, MaxPods: 110,
+		NodeStatusUpdateFrequency: 10 * time.Second, NodeStatusReportFrequency: 5 * time.Minute,
+		NodeLeaseDurationSeconds: 40, Host: fakeHost{}, Runtime: criruntime.Services{}, Pods: e.provider,
+	}
+	deps := Dependencies{Client: e.client, HeartbeatClient: e.client, NodeLister: corelisters.NewNodeLister(nodes),
+		Cache: nodecache.New(clock.RealClock{}), Recorder: e.recorder, Clock: clock.RealClock{},
+		Pods: IndexedPodLister{Indexer: e.pods}}
+	ctrl, err := New(cfg, deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctrl.registered.Store(true)
+	e.ctrl = ctrl
+	return e
+}
+
+// writes returns the fake client's pod writes: "patch-status <name> <patch>" and "delete <name> grace=<s> uid=<uid>".
+func (e *podEnv) writes() []string {
+	var out []string
+	for _, a := range e.client.Actions() {
+		switch a := a.(type) {
+		case core.PatchAction:
+			if a.GetResource().Resource == "pods" {
+				out = append(out, "patch-"+a.GetSubresource()+" "+a.GetName())
+			}
+		case core.DeleteAction:
+			if a.GetResource().Resource == "pods" {
+				o := a.GetDeleteOptions()
+				out = append(out, "delete "+a.GetName()+" grace="+itoa(o.GracePeriodSeconds)+" uid="+string(*o.Preconditions.UID))
+			}
+		}
+	}
+	return out
+}
+
+func itoa(p *int64) string {
+	if p == nil {
+		return "nil"
+	}
+	b, _ := json.Marshal(*p)
+	return string(b)
+}
+
+func (e *podEnv) pod(t *testing.T, name string) *v1.Pod {
+	t.Helper()
+	p, err := e.client.CoreV1().Pods("default").Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestPodStep: one pass of a pod step, for each way a pod comes to a Node: admitted and started,
+// rejected as the kubelet rejects, an earlier run's pod keeping its IP (no IP given twice), a pod being
+// deleted (stopped, terminal status, deleted with grace 0 and its UID), a pod gone from the API
+// (stopped and forgotten, its IP freed).
+func TestPodStep(t *testing.T) {
+	deleted := metav1.NewTime(time.Date(2026, 11, 26, 1, 0, 0, 0, time.UTC))
+	started := metav1.NewTime(time.Date(2026, 11, 26, 0, 30, 0, 0, time.UTC))
+	running := func(ip string) func(*v1.Pod) {
+		return func(p *v1.Pod) {
+			p.Status.Phase, p.Status.StartTime = v1.PodRunning, &started
+			p.Status.PodIP, p.Status.PodIPs = ip, []v1.PodIP{{IP: ip}}
+		}
+	}
+	for _, tc := range []struct {
+		name       string
+		pods       []*v1.Pod
+		step       string // the pod stepped
+		remove     bool   // removed from the informer before the step
+		wantCalls  []string
+		wantWrites []string
+		wantPhase  v1.PodPhase
+		wantReason string
+		wantIP     string
+		wantAfter  time.Duration
+	}{
+		{
+			name: "admitted and started", pods: []*v1.Pod{testPod("a", "500m", nil)}, step: "a",
+			wantCalls: []string{"create a"}, wantWrites: []string{"patch-status a"},
+			wantPhase: v1.PodRunning, wantIP: "10.244.1.2", wantAfter: PodReconcilePeriod,
+		},
+		{
+			name: "rejected: does not fit", pods: []*v1.Pod{testPod("big", "2", nil)}, step: "big",
+			wantWrites: []string{"patch-status big"}, wantPhase: v1.PodFailed, wantReason: "OutOfcpu", wantAfter: never,
+		},
+		{
+			name: "the running pods of an earlier run count and keep their IPs",
+			pods: []*v1.Pod{testPod("old", "600m", running("10.244.1.2")), testPod("new", "300m", nil)}, step: "new",
+			wantCalls: []string{"create new"}, wantWrites: []string{"patch-status new"},
+			wantPhase: v1.PodRunning, wantIP: "10.244.1.3", wantAfter: PodReconcilePeriod,
+		},
+		{
+			name: "an earlier run's pod that no longer fits is rejected",
+			pods: []*v1.Pod{testPod("old", "600m", running("10.244.1.2")), testPod("new", "500m", nil)}, step: "new",
+			wantWrites: []string{"patch-status new"}, wantPhase: v1.PodFailed, wantReason: "OutOfcpu", wantAfter: never,
+		},
+		{
+			name: "being deleted: stopped, terminal, deleted with grace 0",
+			pods: []*v1.Pod{testPod("d", "100m", func(p *v1.Pod) {
+				running("10.244.1.2")(p)
+				p.DeletionTimestamp, p.DeletionGracePeriodSeconds = &deleted, new(int64(30))
+			})}, step: "d",
+			wantCalls:  []string{"delete d"},
+			wantWrites: []string{"patch-status d", "delete d grace=0 uid=uid-d"},
+			wantPhase:  v1.PodSucceeded, wantAfter: never,
+		},
+		{
+			name: "gone from the API: nothing known of it, nothing done", pods: []*v1.Pod{testPod("g", "100m", nil)}, step: "g", remove: true,
+			wantAfter: never,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			e := newPodEnv(t, tc.pods...)
+			if tc.remove {
+				if err := e.pods.Delete(tc.pods[0]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r := e.ctrl.podStep(ctx, "default/"+tc.step)
+			if r.err != nil {
+				t.Fatalf("podStep: %v", r.err)
+			}
+			if r.after != tc.wantAfter {
+				t.Errorf("after %v, want %v", r.after, tc.wantAfter)
+			}
+			if got := e.provider.Calls(); !slices.Equal(got, tc.wantCalls) {
+				t.Errorf("provider calls %q, want %q", got, tc.wantCalls)
+			}
+			if got := e.writes(); !slices.Equal(got, tc.wantWrites) {
+				t.Errorf("writes %q, want %q", got, tc.wantWrites)
+			}
+			if tc.remove || slices.Contains(tc.wantWrites, "delete "+tc.step+" grace=0 uid=uid-"+tc.step) {
+				return
+			}
+			p := e.pod(t, tc.step)
+			if p.Status.Phase != tc.wantPhase || p.Status.Reason != tc.wantReason || p.Status.PodIP != tc.wantIP {
+				t.Errorf("status: phase %s reason %q podIP %q, want %s %q %q (message %q)", p.Status.Phase, p.Status.Reason, p.Status.PodIP,
+					tc.wantPhase, tc.wantReason, tc.wantIP, p.Status.Message)
+			}
+			if tc.wantReason != "" {
+				select {
+				case ev := <-e.recorder.Events:
+					if want := "Warning " + tc.wantReason + " Node didn't have enough resource: cpu"; len(ev) < len(want) || ev[:len(want)] != want {
+						t.Errorf("event %q, want %q...", ev, want)
+					}
+				default:
+					t.Errorf("no Event for the rejection")
+				}
+			}
+		})
+	}
+}
+
+// TestPodStepIdempotentAndForgotten: a second pass over an unchanged pod writes nothing; once the pod
+// has left the API its containers are stopped, and its IP goes back to the pool (the next pod gets it).
+func TestPodStepIdempotentAndForgotten(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	e := newPodEnv(t, testPod("a", "100m", nil))
+	if r := e.ctrl.podStep(ctx, "default/a"); r.err != nil {
+		t.Fatal(r.err)
+	}
+	// The informer sees what was written.
+	if err := e.pods.Update(e.pod(t, "a")); err != nil {
+		t.Fatal(err)
+	}
+	e.client.ClearActions()
+	if r := e.ctrl.podStep(ctx, "default/a"); r.err != nil {
+		t.Fatal(r.err)
+	}
+	if w := e.writes(); len(w) != 0 {
+		t.Errorf("second pass over an unchanged pod wrote %q, want nothing", w)
+	}
+	if err := e.pods.Delete(e.pod(t, "a")); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.ctrl.podStep(ctx, "default/a"); r.err != nil {
+		t.Fatal(r.err)
+	}
+	if got, want := e.provider.Calls(), []string{"create a", "delete a"}; !slices.Equal(got, want) {
+		t.Errorf("provider calls %q, want %q", got, want)
+	}
+	if n := e.ctrl.ipam.Allocated(); n != 0 {
+		t.Errorf("%d pod IPs still allocated after the pod left, want 0", n)
+	}
+}
