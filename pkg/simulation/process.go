@@ -155,7 +155,7 @@ func NewProcess(ctx context.Context, cfg ProcessConfig) (*Process, error) {
 			Pods:    node.IndexedPodLister{Indexer: podInformer.GetIndexer()},
 		},
 		PodBehaviour: cfg.PodBehaviour,
-		StartQPS: float64(cfg.QPS), StartBurst: cfg.Burst,
+		StartQPS:     float64(cfg.QPS), StartBurst: cfg.Burst,
 	})
 	if err != nil {
 		return nil, err
