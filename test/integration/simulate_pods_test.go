@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -13,9 +14,11 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
@@ -329,4 +332,229 @@ func podCondition(p *corev1.Pod, t corev1.PodConditionType) *corev1.PodCondition
 		}
 	}
 	return nil
+}
+
+// TestSimulatePodsNodeLifecycle (issue 29): pods on simulated Nodes through the node-lifecycle
+// controller, taint eviction, a DaemonSet and a drain, with the real kube-scheduler and
+// kube-controller-manager:
+//   - a DaemonSet gets one Running, Ready pod per simulated Node;
+//   - a Node stopped through the control API goes Unknown: the node-lifecycle controller marks its
+//     pods not Ready and taints it; the Deployment's pods there (toleration of 5 s) are evicted and
+//     rescheduled on the healthy Nodes, and the Deployment is Available again;
+//   - started again, the Node's DaemonSet pod is Ready again within a status period (KWOK issue 1464:
+//     KWOK leaves it not Ready) and the evicted pods it still had are stopped and gone;
+//   - `kubectl drain` of one Node honours a PodDisruptionBudget and empties it of the Deployment's pods.
+func TestSimulatePodsNodeLifecycle(t *testing.T) {
+	t.Parallel()
+	const (
+		nodes   = 5
+		prefix  = "life-"
+		ns      = "sim-life"
+		stopped = prefix + "0001"
+		drained = prefix + "0002"
+	)
+	ctx := t.Context()
+	dir := t.TempDir()
+	sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	cp, err := framework.StartControlPlane(sctx, framework.ControlPlaneOptions{
+		Dir: filepath.Join(dir, "cp"), ControllerManager: true, NodeMonitorGracePeriod: 20 * time.Second,
+		ExtraControllerManagerArgs: []string{"--kube-api-qps=200", "--kube-api-burst=400",
+			"--controllers=deployment,replicaset,daemonset,disruption,podgc,garbagecollector,taint-eviction-controller",
+			"--allocate-node-cidrs=true", "--cluster-cidr=10.244.0.0/16", "--node-cidr-mask-size=24"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cp.Stop)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("kube-controller-manager log (tail):\n%s", framework.TailLines(readFile(filepath.Join(cp.Dir, "kube-controller-manager.log")), 30))
+		}
+	})
+	if err := cp.StartScheduler(sctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cp.StopScheduler() })
+	admin := cp.AdminClient
+	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sim := startSimulator(t, "--kubeconfig="+cp.AdminKubeconfig, "--nodes="+strconv.Itoa(nodes), "--node-name-prefix="+prefix)
+	waitNodesReady(ctx, t, admin, sim, nodes, 2*time.Minute)
+
+	dsLabels, webLabels := map[string]string{"app": "agent"}, map[string]string{"app": "web"}
+	container := []corev1.Container{{Name: "c", Image: "registry.example/app:1"}}
+	if _, err := admin.AppsV1().DaemonSets(ns).Create(ctx, &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "agent", Namespace: ns},
+		Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: dsLabels}, Template: corev1.PodTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{Labels: dsLabels}, Spec: corev1.PodSpec{Containers: container}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](10), Selector: &metav1.LabelSelector{MatchLabels: webLabels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: webLabels}, Spec: corev1.PodSpec{
+				Containers: container,
+				Tolerations: []corev1.Toleration{
+					{Key: corev1.TaintNodeUnreachable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](5)},
+					{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](5)},
+				},
+			}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitDaemonSetReady(ctx, t, admin, ns, "agent", nodes)
+	waitDeploymentAvailable(ctx, t, admin, ns, "web", 10, nil)
+
+	// Stop a Node: its pods go not Ready, the Deployment's are evicted and rescheduled elsewhere.
+	sim.mustPost(t, stopped, `{"stopped":true}`)
+	stoppedAt := time.Now()
+	err = framework.WaitFor(ctx, time.Second, func() (bool, error) {
+		p, err := daemonPodOn(ctx, admin, ns, stopped)
+		if err != nil || p == nil {
+			return false, err
+		}
+		if time.Since(stoppedAt) > 90*time.Second {
+			return false, fmt.Errorf("daemon pod on the stopped Node still Ready 90 s after the stop: %w", framework.ErrStop)
+		}
+		c := podCondition(p, corev1.PodReady)
+		return c != nil && c.Status == corev1.ConditionFalse, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the stopped Node's pods marked not Ready %v after the stop", time.Since(stoppedAt).Round(time.Second))
+	waitDeploymentAvailable(ctx, t, admin, ns, "web", 10, func(pods []corev1.Pod) error {
+		for _, p := range pods {
+			if p.Spec.NodeName == stopped && p.DeletionTimestamp == nil {
+				return fmt.Errorf("pod %s still on the stopped Node, not being deleted", p.Name)
+			}
+		}
+		return nil
+	})
+	t.Logf("the Deployment Available again on the healthy Nodes %v after the stop", time.Since(stoppedAt).Round(time.Second))
+
+	// Start it again: its DaemonSet pod is Ready again, its evicted pods go.
+	sim.mustPost(t, stopped, `{"stopped":false}`)
+	startedAt := time.Now()
+	err = framework.WaitFor(ctx, 500*time.Millisecond, func() (bool, error) {
+		pods, err := admin.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + stopped})
+		if err != nil {
+			return false, err
+		}
+		ready, others := false, 0
+		for i := range pods.Items {
+			p := &pods.Items[i]
+			if p.Labels["app"] == "agent" {
+				c := podCondition(p, corev1.PodReady)
+				ready = c != nil && c.Status == corev1.ConditionTrue
+			} else {
+				others++
+			}
+		}
+		if time.Since(startedAt) > 40*time.Second {
+			return false, fmt.Errorf("40 s after the Node started again: daemon pod Ready %v, %d evicted pods left: %w", ready, others, framework.ErrStop)
+		}
+		return ready && others == 0, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the restarted Node's daemon pod Ready and its evicted pods gone %v after the start", time.Since(startedAt).Round(100*time.Millisecond))
+
+	// Drain a Node with a PodDisruptionBudget: the evictions wait for replacements.
+	if _, err := admin.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+		Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(9)), Selector: &metav1.LabelSelector{MatchLabels: webLabels}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err = framework.WaitFor(ctx, 500*time.Millisecond, func() (bool, error) {
+		pdb, err := admin.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, "web", metav1.GetOptions{})
+		return err == nil && pdb.Status.ObservedGeneration == pdb.Generation && pdb.Status.CurrentHealthy == 10, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := cp.Kubectl(ctx, "drain", drained, "--ignore-daemonsets", "--timeout=90s"); err != nil {
+		t.Fatalf("kubectl drain: %v\n%s", err, out)
+	}
+	waitDeploymentAvailable(ctx, t, admin, ns, "web", 10, func(pods []corev1.Pod) error {
+		for _, p := range pods {
+			if p.Spec.NodeName == drained {
+				return fmt.Errorf("pod %s still on the drained Node", p.Name)
+			}
+		}
+		return nil
+	})
+}
+
+func readFile(path string) string {
+	b, _ := os.ReadFile(path)
+	return string(b)
+}
+
+// daemonPodOn returns the DaemonSet "agent"'s pod on node, or nil.
+func daemonPodOn(ctx context.Context, c kubernetes.Interface, ns, node string) (*corev1.Pod, error) {
+	pods, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=agent", FieldSelector: "spec.nodeName=" + node})
+	if err != nil || len(pods.Items) == 0 {
+		return nil, err
+	}
+	return &pods.Items[0], nil
+}
+
+// waitDaemonSetReady waits until the DaemonSet has n Ready pods, one per Node.
+func waitDaemonSetReady(ctx context.Context, t *testing.T, c kubernetes.Interface, ns, name string, n int32) {
+	t.Helper()
+	start := time.Now()
+	err := framework.WaitFor(ctx, 500*time.Millisecond, func() (bool, error) {
+		ds, err := c.AppsV1().DaemonSets(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		if time.Since(start) > time.Minute {
+			return false, fmt.Errorf("daemonset %s: %d of %d ready after 1m: %w", name, ds.Status.NumberReady, n, framework.ErrStop)
+		}
+		return ds.Status.DesiredNumberScheduled == n && ds.Status.NumberReady == n, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitDeploymentAvailable waits until the Deployment has want available replicas, updated, and its
+// pods pass check (nil: any).
+func waitDeploymentAvailable(ctx context.Context, t *testing.T, c kubernetes.Interface, ns, name string, want int32, check func([]corev1.Pod) error) {
+	t.Helper()
+	start := time.Now()
+	var last error
+	err := framework.WaitFor(ctx, 500*time.Millisecond, func() (bool, error) {
+		d, err := c.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		if time.Since(start) > 90*time.Second {
+			return false, fmt.Errorf("deployment %s: %d of %d available after 90 s (last check: %v): %w", name, d.Status.AvailableReplicas, want, last, framework.ErrStop)
+		}
+		if d.Status.AvailableReplicas != want || d.Status.UpdatedReplicas != want || d.Status.ObservedGeneration != d.Generation {
+			return false, nil
+		}
+		if check == nil {
+			return true, nil
+		}
+		pods, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
+		if err != nil {
+			return false, err
+		}
+		last = check(pods.Items)
+		return last == nil, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
