@@ -128,6 +128,11 @@ func TestSimulateOverlay(t *testing.T) {
 		{"cluster", "", "nodes", "create"}, {"cluster", "", "nodes", "get"}, {"cluster", "", "nodes", "list"},
 		{"cluster", "", "nodes", "watch"}, {"cluster", "", "nodes", "patch"}, {"cluster", "", "nodes", "delete"},
 		{"cluster", "", "nodes/status", "patch"},
+		// The pods bound to the simulated Nodes (docs/simulation.md, "Pods"), and Events about them in
+		// their namespaces.
+		{"cluster", "", "pods", "get"}, {"cluster", "", "pods", "list"}, {"cluster", "", "pods", "watch"},
+		{"cluster", "", "pods", "delete"}, {"cluster", "", "pods/status", "patch"},
+		{"cluster", "", "events", "create"}, {"cluster", "", "events", "patch"},
 		{"kube-node-lease", "coordination.k8s.io", "leases", "create"}, {"kube-node-lease", "coordination.k8s.io", "leases", "get"},
 		{"kube-node-lease", "coordination.k8s.io", "leases", "update"},
 		{"default", "", "events", "create"}, {"default", "", "events", "patch"},

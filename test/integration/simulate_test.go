@@ -729,7 +729,8 @@ func TestSimulateRBAC(t *testing.T) {
 	}
 	code, out = runSimulateToExit(t, "--kubeconfig="+bare, "--nodes=3", "--node-name-prefix="+prefix)
 	want := `user "system:serviceaccount:nodeagent-simulation-bare:nobody" may not create nodes, get nodes, list nodes, watch nodes, patch nodes, patch nodes/status, ` +
-		`create leases.coordination.k8s.io in kube-node-lease, get leases.coordination.k8s.io in kube-node-lease, update leases.coordination.k8s.io in kube-node-lease; ` +
+		`create leases.coordination.k8s.io in kube-node-lease, get leases.coordination.k8s.io in kube-node-lease, update leases.coordination.k8s.io in kube-node-lease, ` +
+		`list pods, watch pods, patch pods/status, delete pods; ` +
 		`the simulation needs the RBAC in docs/simulation.md`
 	if code != 1 || !strings.Contains(out, want) {
 		t.Errorf("without RBAC: exit %d, output:\n%s\nwant exit 1 saying %q", code, out, want)
