@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 )
 
 // The images real pods run on the harness's containerd: no registry is reachable, so both are built
@@ -19,8 +20,9 @@ const (
 )
 
 // BuildPodImages builds ./test/podimage with CGO_ENABLED=0 and writes PodImage and SandboxImage as OCI
-// image tarballs (one layer holding /podimage, Entrypoint ["/podimage"]) into dir; it returns their
-// paths. The build error carries go build's output.
+// image tarballs into dir, one layer each holding the binary, as /podimage (Entrypoint ["/podimage"]) and
+// as /pause (Entrypoint ["/pause"]): two images with IDs of their own, as the CRI names a container's
+// image by its image ID's first tag. It returns their paths. The build error carries go build's output.
 func BuildPodImages(ctx context.Context, dir string) ([]string, error) {
 	root, err := RepoRoot()
 	if err != nil {
@@ -38,10 +40,10 @@ func BuildPodImages(ctx context.Context, dir string) ([]string, error) {
 		return nil, fmt.Errorf("build pod images: %w", err)
 	}
 	var paths []string
-	for i, ref := range []string{PodImage, SandboxImage} {
+	for i, img := range []struct{ ref, path string }{{PodImage, "/podimage"}, {SandboxImage, "/pause"}} {
 		p := filepath.Join(dir, fmt.Sprintf("image-%d.tar", i))
-		if err := WriteImageTarConfig(p, ref, map[string][]byte{"/podimage": b}, ImageConfig{Entrypoint: []string{"/podimage"}}); err != nil {
-			return nil, fmt.Errorf("build pod image %s: %w", ref, err)
+		if err := WriteImageTarConfig(p, img.ref, map[string][]byte{img.path: b}, ImageConfig{Entrypoint: []string{img.path}}); err != nil {
+			return nil, fmt.Errorf("build pod image %s: %w", img.ref, err)
 		}
 		paths = append(paths, p)
 	}
@@ -49,15 +51,17 @@ func BuildPodImages(ctx context.Context, dir string) ([]string, error) {
 }
 
 // ImportPodImages builds PodImage and SandboxImage (BuildPodImages, in dir) and imports them as a pull
-// from a registry leaves them: with a digest reference beside the tag (ctr import --digests), so that
-// the CRI reports a container's imageID as <repository>@sha256:<manifest digest>, as for a pulled image.
+// from a registry leaves them: with a digest reference <repository>@sha256:<manifest digest> beside the
+// tag (ctr import --base-name <repository> --digests), so that the CRI reports a container's imageID
+// as for a pulled image.
 func (c *Containerd) ImportPodImages(ctx context.Context, dir string) error {
 	paths, err := BuildPodImages(ctx, dir)
 	if err != nil {
 		return err
 	}
-	for _, p := range paths {
-		if err := c.ImportImage(ctx, p, "--digests"); err != nil {
+	for i, ref := range []string{PodImage, SandboxImage} {
+		repo := ref[:strings.LastIndex(ref, ":")]
+		if err := c.ImportImage(ctx, paths[i], "--base-name", repo, "--digests"); err != nil {
 			return err
 		}
 	}
