@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -247,22 +248,27 @@ func TestPodFidelity(t *testing.T) {
 				final[sd.ns] = p
 				t.Logf("%s/%s final (%s) %v after creation", sd.ns, p.Name, sc.final, time.Since(created).Round(10*time.Millisecond))
 			}
-			// Both reached their final state: compare, polling a little while a last write settles.
+			// Both reached their final state: compare, polling while a last write settles (the kubelet
+			// writes the stopped sandbox of a terminal pod after its phase). Done when only intended
+			// differences are left and neither pod changed since the poll before.
 			var diffs []string
+			var fields int
 			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			defer cancel()
 			err := framework.WaitFor(wctx, time.Second, func() (bool, error) {
+				settled := true
 				for _, sd := range sides {
 					p, err := admin.CoreV1().Pods(sd.ns).Get(wctx, final[sd.ns].Name, metav1.GetOptions{})
 					if err != nil {
 						return false, err
 					}
+					settled = settled && p.ResourceVersion == final[sd.ns].ResourceVersion
 					final[sd.ns] = p
 				}
-				diffs = comparePodStatuses(
-					flattenPodStatus(final[podFidKubeletNS], nodes[podFidKubeletNS]),
-					flattenPodStatus(final[podFidSimNS], nodes[podFidSimNS]))
-				return len(unintendedPodDiffs(diffs)) == 0, nil
+				kf := flattenPodStatus(final[podFidKubeletNS], nodes[podFidKubeletNS])
+				fields = len(kf)
+				diffs = comparePodStatuses(kf, flattenPodStatus(final[podFidSimNS], nodes[podFidSimNS]))
+				return settled && len(unintendedPodDiffs(diffs)) == 0, nil
 			})
 			for _, d := range diffs {
 				t.Logf("difference: %s", d)
@@ -274,6 +280,14 @@ func TestPodFidelity(t *testing.T) {
 				sb, _ := json.MarshalIndent(final[podFidSimNS].Status, "", "  ")
 				t.Errorf("kubelet and simulated pod statuses differ beyond the intended differences: %v\n%s\nkubelet status:\n%s\nsimulated status:\n%s",
 					err, strings.Join(unintendedPodDiffs(diffs), "\n"), kb, sb)
+			}
+			t.Logf("%d fields compared, %d differ (%d intended)", fields, len(diffs), len(diffs)-len(unintendedPodDiffs(diffs)))
+			if os.Getenv("PODFID_DUMP") != "" {
+				kf := flattenPodStatus(final[podFidKubeletNS], nodes[podFidKubeletNS])
+				keys := slices.Sorted(maps.Keys(kf))
+				for _, k := range keys {
+					t.Logf("field %s = %s", k, kf[k])
+				}
 			}
 			kw, sw := writes.count(final[podFidKubeletNS].UID), writes.count(final[podFidSimNS].UID)
 			audit := kubeletPodRequests(t, cp.AuditLogPath, final[podFidKubeletNS])
