@@ -292,6 +292,8 @@ func TestPodFidelity(t *testing.T) {
 			kw, sw := writes.count(final[podFidKubeletNS].UID), writes.count(final[podFidSimNS].UID)
 			audit := kubeletPodRequests(t, cp.AuditLogPath, final[podFidKubeletNS])
 			t.Logf("status writes from creation to the final state: kubelet %d (audit: %s), simulated %d", kw, audit, sw)
+			t.Logf("kubelet's writes: %s", writes.summary(final[podFidKubeletNS].UID))
+			t.Logf("simulated writes: %s", writes.summary(final[podFidSimNS].UID))
 			table = append(table, fmt.Sprintf("| %s | %d | %d | %s |", sc.name, kw, sw, audit))
 		})
 	}
@@ -382,10 +384,11 @@ type statusWriteCounter struct {
 	mu      sync.Mutex
 	last    map[types.UID]corev1.PodStatus
 	counts  map[types.UID]int
+	steps   map[types.UID][]string // each counted write, summarised by statusSummary
 }
 
 func newStatusWriteCounter(ignored corev1.PodConditionType) *statusWriteCounter {
-	return &statusWriteCounter{ignored: ignored, last: map[types.UID]corev1.PodStatus{}, counts: map[types.UID]int{}}
+	return &statusWriteCounter{ignored: ignored, last: map[types.UID]corev1.PodStatus{}, counts: map[types.UID]int{}, steps: map[types.UID][]string{}}
 }
 
 // watch starts a watch of the pods in ns (from now) that counts until ctx ends.
@@ -406,6 +409,7 @@ func (c *statusWriteCounter) watch(ctx context.Context, client kubernetes.Interf
 			c.last[p.UID] = *p.Status.DeepCopy()
 			if ev.Type == watch.Modified && seen && !equality.Semantic.DeepEqual(c.without(prev), c.without(p.Status)) {
 				c.counts[p.UID]++
+				c.steps[p.UID] = append(c.steps[p.UID], statusSummary(&p.Status))
 			}
 			c.mu.Unlock()
 		}
@@ -423,6 +427,53 @@ func (c *statusWriteCounter) count(uid types.UID) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.counts[uid]
+}
+
+// summary returns the counted writes of a pod, one statusSummary each, joined by " → ".
+func (c *statusWriteCounter) summary(uid types.UID) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return strings.Join(c.steps[uid], " → ")
+}
+
+// statusSummary is a short form of a pod status: the phase, the False kubelet conditions' initials
+// (R PodReadyToStartContainers, I Initialized, C ContainersReady, Y Ready) and each container's state
+// ("Pending -R-I main:ContainerCreating").
+func statusSummary(s *corev1.PodStatus) string {
+	out := string(s.Phase)
+	for _, c := range []struct {
+		t corev1.PodConditionType
+		n string
+	}{{corev1.PodReadyToStartContainers, "R"}, {corev1.PodInitialized, "I"}, {corev1.ContainersReady, "C"}, {corev1.PodReady, "Y"}} {
+		if pc := findPodCondition(s.Conditions, c.t); pc != nil && pc.Status != corev1.ConditionTrue {
+			out += " -" + c.n
+		}
+	}
+	for _, cs := range append(slices.Clone(s.InitContainerStatuses), s.ContainerStatuses...) {
+		state := "?"
+		switch {
+		case cs.State.Waiting != nil:
+			state = cs.State.Waiting.Reason
+		case cs.State.Running != nil:
+			state = "running"
+			if cs.Ready {
+				state += ",ready"
+			}
+		case cs.State.Terminated != nil:
+			state = "exited " + strconv.Itoa(int(cs.State.Terminated.ExitCode))
+		}
+		out += " " + cs.Name + ":" + state
+	}
+	return out
+}
+
+func findPodCondition(conds []corev1.PodCondition, t corev1.PodConditionType) *corev1.PodCondition {
+	for i := range conds {
+		if conds[i].Type == t {
+			return &conds[i]
+		}
+	}
+	return nil
 }
 
 // kubeletPodRequests summarises the kubelet's requests on pod p from the audit log, by verb and
