@@ -242,6 +242,14 @@ func (c *Controller) podStep(ctx context.Context, key string) result {
 	rt := c.completeRuntimeStatus(rs.Status, st)
 	rt.Terminal = rt.Terminal || (deleting && !anyRunning(rt))
 	status, err := pod.GenerateStatus(p, rt, c.deps.Clock.Now())
+	if err == nil && (status.Phase == v1.PodSucceeded || status.Phase == v1.PodFailed) && rt.Sandbox == pod.SandboxReady {
+		// The kubelet's pod worker kills a pod whose phase turned terminal (syncTerminatingPod: killPod
+		// stops its sandbox) and writes the status it generates afterwards, PodReadyToStartContainers
+		// False "pod sandbox is not ready"; its sandbox is gone whatever the provider still says. One
+		// write here where the kubelet makes two (the terminal phase, then the stopped sandbox).
+		rt.Sandbox = pod.SandboxNotReady
+		status, err = pod.GenerateStatus(p, rt, c.deps.Clock.Now())
+	}
 	if err != nil {
 		logger.Error(err, "Pod status not written", "pod", klog.KObj(p))
 		return result{after: PodReconcilePeriod}

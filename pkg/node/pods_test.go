@@ -28,7 +28,8 @@ import (
 )
 
 // fakePods is a PodProvider that records its calls; its containers run and are ready once created,
-// and have exited 0 once the pod was stopped.
+// and have exited 0 once the pod was stopped or when the pod is annotated test/exited: "true"; its
+// sandbox is always ready.
 type fakePods struct {
 	mu      sync.Mutex
 	calls   []string
@@ -52,7 +53,7 @@ func (f *fakePods) UpdatePod(_ context.Context, p *v1.Pod) error { f.record("upd
 func (f *fakePods) DeletePod(_ context.Context, p *v1.Pod) error { f.record("delete", p); return nil }
 func (f *fakePods) GetPodStatus(_ context.Context, p *v1.Pod) (PodRuntimeStatus, error) {
 	f.mu.Lock()
-	stopped := f.stopped[p.UID]
+	stopped := f.stopped[p.UID] || p.Annotations["test/exited"] == "true"
 	f.mu.Unlock()
 	started := time.Date(2026, 11, 26, 1, 0, 0, 0, time.UTC)
 	var cs []pod.ContainerStatus
@@ -205,11 +206,23 @@ func TestPodStep(t *testing.T) {
 		wantReason string
 		wantIP     string
 		wantAfter  time.Duration
+		// wantReadyToStart is PodReadyToStartContainers' status, when not "".
+		wantReadyToStart v1.ConditionStatus
 	}{
 		{
 			name: "admitted and started", pods: []*v1.Pod{testPod("a", "500m", nil)}, step: "a",
 			wantCalls: []string{"create a"}, wantWrites: []string{"patch-status a"},
-			wantPhase: v1.PodRunning, wantIP: "10.244.1.2", wantAfter: PodReconcilePeriod,
+			wantPhase: v1.PodRunning, wantIP: "10.244.1.2", wantAfter: PodReconcilePeriod, wantReadyToStart: v1.ConditionTrue,
+		},
+		{
+			name: "completed: terminal, its sandbox stopped as the kubelet's pod worker stops it, in one write",
+			pods: []*v1.Pod{testPod("done", "100m", func(p *v1.Pod) {
+				running("10.244.1.2")(p)
+				p.Spec.RestartPolicy = v1.RestartPolicyNever
+				p.Annotations = map[string]string{"test/exited": "true"}
+			})}, step: "done",
+			wantCalls: []string{"create done"}, wantWrites: []string{"patch-status done"},
+			wantPhase: v1.PodSucceeded, wantIP: "10.244.1.2", wantAfter: never, wantReadyToStart: v1.ConditionFalse,
 		},
 		{
 			name: "rejected: does not fit", pods: []*v1.Pod{testPod("big", "2", nil)}, step: "big",
@@ -269,6 +282,21 @@ func TestPodStep(t *testing.T) {
 			if p.Status.Phase != tc.wantPhase || p.Status.Reason != tc.wantReason || p.Status.PodIP != tc.wantIP {
 				t.Errorf("status: phase %s reason %q podIP %q, want %s %q %q (message %q)", p.Status.Phase, p.Status.Reason, p.Status.PodIP,
 					tc.wantPhase, tc.wantReason, tc.wantIP, p.Status.Message)
+			}
+			if tc.wantReadyToStart != "" {
+				var got v1.PodCondition
+				for _, c := range p.Status.Conditions {
+					if c.Type == v1.PodReadyToStartContainers {
+						got = c
+					}
+				}
+				want := v1.PodCondition{Type: v1.PodReadyToStartContainers, Status: tc.wantReadyToStart}
+				if tc.wantReadyToStart == v1.ConditionFalse {
+					want.Reason, want.Message = pod.ReasonPodSandboxNotReady, "pod sandbox is not ready"
+				}
+				if got.Status != want.Status || got.Reason != want.Reason || got.Message != want.Message {
+					t.Errorf("PodReadyToStartContainers %s %q %q, want %s %q %q", got.Status, got.Reason, got.Message, want.Status, want.Reason, want.Message)
+				}
 			}
 			if tc.wantReason != "" {
 				select {

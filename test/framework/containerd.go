@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -129,7 +130,7 @@ state = %q
   [plugins."io.containerd.internal.v1.opt"]
     path = %q
   [plugins."io.containerd.grpc.v1.cri"]
-    sandbox_image = "registry.k8s.io/pause:3.6"
+    sandbox_image = %q
     netns_mounts_under_state_dir = true
     restrict_oom_score_adj = true
     [plugins."io.containerd.grpc.v1.cri".cni]
@@ -137,7 +138,7 @@ state = %q
       conf_dir = %q
       max_conf_num = 1
 `, filepath.Join(c.Dir, "root"), filepath.Join(c.Dir, "state"), c.Socket, c.Socket+".ttrpc",
-		filepath.Join(c.Dir, "opt"), filepath.Dir(c.cniConf))
+		filepath.Join(c.Dir, "opt"), SandboxImage, filepath.Dir(c.cniConf))
 }
 
 // Start starts containerd (again, after Stop or Kill) with the same config and state, and waits until
@@ -203,6 +204,18 @@ func Condition(st *runtimeapi.RuntimeStatus, typ string) (status bool, reason st
 	return false, "", false
 }
 
+// SetPodCIDR writes the bridge conflist (as SetCNI(true)) with host-local IPAM over cidr, a Node's
+// spec.podCIDR (kube-controller-manager's nodeipam), so that the pods the kubelet runs on this
+// containerd get addresses of their Node's range; the bridge's gateway is the range's first address.
+// Later SetCNI(true) calls keep it.
+func (c *Containerd) SetPodCIDR(cidr string) error {
+	if _, err := netip.ParsePrefix(cidr); err != nil {
+		return fmt.Errorf("set pod CIDR: %w", err)
+	}
+	c.subnet = cidr
+	return c.SetCNI(true)
+}
+
 // SetCNI writes (on) or removes (off) the bridge conflist in containerd's CNI conf_dir. containerd
 // watches that directory: NetworkReady follows within about 2 s, without a restart.
 func (c *Containerd) SetCNI(on bool) error {
@@ -226,9 +239,10 @@ func (c *Containerd) SetCNI(on bool) error {
 }
 
 // ImportImage imports an OCI or Docker image tarball into the CRI's image store (namespace k8s.io) with
-// Debian's ctr. The error carries ctr's output.
-func (c *Containerd) ImportImage(ctx context.Context, tarPath string) error {
-	out, err := exec.CommandContext(ctx, "ctr", "-a", c.Socket, "-n", "k8s.io", "images", "import", tarPath).CombinedOutput()
+// Debian's ctr; flags go to `ctr images import` (e.g. --digests). The error carries ctr's output.
+func (c *Containerd) ImportImage(ctx context.Context, tarPath string, flags ...string) error {
+	args := append([]string{"-a", c.Socket, "-n", "k8s.io", "images", "import"}, flags...)
+	out, err := exec.CommandContext(ctx, "ctr", append(args, tarPath)...).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("ctr images import %s: %w\n%s", tarPath, err, out)
 	}

@@ -13,10 +13,22 @@ import (
 	"time"
 )
 
+// ImageConfig is the part of an OCI image config's "config" that WriteImageTarConfig sets: the
+// process a container of the image runs when its spec gives no command (Entrypoint, then Cmd).
+type ImageConfig struct {
+	Entrypoint, Cmd []string
+}
+
 // WriteImageTar writes an OCI image layout tarball to path holding one image named ref (e.g.
 // "example.com/app:v1") whose single uncompressed layer has files (path in the image -> content, mode
 // 0755), for Containerd.ImportImage: no registry is reachable here. Errors name the write that failed.
+// Its config names no process: WriteImageTarConfig writes an image containers can run.
 func WriteImageTar(path, ref string, files map[string][]byte) error {
+	return WriteImageTarConfig(path, ref, files, ImageConfig{})
+}
+
+// WriteImageTarConfig is WriteImageTar with the image config's Entrypoint and Cmd from cfg.
+func WriteImageTarConfig(path, ref string, files map[string][]byte, cfg ImageConfig) error {
 	var layer bytes.Buffer
 	lw := tar.NewWriter(&layer)
 	names := make([]string, 0, len(files))
@@ -44,8 +56,15 @@ func WriteImageTar(path, ref string, files map[string][]byte) error {
 		return map[string]any{"mediaType": mediaType, "digest": d, "size": len(b)}
 	}
 	layerDesc := desc("application/vnd.oci.image.layer.v1.tar", layer.Bytes())
+	process := map[string]any{}
+	if len(cfg.Entrypoint) > 0 {
+		process["Entrypoint"] = cfg.Entrypoint
+	}
+	if len(cfg.Cmd) > 0 {
+		process["Cmd"] = cfg.Cmd
+	}
 	config, _ := json.Marshal(map[string]any{
-		"architecture": runtime.GOARCH, "os": "linux", "config": map[string]any{},
+		"architecture": runtime.GOARCH, "os": "linux", "config": process,
 		"rootfs": map[string]any{"type": "layers", "diff_ids": []any{layerDesc["digest"]}},
 	})
 	manifest, _ := json.Marshal(map[string]any{

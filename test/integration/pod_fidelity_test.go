@@ -1,0 +1,661 @@
+package integration_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/nodeagent/nodeagent/pkg/pod"
+	"github.com/nodeagent/nodeagent/test/framework"
+)
+
+// podIntendedDifferences are the pod status fields where a pod on a simulated Node differs from the
+// same pod on the reference kubelet on purpose, each with its reason; docs/simulation.md ("Pod
+// fidelity: where a simulated pod differs from the kubelet's") lists the same. A field is named as
+// flattenPodStatus names it, with the scenario's container names; TestPodFidelity fails on any other
+// difference, and on an intended difference that no longer shows (the list is then stale).
+var podIntendedDifferences = map[string]string{
+	"/resources/requests/cpu": "the reference kubelet here runs with cgroupsPerQOS: false (cgroup v1, no systemd), so it has " +
+		"no pod cgroup to read the CPU request back from: once the API's copy says Running, its pod-level " +
+		"status.resources (kubelet_pods.go convertToAPIPodLevelResourcesStatus) keeps requests.cpu only from its own " +
+		"previous Running status, and a pod that goes terminal loses it; the simulated pod reports the spec's " +
+		"aggregated requests (getEffectiveAllocatedResources), as the kubelet does with pod cgroups",
+}
+
+// Pod fidelity's two sides: a namespace each, so that the same pod names run on both.
+const (
+	podFidKubeletNode = "podfid-kubelet"
+	podFidSimPrefix   = "podfid-sim-"
+	podFidKubeletNS   = "podfid-kubelet"
+	podFidSimNS       = "podfid-sim"
+	// podFidGate is the readiness gate of the "readiness gate" scenario, set True by the test.
+	podFidGate = corev1.PodConditionType("example.com/gate")
+)
+
+// podFidScenario is one pod spec run on both Nodes, with its simulated behaviour in annotations (the
+// kubelet ignores them) and the final state both must reach.
+type podFidScenario struct {
+	name string
+	// pod returns the pod (or, for job, the Job's pod template) bound to node.
+	pod func(node string) *corev1.Pod
+	// job runs the pod through a real Job (kube-controller-manager's job controller).
+	job bool
+	// final: "ready" (Running, Ready True) or a terminal phase.
+	final string
+	// gate: the test sets podFidGate True once the containers are ready.
+	gate bool
+}
+
+// podFidContainer is a container of PodImage with the image's flags in args.
+func podFidContainer(name string, args ...string) corev1.Container {
+	return corev1.Container{Name: name, Image: framework.PodImage, ImagePullPolicy: corev1.PullNever, Args: args}
+}
+
+func podFidScenarios() []podFidScenario {
+	base := func(name string, annotations map[string]string, spec corev1.PodSpec) func(string) *corev1.Pod {
+		return func(node string) *corev1.Pod {
+			s := *spec.DeepCopy()
+			s.NodeName = node
+			s.AutomountServiceAccountToken = ptr.To(false)
+			s.TerminationGracePeriodSeconds = ptr.To[int64](2)
+			return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations}, Spec: s}
+		}
+	}
+	requests := corev1.ResourceRequirements{Requests: corev1.ResourceList{
+		corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")}}
+	guaranteed := corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("20m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
+		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("20m"), corev1.ResourceMemory: resource.MustParse("32Mi")}}
+	withResources := func(c corev1.Container, r corev1.ResourceRequirements) corev1.Container {
+		c.Resources = r
+		return c
+	}
+	sidecar := withResources(podFidContainer("sidecar"), requests)
+	sidecar.RestartPolicy = ptr.To(corev1.ContainerRestartPolicyAlways)
+	return []podFidScenario{
+		{name: "plain", final: "ready",
+			pod: base("plain", nil, corev1.PodSpec{Containers: []corev1.Container{podFidContainer("main")}})},
+		{name: "init and sidecar", final: "ready",
+			pod: base("init-sidecar", map[string]string{pod.AnnotationRunDuration + ".init": "1s"}, corev1.PodSpec{
+				InitContainers: []corev1.Container{withResources(podFidContainer("init", "--exit-after=1s"), requests), sidecar},
+				Containers:     []corev1.Container{withResources(podFidContainer("main"), requests)},
+			})},
+		{name: "failing container", final: string(corev1.PodFailed),
+			pod: base("failing", map[string]string{pod.AnnotationRunDuration: "1s", pod.AnnotationExitCode: "1"}, corev1.PodSpec{
+				RestartPolicy: corev1.RestartPolicyNever,
+				Containers:    []corev1.Container{podFidContainer("main", "--exit-after=1s", "--exit-code=1")},
+			})},
+		{name: "job", final: string(corev1.PodSucceeded), job: true,
+			pod: base("job", map[string]string{pod.AnnotationRunDuration: "1s", pod.AnnotationExitCode: "0"}, corev1.PodSpec{
+				RestartPolicy: corev1.RestartPolicyOnFailure,
+				Containers:    []corev1.Container{withResources(podFidContainer("work", "--exit-after=1s"), requests)},
+			})},
+		{name: "readiness gate", final: "ready", gate: true,
+			pod: base("gated", nil, corev1.PodSpec{
+				ReadinessGates: []corev1.PodReadinessGate{{ConditionType: podFidGate}},
+				Containers:     []corev1.Container{withResources(podFidContainer("main"), guaranteed)},
+			})},
+	}
+}
+
+// TestPodFidelity (issue 29, "field by field against the real kubelet") runs the same pod specs on the
+// reference kubelet v1.37 (real containers of a static test image, test/podimage, on the harness's
+// containerd with runc, CNI bridge + host-local over its Node's podCIDR) and on a simulated Node
+// (`nodeagent simulate --nodes=1`, the behaviour from nodeagent.io/ annotations), one control plane
+// with kube-controller-manager (nodelifecycle, nodeipam with pod CIDRs, job). Scenarios: a plain pod;
+// an init container, a sidecar and a main container; a failing container (restartPolicy Never, exit 1
+// after 1 s); a Job's pod (restartPolicy OnFailure, exit 0 after 1 s); a pod with a readiness gate the
+// test sets True. Once both pods reached their final state, their statuses are compared field by field
+// (flattenPodStatus: every JSON field of status, IDs, digests, IPs and times reduced to their shapes);
+// every difference must be in podIntendedDifferences. It also counts each pod's status writes (MODIFIED
+// events whose status changed, from creation to the final state) on both sides, and the kubelet's
+// requests on pods from the audit log, and logs them.
+func TestPodFidelity(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	// A short directory: the kubelet's unix sockets under its root dir must fit 108 bytes.
+	dir, err := os.MkdirTemp("", "podfid-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	start := time.Now()
+
+	ctrd := startContainerd(t, false)
+	ictx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	if err := ctrd.ImportPodImages(ictx, dir); err != nil {
+		t.Fatal(err)
+	}
+	cp, err := framework.StartControlPlane(ictx, framework.ControlPlaneOptions{
+		Dir: filepath.Join(dir, "cp"), NodeNames: []string{podFidKubeletNode}, ControllerManager: true,
+		ExtraControllerManagerArgs: []string{"--controllers=nodelifecycle,nodeipam,job,ttl",
+			"--allocate-node-cidrs=true", "--cluster-cidr=10.244.0.0/16", "--node-cidr-mask-size=24"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cp.Stop)
+	admin := cp.AdminClient
+	for _, ns := range []string{podFidKubeletNS, podFidSimNS} {
+		if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		// No serviceaccount controller runs: the ServiceAccount admission plugin wants "default".
+		if _, err := admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+
+	// Node A: the reference kubelet; its pods' network is its Node's podCIDR.
+	kdir := filepath.Join(dir, "k")
+	framework.StartTestKubelet(ctx, t, framework.KubeletOptions{Dir: kdir, NodeName: podFidKubeletNode,
+		Kubeconfig: cp.KubeconfigFor(podFidKubeletNode), RuntimeEndpoint: ctrd.Endpoint})
+	var kubeletNode *corev1.Node
+	err = framework.WaitFor(ictx, 200*time.Millisecond, func() (bool, error) {
+		n, err := admin.CoreV1().Nodes().Get(ictx, podFidKubeletNode, metav1.GetOptions{})
+		kubeletNode = n
+		return err == nil && n.Spec.PodCIDR != "", err
+	})
+	if err != nil {
+		t.Fatalf("kubelet Node %s: no podCIDR from nodeipam: %v", podFidKubeletNode, err)
+	}
+	if err := ctrd.SetPodCIDR(kubeletNode.Spec.PodCIDR); err != nil {
+		t.Fatal(err)
+	}
+	if err := ctrd.WaitNetwork(ictx, true); err != nil {
+		t.Fatal(err)
+	}
+	framework.WaitReady(ctx, t, admin, podFidKubeletNode, 2*time.Minute)
+
+	// Node B: one simulated Node.
+	sim := startSimulator(t, "--kubeconfig="+cp.AdminKubeconfig, "--nodes=1", "--node-name-prefix="+podFidSimPrefix)
+	waitNodesReady(ctx, t, admin, sim, 1, 2*time.Minute)
+	simNodeName := podFidSimPrefix + "0000"
+	t.Logf("control plane, kubelet Node and simulated Node ready after %v", time.Since(start).Round(10*time.Millisecond))
+
+	writes := newStatusWriteCounter(podFidGate)
+	for _, ns := range []string{podFidKubeletNS, podFidSimNS} {
+		if err := writes.watch(ctx, admin, ns); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	type side struct {
+		ns, node string
+	}
+	sides := []side{{podFidKubeletNS, podFidKubeletNode}, {podFidSimNS, simNodeName}}
+	scenarios := podFidScenarios()
+	for _, sc := range scenarios {
+		for _, sd := range sides {
+			p := sc.pod(sd.node)
+			if sc.job {
+				job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: sd.ns}, Spec: batchv1.JobSpec{
+					BackoffLimit: ptr.To[int32](0),
+					Template:     corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Annotations: p.Annotations}, Spec: p.Spec},
+				}}
+				if _, err := admin.BatchV1().Jobs(sd.ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+					t.Fatalf("%s: create job in %s: %v", sc.name, sd.ns, err)
+				}
+				continue
+			}
+			if _, err := admin.CoreV1().Pods(sd.ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+				t.Fatalf("%s: create pod in %s: %v", sc.name, sd.ns, err)
+			}
+		}
+	}
+	created := time.Now()
+
+	nodes := map[string]*corev1.Node{}
+	for _, sd := range sides {
+		n, err := admin.CoreV1().Nodes().Get(ctx, sd.node, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes[sd.ns] = n
+	}
+	var table []string
+	seen := map[string]bool{} // intended differences that showed
+	for _, sc := range scenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			name := sc.pod("").Name
+			final := map[string]*corev1.Pod{}
+			for _, sd := range sides {
+				p := waitPodFinal(ctx, t, admin, sd.ns, name, sc, 2*time.Minute)
+				final[sd.ns] = p
+				t.Logf("%s/%s final (%s) %v after creation", sd.ns, p.Name, sc.final, time.Since(created).Round(10*time.Millisecond))
+			}
+			// Both reached their final state: compare, polling while a last write settles (the kubelet
+			// writes the stopped sandbox of a terminal pod after its phase). Done when only intended
+			// differences are left and neither pod changed since the poll before.
+			var diffs []string
+			var fields int
+			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			err := framework.WaitFor(wctx, time.Second, func() (bool, error) {
+				settled := true
+				for _, sd := range sides {
+					p, err := admin.CoreV1().Pods(sd.ns).Get(wctx, final[sd.ns].Name, metav1.GetOptions{})
+					if err != nil {
+						return false, err
+					}
+					settled = settled && p.ResourceVersion == final[sd.ns].ResourceVersion
+					final[sd.ns] = p
+				}
+				kf := flattenPodStatus(final[podFidKubeletNS], nodes[podFidKubeletNS])
+				fields = len(kf)
+				diffs = comparePodStatuses(kf, flattenPodStatus(final[podFidSimNS], nodes[podFidSimNS]))
+				return settled && len(unintendedPodDiffs(diffs)) == 0, nil
+			})
+			for _, d := range diffs {
+				t.Logf("difference: %s", d)
+				field, _, _ := strings.Cut(d, ": ")
+				seen[field] = true
+			}
+			if err != nil {
+				kb, _ := json.MarshalIndent(final[podFidKubeletNS].Status, "", "  ")
+				sb, _ := json.MarshalIndent(final[podFidSimNS].Status, "", "  ")
+				t.Errorf("kubelet and simulated pod statuses differ beyond the intended differences: %v\n%s\nkubelet status:\n%s\nsimulated status:\n%s",
+					err, strings.Join(unintendedPodDiffs(diffs), "\n"), kb, sb)
+			}
+			t.Logf("%d fields compared, %d differ (%d intended)", fields, len(diffs), len(diffs)-len(unintendedPodDiffs(diffs)))
+			if os.Getenv("PODFID_DUMP") != "" {
+				kf := flattenPodStatus(final[podFidKubeletNS], nodes[podFidKubeletNS])
+				keys := slices.Sorted(maps.Keys(kf))
+				for _, k := range keys {
+					t.Logf("field %s = %s", k, kf[k])
+				}
+			}
+			kw, sw := writes.count(final[podFidKubeletNS].UID), writes.count(final[podFidSimNS].UID)
+			audit := kubeletPodRequests(t, cp.AuditLogPath, final[podFidKubeletNS])
+			t.Logf("status writes from creation to the final state: kubelet %d (audit: %s), simulated %d", kw, audit, sw)
+			t.Logf("kubelet's writes: %s", writes.summary(final[podFidKubeletNS].UID))
+			t.Logf("simulated writes: %s", writes.summary(final[podFidSimNS].UID))
+			table = append(table, fmt.Sprintf("| %s | %d | %d | %s |", sc.name, kw, sw, audit))
+		})
+	}
+	t.Logf("status writes per pod start (scenario | kubelet | simulated | kubelet's requests on the pod, audit log):\n%s", strings.Join(table, "\n"))
+
+	// Every intended difference must still show in some scenario, or the list (and the docs) is stale.
+	if !t.Failed() {
+		for field := range podIntendedDifferences {
+			if !seen[field] {
+				t.Errorf("intended difference %s did not show: podIntendedDifferences (and docs/simulation.md) is stale", field)
+			}
+		}
+	}
+}
+
+// waitPodFinal waits for the pod named name in ns (for a Job scenario: the Job's pod) to reach sc.final
+// and returns it. A pod reaching another terminal phase stops the wait. For a gate scenario it sets
+// podFidGate True through pods/status once the containers are ready.
+func waitPodFinal(ctx context.Context, t *testing.T, client kubernetes.Interface, ns, name string, sc podFidScenario, timeout time.Duration) *corev1.Pod {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var last *corev1.Pod
+	gateSet := false
+	err := framework.WaitFor(ctx, 200*time.Millisecond, func() (bool, error) {
+		p, err := podFidGet(ctx, client, ns, name, sc.job)
+		if err != nil || p == nil {
+			return false, err
+		}
+		last = p
+		ready := podCondition(p, corev1.PodReady)
+		switch {
+		case sc.final == "ready":
+			if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+				return false, fmt.Errorf("pod %s/%s is %s, want Running and Ready: %w", ns, p.Name, p.Status.Phase, framework.ErrStop)
+			}
+			if sc.gate && !gateSet {
+				if cr := podCondition(p, corev1.ContainersReady); cr != nil && cr.Status == corev1.ConditionTrue {
+					patch := fmt.Sprintf(`{"status":{"conditions":[{"type":%q,"status":"True","lastTransitionTime":%q}]}}`,
+						podFidGate, time.Now().UTC().Format(time.RFC3339))
+					if _, err := client.CoreV1().Pods(ns).Patch(ctx, p.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "status"); err != nil {
+						return false, fmt.Errorf("set readiness gate: %w", err)
+					}
+					gateSet = true
+				}
+				return false, nil
+			}
+			return p.Status.Phase == corev1.PodRunning && ready != nil && ready.Status == corev1.ConditionTrue, nil
+		default:
+			if (p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed) && string(p.Status.Phase) != sc.final {
+				return false, fmt.Errorf("pod %s/%s is %s, want %s: %w", ns, p.Name, p.Status.Phase, sc.final, framework.ErrStop)
+			}
+			return string(p.Status.Phase) == sc.final, nil
+		}
+	})
+	if err != nil {
+		b, _ := json.MarshalIndent(last, "", "  ")
+		t.Fatalf("pod %s/%s: not %s: %v\nlast seen:\n%s", ns, name, sc.final, err, b)
+	}
+	return last
+}
+
+// podFidGet returns the pod named name in ns, or for a Job the (only) pod of the Job named name; nil
+// while there is none.
+func podFidGet(ctx context.Context, client kubernetes.Interface, ns, name string, job bool) (*corev1.Pod, error) {
+	if !job {
+		p, err := client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return p, err
+	}
+	l, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=" + name})
+	if err != nil || len(l.Items) == 0 {
+		return nil, err
+	}
+	if len(l.Items) > 1 {
+		return nil, fmt.Errorf("job %s/%s has %d pods, want 1 (backoffLimit 0, exit 0): %w", ns, name, len(l.Items), framework.ErrStop)
+	}
+	return &l.Items[0], nil
+}
+
+// statusWriteCounter counts, per pod UID, the watch's MODIFIED events whose status changed (one per
+// status write that changed something: a write that changes nothing makes no event), leaving out the
+// writes of the test itself (those that change only the condition ignored, the readiness gate).
+type statusWriteCounter struct {
+	ignored corev1.PodConditionType
+	mu      sync.Mutex
+	last    map[types.UID]corev1.PodStatus
+	counts  map[types.UID]int
+	steps   map[types.UID][]string // each counted write, summarised by statusSummary
+}
+
+func newStatusWriteCounter(ignored corev1.PodConditionType) *statusWriteCounter {
+	return &statusWriteCounter{ignored: ignored, last: map[types.UID]corev1.PodStatus{}, counts: map[types.UID]int{}, steps: map[types.UID][]string{}}
+}
+
+// watch starts a watch of the pods in ns (from now) that counts until ctx ends.
+func (c *statusWriteCounter) watch(ctx context.Context, client kubernetes.Interface, ns string) error {
+	w, err := client.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("watch pods in %s: %w", ns, err)
+	}
+	go func() {
+		defer w.Stop()
+		for ev := range w.ResultChan() {
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				continue
+			}
+			c.mu.Lock()
+			prev, seen := c.last[p.UID]
+			c.last[p.UID] = *p.Status.DeepCopy()
+			if ev.Type == watch.Modified && seen && !equality.Semantic.DeepEqual(c.without(prev), c.without(p.Status)) {
+				c.counts[p.UID]++
+				c.steps[p.UID] = append(c.steps[p.UID], statusSummary(&p.Status))
+			}
+			c.mu.Unlock()
+		}
+	}()
+	return nil
+}
+
+// without returns s without the ignored condition.
+func (c *statusWriteCounter) without(s corev1.PodStatus) corev1.PodStatus {
+	s.Conditions = slices.DeleteFunc(slices.Clone(s.Conditions), func(x corev1.PodCondition) bool { return x.Type == c.ignored })
+	return s
+}
+
+func (c *statusWriteCounter) count(uid types.UID) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.counts[uid]
+}
+
+// summary returns the counted writes of a pod, one statusSummary each, joined by " → ".
+func (c *statusWriteCounter) summary(uid types.UID) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return strings.Join(c.steps[uid], " → ")
+}
+
+// statusSummary is a short form of a pod status: the phase, the False kubelet conditions' initials
+// (R PodReadyToStartContainers, I Initialized, C ContainersReady, Y Ready) and each container's state
+// ("Pending -R-I main:ContainerCreating").
+func statusSummary(s *corev1.PodStatus) string {
+	out := string(s.Phase)
+	for _, c := range []struct {
+		t corev1.PodConditionType
+		n string
+	}{{corev1.PodReadyToStartContainers, "R"}, {corev1.PodInitialized, "I"}, {corev1.ContainersReady, "C"}, {corev1.PodReady, "Y"}} {
+		if pc := findPodCondition(s.Conditions, c.t); pc != nil && pc.Status != corev1.ConditionTrue {
+			out += " -" + c.n
+		}
+	}
+	for _, cs := range append(slices.Clone(s.InitContainerStatuses), s.ContainerStatuses...) {
+		state := "?"
+		switch {
+		case cs.State.Waiting != nil:
+			state = cs.State.Waiting.Reason
+		case cs.State.Running != nil:
+			state = "running"
+			if cs.Ready {
+				state += ",ready"
+			}
+		case cs.State.Terminated != nil:
+			state = "exited " + strconv.Itoa(int(cs.State.Terminated.ExitCode))
+		}
+		out += " " + cs.Name + ":" + state
+	}
+	return out
+}
+
+func findPodCondition(conds []corev1.PodCondition, t corev1.PodConditionType) *corev1.PodCondition {
+	for i := range conds {
+		if conds[i].Type == t {
+			return &conds[i]
+		}
+	}
+	return nil
+}
+
+// kubeletPodRequests summarises the kubelet's requests on pod p from the audit log, by verb and
+// subresource ("patch pods/status=3 get pods=3").
+func kubeletPodRequests(t *testing.T, auditLog string, p *corev1.Pod) string {
+	t.Helper()
+	events, err := framework.ReadAuditEventsBy(auditLog, "system:node:"+p.Spec.NodeName, func(e framework.AuditEvent) bool {
+		return e.ObjectRef != nil && e.ObjectRef.Resource == "pods" && e.ObjectRef.Namespace == p.Namespace && e.ObjectRef.Name == p.Name
+	})
+	if err != nil {
+		t.Errorf("audit log: %v", err)
+		return "?"
+	}
+	counts := map[string]int{}
+	for _, e := range events {
+		k := e.Verb + " pods"
+		if e.ObjectRef.Subresource != "" {
+			k += "/" + e.ObjectRef.Subresource
+		}
+		counts[k]++
+	}
+	var out []string
+	for k, n := range counts {
+		out = append(out, fmt.Sprintf("%s=%d", k, n))
+	}
+	sort.Strings(out)
+	return strings.Join(out, " ")
+}
+
+var (
+	containerIDShape = regexp.MustCompile(`^([A-Za-z0-9_-]+)://[0-9a-f]{64}$`)
+	imageIDShape     = regexp.MustCompile(`^(.+)@sha256:[0-9a-f]{64}$`)
+)
+
+// flattenPodStatus turns a pod's status into field → value: every JSON field of the status by its
+// path, lists of objects keyed by their name (containers) or type (conditions), ips by index. Values
+// that must differ between two Nodes are reduced to their shapes: containerID "<node's runtime>://<64 hex>",
+// imageID "<repository>@sha256:<64 hex>", an IP "<node InternalIP>" or "<in node podCIDR>", a time
+// "<set>"; a containerID whose scheme is not the Node's runtime (containerRuntimeVersion) is kept as it
+// is; the pod's name, namespace and UID and its Node's name are replaced by placeholders. Derived
+// fields say how the times are ordered: "order/<field>" is "<startTime", ">=startTime" for each time,
+// and "order/<container> started<=finished" for each terminated state. The order of the conditions and
+// of the container statuses is "conditions/order" and "<list>/order".
+func flattenPodStatus(p *corev1.Pod, node *corev1.Node) map[string]string {
+	out := map[string]string{}
+	var nodeIP string
+	for _, a := range node.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			nodeIP = a.Address
+		}
+	}
+	var cidrs []netip.Prefix
+	for _, c := range node.Spec.PodCIDRs {
+		if pfx, err := netip.ParsePrefix(c); err == nil {
+			cidrs = append(cidrs, pfx)
+		}
+	}
+	// The container IDs' scheme is the runtime's name, as the Node's containerRuntimeVersion says it.
+	runtimeName, _, _ := strings.Cut(node.Status.NodeInfo.ContainerRuntimeVersion, "://")
+	var startTime time.Time
+	if p.Status.StartTime != nil {
+		startTime = p.Status.StartTime.Time
+	}
+	norm := func(key, s string) string {
+		switch {
+		case key == "containerID":
+			if m := containerIDShape.FindStringSubmatch(s); m != nil && m[1] == runtimeName {
+				return "<node's runtime>://<64 hex>"
+			}
+		case key == "imageID":
+			if m := imageIDShape.FindStringSubmatch(s); m != nil {
+				return m[1] + "@sha256:<64 hex>"
+			}
+		case key == "ip" || key == "podIP" || key == "hostIP":
+			if s == nodeIP {
+				return "<node InternalIP>"
+			}
+			if a, err := netip.ParseAddr(s); err == nil && slices.ContainsFunc(cidrs, func(c netip.Prefix) bool { return c.Contains(a) }) {
+				return "<in node podCIDR>"
+			}
+		case strings.HasSuffix(key, "Time") || strings.HasSuffix(key, "At"):
+			if t, err := time.Parse(time.RFC3339, s); err == nil {
+				if !startTime.IsZero() && key != "startTime" {
+					order := ">=startTime"
+					if t.Before(startTime) {
+						order = "<startTime"
+					}
+					return "<set> " + order
+				}
+				return "<set>"
+			}
+		}
+		for _, r := range []struct{ from, to string }{{string(p.UID), "<uid>"}, {p.Name, "<pod>"}, {p.Namespace, "<namespace>"}, {p.Spec.NodeName, "<node>"}} {
+			if r.from != "" {
+				s = strings.ReplaceAll(s, r.from, r.to)
+			}
+		}
+		return s
+	}
+	var walk func(path, key string, v any)
+	walk = func(path, key string, v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			if len(x) == 0 {
+				out[path] = "{}"
+			}
+			for k, e := range x {
+				walk(path+"/"+k, k, e)
+			}
+		case []any:
+			var order []string
+			for i, e := range x {
+				id := strconv.Itoa(i)
+				if m, ok := e.(map[string]any); ok {
+					if n, ok := m["name"].(string); ok {
+						id = n
+					} else if ty, ok := m["type"].(string); ok {
+						id = ty
+					}
+				}
+				order = append(order, id)
+				walk(path+"["+id+"]", key, e)
+			}
+			out[path+"/order"] = strings.Join(order, ",")
+		case string:
+			out[path] = norm(key, x)
+		default:
+			out[path] = fmt.Sprint(x)
+		}
+	}
+	b, _ := json.Marshal(p.Status)
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	walk("", "", m)
+	for _, list := range [][]corev1.ContainerStatus{p.Status.InitContainerStatuses, p.Status.ContainerStatuses} {
+		for _, cs := range list {
+			for what, st := range map[string]corev1.ContainerState{"state": cs.State, "lastState": cs.LastTerminationState} {
+				if tm := st.Terminated; tm != nil {
+					out["order/"+cs.Name+" "+what+" started<=finished"] = fmt.Sprint(!tm.FinishedAt.Before(&tm.StartedAt))
+				}
+			}
+		}
+	}
+	return out
+}
+
+// comparePodStatuses returns "field: kubelet=<v> simulated=<v>" for each field that differs, sorted.
+func comparePodStatuses(kubelet, sim map[string]string) []string {
+	keys := map[string]bool{}
+	for k := range kubelet {
+		keys[k] = true
+	}
+	for k := range sim {
+		keys[k] = true
+	}
+	var out []string
+	for k := range keys {
+		kv, kok := kubelet[k]
+		sv, sok := sim[k]
+		if kv == sv && kok == sok {
+			continue
+		}
+		if !kok {
+			kv = "<absent>"
+		}
+		if !sok {
+			sv = "<absent>"
+		}
+		out = append(out, fmt.Sprintf("%s: kubelet=%s simulated=%s", k, kv, sv))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// unintendedPodDiffs returns the differences whose field is not in podIntendedDifferences.
+func unintendedPodDiffs(diffs []string) []string {
+	var out []string
+	for _, d := range diffs {
+		field, _, _ := strings.Cut(d, ": ")
+		if _, ok := podIntendedDifferences[field]; !ok {
+			out = append(out, d)
+		}
+	}
+	return out
+}
