@@ -38,6 +38,9 @@ type ctlOptions struct {
 	port   int
 	list   bool
 	change simulation.Change
+	// pod (namespace/name) and podChange: a change of one of a pod's containers instead of a Node's.
+	pod       string
+	podChange simulation.ContainerChange
 }
 
 // ctlChangeFlags are the flags of a Change, by field.
@@ -69,13 +72,21 @@ func newSimulateCtlCommand() *cobra.Command {
 	for i, f := range ctlChangeFlags {
 		fs.BoolVar(&values[i], f.name, false, f.help)
 	}
+	var crash int32
+	var stopContainer, containerReady bool
+	fs.StringVar(&o.pod, "pod", "", "NAMESPACE/NAME of a pod on a simulated Node: change one of its containers (--container with --crash, --stop-container or --container-ready) instead of a Node.")
+	fs.StringVar(&o.podChange.Container, "container", "", "With --pod: the container to change.")
+	fs.Int32Var(&crash, "crash", 0, "With --pod: the container exits now with this code (1-255); its restart policy applies (CrashLoopBackOff).")
+	fs.BoolVar(&stopContainer, "stop-container", false, "With --pod: the container exits 0 now (Completed).")
+	fs.BoolVar(&containerReady, "container-ready", true, "With --pod: false makes the container not ready until set true again.")
 	cmd := &cobra.Command{
-		Use:   "ctl NODE [--runtime-ready=false|--network-ready=...|--memory-pressure=...|--disk-pressure=...|--pid-pressure=...|--stopped=...] | ctl --list",
+		Use:   "ctl NODE [--runtime-ready=false|--network-ready=...|--memory-pressure=...|--disk-pressure=...|--pid-pressure=...|--stopped=...] | ctl --list | ctl --pod NS/NAME --container C [--crash=CODE|--stop-container|--container-ready=false]",
 		Short: "Control a simulated Node of a sharded simulation from outside the cluster, through the API server's pod proxy",
 		Long: `ctl finds the shard that owns NODE (from its global index and the StatefulSet's --nodes per shard)
 and sends the change to that shard's pod through the API server's pod proxy
 (/api/v1/namespaces/<ns>/pods/<statefulset>-<I>[:<port>]/proxy/simulation/nodes/NODE); without a change it
-prints the Node's state. --list prints every shard's Nodes with a summary. The shards must run with
+prints the Node's state. --list prints every shard's Nodes with a summary. --pod changes a container of a
+pod on a simulated Node (crash it, stop it, make it unready), through the shard of the pod's Node. The shards must run with
 --control-allow-proxy (deploy/kubernetes/simulate does); the identity needs get on the StatefulSet and
 get/create on pods/proxy in the namespace.`,
 		Args:          cobra.MaximumNArgs(1),
@@ -86,6 +97,29 @@ get/create on pods/proxy in the namespace.`,
 				if fs.Changed(f.name) {
 					*f.field(&o.change) = &values[i]
 				}
+			}
+			if fs.Changed("crash") {
+				o.podChange.Crash = &crash
+			}
+			if fs.Changed("stop-container") {
+				o.podChange.Stop = &stopContainer
+			}
+			if fs.Changed("container-ready") {
+				o.podChange.Ready = &containerReady
+			}
+			podFlags := o.podChange.Container != "" || o.podChange.Crash != nil || o.podChange.Stop != nil || o.podChange.Ready != nil
+			switch {
+			case o.pod != "" && (len(args) > 0 || o.list || !o.change.Empty()):
+				return errors.New("--pod: takes no NODE, --list or Node change flag")
+			case o.pod != "" && o.podChange.Container == "":
+				return errors.New("--pod: give the --container to change")
+			case o.pod == "" && podFlags:
+				return errors.New("--container, --crash, --stop-container and --container-ready need --pod NAMESPACE/NAME")
+			case o.pod != "":
+				if ns, name, ok := strings.Cut(o.pod, "/"); !ok || ns == "" || name == "" {
+					return fmt.Errorf("--pod %q: give NAMESPACE/NAME", o.pod)
+				}
+				return runSimulateCtl(cmd.Context(), cmd.OutOrStdout(), o, "")
 			}
 			switch {
 			case o.list && len(args) > 0:
@@ -209,6 +243,26 @@ func runSimulateCtl(ctx context.Context, out io.Writer, o *ctlOptions, node stri
 		return err
 	}
 	c := shardClient{client: client, namespace: o.namespace, statefulSet: o.statefulSet, port: l.port}
+	if o.pod != "" {
+		ns, name, _ := strings.Cut(o.pod, "/")
+		p, err := client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("--pod %q: %w", o.pod, err)
+		}
+		shard, err := l.owner(p.Spec.NodeName)
+		if err != nil {
+			return fmt.Errorf("--pod %q: %w", o.pod, err)
+		}
+		body, err := json.Marshal(o.podChange)
+		if err != nil {
+			return err
+		}
+		var st simulation.PodState
+		if err := c.do(ctx, shard, "POST", "pods/"+ns+"/"+name, body, &st); err != nil {
+			return err
+		}
+		return writeIndented(out, st)
+	}
 	if o.list {
 		all := simulation.List{}
 		for shard := range l.shards {

@@ -228,6 +228,10 @@ func TestCtlBadInput(t *testing.T) {
 		{[]string{"simulate", "ctl", "--list", "sim-0001"}, `--list: takes no NODE (got "sim-0001")`},
 		{[]string{"simulate", "ctl", "--list", "--stopped"}, "--list: takes no change flag"},
 		{[]string{"simulate", "ctl", "sim-0001", "--runtime-ready=maybe"}, "--runtime-ready"},
+		{[]string{"simulate", "ctl", "--pod", "default/web", "--crash=2"}, "--pod: give the --container to change"},
+		{[]string{"simulate", "ctl", "--pod", "web", "--container=c", "--crash=2"}, `--pod "web": give NAMESPACE/NAME`},
+		{[]string{"simulate", "ctl", "sim-0001", "--pod", "default/web", "--container=c"}, "--pod: takes no NODE"},
+		{[]string{"simulate", "ctl", "sim-0001", "--crash=2"}, "need --pod NAMESPACE/NAME"},
 	} {
 		code, out := runMain(t, tc.args)
 		if line := nodeagentLine(out); code != 1 || !strings.Contains(line, tc.want) {

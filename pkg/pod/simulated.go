@@ -169,13 +169,20 @@ func PodBehaviour(pod *v1.Pod, def Behaviour) (Behaviour, error) {
 // caller stores them per pod and passes them to Simulate.
 type Overrides map[string]ContainerOverride
 
-// ContainerOverride: Crash ends the container's run in progress at CrashAt with CrashExitCode (its
-// restart policy then applies, as after any exit); Stop ends it at StopAt with exit 0 (Completed);
-// Unready makes it not ready while set.
+// ContainerOverride: each of Crashes ends the container's run in progress at its time with its exit
+// code (1 when 0; its restart policy then applies, as after any exit: a second crash within the
+// back-off is a crash loop); Stop ends it at StopAt with exit 0 (Completed); Unready makes it not ready
+// while set.
 type ContainerOverride struct {
-	CrashAt, StopAt time.Time
-	CrashExitCode   int32
-	Unready         bool
+	Crashes []Crash
+	StopAt  time.Time
+	Unready bool
+}
+
+// Crash is one crash of a container made through the control API: at At, with ExitCode.
+type Crash struct {
+	At       time.Time
+	ExitCode int32
 }
 
 // SimInput is what Simulate needs of a pod beyond its spec: when it was admitted (StartTime), the
@@ -279,15 +286,20 @@ func (s *simulation) container(c *v1.Container, from time.Time, isInit, sidecar 
 	var last *Terminated
 	var lastRestart time.Time // when the back-off was last advanced
 	backOff := time.Duration(0)
-	crashed, stoppedByAPI := false, false // each override ends one run only
+	crashes, stoppedByAPI := 0, false // each crash, and the stop, ends one run only
 	forced := func(runStart, end time.Time) (time.Time, int32, string, bool) {
-		if !crashed && !ov.CrashAt.IsZero() && !ov.CrashAt.Before(runStart) && (end.IsZero() || ov.CrashAt.Before(end)) {
-			code := ov.CrashExitCode
-			if code == 0 {
-				code = 1
+		for crashes < len(ov.Crashes) && ov.Crashes[crashes].At.Before(runStart) {
+			crashes++ // came while the container was not running: nothing to end
+		}
+		if crashes < len(ov.Crashes) {
+			if c := ov.Crashes[crashes]; end.IsZero() || c.At.Before(end) {
+				crashes++
+				code := c.ExitCode
+				if code == 0 {
+					code = 1
+				}
+				return c.At, code, ReasonError, true
 			}
-			crashed = true
-			return ov.CrashAt, code, ReasonError, true
 		}
 		if !stoppedByAPI && !ov.StopAt.IsZero() && !ov.StopAt.Before(runStart) && (end.IsZero() || ov.StopAt.Before(end)) {
 			stoppedByAPI = true

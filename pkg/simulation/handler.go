@@ -43,6 +43,8 @@ type Summary struct {
 //	GET  /simulation/nodes         every Node's state and a summary (List)
 //	GET  /simulation/nodes/{name}  one Node's state (NodeState)
 //	POST /simulation/nodes/{name}  apply a Change given as JSON, e.g. {"runtimeReady":false}; answers the state after
+//	POST /simulation/pods/{namespace}/{name}  apply a ContainerChange to a pod on one of the Nodes, e.g.
+//	                               {"container":"web","crash":2}; answers its PodState (404: not on this simulator)
 //
 // An unknown Node is 404; a body that is not a JSON Change (an unknown or mis-cased field, a value of
 // the wrong type) or names no field ({}, null) is 400; each with a one-line plain-text message. A
@@ -231,6 +233,26 @@ func (s *Simulator) handler() http.Handler {
 			return
 		}
 		writeJSON(w, st)
+	})
+	mux.HandleFunc("POST "+Path+"pods/{namespace}/{name}", func(w http.ResponseWriter, r *http.Request) {
+		var c ContainerChange
+		data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+		if err == nil {
+			err = config.UnmarshalStrict(data, &c)
+		}
+		if err != nil {
+			http.Error(w, "bad request: body is not a JSON ContainerChange {\"container\": NAME, \"crash\": EXIT_CODE, \"stop\": true, \"ready\": BOOL}: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		st, err := s.SetPodContainer(r.PathValue("namespace"), r.PathValue("name"), c)
+		switch {
+		case errors.Is(err, ErrUnknownPod):
+			http.Error(w, err.Error(), http.StatusNotFound)
+		case err != nil:
+			http.Error(w, "bad request: "+err.Error(), http.StatusBadRequest)
+		default:
+			writeJSON(w, st)
+		}
 	})
 	return mux
 }

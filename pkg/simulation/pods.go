@@ -2,6 +2,8 @@ package simulation
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -132,4 +134,141 @@ func ownNode(name, prefix string, first, nodes int) bool {
 	}
 	i, err := strconv.Atoi(digits)
 	return err == nil && i >= first && i < first+nodes && NodeName(prefix, i) == name
+}
+
+// ContainerChange is a control API change of one container of a pod on a simulated Node (POST
+// /simulation/pods/{namespace}/{name}): Crash makes its running container exit now with that code (its
+// restart policy then applies: a crash loop with the kubelet's back-off); Stop (true) makes it exit 0 now
+// (Completed); Ready false makes it not ready until Ready true.
+type ContainerChange struct {
+	Container string `json:"container"`
+	Crash     *int32 `json:"crash,omitempty"`
+	Stop      *bool  `json:"stop,omitempty"`
+	Ready     *bool  `json:"ready,omitempty"`
+}
+
+// PodState is the control API's view of a pod on a simulated Node: where it runs and what the control
+// API changed in its containers.
+type PodState struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	UID       string `json:"uid"`
+	Node      string `json:"node"`
+	// Containers are the containers the control API changed, by name.
+	Containers map[string]ContainerOverrideState `json:"containers,omitempty"`
+}
+
+// ContainerOverrideState is what the control API set on one container.
+type ContainerOverrideState struct {
+	Crashes   []CrashState `json:"crashes,omitempty"`
+	StoppedAt *time.Time   `json:"stoppedAt,omitempty"`
+	Unready   bool         `json:"unready,omitempty"`
+}
+
+// CrashState is one crash made through the control API.
+type CrashState struct {
+	At       time.Time `json:"at"`
+	ExitCode int32     `json:"exitCode"`
+}
+
+// Errors of SetPodContainer: the pod is not on one of this simulator's running Nodes, or the change is
+// not one that can be applied.
+var (
+	ErrUnknownPod = errors.New("no such pod on this simulator's Nodes")
+	ErrBadChange  = errors.New("bad change")
+)
+
+// SetPodContainer applies c to the pod namespace/name, bound to one of this simulator's Nodes, and
+// queues the pod for a status write at once. Errors wrap ErrUnknownPod (not found, or on another Node)
+// or ErrBadChange (no such container in the spec, no change named, crash with an exit code outside
+// 1-255, or the Nodes run no pods), naming the value.
+func (s *Simulator) SetPodContainer(namespace, name string, c ContainerChange) (PodState, error) {
+	if s.pods == nil || s.cfg.Dependencies.Pods == nil {
+		return PodState{}, fmt.Errorf("%w: this simulator runs no pods", ErrBadChange)
+	}
+	p, err := s.cfg.Dependencies.Pods.Get(namespace, name)
+	if err != nil {
+		return PodState{}, fmt.Errorf("%w: %s/%s: %v", ErrUnknownPod, namespace, name, err)
+	}
+	n, ok := s.byName[p.Spec.NodeName]
+	if !ok {
+		return PodState{}, fmt.Errorf("%w: %s/%s is bound to %q", ErrUnknownPod, namespace, name, p.Spec.NodeName)
+	}
+	if !hasContainer(p, c.Container) {
+		return PodState{}, fmt.Errorf("%w: pod %s/%s has no container %q", ErrBadChange, namespace, name, c.Container)
+	}
+	if c.Crash == nil && c.Stop == nil && c.Ready == nil {
+		return PodState{}, fmt.Errorf("%w: name at least one of crash, stop, ready", ErrBadChange)
+	}
+	if c.Crash != nil && (*c.Crash < 1 || *c.Crash > 255) {
+		return PodState{}, fmt.Errorf("%w: crash %d: an exit code from 1 to 255", ErrBadChange, *c.Crash)
+	}
+	now := s.cfg.Dependencies.Clock.Now()
+	s.pods.override(p, c.Container, func(o *pod.ContainerOverride) {
+		if c.Crash != nil {
+			o.Crashes = append(o.Crashes, pod.Crash{At: now, ExitCode: *c.Crash})
+		}
+		if c.Stop != nil && *c.Stop {
+			o.StopAt = now
+		}
+		if c.Ready != nil {
+			o.Unready = !*c.Ready
+		}
+	})
+	n.mu.Lock()
+	ctrl := n.ctrl
+	n.mu.Unlock()
+	if ctrl != nil {
+		ctrl.NotifyPod(namespace, name)
+	}
+	return s.pods.state(p), nil
+}
+
+func hasContainer(p *v1.Pod, name string) bool {
+	for _, l := range [][]v1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+		for _, c := range l {
+			if c.Name == name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// override changes the control API's override of one container of p.
+func (s *simPods) override(p *v1.Pod, container string, change func(*pod.ContainerOverride)) {
+	sp := s.entry(p)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sp.overrides == nil {
+		sp.overrides = pod.Overrides{}
+	}
+	o := sp.overrides[container]
+	change(&o)
+	sp.overrides[container] = o
+}
+
+// state returns p's PodState.
+func (s *simPods) state(p *v1.Pod) PodState {
+	st := PodState{Namespace: p.Namespace, Name: p.Name, UID: string(p.UID), Node: p.Spec.NodeName}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sp := s.pods[p.UID]
+	if sp == nil {
+		return st
+	}
+	for name, o := range sp.overrides {
+		if st.Containers == nil {
+			st.Containers = map[string]ContainerOverrideState{}
+		}
+		cs := ContainerOverrideState{Unready: o.Unready}
+		for _, c := range o.Crashes {
+			cs.Crashes = append(cs.Crashes, CrashState{At: c.At, ExitCode: c.ExitCode})
+		}
+		if !o.StopAt.IsZero() {
+			cs.StoppedAt = &o.StopAt
+		}
+		st.Containers[name] = cs
+	}
+	return st
 }

@@ -133,6 +133,79 @@ func TestSimulatePods(t *testing.T) {
 		checkRunningPod(t, &pods.Items[i], byName[pods.Items[i].Spec.NodeName], seen)
 	}
 
+	// The control API: a container made unready, then crashed (restartPolicy Always: CrashLoopBackOff).
+	target := pods.Items[0]
+	waitPod := func(what string, ok func(*corev1.Pod) bool) *corev1.Pod {
+		t.Helper()
+		var p *corev1.Pod
+		start := time.Now()
+		err := framework.WaitFor(ctx, 200*time.Millisecond, func() (bool, error) {
+			var err error
+			p, err = admin.CoreV1().Pods(ns).Get(ctx, target.Name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			if time.Since(start) > 30*time.Second {
+				return false, fmt.Errorf("not after 30 s: %w", framework.ErrStop)
+			}
+			return ok(p), nil
+		})
+		if err != nil {
+			t.Fatalf("pod %s: %s: %v (status %+v)", target.Name, what, err, p.Status)
+		}
+		return p
+	}
+	if code, body, err := sim.postPath(ctx, "pods/"+ns+"/"+target.Name, `{"container":"web","ready":false}`); err != nil || code != 200 {
+		t.Fatalf("unready: %d %s %v", code, body, err)
+	}
+	var p *corev1.Pod
+	p = waitPod("Ready False after the container was made unready", func(p *corev1.Pod) bool {
+		c := podCondition(p, corev1.PodReady)
+		return c != nil && c.Status == corev1.ConditionFalse
+	})
+	if c := podCondition(p, corev1.PodReady); c.Reason != "ContainersNotReady" || c.Message != "containers with unready status: [web]" {
+		t.Errorf("unready pod: Ready %+v, want ContainersNotReady \"containers with unready status: [web]\"", c)
+	}
+	// Crashed once: restarted at once (the kubelet's first restart has no back-off), its last state the
+	// crash; crashed again: CrashLoopBackOff for the back-off's 10 s, then running again.
+	crash := func(body string) {
+		t.Helper()
+		if code, text, err := sim.postPath(ctx, "pods/"+ns+"/"+target.Name, body); err != nil || code != 200 {
+			t.Fatalf("POST %s: %d %s %v", body, code, text, err)
+		}
+	}
+	crash(`{"container":"web","ready":true,"crash":2}`)
+	p = waitPod("restarted once after the crash", func(p *corev1.Pod) bool {
+		cs := p.Status.ContainerStatuses
+		return len(cs) == 1 && cs[0].RestartCount == 1 && cs[0].State.Running != nil && cs[0].Ready
+	})
+	if lt := p.Status.ContainerStatuses[0].LastTerminationState.Terminated; lt == nil || lt.ExitCode != 2 || lt.Reason != "Error" {
+		t.Errorf("crashed container: lastState %+v, want terminated with exit code 2, reason Error", p.Status.ContainerStatuses[0].LastTerminationState)
+	}
+	crash(`{"container":"web","crash":3}`)
+	crashed := time.Now()
+	p = waitPod("CrashLoopBackOff after the second crash", func(p *corev1.Pod) bool {
+		cs := p.Status.ContainerStatuses
+		return len(cs) == 1 && cs[0].State.Waiting != nil && cs[0].State.Waiting.Reason == "CrashLoopBackOff"
+	})
+	if c := podCondition(p, corev1.PodReady); c == nil || c.Status != corev1.ConditionFalse {
+		t.Errorf("pod in CrashLoopBackOff: Ready %+v, want False", c)
+	}
+	p = waitPod("running again after the back-off", func(p *corev1.Pod) bool {
+		cs := p.Status.ContainerStatuses
+		return len(cs) == 1 && cs[0].State.Running != nil && cs[0].Ready && cs[0].RestartCount == 2
+	})
+	if d := time.Since(crashed); d < 9*time.Second {
+		t.Errorf("running again %v after the second crash, want after the kubelet's 10 s back-off", d)
+	}
+	if code, _, _ := sim.postPath(ctx, "pods/"+ns+"/no-such-pod", `{"container":"web","crash":2}`); code != 404 {
+		t.Errorf("a pod that does not exist: %d, want 404", code)
+	}
+	if code, _, _ := sim.postPath(ctx, "pods/"+ns+"/"+target.Name, `{"container":"nope","crash":2}`); code != 400 {
+		t.Errorf("a container that does not exist: %d, want 400", code)
+	}
+	seen[p.Status.PodIP] = p.Name
+
 	// A Job completes.
 	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: "batch", Namespace: ns},

@@ -119,9 +119,14 @@ func (s *simulator) stop(grace time.Duration) error {
 
 // post POSTs body to /simulation/nodes/<name> and returns the status code and body.
 func (s *simulator) post(ctx context.Context, name, body string) (int, string, error) {
+	return s.postPath(ctx, "nodes/"+name, body)
+}
+
+// postPath POSTs body to /simulation/<path> and returns the status code and body.
+func (s *simulator) postPath(ctx context.Context, path, body string) (int, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.base+"/simulation/nodes/"+name, strings.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.base+"/simulation/"+path, strings.NewReader(body))
 	if err != nil {
 		return 0, "", err
 	}
