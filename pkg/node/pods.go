@@ -144,6 +144,21 @@ func (c *Controller) addPod(key string) {
 	}
 }
 
+// PodEventHandler returns a handler for a pod informer (with PodIndexers) that queues this Node's pods:
+// what a library program with one Node adds to its informer. A process with many Nodes on one Queue
+// uses Queue.PodEventHandler instead.
+func (c *Controller) PodEventHandler() cache.ResourceEventHandler {
+	queue := func(obj any) {
+		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		if p, ok := obj.(*v1.Pod); ok && p.Spec.NodeName == c.cfg.NodeName {
+			c.addPod(p.Namespace + "/" + p.Name)
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{AddFunc: queue, UpdateFunc: func(_, obj any) { queue(obj) }, DeleteFunc: queue}
+}
+
 // queueAllPods queues every pod bound to the Node (once registered: pods bound before the controller
 // started, or while it was stopped).
 func (c *Controller) queueAllPods() {
