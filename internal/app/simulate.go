@@ -16,6 +16,7 @@ import (
 	"github.com/nodeagent/nodeagent/pkg/config"
 	"github.com/nodeagent/nodeagent/pkg/lifecycle"
 	"github.com/nodeagent/nodeagent/pkg/node"
+	"github.com/nodeagent/nodeagent/pkg/pod"
 	"github.com/nodeagent/nodeagent/pkg/server"
 	"github.com/nodeagent/nodeagent/pkg/simulation"
 	"github.com/nodeagent/nodeagent/pkg/version"
@@ -50,6 +51,8 @@ type simulateOptions struct {
 	workers        int
 	leaseWorkers   int
 	podWorkers     int
+	// The simulated pods' default behaviour (docs/simulation.md, "Pods"): annotations override it.
+	podStartDelay, podReadinessDelay, podStopDelay time.Duration
 	// Sharding (docs/simulation.md, "Shards").
 	shards                int
 	shardIndex            int
@@ -87,6 +90,9 @@ func simulateFlags() (*simulateOptions, *pflag.FlagSet) {
 	fs.Int32Var(&o.eventBurst, "event-burst", o.eventBurst, "Burst of the Events client (as the kubelet's --event-burst).")
 	fs.IntVar(&o.workers, "workers", o.workers, "Workers that run every simulated Node's runtime polls, status syncs and fast start-up updates, from one work queue; 0: one per 100 Nodes, 16 to 64.")
 	fs.IntVar(&o.leaseWorkers, "lease-workers", o.leaseWorkers, "Workers that renew every simulated Node's Lease, from a work queue of their own, so that no status sync delays a Lease; 0: one per 20 Nodes, 16 to 256 (each holds one Lease request in flight).")
+	fs.DurationVar(&o.podStartDelay, "pod-container-start-delay", 0, "Default time from a simulated pod's admission (or its previous init container) to each container running; the pod's nodeagent.io/container-start-delay annotation overrides it. 0: at once, as KWOK's fast Stages.")
+	fs.DurationVar(&o.podReadinessDelay, "pod-readiness-delay", 0, "Default time from a simulated container running to it turning ready (annotation nodeagent.io/readiness-delay).")
+	fs.DurationVar(&o.podStopDelay, "pod-stop-delay", 0, "Default time from a simulated pod's deletion to its containers stopped, capped by its grace period (annotation nodeagent.io/stop-delay).")
 	fs.IntVar(&o.podWorkers, "pod-workers", o.podWorkers, "Workers that run the pods bound to the simulated Nodes (admission, status writes, deletion), from a work queue of their own, so that no pod storm delays a Lease or a Node status; 0: one per 50 Nodes, 8 to 64.")
 	for _, name := range simulateAgentFlags {
 		fs.AddFlag(agentFlags.Lookup(name))
@@ -191,6 +197,14 @@ func completeSimulate(o *simulateOptions) (*simulationConfig, error) {
 	if o.leaseWorkers < 0 || o.leaseWorkers > 1000 {
 		return nil, fmt.Errorf("--lease-workers %d: must be between 0 (one per 20 Nodes) and 1000", o.leaseWorkers)
 	}
+	for _, d := range []struct {
+		flag  string
+		value time.Duration
+	}{{"--pod-container-start-delay", o.podStartDelay}, {"--pod-readiness-delay", o.podReadinessDelay}, {"--pod-stop-delay", o.podStopDelay}} {
+		if d.value < 0 || d.value > time.Hour {
+			return nil, fmt.Errorf("%s %v: must be between 0 and 1h", d.flag, d.value)
+		}
+	}
 	if o.podWorkers < 0 || o.podWorkers > 1000 {
 		return nil, fmt.Errorf("--pod-workers %d: must be between 0 (one per 50 Nodes) and 1000", o.podWorkers)
 	}
@@ -239,6 +253,10 @@ func runSimulate(ctx context.Context, o *simulateOptions) error {
 		},
 		REST: restConfig, Kubeconfig: o.agent.Kubeconfig, QPS: *cfg.KubeAPIQPS, Burst: int(cfg.KubeAPIBurst),
 		EventQPS: o.eventQPS, EventBurst: int(o.eventBurst), Workers: o.workers, LeaseWorkers: o.leaseWorkers, PodWorkers: o.podWorkers,
+		PodBehaviour: pod.Behaviour{
+			Default:   pod.ContainerBehaviour{StartDelay: o.podStartDelay, ReadinessDelay: o.podReadinessDelay},
+			StopDelay: o.podStopDelay,
+		},
 		ProcessStart: processStart, DeleteNodesOnExit: o.deleteNodesOnExit,
 	})
 	if err != nil {
