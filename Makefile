@@ -91,6 +91,14 @@ SIMULATE_SCALE_NODES ?= 1000
 bench-sim: tools
 	SIMULATE_SCALE_NODES=$(SIMULATE_SCALE_NODES) $(GO) test -tags scale -count=1 -v -run '^TestSimulateScale$$' -timeout 0 ./test/integration/
 
+.PHONY: bench-sim-pods
+## bench-sim-pods: nodeagent simulate running pods against the real control plane (kube-scheduler and
+## kube-controller-manager): SIMULATE_PODS (default 10000) replicas of one Deployment over SIMULATE_PODS_NODES
+## (default 100) Nodes: time to Available, heap and RSS per pod, CPU per 1000 pod starts and deletes, time
+## until all are gone after a scale to 0. Build tag scale; not in make test.
+bench-sim-pods: tools
+	SIMULATE_PODS=$(SIMULATE_PODS) SIMULATE_PODS_NODES=$(SIMULATE_PODS_NODES) $(GO) test -tags scale -count=1 -v -run '^TestSimulatePodsScale$$' -timeout 0 ./test/integration/
+
 .PHONY: kwok bench-scale
 ## kwok: build KWOK (sigs.k8s.io/kwok/cmd/kwok, pinned in hack/kwok) into _output/bin/kwok, with its default node Stages
 kwok:

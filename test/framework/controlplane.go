@@ -374,13 +374,14 @@ func (cp *ControlPlane) StopAPIServer() error {
 // StartScheduler starts kube-scheduler (the default profile, no leader election) with the admin
 // kubeconfig, serving on a free 127.0.0.1 port with a self-signed certificate, and waits until its /readyz
 // answers 200 (its informers have synced) or ctx is done. It logs to Dir/kube-scheduler.log. It errors if
-// the scheduler is already running or exits during start-up. Stop (or StopScheduler) ends it.
-func (cp *ControlPlane) StartScheduler(ctx context.Context) error {
+// the scheduler is already running or exits during start-up. Stop (or StopScheduler) ends it. extraArgs
+// are appended to its command line (e.g. --kube-api-qps).
+func (cp *ControlPlane) StartScheduler(ctx context.Context, extraArgs ...string) error {
 	port := FreePort()
-	p, err := cp.startComponent(&cp.scheduler, "kube-scheduler",
-		"--kubeconfig="+cp.AdminKubeconfig, "--leader-elect=false",
+	p, err := cp.startComponent(&cp.scheduler, "kube-scheduler", append([]string{
+		"--kubeconfig=" + cp.AdminKubeconfig, "--leader-elect=false",
 		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", port),
-		"--cert-dir="+filepath.Join(cp.Dir, "kube-scheduler-pki"))
+		"--cert-dir=" + filepath.Join(cp.Dir, "kube-scheduler-pki")}, extraArgs...)...)
 	if err != nil {
 		return err
 	}
