@@ -665,7 +665,18 @@ func checkOverlayRBAC(t *testing.T, cp *framework.ControlPlane, victim string) {
 	}
 	dryRun := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
 	for what, err := range map[string]error{
-		"deleting a Pod": sa.CoreV1().Pods(simNamespace).Delete(ctx, victim, metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}),
+		// Deleting pods is granted (a deleted pod's containers stopped, the simulation deletes it with grace
+		// 0, as a kubelet does); creating or changing them is not.
+		"creating a Pod": func() error {
+			_, err := sa.CoreV1().Pods(simNamespace).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "x"},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}}}}, dryRun)
+			return err
+		}(),
+		"changing a Pod's spec": func() error {
+			_, err := sa.CoreV1().Pods(simNamespace).Patch(ctx, victim, types.MergePatchType, []byte(`{"metadata":{"labels":{"x":"y"}}}`),
+				metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
+			return err
+		}(),
 		"writing a Secret": func() error {
 			_, err := sa.CoreV1().Secrets(simNamespace).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, dryRun)
 			return err
