@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sort"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -109,16 +110,19 @@ const PodReconcilePeriod = time.Minute
 // podRuntimeName is the scheme of the container IDs of pods whose provider names none.
 const podRuntimeName = "containerd"
 
-// podState is what a Controller keeps of one pod bound to its Node, by namespace/name.
+// podState is what a Controller keeps of one pod bound to its Node, by namespace/name. The pod's own
+// step (one at a time per pod: the work queue never runs one key twice at once) owns it; other pods'
+// steps read admitted (admission counts the admitted pods) and the IP allocator's rebuild writes ips,
+// so those two are atomic or under Controller.podsMu. uid never changes.
 type podState struct {
 	uid        types.UID
 	generation int64
-	admitted   bool // admitted by this process, or found admitted by an earlier one (status.startTime)
+	admitted   atomic.Bool // admitted by this process, or found admitted by an earlier one (status.startTime)
 	rejected   bool
 	created    bool // the provider's CreatePod succeeded
 	killed     bool // the provider's DeletePod succeeded
-	ips        []netip.Addr
-	pod        *v1.Pod // the last copy seen, for DeletePod once the pod has left the API
+	ips        []netip.Addr // guarded by Controller.podsMu
+	pod        *v1.Pod      // the last copy seen, for DeletePod once the pod has left the API
 }
 
 // podKey is a pod work queue item: one pod of one Node's controller.
@@ -211,20 +215,20 @@ func (c *Controller) podStep(ctx context.Context, key string) result {
 	}
 	terminal := p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed
 	deleting := p.DeletionTimestamp != nil
-	if !st.admitted {
+	if !st.admitted.Load() {
 		switch {
 		case terminal && !st.created:
 			// Terminal before this process saw it run: nothing of it runs here.
 			return c.deleteIfDeleting(ctx, p, st)
 		case p.Status.StartTime != nil:
-			st.admitted = true // admitted before (an earlier run of this process)
+			st.admitted.Store(true) // admitted before (an earlier run of this process)
 		case deleting:
 			return c.deletePod(ctx, p) // never admitted: nothing to stop
 		default:
 			if r := c.admit(p); !r.Admit {
 				return c.rejectPod(ctx, p, st, r)
 			}
-			st.admitted = true
+			st.admitted.Store(true)
 		}
 	}
 	if !st.created && !deleting && !terminal {
@@ -233,7 +237,7 @@ func (c *Controller) podStep(ctx context.Context, key string) result {
 			return result{after: never, err: err}
 		}
 		withIPs := p.DeepCopy()
-		withIPs.Status.PodIPs = toPodIPs(st.ips)
+		withIPs.Status.PodIPs = toPodIPs(c.podIPs(st))
 		if err := c.cfg.Pods.CreatePod(ctx, withIPs); err != nil {
 			return result{after: never, err: fmt.Errorf("creating pod %s: %w", key, err)}
 		}
@@ -300,7 +304,7 @@ func (c *Controller) admit(p *v1.Pod) pod.AdmitResult {
 		if o.UID == p.UID || o.Status.Phase == v1.PodSucceeded || o.Status.Phase == v1.PodFailed {
 			continue
 		}
-		if st := c.pods[o.Namespace+"/"+o.Name]; (st != nil && st.admitted && st.uid == o.UID) || o.Status.StartTime != nil {
+		if st := c.pods[o.Namespace+"/"+o.Name]; (st != nil && st.admitted.Load() && st.uid == o.UID) || o.Status.StartTime != nil {
 			others = append(others, o)
 		}
 	}
@@ -398,7 +402,7 @@ func (c *Controller) setPodState(key string, st *podState) {
 // ensurePodIPs gives the pod its addresses: those its status has already (a pod started by an
 // earlier run of this process), else new ones from the Node's pod CIDRs.
 func (c *Controller) ensurePodIPs(p *v1.Pod, st *podState) error {
-	if len(st.ips) > 0 || p.Spec.HostNetwork {
+	if len(c.podIPs(st)) > 0 || p.Spec.HostNetwork {
 		return nil
 	}
 	ipam, err := c.podIPAM()
@@ -409,8 +413,17 @@ func (c *Controller) ensurePodIPs(p *v1.Pod, st *podState) error {
 	if err != nil {
 		return err
 	}
+	c.podsMu.Lock()
 	st.ips = ips
+	c.podsMu.Unlock()
 	return nil
+}
+
+// podIPs returns the pod's addresses.
+func (c *Controller) podIPs(st *podState) []netip.Addr {
+	c.podsMu.Lock()
+	defer c.podsMu.Unlock()
+	return st.ips
 }
 
 // podIPAM returns the Node's pod IP allocator, made at the first pod from the Node's spec.podCIDRs
@@ -459,7 +472,8 @@ func (c *Controller) podIPAM() (*pod.IPAllocator, error) {
 				if c.pods == nil {
 					c.pods = map[string]*podState{}
 				}
-				c.pods[p.Namespace+"/"+p.Name] = &podState{uid: p.UID, generation: p.Generation, ips: ips}
+				restored := &podState{uid: p.UID, generation: p.Generation, ips: ips}
+				c.pods[p.Namespace+"/"+p.Name] = restored
 			}
 		}
 	}
@@ -469,7 +483,7 @@ func (c *Controller) podIPAM() (*pod.IPAllocator, error) {
 
 // releasePodIPs gives a pod's addresses back.
 func (c *Controller) releasePodIPs(st *podState) {
-	if st == nil || len(st.ips) == 0 {
+	if st == nil || len(c.podIPs(st)) == 0 {
 		return
 	}
 	c.podsMu.Lock()
@@ -491,7 +505,7 @@ func (c *Controller) completeRuntimeStatus(rt *pod.RuntimeStatus, st *podState) 
 		out.RuntimeName = podRuntimeName
 	}
 	if len(out.PodIPs) == 0 {
-		out.PodIPs = st.ips
+		out.PodIPs = c.podIPs(st)
 	}
 	if len(out.HostIPs) == 0 {
 		out.HostIPs = c.hostIPs()
