@@ -69,7 +69,7 @@ func (r *podRunner) GetPodStatus(_ context.Context, p *v1.Pod) (node.PodRuntimeS
 // A program that also implements node.PodProvider runs the pods bound to its Node: nodeagent admits
 // them as the kubelet does, gives them IPs from the Node's pod CIDR, and writes the kubelet's status.
 func Example_pods() {
-	client := fake.NewClientset() // a real program passes its kubernetes.Clientset
+	client := fake.NewClientset()                          // a real program passes its kubernetes.Clientset
 	nodes := informers.NewSharedInformerFactory(client, 0) // a real one selects its own Node (metadata.name)
 	podInformer := nodes.Core().V1().Pods().Informer()     // ... and the pods bound to it (spec.nodeName)
 	if err := podInformer.AddIndexers(node.PodIndexers()); err != nil {

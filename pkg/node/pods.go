@@ -119,8 +119,8 @@ type podState struct {
 	generation int64
 	admitted   atomic.Bool // admitted by this process, or found admitted by an earlier one (status.startTime)
 	rejected   bool
-	created    bool // the provider's CreatePod succeeded
-	killed     bool // the provider's DeletePod succeeded
+	created    bool         // the provider's CreatePod succeeded
+	killed     bool         // the provider's DeletePod succeeded
 	ips        []netip.Addr // guarded by Controller.podsMu
 	pod        *v1.Pod      // the last copy seen, for DeletePod once the pod has left the API
 }
