@@ -148,6 +148,17 @@ func (c *Controller) addPod(key string) {
 	}
 }
 
+// PodCounts returns how many pods the Node's pod steps know (bound to it and not yet forgotten) and how
+// many pod IPs are given out and not yet back (a pod's go back once it is terminal or gone).
+func (c *Controller) PodCounts() (pods, ips int) {
+	c.podsMu.Lock()
+	defer c.podsMu.Unlock()
+	if c.ipam != nil {
+		ips = c.ipam.Allocated()
+	}
+	return len(c.pods), ips
+}
+
 // PodEventHandler returns a handler for a pod informer (with PodIndexers) that queues this Node's pods:
 // what a library program with one Node adds to its informer. A process with many Nodes on one Queue
 // uses Queue.PodEventHandler instead.

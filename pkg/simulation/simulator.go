@@ -439,6 +439,10 @@ type NodeState struct {
 	Ready          string    `json:"ready,omitempty"`
 	LastSync       time.Time `json:"lastSync,omitzero"`
 	LastLeaseRenew time.Time `json:"lastLeaseRenew,omitzero"`
+	// Pods and PodIPs are how many pods its controller knows and how many pod IPs it has given out
+	// and not got back (node.Controller.PodCounts).
+	Pods   int `json:"pods"`
+	PodIPs int `json:"podIPs"`
 }
 
 // State returns the state of Node name; the zero NodeState for an unknown name.
@@ -471,6 +475,7 @@ func (n *simNode) state() NodeState {
 			st.Ready = string(r.Status)
 		}
 		st.LastSync, st.LastLeaseRenew = ctrl.LastSync(), ctrl.LastLeaseRenew()
+		st.Pods, st.PodIPs = ctrl.PodCounts()
 	}
 	return st
 }

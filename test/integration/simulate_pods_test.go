@@ -2,6 +2,7 @@ package integration_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"os"
@@ -306,6 +307,33 @@ func TestSimulatePods(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("all %d pods gone %v after the scale to 0", replicas, time.Since(scaled).Round(10*time.Millisecond))
+	// Every pod IP back in its Node's pool (the rejected and the Job's pods have none left either).
+	err = framework.WaitFor(ctx, 200*time.Millisecond, func() (bool, error) {
+		code, body, err := framework.HTTPGet(ctx, sim.base+"/simulation/nodes")
+		if err != nil || code != 200 {
+			return false, fmt.Errorf("GET /simulation/nodes: %d %w", code, err)
+		}
+		var l struct {
+			Nodes []struct {
+				Name   string `json:"name"`
+				PodIPs int    `json:"podIPs"`
+			} `json:"nodes"`
+		}
+		if err := json.Unmarshal([]byte(body), &l); err != nil {
+			return false, err
+		}
+		held := 0
+		for _, n := range l.Nodes {
+			held += n.PodIPs
+		}
+		if time.Since(scaled) > time.Minute {
+			return false, fmt.Errorf("%d pod IPs still given out a minute after the scale to 0: %w", held, framework.ErrStop)
+		}
+		return held == 0, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 // waitNodesReady waits until n Nodes labelled nodeagent.io/simulated=true are Ready.
