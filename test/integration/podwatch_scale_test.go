@@ -49,6 +49,9 @@ func TestPodWatchScale(t *testing.T) {
 	if _, err := cp.AdminClient.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := cp.AdminClient.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	cfg := *cp.AdminConfig
 	cfg.QPS, cfg.Burst = -1, 0 // the test's own client: no client-side limit
 	client := kubernetes.NewForConfigOrDie(&cfg)
@@ -73,7 +76,11 @@ func TestPodWatchScale(t *testing.T) {
 		}()
 	}
 	for i := range pods {
-		work <- i
+		select {
+		case work <- i:
+		case err := <-done: // a creator failed: stop here
+			t.Fatal(err)
+		}
 	}
 	close(work)
 	for range 32 {
