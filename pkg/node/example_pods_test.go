@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
@@ -96,6 +97,17 @@ func Example_pods() {
 	if _, err := podInformer.AddEventHandler(ctrl.PodEventHandler()); err != nil {
 		panic(err)
 	}
+	running := make(chan *v1.Pod, 1) // the example's own wait: the first Running pod the informer sees
+	if _, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: func(_, obj any) {
+		if p := obj.(*v1.Pod); p.Status.Phase == v1.PodRunning {
+			select {
+			case running <- p:
+			default:
+			}
+		}
+	}}); err != nil {
+		panic(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	nodes.Start(ctx.Done())
 	nodes.WaitForCacheSync(ctx.Done())
@@ -111,12 +123,7 @@ func Example_pods() {
 	if _, err := client.CoreV1().Pods("default").Create(ctx, web, metav1.CreateOptions{}); err != nil {
 		panic(err)
 	}
-	var p *v1.Pod
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if p, _ = client.CoreV1().Pods("default").Get(ctx, "web", metav1.GetOptions{}); p.Status.Phase == v1.PodRunning {
-			break
-		}
-	}
+	p := <-running
 	cancel()
 	<-done
 	fmt.Println(p.Status.Phase, p.Status.PodIP, p.Status.QOSClass)
