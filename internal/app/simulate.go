@@ -37,6 +37,11 @@ var simulateAgentFlags = []string{
 const (
 	simulateKubeAPIQPS   = 200
 	simulateKubeAPIBurst = 400
+	// simulatePodAPIQPS and simulatePodAPIBurst are the defaults of --pod-api-qps and --pod-api-burst:
+	// a simulated pod start costs one status patch with no delays, a deletion a patch and a DELETE,
+	// so 10 000 pods start in about 10 s of writes (KWOK's client has no limit at all).
+	simulatePodAPIQPS   = 1000
+	simulatePodAPIBurst = 2000
 )
 
 // simulateOptions is the command line of `nodeagent simulate`.
@@ -48,6 +53,8 @@ type simulateOptions struct {
 	simulatedTaint bool
 	eventQPS       float32
 	eventBurst     int32
+	podAPIQPS      float32
+	podAPIBurst    int32
 	workers        int
 	leaseWorkers   int
 	podWorkers     int
@@ -69,7 +76,7 @@ type simulateOptions struct {
 // the simulation's own.
 func simulateFlags() (*simulateOptions, *pflag.FlagSet) {
 	o := &simulateOptions{agent: &config.Options{Config: config.NewDefault()}, nodes: 100, prefix: "sim-node-",
-		eventQPS: 50, eventBurst: 100, shards: 1, getenv: os.Getenv, hostname: os.Hostname}
+		eventQPS: 50, eventBurst: 100, podAPIQPS: simulatePodAPIQPS, podAPIBurst: simulatePodAPIBurst, shards: 1, getenv: os.Getenv, hostname: os.Hostname}
 	// The simulation's defaults for the main client: it registers every Node through it, paced by it;
 	// one agent's 50/100 would take N/50 s to start N Nodes.
 	*o.agent.Config.KubeAPIQPS, o.agent.Config.KubeAPIBurst = simulateKubeAPIQPS, simulateKubeAPIBurst
@@ -88,6 +95,8 @@ func simulateFlags() (*simulateOptions, *pflag.FlagSet) {
 	fs.BoolVar(&o.simulatedTaint, "simulated-taint", o.simulatedTaint, "Register every simulated Node with the taint "+taintText(simulation.SimulatedTaint)+", so that only pods that tolerate it are scheduled there.")
 	fs.Float32Var(&o.eventQPS, "event-qps", o.eventQPS, "QPS of the client that writes Events (its own rate limit, as the kubelet's --event-qps); events beyond it are dropped, never the heartbeats.")
 	fs.Int32Var(&o.eventBurst, "event-burst", o.eventBurst, "Burst of the Events client (as the kubelet's --event-burst).")
+	fs.Float32Var(&o.podAPIQPS, "pod-api-qps", o.podAPIQPS, "QPS of the client that writes the simulated pods' status and deletes them: a client of its own, so that a pod storm never delays a Node's registration (Node status and Leases have their own client, without a limit).")
+	fs.Int32Var(&o.podAPIBurst, "pod-api-burst", o.podAPIBurst, "Burst of the pods client (--pod-api-qps).")
 	fs.IntVar(&o.workers, "workers", o.workers, "Workers that run every simulated Node's runtime polls, status syncs and fast start-up updates, from one work queue; 0: one per 100 Nodes, 16 to 64.")
 	fs.IntVar(&o.leaseWorkers, "lease-workers", o.leaseWorkers, "Workers that renew every simulated Node's Lease, from a work queue of their own, so that no status sync delays a Lease; 0: one per 20 Nodes, 16 to 256 (each holds one Lease request in flight).")
 	fs.DurationVar(&o.podStartDelay, "pod-container-start-delay", 0, "Default time from a simulated pod's admission (or its previous init container) to each container running; the pod's nodeagent.io/container-start-delay annotation overrides it. 0: at once, as KWOK's fast Stages.")
@@ -117,7 +126,8 @@ func newSimulateCommand() *cobra.Command {
 exactly as a single nodeagent keeps its own: one per-node controller each (registration, the kubelet's
 status setters, the status syncer, the fast start-up update, the Lease renewer, the CRI poller), over a
 host made from --node-template and its own in-memory CRI runtime. Every Node carries the label
-` + simulation.LabelSimulated + `=true. Pods bound to them are not run.
+` + simulation.LabelSimulated + `=true. The pods bound to them run as
+simulated containers, with the kubelet's admission and pod status (docs/simulation.md, "Pods").
 
 With --shards=K, this process is shard --shard-index (or the ordinal of its StatefulSet pod, with
 --shard-index-from-pod-name) and runs the global indexes [I×--nodes, (I+1)×--nodes), each Node
@@ -211,6 +221,9 @@ func completeSimulate(o *simulateOptions) (*simulationConfig, error) {
 	if o.eventQPS <= 0 || o.eventBurst <= 0 {
 		return nil, fmt.Errorf("--event-qps %v --event-burst %d: must be greater than 0", o.eventQPS, o.eventBurst)
 	}
+	if o.podAPIQPS <= 0 || o.podAPIBurst <= 0 {
+		return nil, fmt.Errorf("--pod-api-qps %v --pod-api-burst %d: must be greater than 0", o.podAPIQPS, o.podAPIBurst)
+	}
 	if err := config.Validate(o.agent.Config); err != nil {
 		return nil, err
 	}
@@ -252,7 +265,7 @@ func runSimulate(ctx context.Context, o *simulateOptions) error {
 			AgentVersion: version.Get().GitVersion,
 		},
 		REST: restConfig, Kubeconfig: o.agent.Kubeconfig, QPS: *cfg.KubeAPIQPS, Burst: int(cfg.KubeAPIBurst),
-		EventQPS: o.eventQPS, EventBurst: int(o.eventBurst), Workers: o.workers, LeaseWorkers: o.leaseWorkers, PodWorkers: o.podWorkers,
+		EventQPS: o.eventQPS, EventBurst: int(o.eventBurst), PodQPS: o.podAPIQPS, PodBurst: int(o.podAPIBurst), Workers: o.workers, LeaseWorkers: o.leaseWorkers, PodWorkers: o.podWorkers,
 		PodBehaviour: pod.Behaviour{
 			Default:   pod.ContainerBehaviour{StartDelay: o.podStartDelay, ReadinessDelay: o.podReadinessDelay},
 			StopDelay: o.podStopDelay,

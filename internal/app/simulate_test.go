@@ -82,6 +82,7 @@ current-context: c
 		{"host flag", []string{"--hostname-override=x"}, []string{"unknown flag: --hostname-override"}},
 		{"runtime flag", []string{"--container-runtime-endpoint=unix:///x.sock"}, []string{"unknown flag: --container-runtime-endpoint"}},
 		{"bad event qps", []string{"--event-qps=0"}, []string{"--event-qps 0"}},
+		{"bad pod api qps", []string{"--pod-api-qps=0"}, []string{"--pod-api-qps 0 --pod-api-burst 2000: must be greater than 0"}},
 		{"negative pod start delay", []string{"--pod-container-start-delay=-1s"}, []string{"--pod-container-start-delay -1s: must be between 0 and 1h"}},
 		{"pod stop delay beyond an hour", []string{"--pod-stop-delay=2h"}, []string{"--pod-stop-delay 2h0m0s: must be between 0 and 1h"}},
 		{"too many pod workers", []string{"--pod-workers=1001"}, []string{"--pod-workers 1001: must be between 0 (one per 50 Nodes) and 1000"}},

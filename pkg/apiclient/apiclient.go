@@ -44,6 +44,11 @@ type Config struct {
 	// kubelet's --event-qps); otherwise Events go through the main client.
 	EventQPS   float32
 	EventBurst int
+	// PodQPS and PodBurst, if positive, give pod writes (status patches, deletions) a client of their
+	// own with this limit (`nodeagent simulate --pod-api-qps`), so that a pod storm never queues behind
+	// registration nor registration behind it; otherwise pods go through the main client.
+	PodQPS   float32
+	PodBurst int
 	// NodeName makes the Node informer watch that Node only; NodeLabelSelector, if NodeName is empty,
 	// the Nodes with these labels. One of them is required.
 	NodeName, NodeLabelSelector string
@@ -54,6 +59,8 @@ type Config struct {
 // Set is the clients, the Node informer and the event broadcaster of one process.
 type Set struct {
 	Client, Heartbeat, Events kubernetes.Interface
+	// Pods writes pod status and deletes pods: a client of its own with Config.PodQPS, or Client.
+	Pods kubernetes.Interface
 	// CloseAllConns closes every API connection (and so resets the watch).
 	CloseAllConns func()
 	// Informers has the Node informer (Core().V1().Nodes()), its objects without managedFields;
@@ -102,6 +109,14 @@ func New(ctx context.Context, cfg Config) (*Set, error) {
 		eventConfig.QPS, eventConfig.Burst = cfg.EventQPS, cfg.EventBurst
 		if s.Events, err = kubernetes.NewForConfig(eventConfig); err != nil {
 			return nil, fmt.Errorf("building events client: %w", err)
+		}
+	}
+	s.Pods = s.Client
+	if cfg.PodQPS > 0 && cfg.PodBurst > 0 {
+		podConfig := rest.CopyConfig(restConfig)
+		podConfig.QPS, podConfig.Burst = cfg.PodQPS, cfg.PodBurst
+		if s.Pods, err = kubernetes.NewForConfig(podConfig); err != nil {
+			return nil, fmt.Errorf("building pods client: %w", err)
 		}
 	}
 

@@ -170,6 +170,9 @@ type Dependencies struct {
 	// Pods reads the process's pod informer (IndexedPodLister); required when a Config has Pods. The
 	// informer's events reach the Controllers through Queue.PodEventHandler.
 	Pods PodLister
+	// PodClient patches pod status and deletes pods (a client with a rate limit of its own, as
+	// apiclient.Set.Pods); nil: Client.
+	PodClient kubernetes.Interface
 }
 
 // Controller keeps one Node true. Build with New; run with Run, or Start it on a shared Queue.

@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -344,7 +345,7 @@ func (c *Controller) patchPodStatus(ctx context.Context, p *v1.Pod, status *v1.P
 	if err != nil || patch == nil {
 		return err
 	}
-	_, err = c.deps.Client.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.StrategicMergePatchType, patch,
+	_, err = c.podClient().CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.StrategicMergePatchType, patch,
 		metav1.PatchOptions{}, "status")
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil // gone, or another pod under its name now: the informer tells
@@ -368,7 +369,7 @@ func (c *Controller) deleteIfDeleting(ctx context.Context, p *v1.Pod, st *podSta
 // as the kubelet's status manager once the pod can be deleted; its finalizers are left to their owners.
 func (c *Controller) deletePod(ctx context.Context, p *v1.Pod) result {
 	zero := int64(0)
-	err := c.deps.Client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{
+	err := c.podClient().CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{
 		GracePeriodSeconds: &zero, Preconditions: &metav1.Preconditions{UID: &p.UID},
 	})
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
@@ -564,4 +565,12 @@ func toPodIPs(ips []netip.Addr) []v1.PodIP {
 		out = append(out, v1.PodIP{IP: ip.String()})
 	}
 	return out
+}
+
+// podClient is the client of the pod writes: Dependencies.PodClient, or Client.
+func (c *Controller) podClient() kubernetes.Interface {
+	if c.deps.PodClient != nil {
+		return c.deps.PodClient
+	}
+	return c.deps.Client
 }

@@ -344,3 +344,25 @@ func TestPodStepIdempotentAndForgotten(t *testing.T) {
 		t.Errorf("%d pod IPs still allocated after the pod left, want 0", n)
 	}
 }
+
+// TestPodWritesUsePodClient: with Dependencies.PodClient set (the simulator's pods client, its own rate
+// limit), a pod's status patch and its deletion go through it, and none through the main client.
+func TestPodWritesUsePodClient(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	e := newPodEnv(t, testPod("a", "100m", nil))
+	podClient := fake.NewClientset(e.pod(t, "a"))
+	e.ctrl.deps.PodClient = podClient
+	e.client.ClearActions()
+	if r := e.ctrl.podStep(ctx, "default/a"); r.err != nil {
+		t.Fatal(r.err)
+	}
+	if w := e.writes(); len(w) != 0 {
+		t.Errorf("main client's pod writes %q, want none", w)
+	}
+	main := e.client
+	e.client = podClient
+	if w := e.writes(); !slices.Equal(w, []string{"patch-status a"}) {
+		t.Errorf("pods client's writes %q, want [patch-status a]", w)
+	}
+	e.client = main
+}

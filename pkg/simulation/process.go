@@ -67,11 +67,15 @@ type ProcessConfig struct {
 	REST       *rest.Config
 	Kubeconfig string
 	// QPS and Burst limit the main client (registration, the informer; --kube-api-qps and
-	// --kube-api-burst); EventQPS and EventBurst the events client (--event-qps, --event-burst).
+	// --kube-api-burst); EventQPS and EventBurst the events client (--event-qps, --event-burst);
+	// PodQPS and PodBurst the pods client (--pod-api-qps, --pod-api-burst: pod status patches and
+	// deletions).
 	QPS        float32
 	Burst      int
 	EventQPS   float32
 	EventBurst int
+	PodQPS     float32
+	PodBurst   int
 	// Workers and LeaseWorkers size the queue's pools (--workers, --lease-workers); 0 sizes them
 	// by Nodes (DefaultWorkersFor).
 	Workers, LeaseWorkers int
@@ -110,6 +114,7 @@ func NewProcess(ctx context.Context, cfg ProcessConfig) (*Process, error) {
 	set, err := apiclient.New(ctx, apiclient.Config{
 		REST: cfg.REST, UserAgent: "nodeagent-simulate/" + version.Get().GitVersion, QPS: cfg.QPS, Burst: cfg.Burst,
 		HeartbeatTimeout: heartbeatTimeout, EventQPS: cfg.EventQPS, EventBurst: cfg.EventBurst,
+		PodQPS: cfg.PodQPS, PodBurst: cfg.PodBurst,
 		NodeLabelSelector: cfg.Shard.Selector(cfg.NamePrefix), Clock: clk,
 	})
 	if err != nil {
@@ -153,8 +158,9 @@ func NewProcess(ctx context.Context, cfg ProcessConfig) (*Process, error) {
 			Clock: clk, Queue: p.Queue, Observer: p.Metrics.ManyNodes(), Instance: p.instance,
 			// One probe for every simulated node (it reads the shard's first node's Lease): after an
 			// outage, N Leases resume together, at the cost of one GET per probe period while they wait.
-			Serving: lease.NewServingProbe(set.Heartbeat, first, clk, 0),
-			Pods:    node.IndexedPodLister{Indexer: podInformer.GetIndexer()},
+			Serving:   lease.NewServingProbe(set.Heartbeat, first, clk, 0),
+			Pods:      node.IndexedPodLister{Indexer: podInformer.GetIndexer()},
+			PodClient: set.Pods,
 		},
 		PodBehaviour: cfg.PodBehaviour,
 		StartQPS:     float64(cfg.QPS), StartBurst: cfg.Burst,
