@@ -39,6 +39,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nodeagent/nodeagent/test/benchkit"
 	"github.com/nodeagent/nodeagent/test/framework"
 )
 
@@ -130,12 +131,12 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	env, err := describeEnv(ctx, root, agentBin)
+	env, err := benchkit.DescribeEnv(ctx, root, agentBin)
 	if err != nil {
 		return err
 	}
 	start := time.Now()
-	env.loadStart = loadavg()
+	env.LoadStart = benchkit.LoadAvg()
 	var results []*result
 	for _, n := range o.nodes {
 		for _, sys := range o.systems {
@@ -148,14 +149,15 @@ func run() error {
 			results = append(results, r)
 		}
 	}
-	env.loadEnd = loadavg()
-	env.took = time.Since(start)
+	env.LoadEnd = benchkit.LoadAvg()
+	env.Took = time.Since(start)
 	report := render(o, env, results)
 	fmt.Println(report)
 	if o.out == "" {
 		return nil
 	}
-	if err := writeSection(o.out, o.nodes, o.shards, report); err != nil {
+	begin, end := markers(o.nodes, o.shards)
+	if err := benchkit.WriteSection(o.out, begin, end, report); err != nil {
 		return err
 	}
 	fmt.Printf("wrote the bench-scale section of %s\n", o.out)

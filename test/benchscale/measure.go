@@ -3,25 +3,20 @@ package main
 import (
 	"context"
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/nodeagent/nodeagent/test/benchkit"
 	"github.com/nodeagent/nodeagent/test/framework"
 )
 
@@ -32,9 +27,6 @@ const (
 	// benchNamespace holds each system's service account; each runs as its own, so that the audit log
 	// (which logs service accounts) tells its requests apart.
 	benchNamespace = "bench-scale"
-	// kwokAnnotation is the annotation KWOK's documentation gives the Nodes it is to manage
-	// (--manage-nodes-with-annotation-selector), with its taint of the same key.
-	kwokAnnotation = "kwok.x-k8s.io/node"
 )
 
 // result is what one system did with n Nodes.
@@ -94,7 +86,7 @@ func measure(ctx context.Context, o options, sys string, n int, agentBin, binDir
 		return nil, err
 	}
 	defer cp.Stop()
-	kubeconfig, err := serviceAccount(ctx, cp, sys)
+	kubeconfig, err := benchkit.AdminServiceAccount(ctx, cp, benchNamespace, sys)
 	if err != nil {
 		return nil, err
 	}
@@ -110,20 +102,19 @@ func measure(ctx context.Context, o options, sys string, n int, agentBin, binDir
 	}
 	wctx, cancelWatch := context.WithCancel(ctx)
 	defer cancelWatch()
-	nodes := &nodeTracker{want: n, ready: map[string]bool{}, allReady: make(chan struct{}),
-		badStartup: map[string]string{}, badWindow: map[string]string{}}
-	leases := &leaseTracker{last: map[string]time.Time{}}
+	nodes := benchkit.NewNodeTracker(n)
+	leases := benchkit.NewLeaseTracker()
 	nodeFactory := informers.NewSharedInformerFactory(client, 0)
 	leaseFactory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(corev1.NamespaceNodeLease))
 	if _, err := nodeFactory.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { nodes.observe(obj.(*corev1.Node)) },
-		UpdateFunc: func(_, obj any) { nodes.observe(obj.(*corev1.Node)) },
+		AddFunc:    func(obj any) { nodes.Observe(obj.(*corev1.Node)) },
+		UpdateFunc: func(_, obj any) { nodes.Observe(obj.(*corev1.Node)) },
 	}); err != nil {
 		return nil, err
 	}
 	if _, err := leaseFactory.Coordination().V1().Leases().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { leases.observe(obj.(*coordinationv1.Lease)) },
-		UpdateFunc: func(_, obj any) { leases.observe(obj.(*coordinationv1.Lease)) },
+		AddFunc:    func(obj any) { leases.Observe(obj.(*coordinationv1.Lease)) },
+		UpdateFunc: func(_, obj any) { leases.Observe(obj.(*coordinationv1.Lease)) },
 	}); err != nil {
 		return nil, err
 	}
@@ -153,7 +144,7 @@ func measure(ctx context.Context, o options, sys string, n int, agentBin, binDir
 		}
 	case systemKWOK:
 		c0 := time.Now()
-		if err := createKWOKNodes(ctx, cp.AdminClient, n); err != nil {
+		if err := benchkit.CreateKWOKNodes(ctx, cp.AdminClient, n); err != nil {
 			return nil, err
 		}
 		r.created = time.Since(c0)
@@ -161,7 +152,7 @@ func measure(ctx context.Context, o options, sys string, n int, agentBin, binDir
 		var proc *framework.Process
 		proc, err = framework.StartProcess("kwok", filepath.Join(dir, "kwok.log"), filepath.Join(binDir, "kwok"),
 			"--kubeconfig="+kubeconfig, "--config="+filepath.Join(binDir, "kwok-node-stages.yaml"),
-			"--manage-nodes-with-annotation-selector="+kwokAnnotation+"=fake",
+			"--manage-nodes-with-annotation-selector="+benchkit.KWOKAnnotation+"=fake",
 			"--node-lease-duration-seconds=40", "--server-address=")
 		if err == nil {
 			procs = append(procs, proc)
@@ -190,15 +181,15 @@ func measure(ctx context.Context, o options, sys string, n int, agentBin, binDir
 wait:
 	for {
 		select {
-		case <-nodes.allReady:
+		case <-nodes.AllReady():
 			break wait
 		case <-rctx.Done():
 			if ctx.Err() != nil {
-				return nil, fmt.Errorf("%w: %d of %d Nodes Ready %v after start", ctx.Err(), nodes.readyCount(), n, time.Since(t0).Round(time.Second))
+				return nil, fmt.Errorf("%w: %d of %d Nodes Ready %v after start", ctx.Err(), nodes.ReadyCount(), n, time.Since(t0).Round(time.Second))
 			}
 			// Not all Ready in time: measured all the same, from now, and reported as such.
-			r.notAllReady = nodes.readyCount()
-			nodes.timedOut()
+			r.notAllReady = nodes.ReadyCount()
+			nodes.TimedOut()
 			fmt.Printf("    %v: only %d of %d Nodes Ready after %v; measuring from now all the same\n", errTimeout, r.notAllReady, n, o.readyTimeout)
 			break wait
 		case <-tick.C:
@@ -206,12 +197,12 @@ wait:
 				return nil, err
 			}
 			if d := time.Since(t0); d.Round(time.Second)%(30*time.Second) == 0 {
-				fmt.Printf("    %v after start: %d of %d Ready\n", d.Round(time.Second), nodes.readyCount(), n)
+				fmt.Printf("    %v after start: %d of %d Ready\n", d.Round(time.Second), nodes.ReadyCount(), n)
 			}
 		}
 	}
 	if r.notAllReady < 0 {
-		r.readyAfter = nodes.readyAt().Sub(t0)
+		r.readyAfter = nodes.ReadyAt().Sub(t0)
 	} else {
 		r.readyAfter = time.Since(t0)
 	}
@@ -239,7 +230,7 @@ settling:
 		pids[procName(i)] = proc.PID()
 	}
 	r.shards = make([]shardResult, len(procs))
-	cpu0, err := readCPU(pids)
+	cpu0, err := benchkit.ReadCPU(pids)
 	if err != nil {
 		return nil, err
 	}
@@ -248,7 +239,7 @@ settling:
 		return nil, err
 	}
 	w0 := time.Now()
-	leases.record(true)
+	leases.Record(true)
 	var rssSum int64
 	sample := time.NewTicker(o.sample)
 	defer sample.Stop()
@@ -265,7 +256,7 @@ window:
 			break window
 		case <-progress.C:
 			fmt.Printf("    %v of %v; %d Ready, %d seen NotReady/Unknown since all Ready\n",
-				time.Since(w0).Round(time.Second), o.duration, nodes.readyCount(), nodes.badWindowCount())
+				time.Since(w0).Round(time.Second), o.duration, nodes.ReadyCount(), nodes.BadWindowCount())
 		case <-sample.C:
 			if err := exited(); err != nil {
 				return nil, err
@@ -285,9 +276,9 @@ window:
 			r.rssSamples++
 		}
 	}
-	leases.record(false)
-	r.readyAtEnd = nodes.readyCount()
-	cpu1, err := readCPU(pids)
+	leases.Record(false)
+	r.readyAtEnd = nodes.ReadyCount()
+	cpu1, err := benchkit.ReadCPU(pids)
 	if err != nil {
 		return nil, err
 	}
@@ -315,7 +306,7 @@ window:
 		r.cores += r.shards[i].cores
 		delete(r.componentCores, procName(i))
 	}
-	r.leaseIntervals = leases.intervals()
+	r.leaseIntervals = leases.Intervals()
 
 	events, err := framework.ReadAuditEventsRange(cp.AuditLogPath, audit0, audit1)
 	if err != nil {
@@ -332,204 +323,6 @@ window:
 			r.watchers += c
 		}
 	}
-	r.badStartup, r.badWindow = nodes.bad()
+	r.badStartup, r.badWindow = nodes.Bad()
 	return r, nil
-}
-
-// serviceAccount creates service account sys in benchNamespace, bound to cluster-admin (both systems get
-// the same rights), and returns the path of a kubeconfig with a token for it.
-func serviceAccount(ctx context.Context, cp *framework.ControlPlane, sys string) (string, error) {
-	path, err := cp.ServiceAccountKubeconfig(ctx, benchNamespace, sys)
-	if err != nil {
-		return "", err
-	}
-	crb := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "bench-scale-" + sys},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: benchNamespace, Name: sys}},
-	}
-	if _, err := cp.AdminClient.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return "", fmt.Errorf("bind cluster-admin to %s: %w", sys, err)
-	}
-	return path, nil
-}
-
-// createKWOKNodes creates n Nodes kwok-node-0000... as KWOK's documentation shows them: annotation and
-// taint kwok.x-k8s.io/node=fake, label type=kwok, no status (KWOK's node-initialize stage fills it in).
-// Eight creates at a time.
-func createKWOKNodes(ctx context.Context, client kubernetes.Interface, n int) error {
-	names := make(chan string)
-	errs := make(chan error, 8)
-	var wg sync.WaitGroup
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for name := range names {
-				node := &corev1.Node{
-					ObjectMeta: metav1.ObjectMeta{
-						Name:        name,
-						Annotations: map[string]string{kwokAnnotation: "fake", "node.alpha.kubernetes.io/ttl": "0"},
-						Labels: map[string]string{"type": "kwok", "kubernetes.io/hostname": name,
-							"kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64", "kubernetes.io/role": "agent"},
-					},
-					Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: kwokAnnotation, Value: "fake", Effect: corev1.TaintEffectNoSchedule}}},
-				}
-				if _, err := client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
-					errs <- fmt.Errorf("create node %s: %w", name, err)
-					return
-				}
-			}
-		}()
-	}
-	var err error
-feed:
-	for i := range n {
-		select {
-		case names <- fmt.Sprintf("kwok-node-%04d", i):
-		case err = <-errs:
-			break feed
-		}
-	}
-	close(names)
-	wg.Wait()
-	if err != nil {
-		return err
-	}
-	select {
-	case err = <-errs:
-	default:
-	}
-	return err
-}
-
-// readCPU reads the CPU time of every process in pids.
-func readCPU(pids map[string]int) (map[string]time.Duration, error) {
-	out := map[string]time.Duration{}
-	for name, pid := range pids {
-		d, err := framework.ReadProcCPU(pid)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
-		}
-		out[name] = d
-	}
-	return out, nil
-}
-
-// nodeTracker follows every Node's Ready condition from a watch.
-type nodeTracker struct {
-	want int
-
-	mu sync.Mutex
-	// Nodes seen with Ready False or Unknown before all were Ready and after, name → status.
-	badStartup, badWindow map[string]string
-	ready                 map[string]bool
-	nReady                int
-	allReady              chan struct{} // closed when all want Nodes are Ready the first time
-	allReadyAt            time.Time
-	after                 bool // all were Ready once, or waiting for that timed out: count in badWindow
-}
-
-// timedOut makes Nodes seen not Ready from now on count in badWindow, as if all had been Ready.
-func (t *nodeTracker) timedOut() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.after = true
-}
-
-// observe takes one Node from the watch. A Node without a Ready condition (KWOK's before it initializes
-// them) counts as neither.
-func (t *nodeTracker) observe(n *corev1.Node) {
-	c := framework.NodeCondition(n, corev1.NodeReady)
-	if c == nil {
-		return
-	}
-	now := time.Now()
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	ready := c.Status == corev1.ConditionTrue
-	if ready != t.ready[n.Name] {
-		if ready {
-			t.nReady++
-		} else {
-			t.nReady--
-		}
-	}
-	t.ready[n.Name] = ready
-	if !ready {
-		if !t.after {
-			t.badStartup[n.Name] = string(c.Status)
-		} else {
-			t.badWindow[n.Name] = string(c.Status)
-		}
-	}
-	if t.nReady == t.want && t.allReadyAt.IsZero() {
-		t.allReadyAt, t.after = now, true
-		close(t.allReady)
-	}
-}
-
-func (t *nodeTracker) readyCount() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.nReady
-}
-
-func (t *nodeTracker) readyAt() time.Time {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.allReadyAt
-}
-
-func (t *nodeTracker) badWindowCount() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return len(t.badWindow)
-}
-
-// bad returns copies of the Nodes seen not Ready before and after all were Ready.
-func (t *nodeTracker) bad() (startup, window map[string]string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return maps.Clone(t.badStartup), maps.Clone(t.badWindow)
-}
-
-// leaseTracker collects, while recording, the intervals between consecutive renewTimes of each Lease.
-type leaseTracker struct {
-	mu        sync.Mutex
-	last      map[string]time.Time
-	recording bool
-	got       []time.Duration
-}
-
-func (t *leaseTracker) observe(l *coordinationv1.Lease) {
-	if l.Spec.RenewTime == nil {
-		return
-	}
-	rt := l.Spec.RenewTime.Time
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	prev, ok := t.last[l.Name]
-	if ok && !rt.After(prev) {
-		return
-	}
-	t.last[l.Name] = rt
-	if ok && t.recording {
-		t.got = append(t.got, rt.Sub(prev))
-	}
-}
-
-func (t *leaseTracker) record(on bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.recording = on
-}
-
-// intervals returns the intervals recorded, sorted.
-func (t *leaseTracker) intervals() []time.Duration {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	out := slices.Clone(t.got)
-	slices.Sort(out)
-	return out
 }

@@ -2,17 +2,14 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"maps"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"runtime"
 	"slices"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/nodeagent/nodeagent/test/benchkit"
 )
 
 // The section of BENCHMARKS.md a run writes is its own node list's (and shard count's):
@@ -35,72 +32,6 @@ const (
 	// status patch at most every 5 min when nothing changes (0.2/min).
 	kubeletWritesPerMin = 6.2
 )
-
-// env describes the machine and the versions.
-type env struct {
-	cpus               int
-	cpuModel, memory   string
-	kernel, os         string
-	agentVersion       string
-	commit             string
-	k8sVersion         string
-	kwokVersion        string
-	goVersion          string
-	loadStart, loadEnd string
-	took               time.Duration
-	started            time.Time
-}
-
-func describeEnv(ctx context.Context, root, agentBin string) (*env, error) {
-	e := &env{cpus: runtime.NumCPU(), goVersion: runtime.Version(), started: time.Now().UTC()}
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(line, "model name"); ok {
-				e.cpuModel = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
-				break
-			}
-		}
-	}
-	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
-		line, _, _ := strings.Cut(string(b), "\n")
-		e.memory = strings.Join(strings.Fields(line)[1:], " ")
-	}
-	e.kernel = cmdOut(ctx, "", "uname", "-r")
-	if b, err := os.ReadFile("/etc/os-release"); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(line, "PRETTY_NAME="); ok {
-				e.os = strings.Trim(v, `"`)
-			}
-		}
-	}
-	e.agentVersion, _, _ = strings.Cut(cmdOut(ctx, "", agentBin, "version"), "\n")
-	e.commit = cmdOut(ctx, root, "git", "rev-parse", "--short", "HEAD")
-	if cmdOut(ctx, root, "git", "status", "--porcelain", "--untracked-files=no") != "" {
-		e.commit += " (with uncommitted changes)"
-	}
-	e.k8sVersion = cmdOut(ctx, filepath.Join(root, "hack", "tools"), "go", "list", "-m", "-f", "{{.Version}}", "k8s.io/kubernetes")
-	e.kwokVersion = cmdOut(ctx, filepath.Join(root, "hack", "kwok"), "go", "list", "-m", "-f", "{{.Version}}", "sigs.k8s.io/kwok")
-	return e, nil
-}
-
-// cmdOut runs name with args in dir and returns its trimmed output, or "(unknown: ...)".
-func cmdOut(ctx context.Context, dir, name string, args ...string) string {
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Dir = dir
-	out, err := cmd.Output()
-	if err != nil {
-		return fmt.Sprintf("(unknown: %s: %v)", name, err)
-	}
-	return strings.TrimSpace(string(out))
-}
-
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	return strings.Join(strings.Fields(string(b))[:3], " ")
-}
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
 
@@ -135,7 +66,7 @@ func systemTitle(s string) string {
 }
 
 // render returns the bench-scale section of BENCHMARKS.md, markers included.
-func render(o options, e *env, rs []*result) string {
+func render(o options, e *benchkit.Env, rs []*result) string {
 	var b bytes.Buffer
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format+"\n", a...) }
 	nodes := make([]string, len(o.nodes))
@@ -155,18 +86,18 @@ func render(o options, e *env, rs []*result) string {
 		strings.Join(nodes, ","), o.duration, o.settle, shardMake)
 	p("(`go run ./test/benchscale --nodes %s --duration %s --settle %s%s`)", strings.Join(nodes, ","), o.duration, o.settle, shardArg)
 	p("on %s; the run took %v. Each system ran alone, one after the other, each on a fresh control plane.",
-		e.started.Format("2006-01-02 15:04 UTC"), e.took.Round(time.Second))
+		e.Started.Format("2006-01-02 15:04 UTC"), e.Took.Round(time.Second))
 	if o.shards > 1 {
 		p("nodeagent simulate ran as %d processes on this machine (`--shards %d --shard-index I`, nodes/%d Nodes each, as the", o.shards, o.shards, o.shards)
 		p("StatefulSet of deploy/kubernetes/simulate runs them); its CPU and RSS are the sums over the shards, each shard's below.")
 	}
 	p("")
 	p("- Machine: %d cores (%s), memory %s, kernel %s, %s; shared with other work that was not stopped",
-		e.cpus, e.cpuModel, e.memory, e.kernel, e.os)
-	p("  (load average 1, 5, 15 min at start: %s; at end: %s).", e.loadStart, e.loadEnd)
+		e.CPUs, e.CPUModel, e.Memory, e.Kernel, e.OS)
+	p("  (load average 1, 5, 15 min at start: %s; at end: %s).", e.LoadStart, e.LoadEnd)
 	p("- nodeagent: %s, commit %s; KWOK: sigs.k8s.io/kwok/cmd/kwok %s (hack/kwok, built by hack/build-kwok.sh);",
-		e.agentVersion, e.commit, e.kwokVersion)
-	p("  etcd, kube-apiserver, kube-controller-manager: k8s.io/kubernetes %s (hack/tools); %s.", e.k8sVersion, e.goVersion)
+		e.AgentVersion, e.Commit, e.KWOKVersion)
+	p("  etcd, kube-apiserver, kube-controller-manager: k8s.io/kubernetes %s (hack/tools); %s.", e.K8sVersion, e.GoVersion)
 	p("")
 
 	p("| metric | %s |", strings.Join(mapResults(rs, func(r *result) string {
@@ -373,22 +304,4 @@ func describeBad(m map[string]string) string {
 		}
 	}
 	return fmt.Sprintf("%d (%s; e.g. %s)", len(m), strings.Join(parts, ", "), names[0])
-}
-
-// writeSection replaces the bench-scale section of the file at path with section, or appends it.
-func writeSection(path string, nodes []int, shards int, section string) error {
-	beginMarker, endMarker := markers(nodes, shards)
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	s := string(b)
-	i, j := strings.Index(s, beginMarker), strings.Index(s, endMarker)
-	switch {
-	case i >= 0 && j > i:
-		s = s[:i] + strings.TrimSuffix(section, "\n") + s[j+len(endMarker):]
-	default:
-		s = strings.TrimRight(s, "\n") + "\n\n" + section
-	}
-	return os.WriteFile(path, []byte(s), 0o644)
 }
