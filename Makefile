@@ -115,6 +115,17 @@ BENCH_SCALE_SHARDS ?= 1
 bench-scale: tools kwok
 	BENCH_SCALE_NODES=$(BENCH_SCALE_NODES) BENCH_SCALE_DURATION=$(BENCH_SCALE_DURATION) BENCH_SCALE_SHARDS=$(BENCH_SCALE_SHARDS) $(GO) run ./test/benchscale $(BENCH_SCALE_ARGS)
 
+.PHONY: bench-pods
+## bench-pods: pods on nodeagent simulate's Nodes and on KWOK's (v0.8.0, kwokctl's default pod Stages), one after
+## the other, each on fresh control planes with the real kube-scheduler and kube-controller-manager: scenario 1,
+## BENCH_PODS_ONE_NODE (10000) pods bound to one Node, until Running and until gone; scenarios 2-4 on
+## BENCH_PODS_NODES (1000) Nodes: 100 Deployments of 100 until Available, BENCH_PODS_STEADY (5m) of steady state, a
+## Deployment of 1000 rolled, all scaled to 0; and BENCH_PODS_KUBEMARK (20) of kubemark's hollow nodes. CPU, RSS,
+## API writes per pod, stuck pods, pod IPs given twice. Writes the bench-pods section of BENCHMARKS.md. Not part
+## of make test.
+bench-pods: tools kwok
+	$(GO) run ./test/benchpods $(BENCH_PODS_ARGS)
+
 .PHONY: npd
 ## npd: build node-problem-detector v1.36.0 (k8s.io/node-problem-detector, pinned in hack/npd) into
 ## _output/bin/node-problem-detector, only when missing or hack/npd changed (stamp); the side-by-side NPD
