@@ -145,7 +145,10 @@ func newSysEnv(ctx context.Context, o options, sys, name string, maskSize int, s
 			})
 			return err
 		},
-		func() error { _, err := pods.Core().V1().Pods().Informer().AddEventHandler(e.pods.handler()); return err },
+		func() error {
+			_, err := pods.Core().V1().Pods().Informer().AddEventHandler(e.pods.handler())
+			return err
+		},
 	} {
 		if err := reg(); err != nil {
 			e.stop()
