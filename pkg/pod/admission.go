@@ -74,6 +74,74 @@ type AdmitResult struct {
 // topology managers, shutdown), DRA-backed extended resources, and the re-read of the Node the kubelet
 // does when node affinity alone fails: pass the freshest Node. Admit does not modify its arguments.
 func Admit(node *v1.Node, pod *v1.Pod, others []*v1.Pod) AdmitResult {
+	var used Usage
+	for _, o := range others {
+		used.Add(o)
+	}
+	return AdmitWith(node, pod, &used)
+}
+
+// Usage is what the active pods of a Node hold, as the kubelet's admission sums them from its active
+// pods on every admission (the scheduler's NodeInfo that generalFilter is given): their count, their
+// requests (with their resized status, as NodeInfo counts them) and their host ports. Kept
+// incrementally (Add when a pod is admitted, Remove with what Add returned when it turns terminal or
+// leaves), so that one admission costs O(1) in the pods already on the Node where the kubelet's costs
+// O(n): the kubelet has at most 110 pods, a simulated Node may have 10 000. The zero Usage is empty.
+// Not safe for concurrent use.
+type Usage struct {
+	pods  int64
+	used  resourceSum
+	ports map[hostPort]int
+	// anyIP counts the host ports by protocol and port, whatever their IP: a wanted 0.0.0.0 port
+	// conflicts with any of them.
+	anyIP map[hostPort]int
+}
+
+// UsageEntry is one pod's part of a Usage, returned by Add for Remove.
+type UsageEntry struct {
+	req   resourceSum
+	ports []hostPort
+}
+
+// Add counts p as an active pod and returns its part, for Remove.
+func (u *Usage) Add(p *v1.Pod) UsageEntry {
+	var e UsageEntry
+	e.req.add(resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{
+		UseStatusResources: true, InPlacePodLevelResourcesVerticalScalingEnabled: true}))
+	e.ports = podHostPorts(p)
+	u.pods++
+	u.used.addSum(&e.req, 1)
+	if len(e.ports) > 0 && u.ports == nil {
+		u.ports, u.anyIP = map[hostPort]int{}, map[hostPort]int{}
+	}
+	for _, hp := range e.ports {
+		u.ports[hp]++
+		u.anyIP[hostPort{protocol: hp.protocol, port: hp.port}]++
+	}
+	return e
+}
+
+// Remove takes back a part Add returned: the pod is no longer active.
+func (u *Usage) Remove(e UsageEntry) {
+	u.pods--
+	u.used.addSum(&e.req, -1)
+	for _, hp := range e.ports {
+		if u.ports[hp]--; u.ports[hp] <= 0 {
+			delete(u.ports, hp)
+		}
+		k := hostPort{protocol: hp.protocol, port: hp.port}
+		if u.anyIP[k]--; u.anyIP[k] <= 0 {
+			delete(u.anyIP, k)
+		}
+	}
+}
+
+// Pods is the number of active pods counted.
+func (u *Usage) Pods() int { return int(u.pods) }
+
+// AdmitWith is Admit with the other active pods given as their Usage: the same checks, results and
+// messages (see Admit).
+func AdmitWith(node *v1.Node, pod *v1.Pod, used *Usage) AdmitResult {
 	nodeOS := node.Labels[v1.LabelOSStable]
 	if nodeOS == "" {
 		nodeOS = "linux"
@@ -93,7 +161,7 @@ func Admit(node *v1.Node, pod *v1.Pod, others []*v1.Pod) AdmitResult {
 			Message: fmt.Sprintf("SupplementalGroupsPolicy=%s is not supported in this node", v1.SupplementalGroupsPolicyStrict)}
 	}
 
-	if r := fitsResources(node, pod, others); r != nil {
+	if r := fitsResources(node, pod, used); r != nil {
 		return AdmitResult{Reason: r.reason(), Message: r.Error()}
 	}
 	predicate := func(name, desc string) AdmitResult {
@@ -105,7 +173,7 @@ func Admit(node *v1.Node, pod *v1.Pod, others []*v1.Pod) AdmitResult {
 	if pod.Spec.NodeName != "" && pod.Spec.NodeName != node.Name {
 		return predicate(ReasonNodeName, errReasonNodeName)
 	}
-	if hostPortsConflict(pod, others) {
+	if hostPortsConflict(pod, used) {
 		return predicate(ReasonNodePorts, errReasonNodePorts)
 	}
 	if src, ok := pod.Annotations[configSourceAnnotation]; !ok || src == "api" {
@@ -178,13 +246,29 @@ func (r *resourceSum) add(list v1.ResourceList) {
 	}
 }
 
+// addSum adds sign × o to r.
+func (r *resourceSum) addSum(o *resourceSum, sign int64) {
+	r.milliCPU += sign * o.milliCPU
+	r.memory += sign * o.memory
+	r.ephemeral += sign * o.ephemeral
+	r.pods += sign * o.pods
+	for name, v := range o.scalar {
+		if r.scalar == nil {
+			r.scalar = map[v1.ResourceName]int64{}
+		}
+		if r.scalar[name] += sign * v; r.scalar[name] == 0 {
+			delete(r.scalar, name)
+		}
+	}
+}
+
 // fitsResources mirrors noderesources.fitsRequest as AdmissionCheck calls it (no ignored resources,
-// no DRA) and returns the first insufficiency, nil when the pod fits.
-func fitsResources(node *v1.Node, pod *v1.Pod, others []*v1.Pod) *insufficientResource {
-	var alloc, used resourceSum
+// no DRA) over the active pods' usage, and returns the first insufficiency, nil when the pod fits.
+func fitsResources(node *v1.Node, pod *v1.Pod, u *Usage) *insufficientResource {
+	var alloc resourceSum
 	alloc.add(node.Status.Allocatable)
-	if int64(len(others))+1 > alloc.pods {
-		return &insufficientResource{name: v1.ResourcePods, requested: 1, used: int64(len(others)), capacity: alloc.pods}
+	if u.pods+1 > alloc.pods {
+		return &insufficientResource{name: v1.ResourcePods, requested: 1, used: u.pods, capacity: alloc.pods}
 	}
 	var req resourceSum
 	req.add(resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}))
@@ -198,10 +282,7 @@ func fitsResources(node *v1.Node, pod *v1.Pod, others []*v1.Pod) *insufficientRe
 	if req.milliCPU == 0 && req.memory == 0 && req.ephemeral == 0 && len(req.scalar) == 0 {
 		return nil
 	}
-	for _, o := range others {
-		used.add(resourcehelper.PodRequests(o, resourcehelper.PodResourcesOptions{
-			UseStatusResources: true, InPlacePodLevelResourcesVerticalScalingEnabled: true}))
-	}
+	used := &u.used
 	check := func(name v1.ResourceName, r, u, a int64) *insufficientResource {
 		if r > 0 && r > a-u {
 			return &insufficientResource{name: name, requested: r, used: u, capacity: a}
@@ -287,21 +368,16 @@ func podHostPorts(pod *v1.Pod) []hostPort {
 
 // hostPortsConflict mirrors nodeports.Fits with HostPortInfo.CheckConflict: a wanted 0.0.0.0 port
 // conflicts with the same protocol and port on any IP; a specific IP conflicts with itself and 0.0.0.0.
-func hostPortsConflict(pod *v1.Pod, others []*v1.Pod) bool {
-	want := podHostPorts(pod)
-	if len(want) == 0 {
-		return false
-	}
-	for _, o := range others {
-		for _, used := range podHostPorts(o) {
-			for _, w := range want {
-				if w.port != used.port || w.protocol != used.protocol {
-					continue
-				}
-				if w.ip == "0.0.0.0" || used.ip == "0.0.0.0" || w.ip == used.ip {
-					return true
-				}
+func hostPortsConflict(pod *v1.Pod, u *Usage) bool {
+	for _, w := range podHostPorts(pod) {
+		if w.ip == "0.0.0.0" {
+			if u.anyIP[hostPort{protocol: w.protocol, port: w.port}] > 0 {
+				return true
 			}
+			continue
+		}
+		if u.ports[w] > 0 || u.ports[hostPort{ip: "0.0.0.0", protocol: w.protocol, port: w.port}] > 0 {
+			return true
 		}
 	}
 	return false

@@ -1,6 +1,7 @@
 package pod
 
 import (
+	"slices"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -149,5 +150,59 @@ func TestComputePodQOS(t *testing.T) {
 	}
 	if got := PodQOS(&v1.Pod{Status: v1.PodStatus{QOSClass: v1.PodQOSGuaranteed}}); got != v1.PodQOSGuaranteed {
 		t.Errorf("PodQOS does not keep status.qosClass: %s", got)
+	}
+}
+
+// TestUsageAddRemove: a Usage kept incrementally (pods added, then some removed with what Add returned)
+// admits as Admit over the pods still active: the same result and message.
+func TestUsageAddRemove(t *testing.T) {
+	a := reqPod(cpuMem(5, 10), withPort(8080, ""))
+	b := reqPod(cpuMem(3, 5), withPort(9090, "127.0.0.1"))
+	c := reqPod(v1.ResourceList{"example.com/gpu": resource.MustParse("1")})
+	for _, tc := range []struct {
+		name    string
+		add     []*v1.Pod
+		remove  []int // indexes into add
+		pod     *v1.Pod
+		wantOK  bool
+		wantMsg string
+	}{
+		{name: "cpu freed by a removed pod", add: []*v1.Pod{a, b}, remove: []int{0}, pod: reqPod(cpuMem(7, 1)), wantOK: true},
+		{name: "cpu still used", add: []*v1.Pod{a, b}, remove: []int{1}, pod: reqPod(cpuMem(7, 1)),
+			wantMsg: "Node didn't have enough resource: cpu, requested: 7, used: 5, capacity: 10"},
+		{name: "host port freed", add: []*v1.Pod{a, b}, remove: []int{0}, pod: reqPod(nil, withPort(8080, "10.0.0.1")), wantOK: true},
+		{name: "host port of a specific IP against a wanted 0.0.0.0", add: []*v1.Pod{a, b}, pod: reqPod(nil, withPort(9090, "")),
+			wantMsg: "Predicate NodePorts failed: node(s) didn't have free ports for the requested pod ports"},
+		{name: "host port on 0.0.0.0 against a specific IP", add: []*v1.Pod{a, b}, pod: reqPod(nil, withPort(8080, "10.0.0.2")),
+			wantMsg: "Predicate NodePorts failed: node(s) didn't have free ports for the requested pod ports"},
+		{name: "extended resource freed", add: []*v1.Pod{c, a}, remove: []int{0}, pod: reqPod(v1.ResourceList{"example.com/gpu": resource.MustParse("1")}), wantOK: true},
+		{name: "extended resource held", add: []*v1.Pod{c, a}, pod: reqPod(v1.ResourceList{"example.com/gpu": resource.MustParse("1")}),
+			wantMsg: "Node didn't have enough resource: example.com/gpu, requested: 1, used: 1, capacity: 1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var u Usage
+			entries := make([]UsageEntry, len(tc.add))
+			for i, p := range tc.add {
+				entries[i] = u.Add(p)
+			}
+			var active []*v1.Pod
+			for i, p := range tc.add {
+				if slices.Contains(tc.remove, i) {
+					u.Remove(entries[i])
+					continue
+				}
+				active = append(active, p)
+			}
+			got, want := AdmitWith(testNode(), tc.pod, &u), Admit(testNode(), tc.pod, active)
+			if got != want {
+				t.Errorf("AdmitWith %+v, Admit over the active pods %+v", got, want)
+			}
+			if got.Admit != tc.wantOK || got.Message != tc.wantMsg {
+				t.Errorf("got %+v, want admit %v message %q", got, tc.wantOK, tc.wantMsg)
+			}
+			if u.Pods() != len(active) {
+				t.Errorf("Pods() %d, want %d", u.Pods(), len(active))
+			}
+		})
 	}
 }

@@ -308,7 +308,7 @@ func CmdOut(ctx context.Context, dir, name string, args ...string) string {
 
 // LoadAvg is /proc/loadavg's 1, 5 and 15 min load averages, or "?".
 func LoadAvg() string {
-	b, err := os.ReadFile("/proc/LoadAvg")
+	b, err := os.ReadFile("/proc/loadavg")
 	if err != nil {
 		return "?"
 	}

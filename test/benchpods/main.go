@@ -70,6 +70,9 @@ type options struct {
 	timeout                    time.Duration
 	kubemark, kubemarkPods     int
 	out, dir                   string
+	profileDir                 string
+	simulateArgs               []string
+	profileSeconds             int
 	keep                       bool
 	binDir, agentBin           string
 	schedulerQPS, creatorsPool int
@@ -99,10 +102,15 @@ func run() error {
 	flag.IntVar(&o.kubemarkPods, "kubemark-pods", 10, "pods per hollow node")
 	flag.IntVar(&o.schedulerQPS, "control-plane-qps", 2000, "--kube-api-qps of kube-scheduler and kube-controller-manager (burst twice that), so that they do not hold the pods back")
 	flag.IntVar(&o.creatorsPool, "creators", 32, "concurrent creates of scenario 1's pods")
+	flag.StringVar(&o.profileDir, "profile-dir", "", "if set, nodeagent simulate runs with --enable-profiling-handler and each phase gets a CPU profile (its first --profile-seconds) and a heap profile (at its end) here")
+	var simulateArgs string
+	flag.StringVar(&simulateArgs, "simulate-args", os.Getenv("BENCH_PODS_SIMULATE_ARGS"), "extra arguments of nodeagent simulate, space-separated, e.g. --pod-workers=64 ($BENCH_PODS_SIMULATE_ARGS)")
+	flag.IntVar(&o.profileSeconds, "profile-seconds", 30, "length of each phase's CPU profile")
 	flag.StringVar(&o.out, "out", "BENCHMARKS.md", "file whose bench-pods section gets the tables (empty: print only)")
 	flag.StringVar(&o.dir, "dir", "_output/bench-pods", "where each run's control plane and logs go")
 	flag.BoolVar(&o.keep, "keep", os.Getenv("BENCH_PODS_KEEP") != "", "keep each run's directory ($BENCH_PODS_KEEP)")
 	flag.Parse()
+	o.simulateArgs = strings.Fields(simulateArgs)
 	for _, s := range strings.Split(systems, ",") {
 		s = strings.TrimSpace(s)
 		if s != systemNodeagent && s != systemKWOK {
@@ -149,6 +157,11 @@ func run() error {
 		return err
 	}
 	o.binDir = filepath.Join(root, "_output", "bin")
+	if o.profileDir != "" {
+		if err := os.MkdirAll(o.profileDir, 0o755); err != nil {
+			return err
+		}
+	}
 	env, err := benchkit.DescribeEnv(ctx, root, o.agentBin)
 	if err != nil {
 		return err

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -75,6 +77,10 @@ type sysEnv struct {
 	nodes   *benchkit.NodeTracker
 	leases  *benchkit.LeaseTracker
 	cancel  context.CancelFunc
+	// pprof is nodeagent simulate's /debug/pprof with --profile-dir, else empty.
+	pprof string
+	// scenario names the profiles.
+	scenario string
 }
 
 // newSysEnv starts a control plane of its own for sys (kube-controller-manager with the controllers the
@@ -205,8 +211,14 @@ func (e *sysEnv) startSystem(ctx context.Context, n int, prefix, template string
 	var t0 time.Time
 	switch e.sys {
 	case systemNodeagent:
+		port := framework.FreePort()
 		args := []string{"simulate", "--kubeconfig=" + e.kubecfg, "--nodes=" + strconv.Itoa(n), "--node-name-prefix=" + prefix,
-			"--healthz-bind-address=127.0.0.1", "--healthz-port=" + strconv.Itoa(framework.FreePort()), "-v=1"}
+			"--healthz-bind-address=127.0.0.1", "--healthz-port=" + strconv.Itoa(port), "-v=1"}
+		args = append(args, e.o.simulateArgs...)
+		if e.o.profileDir != "" {
+			args = append(args, "--enable-profiling-handler")
+			e.pprof = fmt.Sprintf("http://127.0.0.1:%d/debug/pprof", port)
+		}
 		if template != "" {
 			path := filepath.Join(e.dir, "node-template.yaml")
 			if err := os.WriteFile(path, []byte(template), 0o644); err != nil {
@@ -247,6 +259,50 @@ func (e *sysEnv) startSystem(ctx context.Context, n int, prefix, template string
 		return 0, err
 	}
 	return e.nodes.ReadyAt().Sub(t0), nil
+}
+
+// profile, with --profile-dir and nodeagent, takes a CPU profile of up to --profile-seconds from now
+// into <dir>/<scenario>-<phase>.cpu.pprof, and returns the func that, at the phase's end, waits for it and
+// takes a heap profile into <dir>/<scenario>-<phase>.heap.pprof.
+func (e *sysEnv) profile(ctx context.Context, phase string) func() {
+	if e.pprof == "" {
+		return func() {}
+	}
+	base := filepath.Join(e.o.profileDir, e.scenario+"-"+phase)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := fetch(ctx, fmt.Sprintf("%s/profile?seconds=%d", e.pprof, e.o.profileSeconds), base+".cpu.pprof"); err != nil {
+			fmt.Printf("    CPU profile: %v\n", err)
+		}
+	}()
+	return func() {
+		<-done
+		if err := fetch(ctx, e.pprof+"/heap?gc=1", base+".heap.pprof"); err != nil {
+			fmt.Printf("    heap profile: %v\n", err)
+		}
+	}
+}
+
+// fetch writes the body of GET url into path.
+func fetch(ctx context.Context, url, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
 }
 
 // errNotReached is returned by wait when the timeout ran out.
@@ -292,6 +348,8 @@ func (e *sysEnv) measurePhase(ctx context.Context, name string, act func() error
 	if err != nil {
 		return ph, err
 	}
+	stopProfile := e.profile(ctx, name)
+	defer stopProfile()
 	t0 := time.Now()
 	if err := act(); err != nil {
 		_, _ = m.stop()
@@ -341,6 +399,7 @@ func runOneNode(ctx context.Context, o options, r *systemRun) error {
 	if err != nil {
 		return err
 	}
+	e.scenario = "one-node"
 	defer e.stop()
 	nodeName := "kwok-node-0000"
 	if r.system == systemNodeagent {
@@ -447,6 +506,7 @@ func runSpread(ctx context.Context, o options, r *systemRun) error {
 	if err != nil {
 		return err
 	}
+	e.scenario = "spread"
 	defer e.stop()
 	if r.nodesReady, err = e.startSystem(ctx, o.nodes, "sim-", ""); err != nil {
 		return err
