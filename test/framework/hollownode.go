@@ -50,7 +50,7 @@ type HollowNodeOptions struct {
 // its fake runtime's socket (/tmp/kubelet_remote_*.sock) in /tmp, whatever TMPDIR says, so the process runs
 // in a mount namespace of its own (unshare --mount) whose /tmp is Dir/tmp; its Node, log and ports are
 // those of the host, and its kubelet server listens on 0.0.0.0:Port (kubemark fixes the address; the
-// read-only port is off).
+// read-only port is off). The mount namespace needs root (CAP_SYS_ADMIN), as the tests run.
 type HollowNode struct {
 	// NodeName is HollowNodeOptions.NodeName; Binary the kubemark run.
 	NodeName, Binary string
