@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -42,7 +41,8 @@ type HollowNodeOptions struct {
 // (--use-host-image-service=false), a fake cAdvisor and a stub container manager. It registers its Node,
 // renews its Lease and runs the pods bound to it through the kubelet's pod workers and status manager, but
 // the fake runtime's containers start at once, never exit and never restart, and every pod gets the same
-// podIP, 192.168.192.168 (cri-api's FakePodSandboxIPs). It costs 80 to 90 MiB of RSS per Node (83.7 MiB measured with four pods).
+// podIP, 192.168.192.168 (cri-api's FakePodSandboxIPs). It costs 80 to 90 MiB of RSS per Node (83.7 MiB
+// measured with four pods).
 //
 // It mirrors how kubemark runs in a cluster, one hollow-node pod per Node (test/kubemark/resources/
 // hollow-node_template.yaml: --morph=kubelet --name=<node> --kubeconfig=<kubelet.kubeconfig>), with the
@@ -113,7 +113,7 @@ func StartHollowNode(ctx context.Context, opts HollowNodeOptions) (*HollowNode, 
 		return nil, fmt.Errorf("start hollow node: %w", err)
 	}
 	h.proc = p
-	if err := waitHealthz(ctx, p, http.DefaultClient, "http://127.0.0.1:"+strconv.Itoa(h.Port)+"/healthz"); err != nil {
+	if err := waitHealthz(ctx, p, "http://127.0.0.1:"+strconv.Itoa(h.Port)+"/healthz"); err != nil {
 		return nil, errors.Join(fmt.Errorf("wait for hollow node %s /healthz: %w", opts.NodeName, err), h.Stop())
 	}
 	return h, nil

@@ -184,15 +184,15 @@ func (k *Kubelet) WaitHealthy(ctx context.Context) error {
 	if p == nil {
 		return errors.New("wait for kubelet /healthz: not started")
 	}
-	if err := waitHealthz(ctx, p, http.DefaultClient, "http://127.0.0.1:"+strconv.Itoa(k.HealthzPort)+"/healthz"); err != nil {
+	if err := waitHealthz(ctx, p, "http://127.0.0.1:"+strconv.Itoa(k.HealthzPort)+"/healthz"); err != nil {
 		return fmt.Errorf("wait for kubelet %s /healthz: %w", k.NodeName, err)
 	}
 	return nil
 }
 
-// waitHealthz polls url with client every 100 ms until it answers 200. It errors, quoting the end of p's
+// waitHealthz polls url every 100 ms until it answers 200. It errors, quoting the end of p's
 // log, if p exits first; when ctx ends, with the last answer or error.
-func waitHealthz(ctx context.Context, p *process, client *http.Client, url string) error {
+func waitHealthz(ctx context.Context, p *process, url string) error {
 	return WaitFor(ctx, 100*time.Millisecond, func() (bool, error) {
 		if err := p.exitedErr(); err != nil {
 			return false, err
@@ -203,7 +203,7 @@ func waitHealthz(ctx context.Context, p *process, client *http.Client, url strin
 		if err != nil {
 			return false, err
 		}
-		resp, err := client.Do(req)
+		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			return false, err
 		}
