@@ -11,8 +11,8 @@ UNIT_PKGS := ./pkg/... ./internal/... ./cmd/...
 .PHONY: tools build up cluster test test-unit test-integration vet fmt
 
 ## tools: install containerd/CNI plugins and prometheus (promtool) if missing and build etcd, kube-apiserver,
-## kube-controller-manager, kube-scheduler, kubelet, kubectl and cloud-node-controller, and helm (hack/helm),
-## into _output/bin
+## kube-controller-manager, kube-scheduler, kubelet, kubectl, cloud-node-controller and kubemark (the hollow
+## node), and helm (hack/helm), into _output/bin
 tools:
 	hack/install-deps.sh
 

@@ -4,8 +4,9 @@
 #     prometheus (for prometheus and promtool: test/monitoring checks and unit-tests the alerting rules
 #     and runs a real Prometheus against a real agent), without its recommended exporters;
 #   - helm, built from hack/helm by hack/build-helm.sh (its own stamp) for the Helm chart's tests;
-#   - etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl and
-#     cloud-node-controller (k8s.io/cloud-provider's node controllers over its fake cloud) built from the
+#   - etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl,
+#     cloud-node-controller (k8s.io/cloud-provider's node controllers over its fake cloud) and kubemark
+#     (kubemark's hollow node: the kubelet over a fake runtime, a second pod reference) built from the
 #     hack/tools module into _output/bin, rebuilt when a binary is missing or hack/tools (go.mod, go.sum,
 #     *.go) changed, as recorded by the stamp file _output/bin/.tools.stamp.
 # With --skew v1.34 it builds instead the older control plane of the version-skew smoke suite (make
@@ -27,7 +28,7 @@ esac
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BIN="$ROOT/_output/bin"
 TOOLS="$ROOT/hack/tools"
-BINARIES=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl cloud-node-controller)
+BINARIES=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl cloud-node-controller kubemark)
 
 log() { echo "install-deps: $*"; }
 
@@ -99,7 +100,8 @@ if [[ -n $reason ]]; then
   log "building ${BINARIES[*]} into ${BIN#"$ROOT/"}: $reason (cold: about 15 min on 2 cores, module downloads included)"
   start=$SECONDS
   (cd "$TOOLS" && go build -ldflags "$ldflags" -o "$BIN/" "${BINARIES[@]/#/./}")
-  echo "$stamp" >"$BIN/.tools.stamp"
+  # A new file renamed over the old: the stamp may be a hard link shared with another checkout's _output.
+  echo "$stamp" >"$BIN/.tools.stamp.new" && mv -f "$BIN/.tools.stamp.new" "$BIN/.tools.stamp"
   log "built in $((SECONDS - start)) s"
 else
   log "${BINARIES[*]}: up to date in ${BIN#"$ROOT/"}"

@@ -79,8 +79,8 @@ func EnsureSkewBinaries(version string) (binDir string, err error) {
 
 // EnsureBinaries runs hack/install-deps.sh once per process (later calls return the first result): it
 // installs containerd and the CNI plugins if missing and builds etcd, kube-apiserver,
-// kube-controller-manager, kube-scheduler, kubelet, kubectl and cloud-node-controller into <repo>/_output/bin if missing or out of
-// date. It returns that directory. The script takes a file lock, so parallel test binaries build at most
+// kube-controller-manager, kube-scheduler, kubelet, kubectl, cloud-node-controller and kubemark into <repo>/_output/bin if
+// missing or out of date. It returns that directory. The script takes a file lock, so parallel test binaries build at most
 // once; a cold build takes about 15 minutes on 2 cores.
 func EnsureBinaries() (binDir string, err error) { return ensureBinaries() }
 

@@ -32,6 +32,12 @@
 // cgroups); StartTestKubelet stops it when the test ends. test/bench compares nodeagent with it, and
 // test/integration runs nodeagent --companion beside it.
 //
+// StartHollowNode runs kubemark's hollow node (the kubelet's code over a fake runtime: a second pod reference
+// that needs no container runtime, 80 to 90 MiB of RSS per Node) for a node name against the control plane, in a mount
+// namespace whose /tmp is under the caller's directory, with a --kubelet-port of its own; HollowNode.PID is
+// for /proc measurements, StartTestHollowNode stops it when the test ends. TestPodFidelity compares simulated
+// pods with its pods as with the kubelet's.
+//
 // ControlPlane.StartScheduler adds the real kube-scheduler to a running control plane, ControlPlane.Kubectl runs
 // kubectl as admin, and PodServiceAccountKubeconfig mints a service-account token bound to a pod on a node.
 //
@@ -45,7 +51,7 @@
 // ReadAuditEventsRange read the audit log written during a window.
 //
 // Binaries (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl,
-// cloud-node-controller) come from
+// cloud-node-controller, kubemark) come from
 // hack/install-deps.sh, which builds them from the hack/tools module into _output/bin once; call
 // EnsureBinaries first (Start functions call it themselves).
 package framework

@@ -184,8 +184,16 @@ func (k *Kubelet) WaitHealthy(ctx context.Context) error {
 	if p == nil {
 		return errors.New("wait for kubelet /healthz: not started")
 	}
-	url := "http://127.0.0.1:" + strconv.Itoa(k.HealthzPort) + "/healthz"
-	err := WaitFor(ctx, 100*time.Millisecond, func() (bool, error) {
+	if err := waitHealthz(ctx, p, "http://127.0.0.1:"+strconv.Itoa(k.HealthzPort)+"/healthz"); err != nil {
+		return fmt.Errorf("wait for kubelet %s /healthz: %w", k.NodeName, err)
+	}
+	return nil
+}
+
+// waitHealthz polls url every 100 ms until it answers 200. It errors, quoting the end of p's
+// log, if p exits first; when ctx ends, with the last answer or error.
+func waitHealthz(ctx context.Context, p *process, url string) error {
+	return WaitFor(ctx, 100*time.Millisecond, func() (bool, error) {
 		if err := p.exitedErr(); err != nil {
 			return false, err
 		}
@@ -206,10 +214,6 @@ func (k *Kubelet) WaitHealthy(ctx context.Context) error {
 		}
 		return true, nil
 	})
-	if err != nil {
-		return fmt.Errorf("wait for kubelet %s /healthz: %w", k.NodeName, err)
-	}
-	return nil
 }
 
 // kubeletHTTP trusts the kubelet's self-signed serving certificate (127.0.0.1 only).
@@ -240,10 +244,13 @@ func (k *Kubelet) Stop() error {
 }
 
 // Logs returns the kubelet's log so far (or a note that it cannot be read).
-func (k *Kubelet) Logs() string {
-	b, err := os.ReadFile(k.LogPath)
+func (k *Kubelet) Logs() string { return readLog(k.LogPath) }
+
+// readLog returns the file at path (or a note that it cannot be read).
+func readLog(path string) string {
+	b, err := os.ReadFile(path)
 	if err != nil {
-		return fmt.Sprintf("(cannot read %s: %v)", k.LogPath, err)
+		return fmt.Sprintf("(cannot read %s: %v)", path, err)
 	}
 	return string(b)
 }
@@ -259,13 +266,19 @@ func StartTestKubelet(ctx context.Context, t testing.TB, opts KubeletOptions) *K
 	if err != nil {
 		t.Fatalf("start kubelet %s: %v", opts.NodeName, err)
 	}
+	stopWhenTestEnds(t, "kubelet "+opts.NodeName, k.Stop, k.LogPath)
+	return k
+}
+
+// stopWhenTestEnds registers a cleanup that calls stop (an error is a test error) and, if the test failed,
+// logs the last 40 lines of the log at logPath under the name what.
+func stopWhenTestEnds(t testing.TB, what string, stop func() error, logPath string) {
 	t.Cleanup(func() {
-		if err := k.Stop(); err != nil {
-			t.Errorf("kubelet %s: stop: %v", opts.NodeName, err)
+		if err := stop(); err != nil {
+			t.Errorf("%s: stop: %v", what, err)
 		}
 		if t.Failed() {
-			t.Logf("kubelet %s log (%s), last lines:\n%s", opts.NodeName, k.LogPath, TailLines(k.Logs(), 40))
+			t.Logf("%s log (%s), last lines:\n%s", what, logPath, TailLines(readLog(logPath), 40))
 		}
 	})
-	return k
 }

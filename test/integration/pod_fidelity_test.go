@@ -1,6 +1,7 @@
 package integration_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -45,12 +46,47 @@ var podIntendedDifferences = map[string]string{
 		"aggregated requests (getEffectiveAllocatedResources), as the kubelet does with pod cgroups",
 }
 
-// Pod fidelity's two sides: a namespace each, so that the same pod names run on both.
+// podHollowIntendedDifferences are the pod status fields where the same pod on kubemark's hollow node
+// (the second reference: the kubelet's code over a fake runtime) differs from the simulated one, each with
+// its reason; docs/simulation.md ("Pod fidelity") lists the same. Fields are named as in
+// podIntendedDifferences, except that "[*]" stands for any container's name. Where the fake runtime cannot
+// reach a scenario's final state (podFidScenario.hollowStage), the simulated pod's status at the stage the
+// hollow pod stays in is compared instead. TestPodFidelity fails on any other difference, and on one listed
+// here that no longer shows.
+var podHollowIntendedDifferences = map[string]string{
+	"/podIP":                                podHollowFakeIP,
+	"/podIPs[0]/ip":                         podHollowFakeIP,
+	"/containerStatuses[*]/containerID":     podHollowFakeID,
+	"/initContainerStatuses[*]/containerID": podHollowFakeID,
+	"/containerStatuses[*]/imageID":         podHollowFakeImageID,
+	"/initContainerStatuses[*]/imageID":     podHollowFakeImageID,
+	"/containerStatuses[*]/started":         podHollowFakeProber + ": it never sets started, which the kubelet's prober manager sets on every container status (true once running, without a startup probe)",
+	"/initContainerStatuses[*]/started":     podHollowFakeProber + ": it never sets started, which the kubelet's prober manager sets on every container status (true once running, without a startup probe)",
+	"/containerStatuses[*]/ready": podHollowFakeProber + ": it marks every regular container ready whatever its state, " +
+		"so a main container still waiting (PodInitializing) behind a running init container is ready on the hollow node",
+	"/conditions[ContainersReady]/message": podHollowFakeProber + ": with every regular container ready, the message names only the unready sidecar (an init container), not main",
+	"/conditions[Ready]/message":           podHollowFakeProber + ": with every regular container ready, the message names only the unready sidecar (an init container), not main",
+}
+
+// The reasons of podHollowIntendedDifferences: where kubemark's fakes differ from a runtime.
+const (
+	podHollowFakeIP = "the hollow node's fake runtime (cri-api's FakeRuntimeService) gives every sandbox the same IP, " +
+		"192.168.192.168 (FakePodSandboxIPs), not one of its Node's podCIDR as a CNI plugin (and the simulated Node) does"
+	podHollowFakeID = "the fake runtime's container ID is <pod>_<namespace>_<uid>_<sandbox attempt>_<container>_<attempt> " +
+		"(BuildContainerName), not the 64 hex digits of a runtime's (and the simulated Node's)"
+	podHollowFakeImageID = "the hollow node's fake image service reports the image as it was pulled, nodeagent.test/podimage:v1, as its " +
+		"image ref, with no digest; a runtime after a pull (and the simulated Node) reports <repository>@sha256:<digest>"
+	podHollowFakeProber = "kubemark's prober manager is prober/testing's FakeManager, not the kubelet's"
+)
+
+// Pod fidelity's three sides: a namespace each, so that the same pod names run on all.
 const (
 	podFidKubeletNode = "podfid-kubelet"
 	podFidSimPrefix   = "podfid-sim-"
+	podFidHollowNode  = "podfid-hollow"
 	podFidKubeletNS   = "podfid-kubelet"
 	podFidSimNS       = "podfid-sim"
+	podFidHollowNS    = "podfid-hollow"
 	// podFidGate is the readiness gate of the "readiness gate" scenario, set True by the test.
 	podFidGate = corev1.PodConditionType("example.com/gate")
 )
@@ -67,12 +103,23 @@ type podFidScenario struct {
 	final string
 	// gate: the test sets podFidGate True once the containers are ready.
 	gate bool
+	// hollowStage, when the hollow node's fake runtime cannot reach final, is the stage its pod stays in
+	// instead (a statusSummary), compared with the simulated pod's status at that stage (its last write
+	// there, from the watch); hollowWhy says why.
+	hollowStage, hollowWhy string
 }
 
-// podFidContainer is a container of PodImage with the image's flags in args.
+// podFidContainer is a container of PodImage with the image's flags in args. Its pull policy is
+// IfNotPresent: the kubelet Node's containerd has the image imported (so the kubelet never pulls it), and
+// the hollow node's fake image service, empty at start, "pulls" it at once without any network (with Never
+// its pods would stay in ErrImageNeverPull). The simulated Node ignores the policy.
 func podFidContainer(name string, args ...string) corev1.Container {
-	return corev1.Container{Name: name, Image: framework.PodImage, ImagePullPolicy: corev1.PullNever, Args: args}
+	return corev1.Container{Name: name, Image: framework.PodImage, ImagePullPolicy: corev1.PullIfNotPresent, Args: args}
 }
+
+// podFidNeverExits is the reason of the scenarios whose containers must exit: the hollow node's fake runtime
+// (cri-api's FakeRuntimeService) starts a container at once and never ends it.
+const podFidNeverExits = "the hollow node's fake runtime never ends a container (StartContainer sets it running, only StopContainer ends it): "
 
 func podFidScenarios() []podFidScenario {
 	base := func(name string, annotations map[string]string, spec corev1.PodSpec) func(string) *corev1.Pod {
@@ -99,16 +146,20 @@ func podFidScenarios() []podFidScenario {
 		{name: "plain", final: "ready",
 			pod: base("plain", nil, corev1.PodSpec{Containers: []corev1.Container{podFidContainer("main")}})},
 		{name: "init and sidecar", final: "ready",
+			hollowStage: "Pending -I -C -Y init:running sidecar:PodInitializing main:PodInitializing",
+			hollowWhy:   podFidNeverExits + "the init container runs for ever, so the sidecar and main never start",
 			pod: base("init-sidecar", map[string]string{pod.AnnotationRunDuration + ".init": "1s"}, corev1.PodSpec{
 				InitContainers: []corev1.Container{withResources(podFidContainer("init", "--exit-after=1s"), requests), sidecar},
 				Containers:     []corev1.Container{withResources(podFidContainer("main"), requests)},
 			})},
 		{name: "failing container", final: string(corev1.PodFailed),
+			hollowStage: "Running main:running,ready", hollowWhy: podFidNeverExits + "no exit code 1, no Failed phase",
 			pod: base("failing", map[string]string{pod.AnnotationRunDuration: "1s", pod.AnnotationExitCode: "1"}, corev1.PodSpec{
 				RestartPolicy: corev1.RestartPolicyNever,
 				Containers:    []corev1.Container{podFidContainer("main", "--exit-after=1s", "--exit-code=1")},
 			})},
 		{name: "job", final: string(corev1.PodSucceeded), job: true,
+			hollowStage: "Running work:running,ready", hollowWhy: podFidNeverExits + "no exit code 0, no Succeeded phase",
 			pod: base("job", map[string]string{pod.AnnotationRunDuration: "1s", pod.AnnotationExitCode: "0"}, corev1.PodSpec{
 				RestartPolicy: corev1.RestartPolicyOnFailure,
 				Containers:    []corev1.Container{withResources(podFidContainer("work", "--exit-after=1s"), requests)},
@@ -123,16 +174,20 @@ func podFidScenarios() []podFidScenario {
 
 // TestPodFidelity (issue 29, "field by field against the real kubelet") runs the same pod specs on the
 // reference kubelet v1.37 (real containers of a static test image, test/podimage, on the harness's
-// containerd with runc, CNI bridge + host-local over its Node's podCIDR) and on a simulated Node
-// (`nodeagent simulate --nodes=1`, the behaviour from nodeagent.io/ annotations), one control plane
-// with kube-controller-manager (nodelifecycle, nodeipam with pod CIDRs, job). Scenarios: a plain pod;
-// an init container, a sidecar and a main container; a failing container (restartPolicy Never, exit 1
-// after 1 s); a Job's pod (restartPolicy OnFailure, exit 0 after 1 s); a pod with a readiness gate the
-// test sets True. Once both pods reached their final state, their statuses are compared field by field
-// (flattenPodStatus: every JSON field of status, IDs, digests, IPs and times reduced to their shapes);
-// every difference must be in podIntendedDifferences. It also counts each pod's status writes (MODIFIED
-// events whose status changed, from creation to the final state) on both sides, and the kubelet's
-// requests on pods from the audit log, and logs them.
+// containerd with runc, CNI bridge + host-local over its Node's podCIDR), on a simulated Node
+// (`nodeagent simulate --nodes=1`, the behaviour from nodeagent.io/ annotations) and on kubemark's hollow
+// node v1.37 (the kubelet's code over a fake runtime, the second reference), one control plane with
+// kube-controller-manager (nodelifecycle, nodeipam with pod CIDRs, job, root-ca-cert-publisher). Scenarios: a
+// plain pod; an init container, a sidecar and a main container; a failing container (restartPolicy Never,
+// exit 1 after 1 s); a Job's pod (restartPolicy OnFailure, exit 0 after 1 s); a pod with a readiness gate
+// the test sets True. Once the pods reached their final state, the simulated pod's status is compared field
+// by field (flattenPodStatus: every JSON field of status, IDs, digests, IPs and times reduced to their
+// shapes) with the kubelet's, where every difference must be in podIntendedDifferences, and with the hollow
+// node's, where it must be in podHollowIntendedDifferences; a scenario whose final state the fake runtime
+// cannot reach is compared with the hollow node at the stage it stays in (podFidScenario.hollowStage). It
+// also counts each pod's status writes (MODIFIED events whose status changed, from creation to the final
+// state or stage) on the three Nodes, and the kubelet's and the hollow node's requests on pods from the
+// audit log, and logs them.
 func TestPodFidelity(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -150,9 +205,12 @@ func TestPodFidelity(t *testing.T) {
 	if err := ctrd.ImportPodImages(ictx, dir); err != nil {
 		t.Fatal(err)
 	}
+	// root-ca-cert-publisher writes every namespace's kube-root-ca.crt ConfigMap, which a pod with a
+	// service-account token mounts: neither kubelet starts such a pod without it. The scenarios turn the
+	// token off, so none needs it today; a pod that does gets it, as in a cluster.
 	cp, err := framework.StartControlPlane(ictx, framework.ControlPlaneOptions{
-		Dir: filepath.Join(dir, "cp"), NodeNames: []string{podFidKubeletNode}, ControllerManager: true,
-		ExtraControllerManagerArgs: []string{"--controllers=nodelifecycle,nodeipam,job,ttl",
+		Dir: filepath.Join(dir, "cp"), NodeNames: []string{podFidKubeletNode, podFidHollowNode}, ControllerManager: true,
+		ExtraControllerManagerArgs: []string{"--controllers=nodelifecycle,nodeipam,job,ttl,root-ca-cert-publisher",
 			"--allocate-node-cidrs=true", "--cluster-cidr=10.244.0.0/16", "--node-cidr-mask-size=24"},
 	})
 	if err != nil {
@@ -160,7 +218,7 @@ func TestPodFidelity(t *testing.T) {
 	}
 	t.Cleanup(cp.Stop)
 	admin := cp.AdminClient
-	for _, ns := range []string{podFidKubeletNS, podFidSimNS} {
+	for _, ns := range []string{podFidKubeletNS, podFidSimNS, podFidHollowNS} {
 		if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -195,10 +253,15 @@ func TestPodFidelity(t *testing.T) {
 	sim := startSimulator(t, "--kubeconfig="+cp.AdminKubeconfig, "--nodes=1", "--node-name-prefix="+podFidSimPrefix)
 	waitNodesReady(ctx, t, admin, sim, 1, 2*time.Minute)
 	simNodeName := podFidSimPrefix + "0000"
-	t.Logf("control plane, kubelet Node and simulated Node ready after %v", time.Since(start).Round(10*time.Millisecond))
+
+	// Node C: kubemark's hollow node.
+	framework.StartTestHollowNode(ctx, t, framework.HollowNodeOptions{Dir: filepath.Join(dir, "h"), NodeName: podFidHollowNode,
+		Kubeconfig: cp.KubeconfigFor(podFidHollowNode)})
+	framework.WaitReady(ctx, t, admin, podFidHollowNode, 2*time.Minute)
+	t.Logf("control plane, kubelet Node, simulated Node and hollow Node ready after %v", time.Since(start).Round(10*time.Millisecond))
 
 	writes := newStatusWriteCounter(podFidGate)
-	for _, ns := range []string{podFidKubeletNS, podFidSimNS} {
+	for _, ns := range []string{podFidKubeletNS, podFidSimNS, podFidHollowNS} {
 		if err := writes.watch(ctx, admin, ns); err != nil {
 			t.Fatal(err)
 		}
@@ -207,7 +270,7 @@ func TestPodFidelity(t *testing.T) {
 	type side struct {
 		ns, node string
 	}
-	sides := []side{{podFidKubeletNS, podFidKubeletNode}, {podFidSimNS, simNodeName}}
+	sides := []side{{podFidKubeletNS, podFidKubeletNode}, {podFidSimNS, simNodeName}, {podFidHollowNS, podFidHollowNode}}
 	scenarios := podFidScenarios()
 	for _, sc := range scenarios {
 		for _, sd := range sides {
@@ -238,21 +301,31 @@ func TestPodFidelity(t *testing.T) {
 		nodes[sd.ns] = n
 	}
 	var table []string
-	seen := map[string]bool{} // intended differences that showed
+	seen := map[string]bool{}       // intended differences (kubelet) that showed
+	hollowSeen := map[string]bool{} // intended differences (hollow node) that showed
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {
 			name := sc.pod("").Name
 			final := map[string]*corev1.Pod{}
 			for _, sd := range sides {
-				p := waitPodFinal(ctx, t, admin, sd.ns, name, sc, 2*time.Minute)
+				stage := ""
+				if sd.ns == podFidHollowNS {
+					stage = sc.hollowStage
+				}
+				p := waitPodFinal(ctx, t, admin, sd.ns, name, sc, stage, 2*time.Minute)
 				final[sd.ns] = p
+				if stage != "" {
+					t.Logf("%s/%s at its stage %q %v after creation (final %s out of reach: %s)", sd.ns, p.Name, stage,
+						time.Since(created).Round(10*time.Millisecond), sc.final, sc.hollowWhy)
+					continue
+				}
 				t.Logf("%s/%s final (%s) %v after creation", sd.ns, p.Name, sc.final, time.Since(created).Round(10*time.Millisecond))
 			}
-			// Both reached their final state: compare, polling while a last write settles (the kubelet
-			// writes the stopped sandbox of a terminal pod after its phase). Done when only intended
-			// differences are left and neither pod changed since the poll before.
-			var diffs []string
-			var fields int
+			// All reached their final state (or stage): compare, polling while a last write settles (the
+			// kubelet writes the stopped sandbox of a terminal pod after its phase). Done when only intended
+			// differences are left and no pod changed since the poll before.
+			var diffs, hollowDiffs []string
+			var fields, hollowFields int
 			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			defer cancel()
 			err := framework.WaitFor(wctx, time.Second, func() (bool, error) {
@@ -266,58 +339,98 @@ func TestPodFidelity(t *testing.T) {
 					final[sd.ns] = p
 				}
 				kf := flattenPodStatus(final[podFidKubeletNS], nodes[podFidKubeletNS])
+				sf := flattenPodStatus(final[podFidSimNS], nodes[podFidSimNS])
 				fields = len(kf)
-				diffs = comparePodStatuses(kf, flattenPodStatus(final[podFidSimNS], nodes[podFidSimNS]))
-				return settled && len(unintendedPodDiffs(diffs)) == 0, nil
+				diffs = comparePodStatuses("kubelet", kf, sf)
+				if sc.hollowStage != "" {
+					st, ok := writes.stage(final[podFidSimNS].UID, sc.hollowStage)
+					if !ok {
+						return false, fmt.Errorf("the simulated pod wrote no status at the hollow node's stage %q (its writes: %s): %w",
+							sc.hollowStage, writes.summary(final[podFidSimNS].UID), framework.ErrStop)
+					}
+					p := final[podFidSimNS].DeepCopy()
+					p.Status = *st
+					sf = flattenPodStatus(p, nodes[podFidSimNS])
+				}
+				hf := flattenPodStatus(final[podFidHollowNS], nodes[podFidHollowNS])
+				hollowFields = len(hf)
+				hollowDiffs = comparePodStatuses("hollow", hf, sf)
+				return settled && len(unintendedPodDiffs(diffs, podIntendedDifferences)) == 0 &&
+					len(unintendedPodDiffs(hollowDiffs, podHollowIntendedDifferences)) == 0, nil
 			})
 			for _, d := range diffs {
-				t.Logf("difference: %s", d)
-				field, _, _ := strings.Cut(d, ": ")
-				seen[field] = true
+				t.Logf("difference from the kubelet: %s", d)
+				seen[intendedPodDiff(d, podIntendedDifferences)] = true
+			}
+			for _, d := range hollowDiffs {
+				t.Logf("difference from the hollow node: %s", d)
+				hollowSeen[intendedPodDiff(d, podHollowIntendedDifferences)] = true
 			}
 			if err != nil {
-				kb, _ := json.MarshalIndent(final[podFidKubeletNS].Status, "", "  ")
-				sb, _ := json.MarshalIndent(final[podFidSimNS].Status, "", "  ")
-				t.Errorf("kubelet and simulated pod statuses differ beyond the intended differences: %v\n%s\nkubelet status:\n%s\nsimulated status:\n%s",
-					err, strings.Join(unintendedPodDiffs(diffs), "\n"), kb, sb)
+				status := func(ns string) []byte {
+					b, _ := json.MarshalIndent(final[ns].Status, "", "  ")
+					return b
+				}
+				t.Errorf("statuses differ beyond the intended differences: %v\nfrom the kubelet:\n%s\nfrom the hollow node:\n%s\nkubelet status:\n%s\nsimulated status:\n%s\nhollow node status:\n%s",
+					err, strings.Join(unintendedPodDiffs(diffs, podIntendedDifferences), "\n"),
+					strings.Join(unintendedPodDiffs(hollowDiffs, podHollowIntendedDifferences), "\n"),
+					status(podFidKubeletNS), status(podFidSimNS), status(podFidHollowNS))
 			}
-			t.Logf("%d fields compared, %d differ (%d intended)", fields, len(diffs), len(diffs)-len(unintendedPodDiffs(diffs)))
+			t.Logf("kubelet: %d fields compared, %d differ (%d intended); hollow node (%s): %d fields compared, %d differ (%d intended)",
+				fields, len(diffs), len(diffs)-len(unintendedPodDiffs(diffs, podIntendedDifferences)),
+				cmp.Or(sc.hollowStage, "final"), hollowFields, len(hollowDiffs), len(hollowDiffs)-len(unintendedPodDiffs(hollowDiffs, podHollowIntendedDifferences)))
 			if os.Getenv("PODFID_DUMP") != "" {
-				kf := flattenPodStatus(final[podFidKubeletNS], nodes[podFidKubeletNS])
-				keys := slices.Sorted(maps.Keys(kf))
-				for _, k := range keys {
-					t.Logf("field %s = %s", k, kf[k])
+				for _, ns := range []string{podFidKubeletNS, podFidHollowNS} {
+					f := flattenPodStatus(final[ns], nodes[ns])
+					for _, k := range slices.Sorted(maps.Keys(f)) {
+						t.Logf("%s field %s = %s", ns, k, f[k])
+					}
 				}
 			}
-			kw, sw := writes.count(final[podFidKubeletNS].UID), writes.count(final[podFidSimNS].UID)
-			audit := kubeletPodRequests(t, cp.AuditLogPath, final[podFidKubeletNS])
-			t.Logf("status writes from creation to the final state: kubelet %d (audit: %s), simulated %d", kw, audit, sw)
+			kw, sw, hw := writes.count(final[podFidKubeletNS].UID), writes.count(final[podFidSimNS].UID), writes.count(final[podFidHollowNS].UID)
+			audit := nodePodRequests(t, cp.AuditLogPath, final[podFidKubeletNS])
+			hollowAudit := nodePodRequests(t, cp.AuditLogPath, final[podFidHollowNS])
+			t.Logf("status writes from creation to the final state: kubelet %d (audit: %s), simulated %d; hollow node %d to %s (audit: %s)",
+				kw, audit, sw, hw, cmp.Or(sc.hollowStage, "the final state"), hollowAudit)
 			t.Logf("kubelet's writes: %s", writes.summary(final[podFidKubeletNS].UID))
 			t.Logf("simulated writes: %s", writes.summary(final[podFidSimNS].UID))
-			table = append(table, fmt.Sprintf("| %s | %d | %d | %s |", sc.name, kw, sw, audit))
+			t.Logf("hollow node's writes: %s", writes.summary(final[podFidHollowNS].UID))
+			hollowCell := strconv.Itoa(hw)
+			if sc.hollowStage != "" {
+				hollowCell += " (to " + sc.hollowStage + ")"
+			}
+			table = append(table, fmt.Sprintf("| %s | %d | %d | %s | %s | %s |", sc.name, kw, sw, hollowCell, audit, hollowAudit))
 		})
 	}
-	t.Logf("status writes per pod start (scenario | kubelet | simulated | kubelet's requests on the pod, audit log):\n%s", strings.Join(table, "\n"))
+	t.Logf("status writes per pod start (scenario | kubelet | simulated | hollow node | kubelet's requests on the pod | hollow node's, audit log):\n%s",
+		strings.Join(table, "\n"))
 
-	// Every intended difference must still show in some scenario, or the list (and the docs) is stale.
+	// Every intended difference must still show in some scenario, or the lists (and the docs) are stale.
 	if !t.Failed() {
 		for field := range podIntendedDifferences {
 			if !seen[field] {
 				t.Errorf("intended difference %s did not show: podIntendedDifferences (and docs/simulation.md) is stale", field)
 			}
 		}
+		for field := range podHollowIntendedDifferences {
+			if !hollowSeen[field] {
+				t.Errorf("intended difference %s from the hollow node did not show: podHollowIntendedDifferences (and docs/simulation.md) is stale", field)
+			}
+		}
 	}
 }
 
-// waitPodFinal waits for the pod named name in ns (for a Job scenario: the Job's pod) to reach sc.final
-// and returns it. A pod reaching another terminal phase stops the wait. For a gate scenario it sets
-// podFidGate True through pods/status once the containers are ready.
-func waitPodFinal(ctx context.Context, t *testing.T, client kubernetes.Interface, ns, name string, sc podFidScenario, timeout time.Duration) *corev1.Pod {
+// waitPodFinal waits for the pod named name in ns (for a Job scenario: the Job's pod) to reach sc.final,
+// or, if stage is set, the status whose statusSummary is stage, and returns it. A pod reaching another
+// terminal phase stops the wait. For a gate scenario it sets podFidGate True through pods/status once the
+// containers are ready.
+func waitPodFinal(ctx context.Context, t *testing.T, client kubernetes.Interface, ns, name string, sc podFidScenario, stage string, timeout time.Duration) *corev1.Pod {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var last *corev1.Pod
 	gateSet := false
+	want := cmp.Or(stage, sc.final)
 	err := framework.WaitFor(ctx, 200*time.Millisecond, func() (bool, error) {
 		p, err := podFidGet(ctx, client, ns, name, sc.job)
 		if err != nil || p == nil {
@@ -326,6 +439,11 @@ func waitPodFinal(ctx context.Context, t *testing.T, client kubernetes.Interface
 		last = p
 		ready := podCondition(p, corev1.PodReady)
 		switch {
+		case stage != "":
+			if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+				return false, fmt.Errorf("pod %s/%s is %s, want the stage %q: %w", ns, p.Name, p.Status.Phase, stage, framework.ErrStop)
+			}
+			return statusSummary(&p.Status) == stage, nil
 		case sc.final == "ready":
 			if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 				return false, fmt.Errorf("pod %s/%s is %s, want Running and Ready: %w", ns, p.Name, p.Status.Phase, framework.ErrStop)
@@ -351,7 +469,7 @@ func waitPodFinal(ctx context.Context, t *testing.T, client kubernetes.Interface
 	})
 	if err != nil {
 		b, _ := json.MarshalIndent(last, "", "  ")
-		t.Fatalf("pod %s/%s: not %s: %v\nlast seen:\n%s", ns, name, sc.final, err, b)
+		t.Fatalf("pod %s/%s: not %s: %v\nlast seen:\n%s", ns, name, want, err, b)
 	}
 	return last
 }
@@ -378,17 +496,20 @@ func podFidGet(ctx context.Context, client kubernetes.Interface, ns, name string
 
 // statusWriteCounter counts, per pod UID, the watch's MODIFIED events whose status changed (one per
 // status write that changed something: a write that changes nothing makes no event), leaving out the
-// writes of the test itself (those that change only the condition ignored, the readiness gate).
+// writes of the test itself (those that change only the condition ignored, the readiness gate), and keeps
+// the status each counted write left.
 type statusWriteCounter struct {
-	ignored corev1.PodConditionType
-	mu      sync.Mutex
-	last    map[types.UID]corev1.PodStatus
-	counts  map[types.UID]int
-	steps   map[types.UID][]string // each counted write, summarised by statusSummary
+	ignored  corev1.PodConditionType
+	mu       sync.Mutex
+	last     map[types.UID]corev1.PodStatus
+	counts   map[types.UID]int
+	steps    map[types.UID][]string           // each counted write, summarised by statusSummary
+	statuses map[types.UID][]corev1.PodStatus // each counted write's status
 }
 
 func newStatusWriteCounter(ignored corev1.PodConditionType) *statusWriteCounter {
-	return &statusWriteCounter{ignored: ignored, last: map[types.UID]corev1.PodStatus{}, counts: map[types.UID]int{}, steps: map[types.UID][]string{}}
+	return &statusWriteCounter{ignored: ignored, last: map[types.UID]corev1.PodStatus{}, counts: map[types.UID]int{},
+		steps: map[types.UID][]string{}, statuses: map[types.UID][]corev1.PodStatus{}}
 }
 
 // watch starts a watch of the pods in ns (from now) that counts until ctx ends.
@@ -410,6 +531,7 @@ func (c *statusWriteCounter) watch(ctx context.Context, client kubernetes.Interf
 			if ev.Type == watch.Modified && seen && !equality.Semantic.DeepEqual(c.without(prev), c.without(p.Status)) {
 				c.counts[p.UID]++
 				c.steps[p.UID] = append(c.steps[p.UID], statusSummary(&p.Status))
+				c.statuses[p.UID] = append(c.statuses[p.UID], *p.Status.DeepCopy())
 			}
 			c.mu.Unlock()
 		}
@@ -427,6 +549,18 @@ func (c *statusWriteCounter) count(uid types.UID) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.counts[uid]
+}
+
+// stage returns the status of the last counted write of a pod whose statusSummary is summary, if any.
+func (c *statusWriteCounter) stage(uid types.UID, summary string) (*corev1.PodStatus, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i := len(c.steps[uid]) - 1; i >= 0; i-- {
+		if c.steps[uid][i] == summary {
+			return c.statuses[uid][i].DeepCopy(), true
+		}
+	}
+	return nil, false
 }
 
 // summary returns the counted writes of a pod, one statusSummary each, joined by " → ".
@@ -476,9 +610,9 @@ func findPodCondition(conds []corev1.PodCondition, t corev1.PodConditionType) *c
 	return nil
 }
 
-// kubeletPodRequests summarises the kubelet's requests on pod p from the audit log, by verb and
-// subresource ("patch pods/status=3 get pods=3").
-func kubeletPodRequests(t *testing.T, auditLog string, p *corev1.Pod) string {
+// nodePodRequests summarises the requests of p's Node (system:node:<spec.nodeName>: the kubelet's, the
+// hollow node's) on pod p from the audit log, by verb and subresource ("patch pods/status=3 get pods=3").
+func nodePodRequests(t *testing.T, auditLog string, p *corev1.Pod) string {
 	t.Helper()
 	events, err := framework.ReadAuditEventsBy(auditLog, "system:node:"+p.Spec.NodeName, func(e framework.AuditEvent) bool {
 		return e.ObjectRef != nil && e.ObjectRef.Resource == "pods" && e.ObjectRef.Namespace == p.Namespace && e.ObjectRef.Name == p.Name
@@ -620,10 +754,11 @@ func flattenPodStatus(p *corev1.Pod, node *corev1.Node) map[string]string {
 	return out
 }
 
-// comparePodStatuses returns "field: kubelet=<v> simulated=<v>" for each field that differs, sorted.
-func comparePodStatuses(kubelet, sim map[string]string) []string {
+// comparePodStatuses returns "field: <refName>=<v> simulated=<v>" for each field that differs between the
+// reference's flattened status ref (the kubelet's, the hollow node's) and the simulated one, sorted.
+func comparePodStatuses(refName string, ref, sim map[string]string) []string {
 	keys := map[string]bool{}
-	for k := range kubelet {
+	for k := range ref {
 		keys[k] = true
 	}
 	for k := range sim {
@@ -631,7 +766,7 @@ func comparePodStatuses(kubelet, sim map[string]string) []string {
 	}
 	var out []string
 	for k := range keys {
-		kv, kok := kubelet[k]
+		kv, kok := ref[k]
 		sv, sok := sim[k]
 		if kv == sv && kok == sok {
 			continue
@@ -642,20 +777,37 @@ func comparePodStatuses(kubelet, sim map[string]string) []string {
 		if !sok {
 			sv = "<absent>"
 		}
-		out = append(out, fmt.Sprintf("%s: kubelet=%s simulated=%s", k, kv, sv))
+		out = append(out, fmt.Sprintf("%s: %s=%s simulated=%s", k, refName, kv, sv))
 	}
 	sort.Strings(out)
 	return out
 }
 
-// unintendedPodDiffs returns the differences whose field is not in podIntendedDifferences.
-func unintendedPodDiffs(diffs []string) []string {
+// unintendedPodDiffs returns the differences (of comparePodStatuses) that intended does not list.
+func unintendedPodDiffs(diffs []string, intended map[string]string) []string {
 	var out []string
 	for _, d := range diffs {
-		field, _, _ := strings.Cut(d, ": ")
-		if _, ok := podIntendedDifferences[field]; !ok {
+		if intendedPodDiff(d, intended) == "" {
 			out = append(out, d)
 		}
 	}
 	return out
+}
+
+// containerKey is a container's name in a flattened field: "/containerStatuses[main]/ready".
+var containerKey = regexp.MustCompile(`(?:^|/)(?:initC|c)ontainerStatuses\[[^\]]+\]`)
+
+// intendedPodDiff returns the key of intended that lists the field of difference d (of comparePodStatuses):
+// the field itself, or the field with its container's name as "*" ("/containerStatuses[*]/ready");
+// "" if none does.
+func intendedPodDiff(d string, intended map[string]string) string {
+	field, _, _ := strings.Cut(d, ": ")
+	if _, ok := intended[field]; ok {
+		return field
+	}
+	wild := containerKey.ReplaceAllStringFunc(field, func(m string) string { return m[:strings.Index(m, "[")] + "[*]" })
+	if _, ok := intended[wild]; ok {
+		return wild
+	}
+	return ""
 }
