@@ -186,12 +186,18 @@ type Crash struct {
 }
 
 // SimInput is what Simulate needs of a pod beyond its spec: when it was admitted (StartTime), the
-// runtime's name for container IDs, the pod's and Node's addresses, and the control API's Overrides.
+// runtime's name for container IDs, the pod's and Node's addresses, the control API's Overrides, and
+// when the deletion was first seen (DeletionSeen; zero: not seen, or not deleted).
 type SimInput struct {
 	StartTime       time.Time
 	RuntimeName     string
 	PodIPs, HostIPs []netip.Addr
 	Overrides       Overrides
+	// DeletionSeen places the delete request within its second: deletionTimestamp − grace is only
+	// known to the second (the API's times are), so a pod deleted in the second it started would
+	// otherwise seem deleted before its containers started, which the status already written says
+	// they did. The request is taken at DeletionSeen, kept within that second.
+	DeletionSeen time.Time
 }
 
 // Simulate returns the simulated runtime's view of pod at now, given its behaviour b, and the next time
@@ -211,6 +217,10 @@ func Simulate(pod *v1.Pod, b *Behaviour, in *SimInput, now time.Time) (*RuntimeS
 			grace = time.Duration(*pod.DeletionGracePeriodSeconds) * time.Second
 		}
 		requested := pod.DeletionTimestamp.Add(-grace)
+		if seen := in.DeletionSeen; !seen.IsZero() && seen.After(requested) {
+			// The request was in [requested, requested+1s), and not after it was seen.
+			requested = requested.Add(min(seen.Sub(requested), time.Second-time.Nanosecond))
+		}
 		sim.stopAt, sim.stopCode = requested.Add(b.StopDelay), 0
 		if b.StopDelay >= grace {
 			sim.stopAt, sim.stopCode = requested.Add(grace), 137

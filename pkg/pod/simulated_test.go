@@ -48,8 +48,10 @@ func TestSimulate(t *testing.T) {
 		mutate    []func(*v1.Pod)
 		overrides Overrides
 		at        time.Duration
-		want      string
-		wantNext  time.Duration // -1: never
+		// startAt is the pod's StartTime after start; seen, if not 0, when its deletion was seen.
+		startAt, seen time.Duration
+		want          string
+		wantNext      time.Duration // -1: never
 	}{
 		{name: "default: running and ready at once", restart: v1.RestartPolicyAlways, at: 0, want: "Running restarts=0 ready", wantNext: -1},
 		{name: "Job pod completes at once", restart: v1.RestartPolicyNever, mutate: []func(*v1.Pod){job}, at: 0, want: "Terminated/Completed restarts=0", wantNext: -1},
@@ -94,6 +96,24 @@ func TestSimulate(t *testing.T) {
 			p.DeletionTimestamp = &metav1.Time{Time: start.Add(40 * time.Second)}
 			p.DeletionGracePeriodSeconds = ptr.To[int64](30)
 		}}, at: 13 * time.Second, want: "Terminated/Completed restarts=0", wantNext: -1},
+		{name: "deleted in the second it started, seen after its start: it ran, then stopped", restart: v1.RestartPolicyAlways,
+			mutate: []func(*v1.Pod){func(p *v1.Pod) {
+				p.DeletionTimestamp = &metav1.Time{Time: start.Add(30 * time.Second)} // requested in the second of start
+				p.DeletionGracePeriodSeconds = ptr.To[int64](30)
+			}}, startAt: 300 * time.Millisecond, seen: 600 * time.Millisecond,
+			at: 700 * time.Millisecond, want: "Terminated/Completed restarts=0", wantNext: -1},
+		{name: "deleted in the second it started, seen late: stopped at the end of that second", restart: v1.RestartPolicyAlways,
+			mutate: []func(*v1.Pod){func(p *v1.Pod) {
+				p.DeletionTimestamp = &metav1.Time{Time: start.Add(30 * time.Second)} // requested in the second of start
+				p.DeletionGracePeriodSeconds = ptr.To[int64](30)
+			}}, startAt: 300 * time.Millisecond, seen: 5 * time.Second,
+			at: 5 * time.Second, want: "Terminated/Completed restarts=0", wantNext: -1},
+		{name: "deleted before it started (seen before the start)", restart: v1.RestartPolicyAlways,
+			mutate: []func(*v1.Pod){func(p *v1.Pod) {
+				p.DeletionTimestamp = &metav1.Time{Time: start.Add(30 * time.Second)} // requested in the second of start
+				p.DeletionGracePeriodSeconds = ptr.To[int64](30)
+			}}, startAt: 300 * time.Millisecond, seen: 200 * time.Millisecond,
+			at: 700 * time.Millisecond, want: " restarts=0", wantNext: -1}, // no state: never created
 		{name: "init containers in turn", restart: v1.RestartPolicyAlways, mutate: []func(*v1.Pod){annotate(AnnotationStartDelay, "1s"), func(p *v1.Pod) {
 			p.Spec.InitContainers = []v1.Container{{Name: "i1", Image: "busybox"}, {Name: "i2", Image: "busybox"}}
 			zero := "0s"
@@ -109,7 +129,11 @@ func TestSimulate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rt, next := Simulate(p, &b, &SimInput{StartTime: start, RuntimeName: "containerd", PodIPs: ip, HostIPs: host, Overrides: tc.overrides}, start.Add(tc.at))
+			in := &SimInput{StartTime: start.Add(tc.startAt), RuntimeName: "containerd", PodIPs: ip, HostIPs: host, Overrides: tc.overrides}
+			if tc.seen != 0 {
+				in.DeletionSeen = start.Add(tc.seen)
+			}
+			rt, next := Simulate(p, &b, in, start.Add(tc.at))
 			if got := simState(rt); got != tc.want {
 				t.Errorf("at %v: %s, want %s", tc.at, got, tc.want)
 			}

@@ -474,3 +474,77 @@ func applyProber(pod *v1.Pod, rt *RuntimeStatus, s *v1.PodStatus) {
 		c.Ready = started && vr
 	}
 }
+
+// MessageTerminatedUnknown is the message of a container the kubelet's status manager marks terminated
+// when the pod terminated without it (status_manager.go TerminatePod).
+const MessageTerminatedUnknown = "The container could not be located when the pod was terminated"
+
+// TerminatedStatus returns the final status of a pod whose containers have stopped for good (deleted,
+// evicted, its phase terminal), made from s, the status GenerateStatus gave with rt.Terminal: it
+// mirrors the kubelet's status manager TerminatePod, which SyncTerminatedPod calls on the generated
+// status. Once the pod has initialized (hasPodInitialized, read from pod.Status as the kubelet reads
+// it), every regular container not terminated is marked terminated, exit code 137, reason
+// ContainerStatusUnknown, MessageTerminatedUnknown; so is every init container up to the last one that
+// shows evidence of a start; a non-static pod not in a terminal phase is marked Failed. A pod deleted
+// before its containers started so ends Failed instead of Pending for ever. s is not modified.
+func TerminatedStatus(pod *v1.Pod, s v1.PodStatus) v1.PodStatus {
+	out := *s.DeepCopy()
+	unknown := v1.ContainerState{Terminated: &v1.ContainerStateTerminated{
+		Reason: ReasonContainerStatusUnknown, Message: MessageTerminatedUnknown, ExitCode: 137}}
+	if hasPodInitialized(pod) {
+		for i := range out.ContainerStatuses {
+			if out.ContainerStatuses[i].State.Terminated == nil {
+				out.ContainerStatuses[i].State = *unknown.DeepCopy()
+			}
+		}
+	}
+	for i := range initializedContainers(out.InitContainerStatuses) {
+		if out.InitContainerStatuses[i].State.Terminated == nil {
+			out.InitContainerStatuses[i].State = *unknown.DeepCopy()
+		}
+	}
+	if !isStaticPod(pod) && !isTerminal(out.Phase) {
+		out.Phase = v1.PodFailed
+	}
+	return out
+}
+
+// hasPodInitialized mirrors the status manager's hasPodInitialized: no init containers, a regular
+// container that ever left waiting, or the last init container started (a sidecar) or exited 0 (now
+// or in its last termination).
+func hasPodInitialized(pod *v1.Pod) bool {
+	if len(pod.Spec.InitContainers) == 0 {
+		return true
+	}
+	for _, s := range pod.Status.ContainerStatuses {
+		if s.LastTerminationState.Terminated != nil || s.State.Waiting == nil {
+			return true
+		}
+	}
+	l := len(pod.Status.InitContainerStatuses)
+	if l == 0 || l > len(pod.Spec.InitContainers) {
+		return false
+	}
+	c, s := &pod.Spec.InitContainers[l-1], pod.Status.InitContainerStatuses[l-1]
+	if isSidecar(c) {
+		return s.State.Running != nil && s.Started != nil && *s.Started
+	}
+	if t := s.LastTerminationState.Terminated; t != nil && t.ExitCode == 0 {
+		return true
+	}
+	return s.State.Terminated != nil && s.State.Terminated.ExitCode == 0
+}
+
+// initializedContainers mirrors the status manager's initializedContainers: the init container
+// statuses up to the last one that left waiting or has a last termination, at least the first.
+func initializedContainers(cs []v1.ContainerStatus) []v1.ContainerStatus {
+	for i := len(cs) - 1; i >= 0; i-- {
+		if cs[i].State.Waiting == nil || cs[i].LastTerminationState.Terminated != nil {
+			return cs[:i+1]
+		}
+	}
+	if len(cs) > 0 {
+		return cs[:1]
+	}
+	return nil
+}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 )
@@ -349,5 +350,73 @@ func TestStatusPatch(t *testing.T) {
 		if err != nil || string(got) != tc.want {
 			t.Errorf("%s: StatusPatch = %s, %v; want %s", tc.name, got, err, tc.want)
 		}
+	}
+}
+
+// TestTerminatedStatus takes the kubelet's TestTerminatePod_DefaultUnknownStatus cases
+// (pkg/kubelet/status/status_manager_test.go): the status given is the pod's own, as there.
+func TestTerminatedStatus(t *testing.T) {
+	waiting := v1.ContainerState{Waiting: &v1.ContainerStateWaiting{}}
+	exited := func(code int32) v1.ContainerState {
+		return v1.ContainerState{Terminated: &v1.ContainerStateTerminated{ExitCode: code}}
+	}
+	unknown := v1.ContainerState{Terminated: &v1.ContainerStateTerminated{Reason: ReasonContainerStatusUnknown, Message: MessageTerminatedUnknown, ExitCode: 137}}
+	newPod := func(inits, containers int, phase v1.PodPhase, initStates, states []v1.ContainerState) *v1.Pod {
+		p := &v1.Pod{Spec: v1.PodSpec{RestartPolicy: v1.RestartPolicyNever}, Status: v1.PodStatus{Phase: phase}}
+		for i := range inits {
+			p.Spec.InitContainers = append(p.Spec.InitContainers, v1.Container{Name: fmt.Sprintf("init-%d", i)})
+		}
+		for i := range containers {
+			p.Spec.Containers = append(p.Spec.Containers, v1.Container{Name: fmt.Sprint(i)})
+		}
+		for i, s := range initStates {
+			p.Status.InitContainerStatuses = append(p.Status.InitContainerStatuses, v1.ContainerStatus{Name: fmt.Sprintf("init-%d", i), State: s})
+		}
+		for i, s := range states {
+			p.Status.ContainerStatuses = append(p.Status.ContainerStatuses, v1.ContainerStatus{Name: fmt.Sprint(i), State: s})
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name                 string
+		pod                  *v1.Pod
+		wantPhase            v1.PodPhase
+		wantInit, wantStates []v1.ContainerState
+	}{
+		{name: "failed stays failed", pod: newPod(0, 1, v1.PodFailed, nil, []v1.ContainerState{exited(2)}), wantPhase: v1.PodFailed, wantStates: []v1.ContainerState{exited(2)}},
+		{name: "running pod with an exited container is failed", pod: newPod(0, 1, v1.PodRunning, nil, []v1.ContainerState{exited(2)}), wantPhase: v1.PodFailed, wantStates: []v1.ContainerState{exited(2)}},
+		{name: "no previous state: the waiting container is terminated unknown", pod: newPod(0, 1, v1.PodRunning, nil, []v1.ContainerState{waiting}),
+			wantPhase: v1.PodFailed, wantStates: []v1.ContainerState{unknown}},
+		{name: "deleted before it started: pending becomes failed", pod: newPod(0, 1, v1.PodPending, nil, []v1.ContainerState{waiting}),
+			wantPhase: v1.PodFailed, wantStates: []v1.ContainerState{unknown}},
+		{name: "uninitialized pod defaults only the first init container", pod: newPod(2, 1, v1.PodPending, []v1.ContainerState{waiting, waiting}, []v1.ContainerState{waiting}),
+			wantPhase: v1.PodFailed, wantInit: []v1.ContainerState{unknown, waiting}, wantStates: []v1.ContainerState{waiting}},
+		{name: "uninitialized pod defaults gaps", pod: newPod(4, 1, v1.PodPending, []v1.ContainerState{waiting, waiting, exited(1), waiting}, []v1.ContainerState{waiting}),
+			wantPhase: v1.PodFailed, wantInit: []v1.ContainerState{unknown, unknown, exited(1), waiting}, wantStates: []v1.ContainerState{waiting}},
+		{name: "successful last init container is initialized", pod: newPod(3, 1, v1.PodRunning, []v1.ContainerState{waiting, waiting, exited(0)}, []v1.ContainerState{waiting}),
+			wantPhase: v1.PodFailed, wantInit: []v1.ContainerState{unknown, unknown, exited(0)}, wantStates: []v1.ContainerState{unknown}},
+		{name: "succeeded stays succeeded", pod: newPod(0, 2, v1.PodSucceeded, nil, []v1.ContainerState{exited(0), exited(0)}),
+			wantPhase: v1.PodSucceeded, wantStates: []v1.ContainerState{exited(0), exited(0)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := tc.pod.Status.DeepCopy()
+			got := TerminatedStatus(tc.pod, tc.pod.Status)
+			if got.Phase != tc.wantPhase {
+				t.Errorf("phase %s, want %s", got.Phase, tc.wantPhase)
+			}
+			for i, want := range tc.wantInit {
+				if g := got.InitContainerStatuses[i].State; !equality.Semantic.DeepEqual(g, want) {
+					t.Errorf("init container %d: %+v, want %+v", i, g, want)
+				}
+			}
+			for i, want := range tc.wantStates {
+				if g := got.ContainerStatuses[i].State; !equality.Semantic.DeepEqual(g, want) {
+					t.Errorf("container %d: %+v, want %+v", i, g, want)
+				}
+			}
+			if !equality.Semantic.DeepEqual(&tc.pod.Status, before) {
+				t.Error("the pod's status was modified")
+			}
+		})
 	}
 }
