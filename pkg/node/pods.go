@@ -200,7 +200,7 @@ func (c *Controller) podStep(ctx context.Context, key string) result {
 	namespace, name, _ := cache.SplitMetaNamespaceKey(key)
 	p, err := c.deps.Pods.Get(namespace, name)
 	if apierrors.IsNotFound(err) {
-		return c.forgetPod(ctx, key, nil)
+		return c.forgetPod(ctx, key)
 	}
 	if err != nil {
 		return result{after: never, err: err}
@@ -213,7 +213,7 @@ func (c *Controller) podStep(ctx context.Context, key string) result {
 	}
 	st := c.podState(key)
 	if st != nil && st.uid != p.UID { // deleted and created again under the same name
-		c.forgetPod(ctx, key, nil)
+		c.forgetPod(ctx, key)
 		st = nil
 	}
 	if st == nil {
@@ -377,8 +377,9 @@ func (c *Controller) deletePod(ctx context.Context, p *v1.Pod) result {
 	return result{after: never}
 }
 
-// forgetPod forgets a pod that left the API: its containers are stopped and its IPs freed.
-func (c *Controller) forgetPod(ctx context.Context, key string, _ *v1.Pod) result {
+// forgetPod forgets the pod known under key, which left the API (or whose name a new pod took): its
+// containers are stopped and its IPs freed. It returns a result that does not queue the key again.
+func (c *Controller) forgetPod(ctx context.Context, key string) result {
 	c.podsMu.Lock()
 	st := c.pods[key]
 	delete(c.pods, key)
