@@ -338,7 +338,9 @@ func (c *Controller) rejectPod(ctx context.Context, p *v1.Pod, st *podState, r p
 }
 
 // patchPodStatus writes status as the kubelet's status manager does: a strategic-merge patch against
-// the informer's copy with the pod's UID as a precondition, none when nothing changed.
+// the informer's copy with the pod's UID as a precondition, none when nothing changed (pod.StatusPatch
+// finds that out with one comparison, pod.StatusEqual, building nothing). It returns the write's error,
+// none for a pod gone or replaced meanwhile (the informer tells).
 func (c *Controller) patchPodStatus(ctx context.Context, p *v1.Pod, status *v1.PodStatus) error {
 	patch, err := pod.StatusPatch(p.UID, &p.Status, status)
 	if err != nil || patch == nil {
