@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
 	"sort"
 	"sync/atomic"
@@ -29,7 +30,9 @@ type PodProvider interface {
 	// nodeagent gave it. Called once per pod UID (again only after a process restart, for a pod not
 	// terminal). An error is retried with the queue's backoff.
 	CreatePod(ctx context.Context, pod *v1.Pod) error
-	// UpdatePod is told of a change of a created pod's spec (metadata.generation grew).
+	// UpdatePod is told of a change of a created pod: of its spec (metadata.generation grew), or of
+	// its annotations (where a provider may read per-pod settings, as the simulator reads its
+	// pods' behaviour). Virtual Kubelet's is called on any change but the status.
 	UpdatePod(ctx context.Context, pod *v1.Pod) error
 	// DeletePod is called once the pod has a deletionTimestamp: stop its containers within the grace
 	// period (pod.DeletionGracePeriodSeconds); its runtime status must show them terminated once they
@@ -192,7 +195,8 @@ func (c *Controller) queueAllPods() {
 // podStep is one pass over one pod of this Node, in the kubelet's order (HandlePodAdditions, then
 // SyncPod / SyncTerminatingPod / SyncTerminatedPod, and the status manager's write): forget a pod
 // gone from the API (stopping its containers, freeing its IPs); admit a new one or reject it; start
-// its containers; stop them once it is being deleted; compute its status from the provider's view
+// its containers (and tell the provider of a change of its spec or annotations); stop them once it is
+// being deleted; compute its status from the provider's view
 // and patch what changed; delete it with grace 0 once it is terminal and being deleted. It returns
 // when to look again.
 func (c *Controller) podStep(ctx context.Context, key string) result {
@@ -220,6 +224,7 @@ func (c *Controller) podStep(ctx context.Context, key string) result {
 		st = &podState{uid: p.UID, generation: p.Generation}
 		c.setPodState(key, st)
 	}
+	prev := st.pod
 	st.pod = p
 	if st.rejected {
 		return result{after: never}
@@ -253,7 +258,7 @@ func (c *Controller) podStep(ctx context.Context, key string) result {
 			return result{after: never, err: fmt.Errorf("creating pod %s: %w", key, err)}
 		}
 		st.created = true
-	} else if st.created && p.Generation != st.generation && !deleting {
+	} else if st.created && !deleting && (p.Generation != st.generation || (prev != nil && !maps.Equal(prev.Annotations, p.Annotations))) {
 		if err := c.cfg.Pods.UpdatePod(ctx, p); err != nil {
 			return result{after: never, err: fmt.Errorf("updating pod %s: %w", key, err)}
 		}
