@@ -340,7 +340,7 @@ func TestPodStepIdempotentAndForgotten(t *testing.T) {
 	if got, want := e.provider.Calls(), []string{"create a", "delete a"}; !slices.Equal(got, want) {
 		t.Errorf("provider calls %q, want %q", got, want)
 	}
-	if n := e.ctrl.ipam.Allocated(); n != 0 {
+	if n := e.ctrl.pods.ipam.Allocated(); n != 0 {
 		t.Errorf("%d pod IPs still allocated after the pod left, want 0", n)
 	}
 }
