@@ -192,23 +192,22 @@ type Controller struct {
 	syncer       *statussync.Syncer
 	renewer      *lease.Renewer
 	cache        *nodecache.Node
-	started      time.Time
+	// started is when New ran, then when Start ran (Controller.mu held to set it): the start-up
+	// waits (startup.go) count from it.
+	started time.Time
 	// registered says whether the Node exists on the API server as far as registration knows: set by
 	// the registration step, cleared when a status sync finds the Node deleted; true from the start
 	// with RegisterNode false.
 	registered atomic.Bool
 
 	mu      sync.Mutex
+	stopped bool // next to mu: no padding (see TestControllerSize)
 	queue   *Queue
 	startup startupState
-	stopped bool
 	// cancel cancels each running step's context (nil when the step is not running); lastEnd is when
 	// each step last finished, for Healthy only.
 	cancel  [numSteps]context.CancelFunc
 	lastEnd [numSteps]time.Time
-	// podCancels cancel the pod steps running now (Stop cancels them), by podStepID.
-	podCancels map[uint64]context.CancelFunc
-	podStepID  uint64
 	// duplicates are the other agents seen renewing this Node's Lease.
 	duplicates map[string]bool
 	firstReady time.Time // when a sync first found the Node Ready
@@ -217,18 +216,32 @@ type Controller struct {
 	posted    *postedNode
 	lastPatch *statussync.SyncResult
 
-	// pods are the pods bound to the Node as far as its pod steps know, by namespace/name; ipam gives
-	// them their IPs; podsRunning counts the pod steps running now (Done waits for them).
-	podsMu      sync.Mutex
-	pods        map[string]*podState
-	ipam        *pod.IPAllocator
-	podsRunning int
+	// pods is what the Node keeps of its pods when it runs them (Config.Pods); nil otherwise.
+	pods *nodePods
 
-	logger    *klog.Logger // the workers' logger with the node's name, made at the first step
-	ready     chan struct{}
+	logger *klog.Logger // the workers' logger with the node's name, made at the first step
+	ready  chan struct{}
+	done   chan struct{}
+	// The two Onces (12 bytes each) side by side: no padding (see TestControllerSize).
 	readyOnce sync.Once
-	done      chan struct{}
 	doneOnce  sync.Once
+}
+
+// nodePods is what a Controller whose Node runs pods keeps of them, allocated by New only then: a
+// Node without pods (the single agent on a host, a library Node without a PodProvider) pays for it
+// one nil pointer.
+type nodePods struct {
+	// mu guards states, ipam and each podState's ips.
+	mu sync.Mutex
+	// states are the pods bound to the Node as far as its pod steps know, by namespace/name; ipam
+	// gives them their IPs (made at the first pod that needs one).
+	states map[string]*podState
+	ipam   *pod.IPAllocator
+	// running counts the pod steps running now (Done waits for them); cancels cancel them (Stop), by
+	// the id beginPod gave each, lastID the last such id. Guarded by Controller.mu, not mu.
+	running int
+	cancels map[uint64]context.CancelFunc
+	lastID  uint64
 }
 
 // Validate checks what New needs of a Config without building anything: the Node's name, its Host
@@ -290,6 +303,9 @@ func New(cfg Config, deps Dependencies) (*Controller, error) {
 		done:    make(chan struct{}),
 	}
 	c.registered.Store(!cfg.RegisterNode)
+	if cfg.Pods != nil {
+		c.pods = &nodePods{} // its maps made at the first pod
+	}
 	c.runtimeState = criruntime.NewState(deps.Clock, MaxWaitForContainerRuntime)
 	var err error
 	pollerCfg := criruntime.PollerConfig{
@@ -385,7 +401,6 @@ func (c *Controller) attach(s *Queue) error {
 	}
 	c.queue = s
 	c.started = c.deps.Clock.Now()
-	c.startup.at = c.started
 	return nil
 }
 
@@ -398,9 +413,12 @@ func (c *Controller) Stop() {
 		return
 	}
 	c.stopped = true
-	running := c.podsRunning > 0
-	for _, cancel := range c.podCancels {
-		cancel()
+	running := false
+	if c.pods != nil {
+		running = c.pods.running > 0
+		for _, cancel := range c.pods.cancels {
+			cancel()
+		}
 	}
 	for _, cancel := range c.cancel {
 		if cancel != nil {
@@ -469,7 +487,7 @@ func (c *Controller) end(step Step) (stopped bool) {
 
 // closeDoneIfIdle closes Done when no step of the stopped Node runs; c.mu held.
 func (c *Controller) closeDoneIfIdle() {
-	if c.podsRunning > 0 {
+	if c.pods != nil && c.pods.running > 0 {
 		return
 	}
 	for _, cancel := range c.cancel {
@@ -480,30 +498,30 @@ func (c *Controller) closeDoneIfIdle() {
 	c.doneOnce.Do(func() { close(c.done) })
 }
 
-// beginPod starts a pod step: false when the Node is stopped (the item is a no-op). Its context ends
+// beginPod starts a pod step: false when the Node is stopped or runs no pods (the item is a no-op). Its context ends
 // with the timeout or when the Node stops.
 func (c *Controller) beginPod(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.stopped {
+	if c.stopped || c.pods == nil {
 		return nil, nil, false
 	}
 	if c.logger == nil {
 		l := klog.FromContext(ctx).WithValues("node", c.cfg.NodeName)
 		c.logger = &l
 	}
-	if c.podCancels == nil {
-		c.podCancels = map[uint64]context.CancelFunc{}
+	if c.pods.cancels == nil {
+		c.pods.cancels = map[uint64]context.CancelFunc{}
 	}
-	c.podsRunning++
-	c.podStepID++
-	id := c.podStepID
+	c.pods.running++
+	c.pods.lastID++
+	id := c.pods.lastID
 	stepCtx, cancel := context.WithTimeout(klog.NewContext(ctx, *c.logger), timeout)
-	c.podCancels[id] = cancel
+	c.pods.cancels[id] = cancel
 	return stepCtx, func() {
 		cancel()
 		c.mu.Lock()
-		delete(c.podCancels, id)
+		delete(c.pods.cancels, id)
 		c.mu.Unlock()
 	}, true
 }
@@ -512,7 +530,7 @@ func (c *Controller) beginPod(ctx context.Context, timeout time.Duration) (conte
 func (c *Controller) endPod() (stopped bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.podsRunning--
+	c.pods.running--
 	if !c.stopped {
 		return false
 	}

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
 	"sort"
 	"sync/atomic"
@@ -30,7 +31,9 @@ type PodProvider interface {
 	// nodeagent gave it. Called once per pod UID (again only after a process restart, for a pod not
 	// terminal). An error is retried with the queue's backoff.
 	CreatePod(ctx context.Context, pod *v1.Pod) error
-	// UpdatePod is told of a change of a created pod's spec (metadata.generation grew).
+	// UpdatePod is told of a change of a created pod: of its spec (metadata.generation grew), or of
+	// its annotations (where a provider may read per-pod settings, as the simulator reads its
+	// pods' behaviour). Virtual Kubelet's is called on any change but the status.
 	UpdatePod(ctx context.Context, pod *v1.Pod) error
 	// DeletePod is called once the pod has a deletionTimestamp: stop its containers within the grace
 	// period (pod.DeletionGracePeriodSeconds); its runtime status must show them terminated once they
@@ -114,7 +117,7 @@ const podRuntimeName = "containerd"
 // podState is what a Controller keeps of one pod bound to its Node, by namespace/name. The pod's own
 // step (one at a time per pod: the work queue never runs one key twice at once) owns it; other pods'
 // steps read admitted (admission counts the admitted pods) and the IP allocator's rebuild writes ips,
-// so those two are atomic or under Controller.podsMu. uid never changes.
+// so those two are atomic or under nodePods.mu. uid never changes.
 type podState struct {
 	uid        types.UID
 	generation int64
@@ -122,7 +125,7 @@ type podState struct {
 	rejected   bool
 	created    bool         // the provider's CreatePod succeeded
 	killed     bool         // the provider's DeletePod succeeded
-	ips        []netip.Addr // guarded by Controller.podsMu
+	ips        []netip.Addr // guarded by nodePods.mu
 	pod        *v1.Pod      // the last copy seen, for DeletePod once the pod has left the API
 }
 
@@ -138,7 +141,7 @@ func (c *Controller) NotifyPod(namespace, name string) { c.addPod(namespace + "/
 
 // addPod queues a pod of this Node, unless the Node runs no pods, is not started or is stopped.
 func (c *Controller) addPod(key string) {
-	if c.cfg.Pods == nil {
+	if c.pods == nil {
 		return
 	}
 	c.mu.Lock()
@@ -152,12 +155,15 @@ func (c *Controller) addPod(key string) {
 // PodCounts returns how many pods the Node's pod steps know (bound to it and not yet forgotten) and how
 // many pod IPs are given out and not yet back (a pod's go back once it is terminal or gone).
 func (c *Controller) PodCounts() (pods, ips int) {
-	c.podsMu.Lock()
-	defer c.podsMu.Unlock()
-	if c.ipam != nil {
-		ips = c.ipam.Allocated()
+	if c.pods == nil {
+		return 0, 0
 	}
-	return len(c.pods), ips
+	c.pods.mu.Lock()
+	defer c.pods.mu.Unlock()
+	if c.pods.ipam != nil {
+		ips = c.pods.ipam.Allocated()
+	}
+	return len(c.pods.states), ips
 }
 
 // PodEventHandler returns a handler for a pod informer (with PodIndexers) that queues this Node's pods:
@@ -178,7 +184,7 @@ func (c *Controller) PodEventHandler() cache.ResourceEventHandler {
 // queueAllPods queues every pod bound to the Node (once registered: pods bound before the controller
 // started, or while it was stopped).
 func (c *Controller) queueAllPods() {
-	if c.cfg.Pods == nil {
+	if c.pods == nil {
 		return
 	}
 	pods, err := c.deps.Pods.OnNode(c.cfg.NodeName)
@@ -193,7 +199,8 @@ func (c *Controller) queueAllPods() {
 // podStep is one pass over one pod of this Node, in the kubelet's order (HandlePodAdditions, then
 // SyncPod / SyncTerminatingPod / SyncTerminatedPod, and the status manager's write): forget a pod
 // gone from the API (stopping its containers, freeing its IPs); admit a new one or reject it; start
-// its containers; stop them once it is being deleted; compute its status from the provider's view
+// its containers (and tell the provider of a change of its spec or annotations); stop them once it is
+// being deleted; compute its status from the provider's view
 // and patch what changed; delete it with grace 0 once it is terminal and being deleted. It returns
 // when to look again.
 func (c *Controller) podStep(ctx context.Context, key string) result {
@@ -201,7 +208,7 @@ func (c *Controller) podStep(ctx context.Context, key string) result {
 	namespace, name, _ := cache.SplitMetaNamespaceKey(key)
 	p, err := c.deps.Pods.Get(namespace, name)
 	if apierrors.IsNotFound(err) {
-		return c.forgetPod(ctx, key, nil)
+		return c.forgetPod(ctx, key)
 	}
 	if err != nil {
 		return result{after: never, err: err}
@@ -214,13 +221,14 @@ func (c *Controller) podStep(ctx context.Context, key string) result {
 	}
 	st := c.podState(key)
 	if st != nil && st.uid != p.UID { // deleted and created again under the same name
-		c.forgetPod(ctx, key, nil)
+		c.forgetPod(ctx, key)
 		st = nil
 	}
 	if st == nil {
 		st = &podState{uid: p.UID, generation: p.Generation}
 		c.setPodState(key, st)
 	}
+	prev := st.pod
 	st.pod = p
 	if st.rejected {
 		return result{after: never}
@@ -254,7 +262,7 @@ func (c *Controller) podStep(ctx context.Context, key string) result {
 			return result{after: never, err: fmt.Errorf("creating pod %s: %w", key, err)}
 		}
 		st.created = true
-	} else if st.created && p.Generation != st.generation && !deleting {
+	} else if st.created && !deleting && (p.Generation != st.generation || (prev != nil && !maps.Equal(prev.Annotations, p.Annotations))) {
 		if err := c.cfg.Pods.UpdatePod(ctx, p); err != nil {
 			return result{after: never, err: fmt.Errorf("updating pod %s: %w", key, err)}
 		}
@@ -311,16 +319,16 @@ func (c *Controller) admit(p *v1.Pod) pod.AdmitResult {
 	}
 	all, _ := c.deps.Pods.OnNode(c.cfg.NodeName)
 	others := make([]*v1.Pod, 0, len(all))
-	c.podsMu.Lock()
+	c.pods.mu.Lock()
 	for _, o := range all {
 		if o.UID == p.UID || o.Status.Phase == v1.PodSucceeded || o.Status.Phase == v1.PodFailed {
 			continue
 		}
-		if st := c.pods[o.Namespace+"/"+o.Name]; (st != nil && st.admitted.Load() && st.uid == o.UID) || o.Status.StartTime != nil {
+		if st := c.pods.states[o.Namespace+"/"+o.Name]; (st != nil && st.admitted.Load() && st.uid == o.UID) || o.Status.StartTime != nil {
 			others = append(others, o)
 		}
 	}
-	c.podsMu.Unlock()
+	c.pods.mu.Unlock()
 	sort.Slice(others, func(i, j int) bool {
 		return others[i].CreationTimestamp.Before(&others[j].CreationTimestamp)
 	})
@@ -339,7 +347,9 @@ func (c *Controller) rejectPod(ctx context.Context, p *v1.Pod, st *podState, r p
 }
 
 // patchPodStatus writes status as the kubelet's status manager does: a strategic-merge patch against
-// the informer's copy with the pod's UID as a precondition, none when nothing changed.
+// the informer's copy with the pod's UID as a precondition, none when nothing changed (pod.StatusPatch
+// finds that out with one comparison, pod.StatusEqual, building nothing). It returns the write's error,
+// none for a pod gone or replaced meanwhile (the informer tells).
 func (c *Controller) patchPodStatus(ctx context.Context, p *v1.Pod, status *v1.PodStatus) error {
 	patch, err := pod.StatusPatch(p.UID, &p.Status, status)
 	if err != nil || patch == nil {
@@ -378,12 +388,13 @@ func (c *Controller) deletePod(ctx context.Context, p *v1.Pod) result {
 	return result{after: never}
 }
 
-// forgetPod forgets a pod that left the API: its containers are stopped and its IPs freed.
-func (c *Controller) forgetPod(ctx context.Context, key string, _ *v1.Pod) result {
-	c.podsMu.Lock()
-	st := c.pods[key]
-	delete(c.pods, key)
-	c.podsMu.Unlock()
+// forgetPod forgets the pod known under key, which left the API (or whose name a new pod took): its
+// containers are stopped and its IPs freed. It returns a result that does not queue the key again.
+func (c *Controller) forgetPod(ctx context.Context, key string) result {
+	c.pods.mu.Lock()
+	st := c.pods.states[key]
+	delete(c.pods.states, key)
+	c.pods.mu.Unlock()
 	if st == nil {
 		return result{after: never}
 	}
@@ -397,18 +408,23 @@ func (c *Controller) forgetPod(ctx context.Context, key string, _ *v1.Pod) resul
 }
 
 func (c *Controller) podState(key string) *podState {
-	c.podsMu.Lock()
-	defer c.podsMu.Unlock()
-	return c.pods[key]
+	c.pods.mu.Lock()
+	defer c.pods.mu.Unlock()
+	return c.pods.states[key]
 }
 
 func (c *Controller) setPodState(key string, st *podState) {
-	c.podsMu.Lock()
-	defer c.podsMu.Unlock()
-	if c.pods == nil {
-		c.pods = map[string]*podState{}
+	c.pods.mu.Lock()
+	defer c.pods.mu.Unlock()
+	c.pods.setState(key, st)
+}
+
+// setState records st under key; mu held.
+func (p *nodePods) setState(key string, st *podState) {
+	if p.states == nil {
+		p.states = map[string]*podState{}
 	}
-	c.pods[key] = st
+	p.states[key] = st
 }
 
 // ensurePodIPs gives the pod its addresses: those its status has already (a pod started by an
@@ -425,16 +441,16 @@ func (c *Controller) ensurePodIPs(p *v1.Pod, st *podState) error {
 	if err != nil {
 		return err
 	}
-	c.podsMu.Lock()
+	c.pods.mu.Lock()
 	st.ips = ips
-	c.podsMu.Unlock()
+	c.pods.mu.Unlock()
 	return nil
 }
 
 // podIPs returns the pod's addresses.
 func (c *Controller) podIPs(st *podState) []netip.Addr {
-	c.podsMu.Lock()
-	defer c.podsMu.Unlock()
+	c.pods.mu.Lock()
+	defer c.pods.mu.Unlock()
 	return st.ips
 }
 
@@ -443,10 +459,10 @@ func (c *Controller) podIPs(st *podState) []netip.Addr {
 // addresses of the pods already running on the Node, so that no address is given twice across a
 // restart of the process.
 func (c *Controller) podIPAM() (*pod.IPAllocator, error) {
-	c.podsMu.Lock()
-	defer c.podsMu.Unlock()
-	if c.ipam != nil {
-		return c.ipam, nil
+	c.pods.mu.Lock()
+	defer c.pods.mu.Unlock()
+	if c.pods.ipam != nil {
+		return c.pods.ipam, nil
 	}
 	node, err := c.deps.NodeLister.Get(c.cfg.NodeName)
 	if err != nil {
@@ -478,18 +494,14 @@ func (c *Controller) podIPAM() (*pod.IPAllocator, error) {
 			}
 		}
 		if err := ipam.Restore(p.UID, ips); err == nil {
-			if st := c.pods[p.Namespace+"/"+p.Name]; st != nil && st.uid == p.UID {
+			if st := c.pods.states[p.Namespace+"/"+p.Name]; st != nil && st.uid == p.UID {
 				st.ips = ips
 			} else {
-				if c.pods == nil {
-					c.pods = map[string]*podState{}
-				}
-				restored := &podState{uid: p.UID, generation: p.Generation, ips: ips}
-				c.pods[p.Namespace+"/"+p.Name] = restored
+				c.pods.setState(p.Namespace+"/"+p.Name, &podState{uid: p.UID, generation: p.Generation, ips: ips})
 			}
 		}
 	}
-	c.ipam = ipam
+	c.pods.ipam = ipam
 	return ipam, nil
 }
 
@@ -498,9 +510,9 @@ func (c *Controller) releasePodIPs(st *podState) {
 	if st == nil || len(c.podIPs(st)) == 0 {
 		return
 	}
-	c.podsMu.Lock()
-	ipam := c.ipam
-	c.podsMu.Unlock()
+	c.pods.mu.Lock()
+	ipam := c.pods.ipam
+	c.pods.mu.Unlock()
 	if ipam != nil {
 		ipam.Release(st.uid)
 	}

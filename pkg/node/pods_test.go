@@ -340,7 +340,7 @@ func TestPodStepIdempotentAndForgotten(t *testing.T) {
 	if got, want := e.provider.Calls(), []string{"create a", "delete a"}; !slices.Equal(got, want) {
 		t.Errorf("provider calls %q, want %q", got, want)
 	}
-	if n := e.ctrl.ipam.Allocated(); n != 0 {
+	if n := e.ctrl.pods.ipam.Allocated(); n != 0 {
 		t.Errorf("%d pod IPs still allocated after the pod left, want 0", n)
 	}
 }
@@ -365,4 +365,38 @@ func TestPodWritesUsePodClient(t *testing.T) {
 		t.Errorf("pods client's writes %q, want [patch-status a]", w)
 	}
 	e.client = main
+}
+
+// TestPodStepTellsProviderOfChanges: once a pod is created, a later pass calls the provider's UpdatePod
+// when the pod's spec (metadata.generation) or annotations changed, and not for any other change.
+func TestPodStepTellsProviderOfChanges(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		change    func(*v1.Pod)
+		wantCalls []string
+	}{
+		{"nothing", func(*v1.Pod) {}, []string{"create a"}},
+		{"a label", func(p *v1.Pod) { p.Labels = map[string]string{"x": "y"} }, []string{"create a"}},
+		{"the generation", func(p *v1.Pod) { p.Generation++ }, []string{"create a", "update a"}},
+		{"an annotation added", func(p *v1.Pod) { p.Annotations = map[string]string{"a": "1"} }, []string{"create a", "update a"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			e := newPodEnv(t, testPod("a", "100m", nil))
+			if r := e.ctrl.podStep(ctx, "default/a"); r.err != nil {
+				t.Fatal(r.err)
+			}
+			p := e.pod(t, "a")
+			tc.change(p)
+			if err := e.pods.Update(p); err != nil {
+				t.Fatal(err)
+			}
+			if r := e.ctrl.podStep(ctx, "default/a"); r.err != nil {
+				t.Fatal(r.err)
+			}
+			if got := e.provider.Calls(); !slices.Equal(got, tc.wantCalls) {
+				t.Errorf("provider calls %q, want %q", got, tc.wantCalls)
+			}
+		})
+	}
 }

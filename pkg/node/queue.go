@@ -168,7 +168,7 @@ func (s *Queue) Start(c *Controller) error {
 	}
 	s.mu.Lock()
 	s.controllers[c] = struct{}{}
-	if c.cfg.Pods != nil {
+	if c.pods != nil {
 		s.byName[c.cfg.NodeName] = c
 	}
 	s.mu.Unlock()

@@ -40,7 +40,6 @@ func (c *Controller) StartupSteps() []Step {
 
 // startupState is one Node's start-up, guarded by Controller.mu.
 type startupState struct {
-	at             time.Time // when Start ran
 	leaseAttempted bool      // the Lease's first write succeeded, or a Lease call failed
 	runtimeChecked bool      // the runtime poll ran once
 	pending        *v1.Node  // built for registration while the Lease's first write is in flight
@@ -52,7 +51,7 @@ type startupState struct {
 func (c *Controller) startupWaits(now time.Time) (runtimeOK, leaseOK bool, left time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	left = c.startup.at.Add(StartupWait).Sub(now)
+	left = c.started.Add(StartupWait).Sub(now)
 	return c.startup.runtimeChecked || left <= 0, c.startup.leaseAttempted || left <= 0, left
 }
 

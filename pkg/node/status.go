@@ -188,7 +188,7 @@ func (c *Controller) Late() error {
 // its sync loop's iterations. Before Start it is nil.
 func (c *Controller) Healthy() error {
 	c.mu.Lock()
-	s, stopped, lastEnd, start := c.queue, c.stopped, c.lastEnd, c.startup.at
+	s, stopped, lastEnd, start := c.queue, c.stopped, c.lastEnd, c.started
 	c.mu.Unlock()
 	if s == nil || stopped {
 		return nil

@@ -7,6 +7,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/utils/ptr"
+
+	"github.com/nodeagent/nodeagent/internal/apiequal"
 )
 
 // NodeStatusHasChanged reports whether status differs from original, ignoring condition heartbeat
@@ -45,7 +47,7 @@ func conditionsChanged(original, current []v1.NodeCondition) bool {
 // field this does not compare; TestStatusEqualButConditionsAgreesWithSemantic checks it against
 // Semantic.DeepEqual on random statuses.
 func statusEqualButConditions(a, b *v1.NodeStatus) bool {
-	return resourceListEqual(a.Capacity, b.Capacity) && resourceListEqual(a.Allocatable, b.Allocatable) &&
+	return apiequal.ResourceList(a.Capacity, b.Capacity) && apiequal.ResourceList(a.Allocatable, b.Allocatable) &&
 		a.Phase == b.Phase &&
 		slices.Equal(a.Addresses, b.Addresses) &&
 		a.DaemonEndpoints == b.DaemonEndpoints &&
@@ -59,20 +61,6 @@ func statusEqualButConditions(a, b *v1.NodeStatus) bool {
 		apiequality.Semantic.DeepEqual(a.RuntimeHandlers, b.RuntimeHandlers) &&
 		apiequality.Semantic.DeepEqual(a.Features, b.Features) &&
 		slices.Equal(a.DeclaredFeatures, b.DeclaredFeatures)
-}
-
-// resourceListEqual compares quantities by value (Quantity.Cmp), as Semantic.DeepEqual does.
-func resourceListEqual(a, b v1.ResourceList) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, x := range a {
-		y, ok := b[k]
-		if !ok || x.Cmp(y) != 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // nodeInfoEqual compares every NodeSystemInfo field: the strings with ==, the pointers by what they

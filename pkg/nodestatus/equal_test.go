@@ -1,9 +1,7 @@
 package nodestatus
 
 import (
-	"math/rand/v2"
 	"reflect"
-	"slices"
 	"testing"
 	"time"
 
@@ -11,7 +9,8 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/randfill"
+
+	"github.com/nodeagent/nodeagent/internal/apiequal/apiequaltest"
 )
 
 // comparedFields are the NodeStatus fields statusEqualButConditions compares (Conditions is
@@ -31,57 +30,15 @@ func TestStatusEqualButConditionsCoversNodeStatus(t *testing.T) {
 		// field would not compile with ==, a new string or number is compared by it.
 		{reflect.TypeFor[v1.NodeDaemonEndpoints](), []string{"KubeletEndpoint"}},
 	} {
-		var got []string
-		for f := range tc.typ.Fields() {
-			got = append(got, f.Name)
-		}
-		if !slices.Equal(got, tc.want) {
-			t.Errorf("%v has fields %v; statusEqualButConditions compares %v: compare the new ones", tc.typ, got, tc.want)
-		}
+		apiequaltest.Fields(t, "statusEqualButConditions", tc.typ, tc.want)
 	}
 }
 
 // TestStatusEqualButConditionsAgreesWithSemantic compares statusEqualButConditions with
 // apiequality.Semantic.DeepEqual (what the kubelet's nodeStatusHasChanged uses) on random statuses and
-// on copies with one field filled again at random: often to an equal value in another form (the same
-// quantity in another format, an empty slice for a nil one), often to a different one.
+// copies of them with one field changed at any depth, conditions left out.
 func TestStatusEqualButConditionsAgreesWithSemantic(t *testing.T) {
-	formats := []resource.Format{resource.DecimalSI, resource.BinarySI, resource.DecimalExponent}
-	fill := randfill.NewWithSeed(1).NilChance(0.3).NumElements(0, 2).Funcs(
-		func(q *resource.Quantity, c randfill.Continue) {
-			*q = *resource.NewQuantity(c.Int63n(3)*1024, formats[c.Intn(len(formats))])
-		},
-		func(s *string, c randfill.Continue) { *s = []string{"", "a", "b"}[c.Intn(3)] },
-		func(n *int64, c randfill.Continue) { *n = c.Int63n(2) },
-		func(n *int32, c randfill.Continue) { *n = c.Int31n(2) },
-		func(b *bool, c randfill.Continue) { *b = c.Intn(2) == 0 },
-		func(m *metav1.Time, c randfill.Continue) {},
-	)
-	r := rand.New(rand.NewPCG(1, 2))
-	var equal, unequal int
-	for i := range 20000 {
-		var a v1.NodeStatus
-		fill.Fill(&a)
-		a.Conditions = nil
-		b := a.DeepCopy()
-		field := reflect.ValueOf(b).Elem().Field(r.IntN(reflect.TypeFor[v1.NodeStatus]().NumField()))
-		if field.CanAddr() && r.IntN(4) > 0 {
-			fill.Fill(field.Addr().Interface())
-		}
-		b.Conditions = nil
-		want := apiequality.Semantic.DeepEqual(&a, b)
-		if got := statusEqualButConditions(&a, b); got != want {
-			t.Fatalf("case %d: statusEqualButConditions = %v, Semantic.DeepEqual = %v\na: %#v\nb: %#v", i, got, want, a, *b)
-		}
-		if want {
-			equal++
-		} else {
-			unequal++
-		}
-	}
-	if equal < 1000 || unequal < 1000 {
-		t.Errorf("%d equal and %d unequal pairs: the generator should give plenty of both", equal, unequal)
-	}
+	apiequaltest.Agree(t, 10000, statusEqualButConditions, func(s *v1.NodeStatus) { s.Conditions = nil })
 }
 
 // BenchmarkNodeStatusHasChanged compares an unchanged status of a typical Node (the sync's common

@@ -15,10 +15,21 @@ import (
 // as the kubelet's status manager writes it (pkg/util/pod preparePatchBytesForPodStatus, called by
 // PatchPodStatus): {"metadata":{"uid":...},"status":{...}}, the UID a precondition the API server checks
 // (a pod deleted and re-created under the same name is not patched). It returns nil and no error when
-// nothing changed (the kubelet's "unchanged": no write). Send it with
+// nothing changed (the kubelet's "unchanged": no write): first by StatusEqual, which builds nothing and
+// allocates nothing (a pass over a pod that changed nothing costs one comparison), then, for statuses
+// equal only once serialized, by the patch being empty. Send it with
 // Pods(ns).Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status").
 // Errors name the pod's UID and wrap the marshalling or patch error.
 func StatusPatch(uid types.UID, oldStatus, newStatus *v1.PodStatus) ([]byte, error) {
+	if StatusEqual(oldStatus, newStatus) {
+		return nil, nil
+	}
+	return statusPatch(uid, oldStatus, newStatus)
+}
+
+// statusPatch is StatusPatch without the StatusEqual shortcut: the patch built and compared with the
+// empty one.
+func statusPatch(uid types.UID, oldStatus, newStatus *v1.PodStatus) ([]byte, error) {
 	oldData, err := json.Marshal(v1.Pod{Status: *oldStatus})
 	if err != nil {
 		return nil, fmt.Errorf("marshal old status of pod %s: %w", uid, err)

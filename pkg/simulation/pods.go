@@ -22,8 +22,9 @@ import (
 // simPods is the simulated Nodes' node.PodProvider, one for the whole process: each pod's containers
 // are pod.Simulate over the pod's start, its behaviour (pod.PodBehaviour: the nodeagent.io/
 // annotations over the simulation's default) and the control API's overrides. It holds, per pod
-// created and not yet forgotten, its start time and overrides; nothing runs in the background: the
-// view at any time is computed when asked, with the time of its next change.
+// created and not yet forgotten, its start time, its behaviour (parsed when the pod is created and
+// again only when its annotations change, not at every pass) and its overrides; nothing runs in the
+// background: the view at any time is computed when asked, with the time of its next change.
 type simPods struct {
 	defaults    pod.Behaviour
 	runtimeName string
@@ -37,6 +38,7 @@ type simPods struct {
 type simPod struct {
 	start     time.Time
 	stopping  bool // DeletePod was called with a deletionTimestamp
+	behaviour pod.Behaviour
 	overrides pod.Overrides
 }
 
@@ -47,18 +49,30 @@ func newSimPods(defaults pod.Behaviour, runtimeName string, recorder record.Even
 }
 
 // CreatePod starts the pod's simulated containers: from its status.startTime when an earlier run of
-// the simulator started it, else now. An annotation that does not parse is told in a Warning Event
-// (InvalidAnnotation, naming the key and the value) and its default used.
+// the simulator started it, else now, with the behaviour its annotations set. An annotation that does
+// not parse is told in a Warning Event (InvalidAnnotation, naming the key and the value) and its
+// default used.
 func (s *simPods) CreatePod(_ context.Context, p *v1.Pod) error {
-	if _, err := pod.PodBehaviour(p, s.defaults); err != nil {
-		s.recorder.Event(p, v1.EventTypeWarning, "InvalidAnnotation", err.Error())
-	}
-	s.entry(p)
+	s.parseBehaviour(p)
 	return nil
 }
 
-// UpdatePod changes nothing: the simulated containers follow the spec as Simulate reads it.
-func (s *simPods) UpdatePod(context.Context, *v1.Pod) error { return nil }
+// UpdatePod reads the pod's behaviour annotations again (the controller calls it when they, or the
+// spec, changed), telling a bad one as CreatePod does; the simulated containers follow the spec as
+// Simulate reads it at every pass.
+func (s *simPods) UpdatePod(_ context.Context, p *v1.Pod) error {
+	s.parseBehaviour(p)
+	return nil
+}
+
+// parseBehaviour sets the pod's behaviour from its annotations, telling a bad one in a Warning Event.
+func (s *simPods) parseBehaviour(p *v1.Pod) {
+	b, err := pod.PodBehaviour(p, s.defaults)
+	if err != nil {
+		s.recorder.Event(p, v1.EventTypeWarning, "InvalidAnnotation", err.Error())
+	}
+	s.entry(p, &b)
+}
 
 // DeletePod marks the pod stopping (Simulate stops its containers after the stop delay, within the
 // grace period) the first time, with a deletionTimestamp; forgets it otherwise.
@@ -73,11 +87,12 @@ func (s *simPods) DeletePod(_ context.Context, p *v1.Pod) error {
 	return nil
 }
 
-// GetPodStatus returns Simulate's view of the pod now and the time to its next change.
+// GetPodStatus returns Simulate's view of the pod now, with the behaviour parsed at its creation or
+// last annotation change, and the time to its next change.
 func (s *simPods) GetPodStatus(_ context.Context, p *v1.Pod) (node.PodRuntimeStatus, error) {
-	sp := s.entry(p)
-	b, _ := pod.PodBehaviour(p, s.defaults)
+	sp := s.entry(p, nil)
 	s.mu.Lock()
+	b := sp.behaviour
 	in := pod.SimInput{StartTime: sp.start, RuntimeName: s.runtimeName, Overrides: sp.overrides}
 	s.mu.Unlock()
 	now := s.clock.Now()
@@ -89,8 +104,12 @@ func (s *simPods) GetPodStatus(_ context.Context, p *v1.Pod) (node.PodRuntimeSta
 	return r, nil
 }
 
-// entry returns the pod's record, made at its start (status.startTime, or now) when absent.
-func (s *simPods) entry(p *v1.Pod) *simPod {
+// entry returns the pod's record, made when absent: started at its status.startTime (an earlier run of
+// the simulator started it) or now. A behaviour b given replaces the record's; without one, a new
+// record gets the behaviour of the pod's annotations, parsed here without an Event (a pod that this
+// process asks the status of without having created it: terminal, or being deleted, when the
+// simulator started; CreatePod tells of bad annotations).
+func (s *simPods) entry(p *v1.Pod, b *pod.Behaviour) *simPod {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sp := s.pods[p.UID]
@@ -100,7 +119,13 @@ func (s *simPods) entry(p *v1.Pod) *simPod {
 			start = p.Status.StartTime.Time
 		}
 		sp = &simPod{start: start}
+		if b == nil { // rare (see above): parsed under the lock
+			sp.behaviour, _ = pod.PodBehaviour(p, s.defaults)
+		}
 		s.pods[p.UID] = sp
+	}
+	if b != nil {
+		sp.behaviour = *b
 	}
 	return sp
 }
@@ -237,7 +262,7 @@ func hasContainer(p *v1.Pod, name string) bool {
 
 // override changes the control API's override of one container of p.
 func (s *simPods) override(p *v1.Pod, container string, change func(*pod.ContainerOverride)) {
-	sp := s.entry(p)
+	sp := s.entry(p, nil)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if sp.overrides == nil {

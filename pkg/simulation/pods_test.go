@@ -1,0 +1,118 @@
+package simulation
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/record"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/nodeagent/nodeagent/pkg/node"
+	"github.com/nodeagent/nodeagent/pkg/pod"
+)
+
+// TestSimPodsBehaviour: a pod's behaviour annotations are read when it is created and again when
+// UpdatePod tells of a change, never at a status pass (a pass over a pod whose annotations changed
+// without UpdatePod keeps the behaviour read before); a bad one is told once per read in a Warning
+// Event InvalidAnnotation naming the key and the value, and its default used; a pod asked about without
+// having been created here (the simulator restarted while it was terminal or being deleted) has its
+// annotations read then, without an Event.
+func TestSimPodsBehaviour(t *testing.T) {
+	const (
+		slow    = "10s"
+		badWhen = "soon"
+		badMsg  = `Warning InvalidAnnotation bad annotation nodeagent.io/readiness-delay: "soon" is not a non-negative duration such as 2s or 1m30s`
+	)
+	// step is one call, with the pod's readiness-delay annotation at that call ("" for none).
+	type step struct {
+		call, delay string
+		wantReady   bool   // GetPodStatus: the container's readiness
+		wantEvent   string // the Event the call records, if any
+	}
+	for _, tc := range []struct {
+		name  string
+		steps []step
+	}{
+		{"read at creation", []step{
+			{call: "create", delay: slow},
+			{call: "status", delay: slow, wantReady: false},
+		}},
+		{"not read again at a status pass", []step{
+			{call: "create", delay: slow},
+			{call: "status", delay: "", wantReady: false},
+			{call: "status", delay: badWhen, wantReady: false},
+		}},
+		{"read again by UpdatePod", []step{
+			{call: "create", delay: slow},
+			{call: "update", delay: ""},
+			{call: "status", delay: "", wantReady: true},
+		}},
+		{"bad at creation: one Event, the default used", []step{
+			{call: "create", delay: badWhen, wantEvent: badMsg},
+			{call: "status", delay: badWhen, wantReady: true},
+			{call: "status", delay: badWhen, wantReady: true},
+		}},
+		{"bad after an update: one Event, the default used", []step{
+			{call: "create", delay: slow},
+			{call: "update", delay: badWhen, wantEvent: badMsg},
+			{call: "status", delay: badWhen, wantReady: true},
+		}},
+		{"not created here: read at the first pass, silently", []step{
+			{call: "status", delay: badWhen, wantReady: true},
+			{call: "status", delay: "", wantReady: true},
+		}},
+		{"not created here: its annotations used", []step{
+			{call: "status", delay: slow, wantReady: false},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+			clk := testingclock.NewFakeClock(start)
+			recorder := record.NewFakeRecorder(10)
+			s := newSimPods(pod.Behaviour{}, "fakeRuntime", recorder, clk)
+			p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "uid-p"},
+				Spec: v1.PodSpec{NodeName: "sim-0000", Containers: []v1.Container{{Name: "c", Image: "app:1"}}}}
+			for i, st := range tc.steps {
+				p = p.DeepCopy() // as the informer hands a changed pod: a new object
+				p.Annotations = nil
+				if st.delay != "" {
+					p.Annotations = map[string]string{pod.AnnotationReadinessDelay: st.delay}
+				}
+				var err error
+				switch st.call {
+				case "create":
+					err = s.CreatePod(context.Background(), p)
+				case "update":
+					err = s.UpdatePod(context.Background(), p)
+				case "status":
+					var r node.PodRuntimeStatus
+					r, err = s.GetPodStatus(context.Background(), p)
+					if err == nil {
+						cs := r.Status.Containers
+						if len(cs) != 1 || cs[0].State.Running == nil || cs[0].Ready != st.wantReady {
+							t.Errorf("step %d (%s, delay %q): containers %+v, want running, ready %v", i, st.call, st.delay, cs, st.wantReady)
+						}
+					}
+				}
+				if err != nil {
+					t.Fatalf("step %d (%s): %v", i, st.call, err)
+				}
+				var events []string
+				for len(recorder.Events) > 0 {
+					events = append(events, <-recorder.Events)
+				}
+				var want []string
+				if st.wantEvent != "" {
+					want = []string{st.wantEvent}
+				}
+				if !slices.Equal(events, want) {
+					t.Errorf("step %d (%s, delay %q): Events %q, want %q", i, st.call, st.delay, events, want)
+				}
+			}
+		})
+	}
+}
