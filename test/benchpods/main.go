@@ -69,6 +69,7 @@ type options struct {
 	stuckAfter                 time.Duration
 	timeout                    time.Duration
 	kubemark, kubemarkPods     int
+	kubemarkWindow             time.Duration
 	out, dir                   string
 	profileDir                 string
 	simulateArgs               []string
@@ -99,7 +100,8 @@ func run() error {
 	flag.DurationVar(&o.stuckAfter, "stuck-after", time.Minute, "a pod not Ready this long after its bind, or not gone this long after its deletion, is stuck")
 	flag.DurationVar(&o.timeout, "timeout", 15*time.Minute, "give up waiting for one phase after this long (the phase is reported as not reached)")
 	flag.IntVar(&o.kubemark, "kubemark", envInt("BENCH_PODS_KUBEMARK", 20), "hollow nodes of kubemark to measure beside the others; 0 skips it ($BENCH_PODS_KUBEMARK)")
-	flag.IntVar(&o.kubemarkPods, "kubemark-pods", 10, "pods per hollow node")
+	flag.IntVar(&o.kubemarkPods, "kubemark-pods", 10, "pods bound to each hollow node")
+	flag.DurationVar(&o.kubemarkWindow, "kubemark-window", time.Minute, "how long the hollow nodes are measured idle, and again with their pods")
 	flag.IntVar(&o.schedulerQPS, "control-plane-qps", 2000, "--kube-api-qps of kube-scheduler and kube-controller-manager (burst twice that), so that they do not hold the pods back")
 	flag.IntVar(&o.creatorsPool, "creators", 32, "concurrent creates of scenario 1's pods")
 	flag.StringVar(&o.profileDir, "profile-dir", "", "if set, nodeagent simulate runs with --enable-profiling-handler and each phase gets a CPU profile (its first --profile-seconds) and a heap profile (at its end) here")

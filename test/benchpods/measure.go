@@ -48,7 +48,7 @@ type meter struct {
 	cp       *framework.ControlPlane
 	procs    map[string]int
 	sys      []string
-	user     string
+	users    []string
 	cpu0     map[string]time.Duration
 	audit0   int64
 	t0       time.Time
@@ -60,9 +60,9 @@ type meter struct {
 }
 
 // startMeter starts measuring the system's processes (name → pid) and the control plane's, and the
-// requests of user in the audit log.
-func startMeter(cp *framework.ControlPlane, sysPIDs map[string]int, user string) (*meter, error) {
-	m := &meter{cp: cp, procs: cp.PIDs(), user: user, done: make(chan struct{})}
+// requests of users in the audit log.
+func startMeter(cp *framework.ControlPlane, sysPIDs map[string]int, users []string) (*meter, error) {
+	m := &meter{cp: cp, procs: cp.PIDs(), users: users, done: make(chan struct{})}
 	for name, pid := range sysPIDs {
 		m.procs[name] = pid
 		m.sys = append(m.sys, name)
@@ -75,6 +75,7 @@ func startMeter(cp *framework.ControlPlane, sysPIDs map[string]int, user string)
 		return nil, err
 	}
 	m.t0 = time.Now()
+	m.sample()
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
@@ -85,25 +86,31 @@ func startMeter(cp *framework.ControlPlane, sysPIDs map[string]int, user string)
 			case <-m.done:
 				return
 			case <-tick.C:
-				var total int64
-				for _, name := range m.sys {
-					if st, err := framework.ReadProcStats(m.procs[name]); err == nil {
-						total += st.RSS
-					}
-				}
-				m.rssSum += total
-				m.rssCount++
-				m.rssMax = max(m.rssMax, total)
+				m.sample()
 			}
 		}
 	}()
 	return m, nil
 }
 
+// sample adds one sample of the system's RSS.
+func (m *meter) sample() {
+	var total int64
+	for _, name := range m.sys {
+		if st, err := framework.ReadProcStats(m.procs[name]); err == nil {
+			total += st.RSS
+		}
+	}
+	m.rssSum += total
+	m.rssCount++
+	m.rssMax = max(m.rssMax, total)
+}
+
 // stop ends the phase and returns its cost.
 func (m *meter) stop() (cost, error) {
 	close(m.done)
 	m.wg.Wait()
+	m.sample()
 	c := cost{wall: time.Since(m.t0), components: map[string]float64{}, rssMax: m.rssMax}
 	if m.rssCount > 0 {
 		c.rssMean = m.rssSum / m.rssCount
@@ -132,7 +139,12 @@ func (m *meter) stop() (cost, error) {
 	if err != nil {
 		return c, err
 	}
-	c.requests = framework.RequestCounts(events, m.user)
+	c.requests = map[string]int{}
+	for _, u := range m.users {
+		for k, v := range framework.RequestCounts(events, u) {
+			c.requests[k] += v
+		}
+	}
 	return c, nil
 }
 

@@ -236,7 +236,7 @@ func render(o options, e *benchkit.Env, runs []*systemRun, km *kubemarkRun) stri
 		p("")
 	}
 	if km != nil {
-		km.render(b)
+		km.render(b, runs, o)
 	}
 	p("%s", sectionEnd)
 	return b.String()

@@ -73,6 +73,7 @@ type sysEnv struct {
 	client  kubernetes.Interface // admin, protobuf, no rate limit: the benchmark's own writes and watches
 	kubecfg string               // the system's service account
 	procs   []*framework.Process
+	hollow  []*framework.HollowNode // kubemark's, one a Node
 	pods    *podTracker
 	nodes   *benchkit.NodeTracker
 	leases  *benchkit.LeaseTracker
@@ -87,7 +88,7 @@ type sysEnv struct {
 // scenarios need and nodeipam giving each Node a pod CIDR of maskSize bits out of 172.16.0.0/12; with
 // scheduler, kube-scheduler too), the system's service account, and the watches of pods, Nodes and
 // Leases.
-func newSysEnv(ctx context.Context, o options, sys, name string, maskSize int, scheduler bool, wantNodes int) (*sysEnv, error) {
+func newSysEnv(ctx context.Context, o options, sys, name string, maskSize int, scheduler bool, wantNodes int, nodeNames ...string) (*sysEnv, error) {
 	if err := os.MkdirAll(o.dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -97,7 +98,7 @@ func newSysEnv(ctx context.Context, o options, sys, name string, maskSize int, s
 	}
 	dir, _ = filepath.Abs(dir)
 	qps, burst := strconv.Itoa(o.schedulerQPS), strconv.Itoa(2*o.schedulerQPS)
-	cp, err := framework.StartControlPlane(ctx, framework.ControlPlaneOptions{Dir: dir, ControllerManager: true,
+	cp, err := framework.StartControlPlane(ctx, framework.ControlPlaneOptions{Dir: dir, ControllerManager: true, NodeNames: nodeNames,
 		ExtraAPIServerArgs: []string{"--audit-log-maxsize=1000000", "--max-requests-inflight=800", "--max-mutating-requests-inflight=400"},
 		ExtraControllerManagerArgs: []string{"--kube-api-qps=" + qps, "--kube-api-burst=" + burst,
 			"--concurrent-deployment-syncs=10", "--concurrent-replicaset-syncs=10",
@@ -174,6 +175,9 @@ func (e *sysEnv) stop() {
 	for _, p := range e.procs {
 		_ = p.Stop(20 * time.Second)
 	}
+	for _, h := range e.hollow {
+		_ = h.Stop()
+	}
 	if e.cancel != nil {
 		e.cancel()
 	}
@@ -183,21 +187,33 @@ func (e *sysEnv) stop() {
 	}
 }
 
-// user is the system's name in the audit log.
-func (e *sysEnv) user() string { return "system:serviceaccount:" + benchNamespace + ":" + e.sys }
+// users are the system's names in the audit log: its service account, or each hollow node's identity.
+func (e *sysEnv) users() []string {
+	if len(e.hollow) > 0 {
+		var out []string
+		for _, h := range e.hollow {
+			out = append(out, "system:node:"+h.NodeName)
+		}
+		return out
+	}
+	return []string{"system:serviceaccount:" + benchNamespace + ":" + e.sys}
+}
 
 func (e *sysEnv) pids() map[string]int {
 	m := map[string]int{}
 	for i, p := range e.procs {
 		m[fmt.Sprintf("%s#%d", e.sys, i)] = p.PID()
 	}
+	for _, h := range e.hollow {
+		m[h.NodeName] = h.PID()
+	}
 	return m
 }
 
 func (e *sysEnv) rss() int64 {
 	var total int64
-	for _, p := range e.procs {
-		if st, err := framework.ReadProcStats(p.PID()); err == nil {
+	for _, pid := range e.pids() {
+		if st, err := framework.ReadProcStats(pid); err == nil {
 			total += st.RSS
 		}
 	}
@@ -325,6 +341,11 @@ func (e *sysEnv) wait(ctx context.Context, timeout time.Duration, done func() (b
 				return err
 			}
 		}
+		for _, h := range e.hollow {
+			if !h.Running() {
+				return fmt.Errorf("hollow node %s exited; its log: %s", h.NodeName, h.LogPath)
+			}
+		}
 		if time.Since(t0) > timeout {
 			return fmt.Errorf("%w after %v: %s", errNotReached, timeout, progress)
 		}
@@ -344,7 +365,7 @@ func (e *sysEnv) wait(ctx context.Context, timeout time.Duration, done func() (b
 // before act: the phase's cost, its wall time until done, and whether done was reached.
 func (e *sysEnv) measurePhase(ctx context.Context, name string, act func() error, done func() (bool, string)) (phase, error) {
 	var ph phase
-	m, err := startMeter(e.cp, e.pids(), e.user())
+	m, err := startMeter(e.cp, e.pids(), e.users())
 	if err != nil {
 		return ph, err
 	}
