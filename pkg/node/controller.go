@@ -231,12 +231,18 @@ type Controller struct {
 // Node without pods (the single agent on a host, a library Node without a PodProvider) pays for it
 // one nil pointer.
 type nodePods struct {
-	// mu guards states, ipam and each podState's ips.
+	// mu guards states, ipam, usage, counted, usageInit and each podState's ips.
 	mu sync.Mutex
 	// states are the pods bound to the Node as far as its pod steps know, by namespace/name; ipam
 	// gives them their IPs (made at the first pod that needs one).
 	states map[string]*podState
 	ipam   *pod.IPAllocator
+	// usage is what the Node's active pods hold, for admission, kept as they are admitted (counted,
+	// by UID) and stop (podStopped); usageInit says it was first filled from the pods the informer
+	// has (the pods admitted by an earlier run of the process are active too).
+	usage     pod.Usage
+	counted   map[types.UID]pod.UsageEntry
+	usageInit bool
 	// running counts the pod steps running now (Done waits for them); cancels cancel them (Stop), by
 	// the id beginPod gave each, lastID the last such id. Guarded by Controller.mu, not mu.
 	running int

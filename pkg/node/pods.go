@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
-	"sort"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -123,10 +123,14 @@ type podState struct {
 	generation int64
 	admitted   atomic.Bool // admitted by this process, or found admitted by an earlier one (status.startTime)
 	rejected   bool
-	created    bool         // the provider's CreatePod succeeded
-	killed     bool         // the provider's DeletePod succeeded
-	ips        []netip.Addr // guarded by nodePods.mu
-	pod        *v1.Pod      // the last copy seen, for DeletePod once the pod has left the API
+	created    bool // the provider's CreatePod succeeded
+	killed     bool // the provider's DeletePod succeeded
+	deleted    bool // deleted from the API (grace 0): nothing more to do until the informer tells
+	// writtenRV is the resourceVersion of the pod after this process's last status write: a copy
+	// older than it (the informer has not delivered that write yet) is not written against.
+	writtenRV uint64
+	ips       []netip.Addr // guarded by nodePods.mu
+	pod       *v1.Pod      // the last copy seen, for DeletePod once the pod has left the API
 }
 
 // podKey is a pod work queue item: one pod of one Node's controller.
@@ -230,7 +234,7 @@ func (c *Controller) podStep(ctx context.Context, key string) result {
 	}
 	prev := st.pod
 	st.pod = p
-	if st.rejected {
+	if st.rejected || st.deleted {
 		return result{after: never}
 	}
 	terminal := p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed
@@ -242,8 +246,9 @@ func (c *Controller) podStep(ctx context.Context, key string) result {
 			return c.deleteIfDeleting(ctx, p, st)
 		case p.Status.StartTime != nil:
 			st.admitted.Store(true) // admitted before (an earlier run of this process)
+			c.countPod(p)
 		case deleting:
-			return c.deletePod(ctx, p) // never admitted: nothing to stop
+			return c.deletePod(ctx, p, st) // never admitted: nothing to stop
 		default:
 			if r := c.admit(p); !r.Admit {
 				return c.rejectPod(ctx, p, st, r)
@@ -280,26 +285,31 @@ func (c *Controller) podStep(ctx context.Context, key string) result {
 	}
 	rt := c.completeRuntimeStatus(rs.Status, st)
 	rt.Terminal = rt.Terminal || (deleting && !anyRunning(rt))
-	status, err := pod.GenerateStatus(p, rt, c.deps.Clock.Now())
+	status, err := c.generatePodStatus(p, rt)
 	if err == nil && (status.Phase == v1.PodSucceeded || status.Phase == v1.PodFailed) && rt.Sandbox == pod.SandboxReady {
 		// The kubelet's pod worker kills a pod whose phase turned terminal (syncTerminatingPod: killPod
 		// stops its sandbox) and writes the status it generates afterwards, PodReadyToStartContainers
 		// False "pod sandbox is not ready"; its sandbox is gone whatever the provider still says. One
 		// write here where the kubelet makes two (the terminal phase, then the stopped sandbox).
 		rt.Sandbox = pod.SandboxNotReady
-		status, err = pod.GenerateStatus(p, rt, c.deps.Clock.Now())
+		status, err = c.generatePodStatus(p, rt)
 	}
 	if err != nil {
 		logger.Error(err, "Pod status not written", "pod", klog.KObj(p))
 		return result{after: PodReconcilePeriod}
 	}
-	if err := c.patchPodStatus(ctx, p, &status); err != nil {
+	if c.staleCopy(p, st) {
+		// The informer has not delivered this process's last write yet: its event queues the pod
+		// again, and the status is computed against it then (no write of what is written already).
+		return result{after: never}
+	}
+	if err := c.patchPodStatus(ctx, p, st, &status); err != nil {
 		return result{after: never, err: err}
 	}
 	if status.Phase == v1.PodSucceeded || status.Phase == v1.PodFailed {
-		c.releasePodIPs(st) // the sandbox is gone: its addresses go back to the pool
+		c.podStopped(st) // the sandbox is gone: its addresses go back to the pool
 		if deleting {
-			return c.deletePod(ctx, p)
+			return c.deletePod(ctx, p, st)
 		}
 		return result{after: never}
 	}
@@ -310,36 +320,61 @@ func (c *Controller) podStep(ctx context.Context, key string) result {
 	return result{after: after}
 }
 
-// admit runs the kubelet's predicate admission against the Node as the informer has it and the pods
-// this Node has admitted (its active pods), oldest first as the kubelet admits them.
+// admit runs the kubelet's predicate admission against the Node as the informer has it and what the
+// pods this Node has admitted hold (its active pods: nodePods.usage, filled at the first admission from
+// the pods the informer has, then kept as pods are admitted and stop), and counts p when admitted.
 func (c *Controller) admit(p *v1.Pod) pod.AdmitResult {
 	node, err := c.deps.NodeLister.Get(c.cfg.NodeName)
 	if err != nil {
 		return pod.AdmitResult{Admit: false, Reason: "NodeNotFound", Message: fmt.Sprintf("node %q not found: %v", c.cfg.NodeName, err)}
 	}
-	all, _ := c.deps.Pods.OnNode(c.cfg.NodeName)
-	others := make([]*v1.Pod, 0, len(all))
 	c.pods.mu.Lock()
-	for _, o := range all {
-		if o.UID == p.UID || o.Status.Phase == v1.PodSucceeded || o.Status.Phase == v1.PodFailed {
-			continue
+	defer c.pods.mu.Unlock()
+	if !c.pods.usageInit {
+		all, _ := c.deps.Pods.OnNode(c.cfg.NodeName)
+		for _, o := range all {
+			if o.UID == p.UID || o.Status.Phase == v1.PodSucceeded || o.Status.Phase == v1.PodFailed {
+				continue
+			}
+			if st := c.pods.states[o.Namespace+"/"+o.Name]; (st != nil && st.admitted.Load() && st.uid == o.UID) || o.Status.StartTime != nil {
+				c.pods.count(o)
+			}
 		}
-		if st := c.pods.states[o.Namespace+"/"+o.Name]; (st != nil && st.admitted.Load() && st.uid == o.UID) || o.Status.StartTime != nil {
-			others = append(others, o)
-		}
+		c.pods.usageInit = true
 	}
-	c.pods.mu.Unlock()
-	sort.Slice(others, func(i, j int) bool {
-		return others[i].CreationTimestamp.Before(&others[j].CreationTimestamp)
-	})
-	return pod.Admit(node, p, others)
+	r := pod.AdmitWith(node, p, &c.pods.usage)
+	if r.Admit {
+		c.pods.count(p)
+	}
+	return r
+}
+
+// countPod counts p among the Node's active pods (once per UID), if the usage is kept yet (else its
+// first filling finds p).
+func (c *Controller) countPod(p *v1.Pod) {
+	c.pods.mu.Lock()
+	defer c.pods.mu.Unlock()
+	if c.pods.usageInit {
+		c.pods.count(p)
+	}
+}
+
+// count adds p to usage unless counted; mu held.
+func (p *nodePods) count(o *v1.Pod) {
+	if _, ok := p.counted[o.UID]; ok {
+		return
+	}
+	if p.counted == nil {
+		p.counted = map[types.UID]pod.UsageEntry{}
+	}
+	p.counted[o.UID] = p.usage.Add(o)
 }
 
 // rejectPod writes the kubelet's rejection (phase Failed, "Pod was rejected: ...") and its Event.
 func (c *Controller) rejectPod(ctx context.Context, p *v1.Pod, st *podState, r pod.AdmitResult) result {
 	c.deps.Recorder.Event(p, v1.EventTypeWarning, r.Reason, r.Message)
 	status := pod.RejectedStatus(p, r)
-	if err := c.patchPodStatus(ctx, p, &status); err != nil {
+	if err := c.patchPodStatus(ctx, p, st, &status); err != nil {
 		return result{after: never, err: err}
 	}
 	st.rejected = true
@@ -348,14 +383,15 @@ func (c *Controller) rejectPod(ctx context.Context, p *v1.Pod, st *podState, r p
 
 // patchPodStatus writes status as the kubelet's status manager does: a strategic-merge patch against
 // the informer's copy with the pod's UID as a precondition, none when nothing changed (pod.StatusPatch
-// finds that out with one comparison, pod.StatusEqual, building nothing). It returns the write's error,
-// none for a pod gone or replaced meanwhile (the informer tells).
-func (c *Controller) patchPodStatus(ctx context.Context, p *v1.Pod, status *v1.PodStatus) error {
+// finds that out with one comparison, pod.StatusEqual, building nothing). It records the written pod's
+// resourceVersion in st (staleCopy). It returns the write's error, none for a pod gone or replaced
+// meanwhile (the informer tells).
+func (c *Controller) patchPodStatus(ctx context.Context, p *v1.Pod, st *podState, status *v1.PodStatus) error {
 	patch, err := pod.StatusPatch(p.UID, &p.Status, status)
 	if err != nil || patch == nil {
 		return err
 	}
-	_, err = c.podClient().CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.StrategicMergePatchType, patch,
+	written, err := c.podClient().CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.StrategicMergePatchType, patch,
 		metav1.PatchOptions{}, "status")
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil // gone, or another pod under its name now: the informer tells
@@ -363,21 +399,50 @@ func (c *Controller) patchPodStatus(ctx context.Context, p *v1.Pod, status *v1.P
 	if err != nil {
 		return fmt.Errorf("patching status of pod %s/%s: %w", p.Namespace, p.Name, err)
 	}
+	if rv, ok := parseRV(written.ResourceVersion); ok {
+		st.writtenRV = rv
+	}
 	return nil
+}
+
+// staleCopy reports whether p, the informer's copy, is older than this process's last status write of
+// it: a pass run before the informer delivered that write (a recheck, another event) would write
+// against a status that is no longer the API's, the same again. resourceVersions are compared as
+// etcd's revisions (kube-apiserver's are); one that is not a number is never stale.
+func (c *Controller) staleCopy(p *v1.Pod, st *podState) bool {
+	rv, ok := parseRV(p.ResourceVersion)
+	return ok && st.writtenRV != 0 && rv < st.writtenRV
+}
+
+func parseRV(s string) (uint64, bool) {
+	rv, err := strconv.ParseUint(s, 10, 64)
+	return rv, err == nil
+}
+
+// generatePodStatus is pod.GenerateStatus at the Controller's now, then, for a pod whose containers
+// have stopped for good (rt.Terminal), pod.TerminatedStatus: the kubelet's SyncTerminatedPod, which
+// generates the status and hands it to the status manager's TerminatePod.
+func (c *Controller) generatePodStatus(p *v1.Pod, rt *pod.RuntimeStatus) (v1.PodStatus, error) {
+	status, err := pod.GenerateStatus(p, rt, c.deps.Clock.Now())
+	if err != nil || !rt.Terminal {
+		return status, err
+	}
+	return pod.TerminatedStatus(p, status), nil
 }
 
 // deleteIfDeleting deletes a terminal pod that is being deleted; otherwise nothing is to be done.
 func (c *Controller) deleteIfDeleting(ctx context.Context, p *v1.Pod, st *podState) result {
-	c.releasePodIPs(st)
+	c.podStopped(st)
 	if p.DeletionTimestamp != nil {
-		return c.deletePod(ctx, p)
+		return c.deletePod(ctx, p, st)
 	}
 	return result{after: never}
 }
 
 // deletePod deletes a pod whose containers have stopped, with grace 0 and its UID as a precondition,
-// as the kubelet's status manager once the pod can be deleted; its finalizers are left to their owners.
-func (c *Controller) deletePod(ctx context.Context, p *v1.Pod) result {
+// as the kubelet's status manager once the pod can be deleted (once: st.deleted); its finalizers are
+// left to their owners.
+func (c *Controller) deletePod(ctx context.Context, p *v1.Pod, st *podState) result {
 	zero := int64(0)
 	err := c.podClient().CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{
 		GracePeriodSeconds: &zero, Preconditions: &metav1.Preconditions{UID: &p.UID},
@@ -385,6 +450,7 @@ func (c *Controller) deletePod(ctx context.Context, p *v1.Pod) result {
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return result{after: never, err: fmt.Errorf("deleting pod %s/%s: %w", p.Namespace, p.Name, err)}
 	}
+	st.deleted = true
 	return result{after: never}
 }
 
@@ -403,7 +469,7 @@ func (c *Controller) forgetPod(ctx context.Context, key string) result {
 			klog.FromContext(ctx).Error(err, "Stopping a pod that left the API", "pod", key)
 		}
 	}
-	c.releasePodIPs(st)
+	c.podStopped(st)
 	return result{after: never}
 }
 
@@ -505,15 +571,20 @@ func (c *Controller) podIPAM() (*pod.IPAllocator, error) {
 	return ipam, nil
 }
 
-// releasePodIPs gives a pod's addresses back.
-func (c *Controller) releasePodIPs(st *podState) {
-	if st == nil || len(c.podIPs(st)) == 0 {
+// podStopped takes a pod out of what the Node's active pods hold: its addresses go back to the pool
+// and its requests and host ports out of the admission's usage.
+func (c *Controller) podStopped(st *podState) {
+	if st == nil {
 		return
 	}
 	c.pods.mu.Lock()
 	ipam := c.pods.ipam
+	if e, ok := c.pods.counted[st.uid]; ok {
+		c.pods.usage.Remove(e)
+		delete(c.pods.counted, st.uid)
+	}
 	c.pods.mu.Unlock()
-	if ipam != nil {
+	if ipam != nil && len(c.podIPs(st)) > 0 {
 		ipam.Release(st.uid)
 	}
 }

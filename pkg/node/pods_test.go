@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"slices"
 	"sync"
@@ -55,6 +56,9 @@ func (f *fakePods) GetPodStatus(_ context.Context, p *v1.Pod) (PodRuntimeStatus,
 	f.mu.Lock()
 	stopped := f.stopped[p.UID] || p.Annotations["test/exited"] == "true"
 	f.mu.Unlock()
+	if p.Annotations["test/never-started"] == "true" { // stopped before its containers were created
+		return PodRuntimeStatus{Status: &pod.RuntimeStatus{Sandbox: pod.SandboxReady}}, nil
+	}
 	started := time.Date(2026, 11, 26, 1, 0, 0, 0, time.UTC)
 	var cs []pod.ContainerStatus
 	for _, c := range p.Spec.Containers {
@@ -398,5 +402,144 @@ func TestPodStepTellsProviderOfChanges(t *testing.T) {
 				t.Errorf("provider calls %q, want %q", got, tc.wantCalls)
 			}
 		})
+	}
+}
+
+// TestPodStepDeletedBeforeStarted: a pod deleted before its containers were created ends as the kubelet
+// ends it (the status manager's TerminatePod): Failed, its container terminated with exit code 137
+// ContainerStatusUnknown, then deleted with grace 0; not Pending for ever.
+func TestPodStepDeletedBeforeStarted(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	deleted := metav1.NewTime(time.Date(2026, 11, 26, 1, 0, 0, 0, time.UTC))
+	e := newPodEnv(t, testPod("n", "100m", func(p *v1.Pod) {
+		p.Annotations = map[string]string{"test/never-started": "true"}
+		p.DeletionTimestamp, p.DeletionGracePeriodSeconds = &deleted, new(int64(30))
+		p.Status.StartTime = &deleted // admitted
+	}))
+	if r := e.ctrl.podStep(ctx, "default/n"); r.err != nil {
+		t.Fatal(r.err)
+	}
+	if got, want := e.writes(), []string{"patch-status n", "delete n grace=0 uid=uid-n"}; !slices.Equal(got, want) {
+		t.Fatalf("writes %q, want %q", got, want)
+	}
+	var patched *v1.Pod
+	for _, a := range e.client.Actions() {
+		if pa, ok := a.(core.PatchAction); ok {
+			patched = &v1.Pod{}
+			if err := json.Unmarshal(pa.GetPatch(), patched); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if patched.Status.Phase != v1.PodFailed {
+		t.Errorf("phase %s, want Failed", patched.Status.Phase)
+	}
+	if len(patched.Status.ContainerStatuses) != 1 || patched.Status.ContainerStatuses[0].State.Terminated == nil ||
+		patched.Status.ContainerStatuses[0].State.Terminated.ExitCode != 137 || patched.Status.ContainerStatuses[0].State.Terminated.Reason != pod.ReasonContainerStatusUnknown {
+		t.Errorf("container statuses %+v, want one terminated 137 ContainerStatusUnknown", patched.Status.ContainerStatuses)
+	}
+}
+
+// TestPodStepLaterPasses: what a pass writes after an earlier one, by what the informer has: nothing
+// once the pod was deleted (until the informer's delete event forgets it), nothing against a copy
+// older than the last write (the informer has not delivered it: its event queues another pass), and
+// the status again when another writer changed it after the last write.
+func TestPodStepLaterPasses(t *testing.T) {
+	deletedAt := metav1.NewTime(time.Date(2026, 11, 26, 1, 0, 0, 0, time.UTC))
+	for _, tc := range []struct {
+		name       string
+		mutate     func(*v1.Pod)
+		writtenRV  uint64 // set after the first pass, as a write the API answered with would
+		informer   func(first, written *v1.Pod) *v1.Pod
+		wantWrites []string
+	}{
+		{name: "deleted: nothing more", mutate: func(p *v1.Pod) { p.DeletionTimestamp, p.DeletionGracePeriodSeconds = &deletedAt, new(int64(30)) },
+			informer: func(_, written *v1.Pod) *v1.Pod { return written }, wantWrites: nil},
+		{name: "the informer's copy predates the write: nothing", writtenRV: 12,
+			informer:   func(first, _ *v1.Pod) *v1.Pod { p := first.DeepCopy(); p.ResourceVersion = "11"; return p },
+			wantWrites: nil},
+		{name: "another writer after the write: written again", writtenRV: 12,
+			informer: func(_, written *v1.Pod) *v1.Pod {
+				p := written.DeepCopy()
+				p.ResourceVersion = "13"
+				for i := range p.Status.Conditions {
+					if p.Status.Conditions[i].Type == v1.PodReady {
+						p.Status.Conditions[i].Status = v1.ConditionFalse // the node lifecycle controller
+					}
+				}
+				return p
+			},
+			wantWrites: []string{"patch-status a"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			first := testPod("a", "100m", tc.mutate)
+			first.ResourceVersion = "10"
+			e := newPodEnv(t, first)
+			if r := e.ctrl.podStep(ctx, "default/a"); r.err != nil {
+				t.Fatal(r.err)
+			}
+			if tc.writtenRV != 0 {
+				e.ctrl.podState("default/a").writtenRV = tc.writtenRV
+			}
+			written := first
+			if p, err := e.client.CoreV1().Pods("default").Get(ctx, "a", metav1.GetOptions{}); err == nil {
+				written = p
+			}
+			if err := e.pods.Update(tc.informer(first, written)); err != nil {
+				t.Fatal(err)
+			}
+			e.client.ClearActions()
+			if r := e.ctrl.podStep(ctx, "default/a"); r.err != nil {
+				t.Fatal(r.err)
+			}
+			if got := e.writes(); !slices.Equal(got, tc.wantWrites) {
+				t.Errorf("writes of the second pass %q, want %q", got, tc.wantWrites)
+			}
+		})
+	}
+}
+
+// TestPodAdmissionUsage: admission counts the Node's active pods as they are admitted and stop: the
+// Node's pods capacity is full with admitted pods, free again once one is terminal.
+func TestPodAdmissionUsage(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	var pods []*v1.Pod
+	for i := range 3 {
+		pods = append(pods, testPod(fmt.Sprintf("p%d", i), "100m", nil))
+	}
+	e := newPodEnv(t, pods...)
+	node, _ := e.ctrl.deps.NodeLister.Get(podNode)
+	node.Status.Allocatable[v1.ResourcePods] = resource.MustParse("2")
+	for _, name := range []string{"p0", "p1", "p2"} {
+		if r := e.ctrl.podStep(ctx, "default/"+name); r.err != nil {
+			t.Fatal(r.err)
+		}
+	}
+	if p := e.pod(t, "p2"); p.Status.Reason != pod.ReasonOutOfPods {
+		t.Errorf("third pod on a Node of 2: %s %q, want rejected %s", p.Status.Phase, p.Status.Reason, pod.ReasonOutOfPods)
+	}
+	// p0 completes: its place is free for the next pod.
+	done := e.pod(t, "p0")
+	done.Annotations = map[string]string{"test/exited": "true"}
+	done.Spec.RestartPolicy = v1.RestartPolicyNever
+	if err := e.pods.Update(done); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.ctrl.podStep(ctx, "default/p0"); r.err != nil {
+		t.Fatal(r.err)
+	}
+	next := testPod("p3", "100m", nil)
+	if _, err := e.client.CoreV1().Pods("default").Create(ctx, next, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.pods.Add(next); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.ctrl.podStep(ctx, "default/p3"); r.err != nil {
+		t.Fatal(r.err)
+	}
+	if p := e.pod(t, "p3"); p.Status.Phase != v1.PodRunning {
+		t.Errorf("a pod after one completed: %s %q, want Running", p.Status.Phase, p.Status.Reason)
 	}
 }

@@ -37,7 +37,8 @@ type simPods struct {
 
 type simPod struct {
 	start     time.Time
-	stopping  bool // DeletePod was called with a deletionTimestamp
+	stopping  bool      // DeletePod was called with a deletionTimestamp
+	stopSeen  time.Time // when: the delete request as Simulate places it within its second
 	behaviour pod.Behaviour
 	overrides pod.Overrides
 }
@@ -80,7 +81,7 @@ func (s *simPods) DeletePod(_ context.Context, p *v1.Pod) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if sp := s.pods[p.UID]; sp != nil && p.DeletionTimestamp != nil && !sp.stopping {
-		sp.stopping = true
+		sp.stopping, sp.stopSeen = true, s.clock.Now()
 		return nil
 	}
 	delete(s.pods, p.UID)
@@ -93,7 +94,7 @@ func (s *simPods) GetPodStatus(_ context.Context, p *v1.Pod) (node.PodRuntimeSta
 	sp := s.entry(p, nil)
 	s.mu.Lock()
 	b := sp.behaviour
-	in := pod.SimInput{StartTime: sp.start, RuntimeName: s.runtimeName, Overrides: sp.overrides}
+	in := pod.SimInput{StartTime: sp.start, RuntimeName: s.runtimeName, Overrides: sp.overrides, DeletionSeen: sp.stopSeen}
 	s.mu.Unlock()
 	now := s.clock.Now()
 	rt, next := pod.Simulate(p, &b, &in, now)
