@@ -88,6 +88,8 @@ type IPAllocator struct {
 	mu     sync.Mutex
 	ranges []ipRange
 	owners map[netip.Addr]types.UID
+	// byPod is owners inverted: each pod's addresses (a lookup per pod, not a scan of every address).
+	byPod map[types.UID][]netip.Addr
 }
 
 // NewIPAllocator returns an allocator over cidrs (a Node's spec.podCIDRs, or FallbackPodCIDR). Errors,
@@ -97,7 +99,7 @@ func NewIPAllocator(cidrs ...netip.Prefix) (*IPAllocator, error) {
 	if len(cidrs) == 0 || len(cidrs) > 2 {
 		return nil, fmt.Errorf("pod CIDRs %v: want one or two (one per IP family)", cidrs)
 	}
-	a := &IPAllocator{owners: map[netip.Addr]types.UID{}}
+	a := &IPAllocator{owners: map[netip.Addr]types.UID{}, byPod: map[types.UID][]netip.Addr{}}
 	for _, p := range cidrs {
 		if !p.IsValid() {
 			return nil, fmt.Errorf("pod CIDR %v is not valid", p)
@@ -166,8 +168,7 @@ func (a *IPAllocator) Allocate(pod types.UID) ([]netip.Addr, error) {
 			}
 			ip = r.after(ip)
 		}
-		a.owners[ip] = pod
-		r.used++
+		a.take(ip, pod)
 		r.next = r.after(ip)
 		ips = append(ips, ip)
 	}
@@ -185,16 +186,18 @@ func (r *ipRange) contains(ip netip.Addr) bool {
 	return r.prefix.Contains(ip) && ip.Compare(r.first) >= 0 && ip.Compare(r.last) <= 0
 }
 
-// lookup returns pod's addresses in range order (a scan: pods per Node are few).
+// lookup returns pod's addresses in range order.
 func (a *IPAllocator) lookup(pod types.UID) []netip.Addr {
-	var ips []netip.Addr
-	for ip, owner := range a.owners {
-		if owner == pod {
-			ips = append(ips, ip)
-		}
-	}
+	ips := slices.Clone(a.byPod[pod])
 	slices.SortFunc(ips, func(x, y netip.Addr) int { return a.rangeIndex(x) - a.rangeIndex(y) })
 	return ips
+}
+
+// take records ip as pod's, in its range's count.
+func (a *IPAllocator) take(ip netip.Addr, pod types.UID) {
+	a.owners[ip] = pod
+	a.byPod[pod] = append(a.byPod[pod], ip)
+	a.ranges[a.rangeIndex(ip)].used++
 }
 
 func (a *IPAllocator) rangeIndex(ip netip.Addr) int {
@@ -207,6 +210,13 @@ func (a *IPAllocator) rangeIndex(ip netip.Addr) int {
 }
 
 func (a *IPAllocator) free(ip netip.Addr) {
+	if pod, ok := a.owners[ip]; ok {
+		if rest := slices.DeleteFunc(a.byPod[pod], func(x netip.Addr) bool { return x == ip }); len(rest) > 0 {
+			a.byPod[pod] = rest
+		} else {
+			delete(a.byPod, pod)
+		}
+	}
 	delete(a.owners, ip)
 	if i := a.rangeIndex(ip); i < len(a.ranges) {
 		a.ranges[i].used--
@@ -241,8 +251,7 @@ func (a *IPAllocator) Restore(pod types.UID, ips []netip.Addr) error {
 	for _, ip := range ips {
 		ip = ip.Unmap()
 		if _, ok := a.owners[ip]; !ok {
-			a.owners[ip] = pod
-			a.ranges[a.rangeIndex(ip)].used++
+			a.take(ip, pod)
 		}
 	}
 	return nil
