@@ -12,13 +12,18 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 	"k8s.io/klog/v2/ktesting"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	core "k8s.io/client-go/testing"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 
 	"github.com/nodeagent/nodeagent/pkg/criruntime"
+	"github.com/nodeagent/nodeagent/pkg/nodecache"
 	"github.com/nodeagent/nodeagent/pkg/nodestatus"
 )
 
@@ -379,5 +384,185 @@ func TestCoalescedRenewals(t *testing.T) {
 		if len(renewals) != len(ctrls) {
 			t.Errorf("renewals of %d Nodes, want %d", len(renewals), len(ctrls))
 		}
+	})
+}
+
+// popRecorder wraps a step work queue and records the instant of every item it hands out: with the
+// fake clock of a synctest bubble, the instants at which the delaying queue woke to release due items
+// (time stands still while anything runs, so items released together share one instant).
+type popRecorder struct {
+	workqueue.TypedRateLimitingInterface[stepKey]
+	mu   sync.Mutex
+	pops map[time.Time]popCount
+}
+
+// popCount is what a queue handed out at one instant: Node steps and liveness probes.
+type popCount struct{ steps, probes int }
+
+func (q *popRecorder) Get() (stepKey, bool) {
+	key, shutdown := q.TypedRateLimitingInterface.Get()
+	if !shutdown {
+		q.mu.Lock()
+		n := q.pops[time.Now()]
+		if key.c == nil {
+			n.probes++
+		} else {
+			n.steps++
+		}
+		q.pops[time.Now()] = n
+		q.mu.Unlock()
+	}
+	return key, shutdown
+}
+
+// TestCoalescedWakeups measures what docs/operating.md says of the simulation's step grid: 500 Nodes
+// started 10 ms apart on one queue with the simulator's workers for 500 Nodes, the queue itself started
+// off the grid, and, after 30 s of start-up (registration, the fast updates), a simulated minute in
+// which the distinct instants at which the Lease queue, the step queue, and either, hand out an item
+// are counted. With the 250 ms grid (simulation.StepGrid) every step runs on it: at most 240 instants
+// a minute, 4 a second; the liveness probes (every 5 s on each queue, not on the grid) run at instants
+// of their own. Without a grid (the single agent's queue) the same steps run at thousands of instants.
+func TestCoalescedWakeups(t *testing.T) {
+	const nodes = 500
+	for _, tc := range []struct {
+		grid time.Duration
+		// wantMax bounds the instants with steps in the minute, wantMin from below (0: none).
+		wantMax, wantMin int
+	}{
+		{grid: 250 * time.Millisecond, wantMax: 240},
+		{grid: 0, wantMin: 2000},
+	} {
+		t.Run(fmt.Sprintf("grid %v", tc.grid), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				measureWakeups(t, nodes, tc.grid, tc.wantMax, tc.wantMin)
+			})
+		})
+	}
+}
+
+// measureWakeups is one case of TestCoalescedWakeups, in a synctest bubble.
+func measureWakeups(t *testing.T, nodes int, grid time.Duration, wantMax, wantMin int) {
+	_, ctx := ktesting.NewTestContext(t)
+	s, err := NewQueue(QueueConfig{Workers: 16, LeaseWorkers: 25, Coalesce: grid}) // simulation.DefaultWorkersFor(500)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recorders [2]*popRecorder // [0] the Lease queue, [1] the step queue
+	for i, q := range s.queues {
+		recorders[i] = &popRecorder{TypedRateLimitingInterface: q, pops: map[time.Time]popCount{}}
+		s.queues[i] = recorders[i]
+	}
+	time.Sleep(1137 * time.Millisecond) // a process starts at any time, not on the grid
+	start := time.Now()
+	defer runQueue(ctx, s)()
+	// One Node informer for all, as in the simulator: the fast start-up update ends once it shows the
+	// Node Ready.
+	client := fake.NewClientset()
+	serveLeasesFromMap(client)
+	factory := informers.NewSharedInformerFactory(client, 0)
+	tracker := nodecache.New(clock.RealClock{})
+	if _, err := factory.Core().V1().Nodes().Informer().AddEventHandler(tracker.EventHandler()); err != nil {
+		t.Fatal(err)
+	}
+	informerCtx, stopInformer := context.WithCancel(ctx)
+	factory.Start(informerCtx.Done())
+	defer func() { stopInformer(); factory.Shutdown() }()
+	for i := range nodes {
+		e := newEnvFull(t, func(c *Config) { c.NodeName = fmt.Sprintf("node-%03d", i) }, nil, client, "")
+		deps := e.ctrl.deps
+		deps.NodeLister, deps.Cache = factory.Core().V1().Nodes().Lister(), tracker
+		c, err := New(e.ctrl.cfg, deps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Start(c); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	from := start.Add(30 * time.Second)
+	to := from.Add(time.Minute)
+	time.Sleep(time.Until(to))
+	synctest.Wait()
+
+	// Per queue and for both: the instants with steps (and how many of them off the grid), the
+	// instants with only probes, and the steps.
+	type tally struct{ stepInstants, offGrid, probeOnly, steps int }
+	count := func(pops map[time.Time]popCount) tally {
+		var c tally
+		for at, n := range pops {
+			switch {
+			case at.Before(from) || !at.Before(to):
+			case n.steps == 0:
+				c.probeOnly++
+			default:
+				c.stepInstants++
+				c.steps += n.steps
+				if grid > 0 && !at.Equal(at.Truncate(grid)) {
+					c.offGrid++
+				}
+			}
+		}
+		return c
+	}
+	both := map[time.Time]popCount{}
+	var per [2]tally
+	for i, r := range recorders {
+		r.mu.Lock()
+		per[i] = count(r.pops)
+		for at, n := range r.pops {
+			m := both[at]
+			both[at] = popCount{m.steps + n.steps, m.probes + n.probes}
+		}
+		r.mu.Unlock()
+	}
+	all := count(both)
+	t.Logf("grid %v, %d Nodes, one minute: %d steps at %d instants (%.2f a second; Lease queue %d, step queue %d), %d of them off the grid; %d instants with only liveness probes",
+		grid, nodes, all.steps, all.stepInstants, float64(all.stepInstants)/60, per[0].stepInstants, per[1].stepInstants, all.offGrid, all.probeOnly)
+	if want := nodes * (6 + 6 + 12); all.steps < want*9/10 || all.steps > want*11/10 {
+		t.Errorf("%d steps in the minute, want about %d (each Node's Lease and status every 10 s, runtime poll every 5 s)", all.steps, want)
+	}
+	if all.offGrid > 0 {
+		t.Errorf("%d instants with steps off the %v grid, want none", all.offGrid, grid)
+	}
+	if wantMax > 0 && all.stepInstants > wantMax {
+		t.Errorf("steps at %d instants in the minute, want at most %d", all.stepInstants, wantMax)
+	}
+	if all.stepInstants < wantMin {
+		t.Errorf("steps at %d instants in the minute, want at least %d", all.stepInstants, wantMin)
+	}
+	if all.probeOnly > 2*12 {
+		t.Errorf("%d instants with only liveness probes in the minute, want at most 24 (every 5 s on each of two queues)", all.probeOnly)
+	}
+}
+
+// serveLeasesFromMap makes client keep its Leases in a map of its own (get, create, update), instead
+// of the fake's field-managed tracker, which builds a REST mapper for every write: at 500 Nodes, most
+// of TestCoalescedWakeups' time went there.
+func serveLeasesFromMap(client *fake.Clientset) {
+	var mu sync.Mutex
+	leases := map[string]*coordinationv1.Lease{}
+	client.PrependReactor("*", "leases", func(a core.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch a.GetVerb() {
+		case "get":
+			name := a.(core.GetAction).GetName()
+			if l, ok := leases[name]; ok {
+				return true, l.DeepCopy(), nil
+			}
+			return true, nil, apierrors.NewNotFound(coordinationv1.Resource("leases"), name)
+		case "create", "update":
+			l := a.(interface{ GetObject() runtime.Object }).GetObject().(*coordinationv1.Lease).DeepCopy()
+			if _, ok := leases[l.Name]; ok == (a.GetVerb() == "create") {
+				if ok {
+					return true, nil, apierrors.NewAlreadyExists(coordinationv1.Resource("leases"), l.Name)
+				}
+				return true, nil, apierrors.NewNotFound(coordinationv1.Resource("leases"), l.Name)
+			}
+			leases[l.Name] = l
+			return true, l.DeepCopy(), nil
+		}
+		return false, nil, nil
 	})
 }

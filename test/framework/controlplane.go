@@ -529,6 +529,13 @@ func (cp *ControlPlane) PodServiceAccountKubeconfig(ctx context.Context, namespa
 	return path, cp.writeTokenKubeconfig(ctx, path, namespace, name, created)
 }
 
+// CreateNamespace creates namespace name, if missing, with its ServiceAccount "default" (this control
+// plane runs no serviceaccount controller, which would make it): what a namespace needs before pods can be
+// created in it. It returns the first API error, naming the object.
+func (cp *ControlPlane) CreateNamespace(ctx context.Context, name string) error {
+	return cp.ensureServiceAccount(ctx, name, "default")
+}
+
 // ensureServiceAccount creates namespace and service account name in it, each unless it exists.
 func (cp *ControlPlane) ensureServiceAccount(ctx context.Context, namespace, name string) error {
 	c := cp.AdminClient.CoreV1()

@@ -20,7 +20,8 @@
 //	t.Cleanup(func() { _ = agent.Stop() })
 //
 // Tests use the helpers built on these: StartTestAgent (an agent stopped, and its log shown on failure, when
-// the test ends); WaitNode, WaitReady, WaitLease and WaitLeaseRenewals (poll the API server until a condition
+// the test ends); StartTestControlPlane (likewise, with the tail of kube-controller-manager's log);
+// ControlPlane.CreateNamespace (a namespace with its default ServiceAccount, for pods); WaitNode, WaitReady, WaitLease and WaitLeaseRenewals (poll the API server until a condition
 // holds, failing the test with the last state seen); NodeCondition, IsReady, DescribeReady, LeaseOwnedBy,
 // LeaseRenewedAfter and DescribeLease for conditions and messages; ListNodeEvents and EventCount; Metrics
 // (a /metrics scrape parsed with expfmt: Agent.Metrics, WaitMetrics); ReadAuditEventsBy. Each waits by polling

@@ -2,6 +2,8 @@ package framework
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -28,6 +30,29 @@ func StartTestAgent(ctx context.Context, t testing.TB, opts AgentOptions) *Agent
 		}
 	})
 	return a
+}
+
+// StartTestControlPlane starts a control plane with StartControlPlane (bounded by ctx) and fails the test
+// if it does not start. When the test ends it stops it; if the test failed and the control plane ran
+// kube-controller-manager, the last 30 lines of its log are logged first. It returns the running control
+// plane.
+func StartTestControlPlane(ctx context.Context, t testing.TB, opts ControlPlaneOptions) *ControlPlane {
+	t.Helper()
+	cp, err := StartControlPlane(ctx, opts)
+	if err != nil {
+		t.Fatalf("start control plane: %v", err)
+	}
+	t.Cleanup(cp.Stop)
+	if opts.ControllerManager || opts.Bootstrap != nil {
+		t.Cleanup(func() { // runs before cp.Stop: cleanups run last added first
+			if t.Failed() {
+				path := filepath.Join(cp.Dir, "kube-controller-manager.log")
+				b, _ := os.ReadFile(path)
+				t.Logf("kube-controller-manager log (%s), last lines:\n%s", path, TailLines(string(b), 30))
+			}
+		})
+	}
+	return cp
 }
 
 // WaitMetrics scrapes the agent's /metrics every 250 ms until cond holds on a scrape, and returns that

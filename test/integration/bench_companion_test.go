@@ -16,19 +16,6 @@ import (
 	"github.com/nodeagent/nodeagent/test/framework"
 )
 
-// benchDuration reads a duration from the environment, or def.
-func benchDuration(t *testing.T, name string, def time.Duration) time.Duration {
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil {
-		t.Fatalf("%s=%q: %v", name, v, err)
-	}
-	return d
-}
-
 // benchResult is one system's row.
 type benchResult struct {
 	name                                   string
@@ -51,8 +38,8 @@ type benchResult struct {
 // KernelDeadlock still True. It prints a Markdown table (and writes it to BENCH_COMPANION_OUT if set).
 func TestBenchCompanion(t *testing.T) {
 	ctx := t.Context()
-	idle := benchDuration(t, "BENCH_COMPANION_IDLE", time.Minute)
-	flood := benchDuration(t, "BENCH_COMPANION_FLOOD", 30*time.Second)
+	idle := envDuration(t, "BENCH_COMPANION_IDLE", time.Minute)
+	flood := envDuration(t, "BENCH_COMPANION_FLOOD", 30*time.Second)
 	_, err := framework.BuildAgent()
 	if err != nil {
 		t.Fatal(err)

@@ -32,24 +32,11 @@ import (
 // whole test process from start to all seen. Run with make bench-sim-pods ... or:
 // go test -tags scale -run TestPodWatchScale -v ./test/integration/
 func TestPodWatchScale(t *testing.T) {
-	nodes, pods := 1000, 10000
-	if v := envInt(t, "PODWATCH_NODES"); v > 0 {
-		nodes = v
-	}
-	if v := envInt(t, "PODWATCH_PODS"); v > 0 {
-		pods = v
-	}
+	nodes, pods := envInt(t, "PODWATCH_NODES", 1000), envInt(t, "PODWATCH_PODS", 10000)
 	ctx := t.Context()
-	cp, err := framework.StartControlPlane(ctx, framework.ControlPlaneOptions{Dir: filepath.Join(t.TempDir(), "cp")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cp.Stop)
+	cp := framework.StartTestControlPlane(ctx, t, framework.ControlPlaneOptions{Dir: filepath.Join(t.TempDir(), "cp")})
 	const ns = "watch"
-	if _, err := cp.AdminClient.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cp.AdminClient.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
+	if err := cp.CreateNamespace(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
 	cfg := *cp.AdminConfig

@@ -312,22 +312,12 @@ func TestShards(t *testing.T) {
 	dir := t.TempDir()
 	sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	cp, err := framework.StartControlPlane(sctx, framework.ControlPlaneOptions{
+	cp := framework.StartTestControlPlane(sctx, t, framework.ControlPlaneOptions{
 		Dir: filepath.Join(dir, "cp"), ControllerManager: true, NodeMonitorGracePeriod: 20 * time.Second,
 		// The node lifecycle controller writes each Node that stops (status, then the unreachable taint);
 		// at its default 20 QPS, 300 at once take minutes. The garbage collector deletes the Leases of
 		// deleted Nodes (their owner). (--controllers repeated: the list appends.)
 		ExtraControllerManagerArgs: []string{"--kube-api-qps=200", "--kube-api-burst=400", "--controllers=garbagecollector"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cp.Stop)
-	t.Cleanup(func() {
-		if t.Failed() {
-			b, _ := os.ReadFile(filepath.Join(cp.Dir, "kube-controller-manager.log"))
-			t.Logf("kube-controller-manager log (tail):\n%s", framework.TailLines(string(b), 25))
-		}
 	})
 	admin := cp.AdminClient
 	root, err := framework.RepoRoot()

@@ -4,7 +4,6 @@ package integration_test
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -27,36 +26,23 @@ import (
 // seconds per 1000 pod starts and deletes. Run it alone with make bench-sim-pods (build tag scale, not
 // part of make test).
 func TestSimulatePodsScale(t *testing.T) {
-	nodes, pods := 100, 10000
-	if v := envInt(t, "SIMULATE_PODS_NODES"); v > 0 {
-		nodes = v
-	}
-	if v := envInt(t, "SIMULATE_PODS"); v > 0 {
-		pods = v
-	}
+	nodes, pods := envInt(t, "SIMULATE_PODS_NODES", 100), envInt(t, "SIMULATE_PODS", 10000)
 	window := envDuration(t, "SIMULATE_SCALE_WINDOW", 60*time.Second)
 	ctx := t.Context()
-	cp, err := framework.StartControlPlane(ctx, framework.ControlPlaneOptions{
+	cp := framework.StartTestControlPlane(ctx, t, framework.ControlPlaneOptions{
 		Dir: filepath.Join(t.TempDir(), "cp"), ControllerManager: true,
 		ExtraControllerManagerArgs: []string{"--kube-api-qps=1000", "--kube-api-burst=2000",
 			"--concurrent-deployment-syncs=10", "--concurrent-replicaset-syncs=10",
 			"--controllers=deployment,replicaset,podgc,garbagecollector",
 			"--allocate-node-cidrs=true", "--cluster-cidr=172.16.0.0/12", "--node-cidr-mask-size=24"},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cp.Stop)
 	if err := cp.StartScheduler(ctx, "--kube-api-qps=1000", "--kube-api-burst=2000"); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cp.StopScheduler() })
 	admin := cp.AdminClient
 	const ns = "scale"
-	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
+	if err := cp.CreateNamespace(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
 	sim := startSimulator(t, "--kubeconfig="+cp.AdminKubeconfig, "--nodes="+strconv.Itoa(nodes), "--node-name-prefix=scale-",
@@ -108,7 +94,7 @@ func TestSimulatePodsScale(t *testing.T) {
 	c0, _ := cpuSeconds(sim.pid)
 	time.Sleep(window)
 	c1, _ := cpuSeconds(sim.pid)
-	t.Logf("%d pods running: heap after GC %.1f MiB (%.1f without pods: %.2f KiB per pod), RSS %s (without pods %s), CPU %.3f cores over %v (steady state)",
+	t.Logf("%d pods running: heap after GC %.1f MiB (%.1f without pods: %.2f KiB per pod), %s (without pods: %s), CPU %.3f cores over %v (steady state)",
 		pods, float64(loaded.heapAlloc)/(1<<20), float64(idle.heapAlloc)/(1<<20), float64(loaded.heapAlloc-idle.heapAlloc)/float64(pods)/1024,
 		loadedProc, idleProc, (c1-c0)/window.Seconds(), window)
 
@@ -138,17 +124,4 @@ func TestSimulatePodsScale(t *testing.T) {
 	cpuDown1, _ := cpuSeconds(sim.pid)
 	t.Logf("scaled to 0: every pod gone %v after; simulator CPU %.1f s (%.2f CPU-s per 1000 pod deletes)",
 		time.Since(scaled).Round(100*time.Millisecond), cpuDown1-cpuDown0, (cpuDown1-cpuDown0)*1000/float64(pods))
-}
-
-func envInt(t *testing.T, name string) int {
-	t.Helper()
-	v := os.Getenv(name)
-	if v == "" {
-		return 0
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 {
-		t.Fatalf("%s %q: want a positive integer", name, v)
-	}
-	return n
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,7 +15,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -48,34 +46,19 @@ func TestSimulatePods(t *testing.T) {
 	dir := t.TempDir()
 	sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	cp, err := framework.StartControlPlane(sctx, framework.ControlPlaneOptions{
+	cp := framework.StartTestControlPlane(sctx, t, framework.ControlPlaneOptions{
 		Dir: filepath.Join(dir, "cp"), ControllerManager: true,
 		ExtraControllerManagerArgs: []string{"--kube-api-qps=200", "--kube-api-burst=400",
 			"--controllers=deployment,replicaset,job,podgc,garbagecollector",
 			"--allocate-node-cidrs=true", "--cluster-cidr=10.244.0.0/16", "--node-cidr-mask-size=24"},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cp.Stop)
 	if err := cp.StartScheduler(sctx); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cp.StopScheduler() })
 	admin := cp.AdminClient
-	for _, obj := range []func() error{
-		func() error {
-			_, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-			return err
-		},
-		func() error {
-			_, err := admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
-			return err
-		},
-	} {
-		if err := obj(); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatal(err)
-		}
+	if err := cp.CreateNamespace(ctx, ns); err != nil {
+		t.Fatal(err)
 	}
 
 	start := time.Now()
@@ -103,7 +86,7 @@ func TestSimulatePods(t *testing.T) {
 	if _, err := admin.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	err = framework.WaitFor(ctx, 500*time.Millisecond, func() (bool, error) {
+	err := framework.WaitFor(ctx, 500*time.Millisecond, func() (bool, error) {
 		d, err := admin.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -458,30 +441,18 @@ func TestSimulatePodsNodeLifecycle(t *testing.T) {
 	dir := t.TempDir()
 	sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	cp, err := framework.StartControlPlane(sctx, framework.ControlPlaneOptions{
+	cp := framework.StartTestControlPlane(sctx, t, framework.ControlPlaneOptions{
 		Dir: filepath.Join(dir, "cp"), ControllerManager: true, NodeMonitorGracePeriod: 20 * time.Second,
 		ExtraControllerManagerArgs: []string{"--kube-api-qps=200", "--kube-api-burst=400",
 			"--controllers=deployment,replicaset,daemonset,disruption,podgc,garbagecollector,taint-eviction-controller",
 			"--allocate-node-cidrs=true", "--cluster-cidr=10.244.0.0/16", "--node-cidr-mask-size=24"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cp.Stop)
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("kube-controller-manager log (tail):\n%s", framework.TailLines(readFile(filepath.Join(cp.Dir, "kube-controller-manager.log")), 30))
-		}
 	})
 	if err := cp.StartScheduler(sctx); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cp.StopScheduler() })
 	admin := cp.AdminClient
-	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
+	if err := cp.CreateNamespace(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
 	sim := startSimulator(t, "--kubeconfig="+cp.AdminKubeconfig, "--nodes="+strconv.Itoa(nodes), "--node-name-prefix="+prefix)
@@ -515,7 +486,7 @@ func TestSimulatePodsNodeLifecycle(t *testing.T) {
 	// Stop a Node: its pods go not Ready, the Deployment's are evicted and rescheduled elsewhere.
 	sim.mustPost(t, stopped, `{"stopped":true}`)
 	stoppedAt := time.Now()
-	err = framework.WaitFor(ctx, time.Second, func() (bool, error) {
+	err := framework.WaitFor(ctx, time.Second, func() (bool, error) {
 		p, err := daemonPodOn(ctx, admin, ns, stopped)
 		if err != nil || p == nil {
 			return false, err
@@ -593,11 +564,6 @@ func TestSimulatePodsNodeLifecycle(t *testing.T) {
 		}
 		return nil
 	})
-}
-
-func readFile(path string) string {
-	b, _ := os.ReadFile(path)
-	return string(b)
 }
 
 // daemonPodOn returns the DaemonSet "agent"'s pod on node, or nil.

@@ -42,18 +42,6 @@ func TestSimulateScale(t *testing.T) {
 	}
 }
 
-func envDuration(t *testing.T, name string, def time.Duration) time.Duration {
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil {
-		t.Fatalf("%s %q: %v", name, v, err)
-	}
-	return d
-}
-
 func measureSimulation(t *testing.T, nodes int, settle, window time.Duration) {
 	ctx := t.Context()
 	dir := t.TempDir()
