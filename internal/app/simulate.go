@@ -102,7 +102,7 @@ func simulateFlags() (*simulateOptions, *pflag.FlagSet) {
 	fs.DurationVar(&o.podStartDelay, "pod-container-start-delay", 0, "Default time from a simulated pod's admission (or its previous init container) to each container running; the pod's nodeagent.io/container-start-delay annotation overrides it. 0: at once, as KWOK's fast Stages.")
 	fs.DurationVar(&o.podReadinessDelay, "pod-readiness-delay", 0, "Default time from a simulated container running to it turning ready (annotation nodeagent.io/readiness-delay).")
 	fs.DurationVar(&o.podStopDelay, "pod-stop-delay", 0, "Default time from a simulated pod's deletion to its containers stopped, capped by its grace period (annotation nodeagent.io/stop-delay).")
-	fs.IntVar(&o.podWorkers, "pod-workers", o.podWorkers, "Workers that run the pods bound to the simulated Nodes (admission, status writes, deletion), from a work queue of their own, so that no pod storm delays a Lease or a Node status; 0: one per 50 Nodes, 8 to 64.")
+	fs.IntVar(&o.podWorkers, "pod-workers", o.podWorkers, "Workers that run the pods bound to the simulated Nodes (admission, status writes, deletion), from a work queue of their own, so that no pod storm delays a Lease or a Node status; 0: one per 20 Nodes, 32 to 128.")
 	for _, name := range simulateAgentFlags {
 		fs.AddFlag(agentFlags.Lookup(name))
 	}
@@ -216,7 +216,7 @@ func completeSimulate(o *simulateOptions) (*simulationConfig, error) {
 		}
 	}
 	if o.podWorkers < 0 || o.podWorkers > 1000 {
-		return nil, fmt.Errorf("--pod-workers %d: must be between 0 (one per 50 Nodes) and 1000", o.podWorkers)
+		return nil, fmt.Errorf("--pod-workers %d: must be between 0 (one per 20 Nodes, 32 to 128) and 1000", o.podWorkers)
 	}
 	if o.eventQPS <= 0 || o.eventBurst <= 0 {
 		return nil, fmt.Errorf("--event-qps %v --event-burst %d: must be greater than 0", o.eventQPS, o.eventBurst)

@@ -85,7 +85,7 @@ current-context: c
 		{"bad pod api qps", []string{"--pod-api-qps=0"}, []string{"--pod-api-qps 0 --pod-api-burst 2000: must be greater than 0"}},
 		{"negative pod start delay", []string{"--pod-container-start-delay=-1s"}, []string{"--pod-container-start-delay -1s: must be between 0 and 1h"}},
 		{"pod stop delay beyond an hour", []string{"--pod-stop-delay=2h"}, []string{"--pod-stop-delay 2h0m0s: must be between 0 and 1h"}},
-		{"too many pod workers", []string{"--pod-workers=1001"}, []string{"--pod-workers 1001: must be between 0 (one per 50 Nodes) and 1000"}},
+		{"too many pod workers", []string{"--pod-workers=1001"}, []string{"--pod-workers 1001: must be between 0 (one per 20 Nodes, 32 to 128) and 1000"}},
 		{"bad frequency", []string{"--node-status-update-frequency=-1s"}, []string{`invalid nodeStatusUpdateFrequency "-1s"`}},
 		{"bad taint", []string{"--register-with-taints=a:Never"}, []string{"--register-with-taints", "Never"}},
 		{"missing kubeconfig", []string{"--kubeconfig=" + filepath.Join(dir, "nope")}, []string{`--kubeconfig "`, "no such file"}},

@@ -47,9 +47,11 @@ func DefaultWorkersFor(n int) (workers, leaseWorkers int) {
 // pushed the renewal interval's p99 to 12.9 s; 250 ms keeps it at 11.0 s.
 const StepGrid = 250 * time.Millisecond
 
-// DefaultPodWorkersFor returns the pod workers for n Nodes: one per 50 Nodes, 8 to 64 (each holds one
-// pod status write or delete in flight).
-func DefaultPodWorkersFor(n int) int { return min(max(n/50, 8), 64) }
+// DefaultPodWorkersFor returns the pod workers for n Nodes: one per 20 Nodes, 32 to 128. Each holds one
+// pod status write or delete in flight, so the pool is what a pod storm waits on: 5000 pods bound to one
+// Node started in 23 s and were deleted in 75 s with 8 workers, 21 s and 41 s with 32, no faster with
+// 64 (the API server on the same 2 cores was then the limit; make bench-pods, BENCHMARKS.md).
+func DefaultPodWorkersFor(n int) int { return min(max(n/20, 32), 128) }
 
 // ProcessConfig is a validated `nodeagent simulate` command line: the Nodes and how to reach the
 // API server.
