@@ -277,6 +277,8 @@ type startStats struct {
 	bound, ready int
 	latencies    []time.Duration
 	stuck        []string
+	// lastReady is when the last of them turned Ready (zero: none did).
+	lastReady time.Time
 }
 
 func (t *podTracker) starts(from, to time.Time, stuckAfter time.Duration) startStats {
@@ -292,6 +294,9 @@ func (t *podTracker) starts(from, to time.Time, stuckAfter time.Duration) startS
 		if !r.ready.IsZero() {
 			s.ready++
 			s.latencies = append(s.latencies, r.ready.Sub(r.bound))
+			if r.ready.After(s.lastReady) {
+				s.lastReady = r.ready
+			}
 		}
 		switch {
 		case r.ready.IsZero() && !r.dead.IsZero():

@@ -180,6 +180,9 @@ func render(o options, e *benchkit.Env, runs []*systemRun, km *kubemarkRun) stri
 		t.head("")
 		t.row("all Nodes Ready after the process's start (s)", func(r *systemRun) string { return secs(r.nodesReady) })
 		t.row("**2: create → every Deployment Available (s)**", func(r *systemRun) string { return reachedSecs(r.create) })
+		t.row("2: create → every pod Ready (s), as the watch saw them", func(r *systemRun) string {
+			return fmt.Sprintf("%s (%d of %d)", secs(r.create.allReady), r.create.starts.ready, total)
+		})
 		t.row("2: bind → Ready p50 / p99 (s)", func(r *systemRun) string {
 			return secs(pct(r.create.starts.latencies, 0.5)) + " / " + secs(pct(r.create.starts.latencies, 0.99))
 		})
@@ -228,6 +231,10 @@ func render(o options, e *benchkit.Env, runs []*systemRun, km *kubemarkRun) stri
 		t.row("**scale to 0 → every pod gone (s)**", func(r *systemRun) string { return reachedSecs(r.del) })
 		t.row("scale to 0: process CPU (CPU-s per 1000 pod deletes); pod writes per pod delete", func(r *systemRun) string {
 			return perThousand(r.del.cost.cpu, r.del.deletes.gone) + "; " + perPod(r.del.cost, r.del.deletes.gone)
+		})
+		t.row("scale to 0: kube-apiserver; etcd; kube-controller-manager cores", func(r *systemRun) string {
+			c := r.del.cost
+			return cores(c, "kube-apiserver") + "; " + cores(c, "etcd") + "; " + cores(c, "kube-controller-manager")
 		})
 		t.row("pods stuck (2; 4; scale to 0)", func(r *systemRun) string {
 			return stuckText(r.create.starts.stuck) + "; " + stuckText(append(r.churn.starts.stuck, r.churn.deletes.stuck...)) + "; " + stuckText(r.del.deletes.stuck)

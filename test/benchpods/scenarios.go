@@ -38,9 +38,11 @@ type phase struct {
 	// reached is false when the phase's goal was not reached within --timeout; took is then the timeout.
 	reached bool
 	took    time.Duration
-	cost    cost
-	starts  startStats
-	deletes deleteStats
+	// allReady is from the phase's start until the last pod bound in it turned Ready (0: none did).
+	allReady time.Duration
+	cost     cost
+	starts   startStats
+	deletes  deleteStats
 }
 
 // systemRun is what one system did in every scenario.
@@ -390,6 +392,9 @@ func (e *sysEnv) measurePhase(ctx context.Context, name string, act func() error
 	}
 	// Give the pods of the phase stuckAfter's chance before they are judged.
 	ph.starts = e.pods.starts(t0, time.Now(), e.o.stuckAfter)
+	if !ph.starts.lastReady.IsZero() {
+		ph.allReady = ph.starts.lastReady.Sub(t0)
+	}
 	ph.deletes = e.pods.deletes(t0, time.Now(), e.o.stuckAfter)
 	fmt.Printf("    %s: %v (%s); %d bound, %d Ready (p50 %v, p99 %v), %d deleted, %d gone (p50 %v, p99 %v); %.2f cores, %d pod writes\n",
 		name, ph.took.Round(100*time.Millisecond), map[bool]string{true: "reached", false: "NOT reached"}[ph.reached],
