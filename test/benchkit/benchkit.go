@@ -332,3 +332,25 @@ func WriteSection(path, beginMarker, endMarker, section string) error {
 	}
 	return os.WriteFile(path, []byte(s), 0o644)
 }
+
+// Prepare readies a benchmark program: it changes to the repository's root, ensures the pinned
+// binaries (framework.EnsureBinaries), builds KWOK (hack/build-kwok.sh) and nodeagent
+// (framework.BuildAgent), and returns the root and nodeagent's path. Errors name the step.
+func Prepare(ctx context.Context) (root, agentBin string, err error) {
+	if root, err = framework.RepoRoot(); err != nil {
+		return "", "", err
+	}
+	if err := os.Chdir(root); err != nil {
+		return "", "", err
+	}
+	if _, err := framework.EnsureBinaries(); err != nil {
+		return "", "", err
+	}
+	if out, err := exec.CommandContext(ctx, "hack/build-kwok.sh").CombinedOutput(); err != nil {
+		return "", "", fmt.Errorf("hack/build-kwok.sh: %w\n%s", err, out)
+	}
+	if agentBin, err = framework.BuildAgent(); err != nil {
+		return "", "", err
+	}
+	return root, agentBin, nil
+}

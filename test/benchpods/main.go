@@ -36,7 +36,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strconv"
@@ -45,7 +44,6 @@ import (
 	"time"
 
 	"github.com/nodeagent/nodeagent/test/benchkit"
-	"github.com/nodeagent/nodeagent/test/framework"
 )
 
 const (
@@ -142,22 +140,11 @@ func run() error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	root, err := framework.RepoRoot()
+	root, agentBin, err := benchkit.Prepare(ctx)
 	if err != nil {
 		return err
 	}
-	if err := os.Chdir(root); err != nil {
-		return err
-	}
-	if _, err := framework.EnsureBinaries(); err != nil {
-		return err
-	}
-	if out, err := exec.CommandContext(ctx, "hack/build-kwok.sh").CombinedOutput(); err != nil {
-		return fmt.Errorf("hack/build-kwok.sh: %w\n%s", err, out)
-	}
-	if o.agentBin, err = framework.BuildAgent(); err != nil {
-		return err
-	}
+	o.agentBin = agentBin
 	o.binDir = filepath.Join(root, "_output", "bin")
 	if o.profileDir != "" {
 		if err := os.MkdirAll(o.profileDir, 0o755); err != nil {

@@ -31,7 +31,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strconv"
@@ -40,7 +39,6 @@ import (
 	"time"
 
 	"github.com/nodeagent/nodeagent/test/benchkit"
-	"github.com/nodeagent/nodeagent/test/framework"
 )
 
 type options struct {
@@ -114,20 +112,7 @@ func run() error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	root, err := framework.RepoRoot()
-	if err != nil {
-		return err
-	}
-	if err := os.Chdir(root); err != nil {
-		return err
-	}
-	if _, err := framework.EnsureBinaries(); err != nil {
-		return err
-	}
-	if out, err := exec.CommandContext(ctx, "hack/build-kwok.sh").CombinedOutput(); err != nil {
-		return fmt.Errorf("hack/build-kwok.sh: %w\n%s", err, out)
-	}
-	agentBin, err := framework.BuildAgent()
+	root, agentBin, err := benchkit.Prepare(ctx)
 	if err != nil {
 		return err
 	}
