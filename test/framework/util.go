@@ -4,19 +4,55 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
+	"os"
+	"strconv"
+	"strings"
 	"time"
 )
 
-// FreePort returns a TCP port on 127.0.0.1 that was free when asked (the kernel picks it; another process
-// may take it before the caller binds it). It panics if no port can be had, which means the machine is broken.
+// FreePort returns a TCP port on 127.0.0.1 that was free when asked (another process may take it before the
+// caller binds it). It is taken below the kernel's ephemeral range (/proc/sys/net/ipv4/ip_local_port_range,
+// from 20000 up), so that no outgoing connection of any process gets it as its source port: a component
+// stopped and started again on its port (kube-apiserver in the faults suite, 60 s down) would otherwise find
+// it taken by a connection of a test running beside it ("bind: address already in use"). Without that file
+// the kernel picks (port 0). It panics if no port can be had, which means the machine is broken.
 func FreePort() int {
+	lo, hi := 20000, ephemeralLow()
+	for range 1000 {
+		if hi <= lo {
+			break
+		}
+		port := lo + rand.IntN(hi-lo)
+		if l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
+			l.Close()
+			return port
+		}
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		panic(fmt.Sprintf("framework: listen on 127.0.0.1:0: %v", err))
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// ephemeralLow returns the first port of the kernel's ephemeral range, or 0 when unknown.
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 0
+	}
+	n, err := strconv.Atoi(f[0])
+	if err != nil {
+		return 0
+	}
+	return n
 }
 
 // WaitFor calls cond every interval until it returns true, returns an error, or ctx is done. The error on
