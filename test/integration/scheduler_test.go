@@ -147,13 +147,27 @@ func checkScheduling(ctx context.Context, t *testing.T, admin kubernetes.Interfa
 			t.Errorf("pod %s, pinned to %s, not left unscheduled for want of pods capacity: %v", name, node, err)
 			continue
 		}
-		p, err := pods.Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
+		// kube-scheduler records the event and patches the condition separately, in no fixed order: the
+		// condition may come a moment after the event.
+		var p *corev1.Pod
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err = framework.WaitFor(cctx, 100*time.Millisecond, func() (bool, error) {
+			var err error
+			if p, err = pods.Get(cctx, name, metav1.GetOptions{}); err != nil {
+				return false, err
+			}
+			if p.Spec.NodeName != "" {
+				return false, framework.ErrStop
+			}
+			return strings.Contains(podScheduled(p), "False Unschedulable"), nil
+		})
+		cancel()
+		if err != nil && p == nil {
 			t.Fatal(err)
 		}
-		if p.Spec.NodeName != "" || !strings.Contains(podScheduled(p), "False Unschedulable") {
-			t.Errorf("pod %s after FailedScheduling: node %q, PodScheduled %s; want unbound, False Unschedulable",
-				name, p.Spec.NodeName, podScheduled(p))
+		if err != nil {
+			t.Errorf("pod %s after FailedScheduling: node %q, PodScheduled %s; want unbound, False Unschedulable (%v)",
+				name, p.Spec.NodeName, podScheduled(p), err)
 		}
 		t.Logf("pod %s not scheduled: %s", name, msg)
 	}
