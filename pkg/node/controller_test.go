@@ -12,7 +12,6 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
-	"unsafe"
 
 	"k8s.io/utils/ptr"
 
@@ -908,19 +907,4 @@ func TestRestartIsNotADuplicate(t *testing.T) {
 			t.Errorf("Lease instance %q, want the restarted agent's", got)
 		}
 	})
-}
-
-// TestControllerSize: a Controller, one per Node and most of what a Node holds before it runs
-// (BenchmarkNodeHeap in pkg/simulation), stays in the 896-byte size class: its size plus the 8-byte
-// header the Go allocator puts before an object of more than 512 bytes with pointers. The next class
-// is 1024 bytes: a field that crosses the bound costs every Node 128 bytes. Keep what only some Nodes
-// use behind a pointer (as nodePods, for the Nodes that run pods), or raise the bound knowingly.
-func TestControllerSize(t *testing.T) {
-	if unsafe.Sizeof(uintptr(0)) != 8 {
-		t.Skip("sizes measured on 64-bit platforms")
-	}
-	const sizeClass, mallocHeader = 896, 8
-	if size := unsafe.Sizeof(Controller{}); size+mallocHeader > sizeClass {
-		t.Errorf("Controller is %d bytes, %d with the allocator's header: over the %d-byte size class", size, size+mallocHeader, sizeClass)
-	}
 }
