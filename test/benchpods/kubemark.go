@@ -76,7 +76,7 @@ func runKubemark(ctx context.Context, o options) (*kubemarkRun, error) {
 	labels := map[string]string{"app": "hollow"}
 	k.create, err = e.measurePhase(ctx, "create", func() error {
 		return createPods(ctx, e.client, total, o.creatorsPool, func(i int) *corev1.Pod {
-			spec := benchPod(labels)
+			spec := benchPod()
 			spec.NodeName = names[i%len(names)]
 			// kubemark's fake image service pulls nothing: IfNotPresent, as the pod fidelity test runs it.
 			spec.Containers[0].ImagePullPolicy = corev1.PullIfNotPresent

@@ -406,7 +406,7 @@ func (e *sysEnv) measurePhase(ctx context.Context, name string, act func() error
 
 // benchPod is the pod of every scenario: one container, no requests, tolerating KWOK's taint (KWOK's
 // documentation gives its Nodes one), no service account token.
-func benchPod(labels map[string]string) corev1.PodSpec {
+func benchPod() corev1.PodSpec {
 	return corev1.PodSpec{
 		AutomountServiceAccountToken: ptr.To(false),
 		Containers:                   []corev1.Container{{Name: "app", Image: "registry.example/app:1"}},
@@ -441,7 +441,7 @@ func runOneNode(ctx context.Context, o options, r *systemRun) error {
 	// Created bound to the Node, as KWOK's benchmark binds them (kwokctl scale pod --param .nodeName=).
 	r.oneCreate, err = e.measurePhase(ctx, "create", func() error {
 		return createPods(ctx, e.client, o.onePods, o.creatorsPool, func(i int) *corev1.Pod {
-			spec := benchPod(labels)
+			spec := benchPod()
 			spec.NodeName = nodeName
 			return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("one-%05d", i), Namespace: benchNamespace, Labels: labels}, Spec: spec}
 		})
@@ -498,7 +498,7 @@ func deployment(name string, replicas int) *appsv1.Deployment {
 			Replicas: ptr.To(int32(replicas)), Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType,
 				RollingUpdate: &appsv1.RollingUpdateDeployment{MaxSurge: &surge, MaxUnavailable: &surge}},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: benchPod(labels)},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: benchPod()},
 		},
 	}
 }
