@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -520,16 +521,14 @@ func (c *Controller) podIPs(st *podState) []netip.Addr {
 	return st.ips
 }
 
-// podIPAM returns the Node's pod IP allocator, made at the first pod from the Node's spec.podCIDRs
-// (kube-controller-manager's nodeipam; without one, Config.FallbackPodCIDR) and rebuilt from the
-// addresses of the pods already running on the Node, so that no address is given twice across a
-// restart of the process.
+// podIPAM returns the Node's pod IP allocator over the Node's current spec.podCIDRs
+// (kube-controller-manager's nodeipam; without one, Config.FallbackPodCIDR), made at the first pod and
+// made again whenever those CIDRs changed (a Node deleted and registered again gets a new one from
+// nodeipam, and its old one may go to another Node). Each one made is restored from the addresses of
+// the pods the informer has on the Node that lie in its CIDRs, so that no address is given twice across
+// a restart of the process; a running pod whose address lies outside them keeps it, as a kubelet's CNI
+// leaves a sandbox's address, and no new pod gets one of the old CIDR.
 func (c *Controller) podIPAM() (*pod.IPAllocator, error) {
-	c.pods.mu.Lock()
-	defer c.pods.mu.Unlock()
-	if c.pods.ipam != nil {
-		return c.pods.ipam, nil
-	}
 	node, err := c.deps.NodeLister.Get(c.cfg.NodeName)
 	if err != nil {
 		return nil, fmt.Errorf("pod IPs of node %q: %w", c.cfg.NodeName, err)
@@ -543,6 +542,11 @@ func (c *Controller) podIPAM() (*pod.IPAllocator, error) {
 			return nil, fmt.Errorf("node %q has no spec.podCIDRs and no fallback pod CIDR is configured", c.cfg.NodeName)
 		}
 		cidrs = []netip.Prefix{c.cfg.FallbackPodCIDR}
+	}
+	c.pods.mu.Lock()
+	defer c.pods.mu.Unlock()
+	if c.pods.ipam != nil && slices.Equal(c.pods.ipam.CIDRs(), cidrs) {
+		return c.pods.ipam, nil
 	}
 	ipam, err := pod.NewIPAllocator(cidrs...)
 	if err != nil {
@@ -565,6 +569,13 @@ func (c *Controller) podIPAM() (*pod.IPAllocator, error) {
 			} else {
 				c.pods.setState(p.Namespace+"/"+p.Name, &podState{uid: p.UID, generation: p.Generation, ips: ips})
 			}
+		}
+	}
+	// Pods given addresses before whose status does not show them yet keep them too (those outside the
+	// new CIDRs unrecorded).
+	for _, st := range c.pods.states {
+		if len(st.ips) > 0 {
+			_ = ipam.Restore(st.uid, st.ips)
 		}
 	}
 	c.pods.ipam = ipam

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -104,6 +105,7 @@ type podEnv struct {
 	pods     cache.Indexer
 	provider *fakePods
 	recorder *record.FakeRecorder
+	nodes    cache.Indexer // the Node lister's
 }
 
 func newPodEnv(t *testing.T, pods ...*v1.Pod) *podEnv {
@@ -133,6 +135,7 @@ func newPodEnv(t *testing.T, pods ...*v1.Pod) *podEnv {
 	if err := nodes.Add(node); err != nil {
 		t.Fatal(err)
 	}
+	e.nodes = nodes
 	cfg := Config{
 		NodeName: podNode, RegisterNode: true, NodeIPs: []net.IP{netutils.ParseIPSloppy("10.0.0.1")}, MaxPods: 110,
 		NodeStatusUpdateFrequency: 10 * time.Second, NodeStatusReportFrequency: 5 * time.Minute,
@@ -346,6 +349,54 @@ func TestPodStepIdempotentAndForgotten(t *testing.T) {
 	}
 	if n := e.ctrl.pods.ipam.Allocated(); n != 0 {
 		t.Errorf("%d pod IPs still allocated after the pod left, want 0", n)
+	}
+}
+
+// TestPodIPsFollowNodePodCIDRs is issue 35's H2: a Node deleted and registered again gets a new
+// spec.podCIDRs from nodeipam (its old one may go to another Node); the pods started after that get
+// addresses of the new CIDR, never of the old one, and a running pod keeps the address it has.
+func TestPodIPsFollowNodePodCIDRs(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	e := newPodEnv(t, testPod("a", "100m", nil))
+	step := func(name string) string {
+		t.Helper()
+		if r := e.ctrl.podStep(ctx, "default/"+name); r.err != nil {
+			t.Fatal(r.err)
+		}
+		p := e.pod(t, name)
+		if err := e.pods.Update(p); err != nil { // the informer sees what was written
+			t.Fatal(err)
+		}
+		if len(p.Status.PodIPs) != 1 {
+			t.Fatalf("pod %s: podIPs %v, want one", name, p.Status.PodIPs)
+		}
+		return p.Status.PodIPs[0].IP
+	}
+	if ip := step("a"); !strings.HasPrefix(ip, "10.244.1.") {
+		t.Fatalf("pod a got %s, want an address of 10.244.1.0/24", ip)
+	}
+	node, err := e.client.CoreV1().Nodes().Get(ctx, podNode, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node.Spec.PodCIDR, node.Spec.PodCIDRs = "10.244.7.0/24", []string{"10.244.7.0/24"} // registered again
+	if err := e.nodes.Update(node); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"b", "c"} {
+		p := testPod(name, "100m", nil)
+		if _, err := e.client.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.pods.Add(p); err != nil {
+			t.Fatal(err)
+		}
+		if ip := step(name); !strings.HasPrefix(ip, "10.244.7.") {
+			t.Errorf("pod %s got %s after the Node's podCIDR became 10.244.7.0/24, want an address of it", name, ip)
+		}
+	}
+	if ip := step("a"); !strings.HasPrefix(ip, "10.244.1.") {
+		t.Errorf("pod a now shows %s, want the 10.244.1.0/24 address it had", ip)
 	}
 }
 

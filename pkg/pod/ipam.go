@@ -245,7 +245,7 @@ func (a *IPAllocator) Restore(pod types.UID, ips []netip.Addr) error {
 			return fmt.Errorf("restore %s for pod %s: %w: %s", ip, pod, ErrAddressInUse, owner)
 		}
 		if a.rangeIndex(ip) == len(a.ranges) {
-			return fmt.Errorf("restore %s for pod %s: %w %v", ip, pod, ErrNotInPodCIDR, a.cidrs())
+			return fmt.Errorf("restore %s for pod %s: %w %v", ip, pod, ErrNotInPodCIDR, a.CIDRs())
 		}
 	}
 	for _, ip := range ips {
@@ -264,7 +264,9 @@ func (a *IPAllocator) Allocated() int {
 	return len(a.owners)
 }
 
-func (a *IPAllocator) cidrs() []netip.Prefix {
+// CIDRs returns the pod CIDRs the allocator hands addresses out of, in the order NewIPAllocator was
+// given them.
+func (a *IPAllocator) CIDRs() []netip.Prefix {
 	out := make([]netip.Prefix, len(a.ranges))
 	for i := range a.ranges {
 		out[i] = a.ranges[i].prefix

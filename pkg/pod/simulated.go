@@ -21,7 +21,8 @@ import (
 //	                                          each init container and sidecar takes it again in turn
 //	nodeagent.io/readiness-delay: 5s          from a container running to it turning ready
 //	nodeagent.io/run-duration: 30s            how long a container runs before it exits (default: for
-//	                                          ever; 0 for pods owned by a Job, as KWOK's fast Stages).
+//	                                          ever; 0 for init containers other than sidecars, and for
+//	                                          pods owned by a Job, as KWOK's fast Stages).
 //	                                          KWOK's pod-complete.stage.kwok.x-k8s.io/delay has this
 //	                                          meaning for Job pods
 //	nodeagent.io/exit-code: 1                 the exit code when it does (default 0); as KWOK's
@@ -273,6 +274,13 @@ func (s *simulation) note(t time.Time) {
 // when the next one may start (ok false: not yet, or never).
 func (s *simulation) container(c *v1.Container, from time.Time, isInit, sidecar bool) (ContainerStatus, time.Time, bool) {
 	cb := s.b.For(c.Name)
+	if isInit && !sidecar && cb.RunDuration == nil {
+		// An init container runs to completion: without a run duration of its own it exits 0 as soon
+		// as it started (after its start delay), as a Job's containers do and KWOK's default Stages
+		// complete them. Never "for ever": that is a pod stuck Init:0/N.
+		zero := time.Duration(0)
+		cb.RunDuration = &zero
+	}
 	ov := s.in.Overrides[c.Name]
 	image := NormalizeImage(c.Image)
 	cs := ContainerStatus{Name: c.Name, Image: image}

@@ -2,6 +2,8 @@ package pod
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -119,6 +121,16 @@ func TestSimulate(t *testing.T) {
 			zero := "0s"
 			p.Annotations[AnnotationRunDuration+".i1"], p.Annotations[AnnotationRunDuration+".i2"] = zero, zero
 		}}, at: 3500 * time.Millisecond, want: "Running restarts=0 ready", wantNext: -1}, // three start delays: i1, i2, main
+		// Issue 35 H1: an init container without a run duration of its own exits 0 once started.
+		{name: "init container with a start delay: completes after it, main after its own", restart: v1.RestartPolicyAlways, mutate: []func(*v1.Pod){annotate(AnnotationStartDelay, "2s"), func(p *v1.Pod) {
+			p.Spec.InitContainers = []v1.Container{{Name: "init", Image: "busybox"}}
+		}}, at: 3 * time.Second, want: "Waiting/ restarts=0", wantNext: 4 * time.Second},
+		{name: "sidecar init container keeps running beside main", restart: v1.RestartPolicyAlways, mutate: []func(*v1.Pod){func(p *v1.Pod) {
+			p.Spec.InitContainers = []v1.Container{{Name: "side", Image: "busybox", RestartPolicy: ptr.To(v1.ContainerRestartPolicyAlways)}}
+		}}, at: time.Second, want: "Running restarts=0 ready", wantNext: -1},
+		{name: "init container with a run duration of its own runs for it", restart: v1.RestartPolicyAlways, mutate: []func(*v1.Pod){annotate(AnnotationRunDuration+".init", "5s"), func(p *v1.Pod) {
+			p.Spec.InitContainers = []v1.Container{{Name: "init", Image: "busybox"}}
+		}}, at: 2 * time.Second, want: "Running restarts=0 ready", wantNext: 5 * time.Second}, // simState shows the init container: no regular one yet
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := basePod(tc.restart, "c")
@@ -147,6 +159,52 @@ func TestSimulate(t *testing.T) {
 			// The view always makes a status.
 			if _, err := GenerateStatus(p, rt, start.Add(tc.at)); err != nil {
 				t.Errorf("GenerateStatus: %v", err)
+			}
+		})
+	}
+}
+
+// TestSimulateInitContainersComplete is issue 35's H1: a plain init container (no annotation) exits 0
+// once started, whatever its command, and the pod's containers start after it; a sidecar keeps running.
+func TestSimulateInitContainersComplete(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		init     []v1.Container
+		at       time.Duration
+		wantInit []string // per init container: "Terminated/Completed exit=0" or "Running"
+	}{
+		{name: "one plain init container", init: []v1.Container{{Name: "init", Image: "busybox", Command: []string{"sh", "-c", "true"}}},
+			wantInit: []string{"Terminated/Completed exit=0"}},
+		{name: "two in turn", init: []v1.Container{{Name: "i1", Image: "busybox"}, {Name: "i2", Image: "busybox"}},
+			wantInit: []string{"Terminated/Completed exit=0", "Terminated/Completed exit=0"}},
+		{name: "a sidecar then a plain one", init: []v1.Container{
+			{Name: "side", Image: "busybox", RestartPolicy: ptr.To(v1.ContainerRestartPolicyAlways)}, {Name: "i", Image: "busybox"}},
+			wantInit: []string{"Running", "Terminated/Completed exit=0"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := basePod(v1.RestartPolicyAlways, "c")
+			p.Spec.InitContainers = tc.init
+			b, err := PodBehaviour(p, Behaviour{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rt, _ := Simulate(p, &b, &SimInput{StartTime: t0, RuntimeName: "containerd", PodIPs: ip, HostIPs: host}, t0.Add(tc.at))
+			var got []string
+			for _, cs := range rt.InitContainers {
+				switch {
+				case cs.State.Terminated != nil:
+					got = append(got, fmt.Sprintf("Terminated/%s exit=%d", cs.State.Terminated.Reason, cs.State.Terminated.ExitCode))
+				case cs.State.Running != nil:
+					got = append(got, "Running")
+				default:
+					got = append(got, "Waiting")
+				}
+			}
+			if !slices.Equal(got, tc.wantInit) {
+				t.Errorf("init containers %v, want %v", got, tc.wantInit)
+			}
+			if len(rt.Containers) != 1 || rt.Containers[0].State.Running == nil {
+				t.Errorf("containers %+v, want c running", rt.Containers)
 			}
 		})
 	}
