@@ -430,6 +430,7 @@ func podCondition(p *corev1.Pod, t corev1.PodConditionType) *corev1.PodCondition
 //   - `kubectl drain` of one Node honours a PodDisruptionBudget and empties it of the Deployment's pods;
 //   - a Node deleted with pods bound registers again, and its new pods get addresses of its new pod CIDR
 //     (issue 35 H2, checkPodIPsAfterNodeDeleted).
+//
 // The Deployment's pods have a plain init container without annotations (issue 35 H1: they stayed Init:0/1).
 func TestSimulatePodsNodeLifecycle(t *testing.T) {
 	t.Parallel()
