@@ -467,7 +467,7 @@ func applyProber(pod *v1.Pod, rt *RuntimeStatus, s *v1.PodStatus) {
 		vs, vr := flags(rt.InitContainers, c.Name)
 		started := c.State.Running != nil && vs
 		c.Started = &started
-		if j := slices.IndexFunc(pod.Spec.InitContainers, func(x v1.Container) bool { return x.Name == c.Name }); j >= 0 && !isSidecar(&pod.Spec.InitContainers[j]) {
+		if j := slices.IndexFunc(pod.Spec.InitContainers, func(x v1.Container) bool { return x.Name == c.Name }); j >= 0 && !IsRestartableInitContainer(&pod.Spec.InitContainers[j]) {
 			c.Ready = c.State.Terminated != nil && c.State.Terminated.ExitCode == 0
 			continue
 		}
@@ -526,7 +526,7 @@ func hasPodInitialized(pod *v1.Pod) bool {
 		return false
 	}
 	c, s := &pod.Spec.InitContainers[l-1], pod.Status.InitContainerStatuses[l-1]
-	if isSidecar(c) {
+	if IsRestartableInitContainer(c) {
 		return s.State.Running != nil && s.Started != nil && *s.Started
 	}
 	if t := s.LastTerminationState.Terminated; t != nil && t.ExitCode == 0 {

@@ -16,17 +16,16 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodeagent/nodeagent/pkg/node"
-	"github.com/nodeagent/nodeagent/pkg/pod"
 )
 
 // simPods is the simulated Nodes' node.PodProvider, one for the whole process: each pod's containers
-// are pod.Simulate over the pod's start, its behaviour (pod.PodBehaviour: the nodeagent.io/
+// are Simulate over the pod's start, its behaviour (PodBehaviour: the nodeagent.io/
 // annotations over the simulation's default) and the control API's overrides. It holds, per pod
 // created and not yet forgotten, its start time, its behaviour (parsed when the pod is created and
 // again only when its annotations change, not at every pass) and its overrides; nothing runs in the
 // background: the view at any time is computed when asked, with the time of its next change.
 type simPods struct {
-	defaults    pod.Behaviour
+	defaults    Behaviour
 	runtimeName string
 	recorder    record.EventRecorder
 	clock       clock.Clock
@@ -39,13 +38,13 @@ type simPod struct {
 	start     time.Time
 	stopping  bool      // DeletePod was called with a deletionTimestamp
 	stopSeen  time.Time // when: the delete request as Simulate places it within its second
-	behaviour pod.Behaviour
-	overrides pod.Overrides
+	behaviour Behaviour
+	overrides Overrides
 }
 
 var _ node.PodProvider = (*simPods)(nil)
 
-func newSimPods(defaults pod.Behaviour, runtimeName string, recorder record.EventRecorder, clk clock.Clock) *simPods {
+func newSimPods(defaults Behaviour, runtimeName string, recorder record.EventRecorder, clk clock.Clock) *simPods {
 	return &simPods{defaults: defaults, runtimeName: runtimeName, recorder: recorder, clock: clk, pods: map[types.UID]*simPod{}}
 }
 
@@ -68,7 +67,7 @@ func (s *simPods) UpdatePod(_ context.Context, p *v1.Pod) error {
 
 // parseBehaviour sets the pod's behaviour from its annotations, telling a bad one in a Warning Event.
 func (s *simPods) parseBehaviour(p *v1.Pod) {
-	b, err := pod.PodBehaviour(p, s.defaults)
+	b, err := PodBehaviour(p, s.defaults)
 	if err != nil {
 		s.recorder.Event(p, v1.EventTypeWarning, "InvalidAnnotation", err.Error())
 	}
@@ -94,10 +93,10 @@ func (s *simPods) GetPodStatus(_ context.Context, p *v1.Pod) (node.PodRuntimeSta
 	sp := s.entry(p, nil)
 	s.mu.Lock()
 	b := sp.behaviour
-	in := pod.SimInput{StartTime: sp.start, RuntimeName: s.runtimeName, Overrides: sp.overrides, DeletionSeen: sp.stopSeen}
+	in := SimInput{StartTime: sp.start, RuntimeName: s.runtimeName, Overrides: sp.overrides, DeletionSeen: sp.stopSeen}
 	s.mu.Unlock()
 	now := s.clock.Now()
-	rt, next := pod.Simulate(p, &b, &in, now)
+	rt, next := Simulate(p, &b, &in, now)
 	r := node.PodRuntimeStatus{Status: rt}
 	if !next.IsZero() {
 		r.RecheckAfter = max(next.Sub(now), time.Millisecond)
@@ -110,7 +109,7 @@ func (s *simPods) GetPodStatus(_ context.Context, p *v1.Pod) (node.PodRuntimeSta
 // record gets the behaviour of the pod's annotations, parsed here without an Event (a pod that this
 // process asks the status of without having created it: terminal, or being deleted, when the
 // simulator started; CreatePod tells of bad annotations).
-func (s *simPods) entry(p *v1.Pod, b *pod.Behaviour) *simPod {
+func (s *simPods) entry(p *v1.Pod, b *Behaviour) *simPod {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sp := s.pods[p.UID]
@@ -121,7 +120,7 @@ func (s *simPods) entry(p *v1.Pod, b *pod.Behaviour) *simPod {
 		}
 		sp = &simPod{start: start}
 		if b == nil { // rare (see above): parsed under the lock
-			sp.behaviour, _ = pod.PodBehaviour(p, s.defaults)
+			sp.behaviour, _ = PodBehaviour(p, s.defaults)
 		}
 		s.pods[p.UID] = sp
 	}
@@ -230,9 +229,9 @@ func (s *Simulator) SetPodContainer(namespace, name string, c ContainerChange) (
 		return PodState{}, fmt.Errorf("%w: crash %d: an exit code from 1 to 255", ErrBadChange, *c.Crash)
 	}
 	now := s.cfg.Dependencies.Clock.Now()
-	s.pods.override(p, c.Container, func(o *pod.ContainerOverride) {
+	s.pods.override(p, c.Container, func(o *ContainerOverride) {
 		if c.Crash != nil {
-			o.Crashes = append(o.Crashes, pod.Crash{At: now, ExitCode: *c.Crash})
+			o.Crashes = append(o.Crashes, Crash{At: now, ExitCode: *c.Crash})
 		}
 		if c.Stop != nil && *c.Stop {
 			o.StopAt = now
@@ -262,12 +261,12 @@ func hasContainer(p *v1.Pod, name string) bool {
 }
 
 // override changes the control API's override of one container of p.
-func (s *simPods) override(p *v1.Pod, container string, change func(*pod.ContainerOverride)) {
+func (s *simPods) override(p *v1.Pod, container string, change func(*ContainerOverride)) {
 	sp := s.entry(p, nil)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if sp.overrides == nil {
-		sp.overrides = pod.Overrides{}
+		sp.overrides = Overrides{}
 	}
 	o := sp.overrides[container]
 	change(&o)

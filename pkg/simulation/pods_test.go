@@ -12,7 +12,6 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/nodeagent/nodeagent/pkg/node"
-	"github.com/nodeagent/nodeagent/pkg/pod"
 )
 
 // TestSimPodsBehaviour: a pod's behaviour annotations are read when it is created and again when
@@ -73,14 +72,14 @@ func TestSimPodsBehaviour(t *testing.T) {
 			start := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
 			clk := testingclock.NewFakeClock(start)
 			recorder := record.NewFakeRecorder(10)
-			s := newSimPods(pod.Behaviour{}, "fakeRuntime", recorder, clk)
+			s := newSimPods(Behaviour{}, "fakeRuntime", recorder, clk)
 			p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "uid-p"},
 				Spec: v1.PodSpec{NodeName: "sim-0000", Containers: []v1.Container{{Name: "c", Image: "app:1"}}}}
 			for i, st := range tc.steps {
 				p = p.DeepCopy() // as the informer hands a changed pod: a new object
 				p.Annotations = nil
 				if st.delay != "" {
-					p.Annotations = map[string]string{pod.AnnotationReadinessDelay: st.delay}
+					p.Annotations = map[string]string{AnnotationReadinessDelay: st.delay}
 				}
 				var err error
 				switch st.call {

@@ -66,10 +66,10 @@ type Config struct {
 	// rate limiter. Default 50 and 100, the agent's --kube-api-qps and --kube-api-burst.
 	StartQPS   float64
 	StartBurst int
-	// PodBehaviour is how the simulated pods' containers behave without annotations (pod.PodBehaviour);
+	// PodBehaviour is how the simulated pods' containers behave without annotations (PodBehaviour);
 	// the zero value is KWOK's fast Stages: they start and turn ready at once, and a Job's pods
 	// complete with exit 0. Pods run on the simulated Nodes only when Dependencies.Pods is set.
-	PodBehaviour pod.Behaviour
+	PodBehaviour Behaviour
 	// FallbackClusterCIDR is where a Node without spec.podCIDRs (no nodeipam) takes its pods' IPs:
 	// the /24 of its global index (pod.FallbackPodCIDR); zero: pod.DefaultFallbackClusterCIDR.
 	FallbackClusterCIDR netip.Prefix

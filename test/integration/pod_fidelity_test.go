@@ -29,7 +29,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"github.com/nodeagent/nodeagent/pkg/pod"
+	"github.com/nodeagent/nodeagent/pkg/simulation"
 	"github.com/nodeagent/nodeagent/test/framework"
 )
 
@@ -148,19 +148,19 @@ func podFidScenarios() []podFidScenario {
 		{name: "init and sidecar", final: "ready",
 			hollowStage: "Pending -I -C -Y init:running sidecar:PodInitializing main:PodInitializing",
 			hollowWhy:   podFidNeverExits + "the init container runs for ever, so the sidecar and main never start",
-			pod: base("init-sidecar", map[string]string{pod.AnnotationRunDuration + ".init": "1s"}, corev1.PodSpec{
+			pod: base("init-sidecar", map[string]string{simulation.AnnotationRunDuration + ".init": "1s"}, corev1.PodSpec{
 				InitContainers: []corev1.Container{withResources(podFidContainer("init", "--exit-after=1s"), requests), sidecar},
 				Containers:     []corev1.Container{withResources(podFidContainer("main"), requests)},
 			})},
 		{name: "failing container", final: string(corev1.PodFailed),
 			hollowStage: "Running main:running,ready", hollowWhy: podFidNeverExits + "no exit code 1, no Failed phase",
-			pod: base("failing", map[string]string{pod.AnnotationRunDuration: "1s", pod.AnnotationExitCode: "1"}, corev1.PodSpec{
+			pod: base("failing", map[string]string{simulation.AnnotationRunDuration: "1s", simulation.AnnotationExitCode: "1"}, corev1.PodSpec{
 				RestartPolicy: corev1.RestartPolicyNever,
 				Containers:    []corev1.Container{podFidContainer("main", "--exit-after=1s", "--exit-code=1")},
 			})},
 		{name: "job", final: string(corev1.PodSucceeded), job: true,
 			hollowStage: "Running work:running,ready", hollowWhy: podFidNeverExits + "no exit code 0, no Succeeded phase",
-			pod: base("job", map[string]string{pod.AnnotationRunDuration: "1s", pod.AnnotationExitCode: "0"}, corev1.PodSpec{
+			pod: base("job", map[string]string{simulation.AnnotationRunDuration: "1s", simulation.AnnotationExitCode: "0"}, corev1.PodSpec{
 				RestartPolicy: corev1.RestartPolicyOnFailure,
 				Containers:    []corev1.Container{withResources(podFidContainer("work", "--exit-after=1s"), requests)},
 			})},

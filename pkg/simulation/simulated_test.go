@@ -1,8 +1,10 @@
-package pod
+package simulation
 
 import (
 	"errors"
 	"fmt"
+	"github.com/nodeagent/nodeagent/pkg/pod"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -13,9 +15,25 @@ import (
 	"k8s.io/utils/ptr"
 )
 
+var (
+	t0      = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	simHost = []netip.Addr{netip.MustParseAddr("192.168.0.10")}
+	simIP   = []netip.Addr{netip.MustParseAddr("10.244.0.2")}
+)
+
+// basePod is a pod named p in ns with one container (busybox) per name.
+func basePod(restart v1.RestartPolicy, names ...string) *v1.Pod {
+	p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "uid-1", Generation: 1},
+		Spec: v1.PodSpec{RestartPolicy: restart, NodeName: "machine1"}}
+	for _, n := range names {
+		p.Spec.Containers = append(p.Spec.Containers, v1.Container{Name: n, Image: "busybox"})
+	}
+	return p
+}
+
 // simState renders the first regular (or, when there is none, the last init) container as
 // "State/Reason restarts=N ready=B".
-func simState(rt *RuntimeStatus) string {
+func simState(rt *pod.RuntimeStatus) string {
 	list := rt.Containers
 	if len(list) == 0 {
 		list = rt.InitContainers[len(rt.InitContainers)-1:]
@@ -141,7 +159,7 @@ func TestSimulate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			in := &SimInput{StartTime: start.Add(tc.startAt), RuntimeName: "containerd", PodIPs: ip, HostIPs: host, Overrides: tc.overrides}
+			in := &SimInput{StartTime: start.Add(tc.startAt), RuntimeName: "containerd", PodIPs: simIP, HostIPs: simHost, Overrides: tc.overrides}
 			if tc.seen != 0 {
 				in.DeletionSeen = start.Add(tc.seen)
 			}
@@ -157,7 +175,7 @@ func TestSimulate(t *testing.T) {
 				t.Errorf("next change %v, want %v", next, wantNext)
 			}
 			// The view always makes a status.
-			if _, err := GenerateStatus(p, rt, start.Add(tc.at)); err != nil {
+			if _, err := pod.GenerateStatus(p, rt, start.Add(tc.at)); err != nil {
 				t.Errorf("GenerateStatus: %v", err)
 			}
 		})
@@ -188,7 +206,7 @@ func TestSimulateInitContainersComplete(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rt, _ := Simulate(p, &b, &SimInput{StartTime: t0, RuntimeName: "containerd", PodIPs: ip, HostIPs: host}, t0.Add(tc.at))
+			rt, _ := Simulate(p, &b, &SimInput{StartTime: t0, RuntimeName: "containerd", PodIPs: simIP, HostIPs: simHost}, t0.Add(tc.at))
 			var got []string
 			for _, cs := range rt.InitContainers {
 				switch {
@@ -230,7 +248,7 @@ func TestSimulateCrashLoopMessageAndIDs(t *testing.T) {
 	if first.Containers[0].ID == c.ID {
 		t.Errorf("a restarted container has the same ID as the first run")
 	}
-	s, _ := GenerateStatus(p, rt, t0.Add(5*time.Second))
+	s, _ := pod.GenerateStatus(p, rt, t0.Add(5*time.Second))
 	if cs := s.ContainerStatuses[0]; cs.RestartCount != 1 || cs.LastTerminationState.Terminated.ContainerID != "containerd://"+c.ID || cs.Image != "docker.io/library/busybox:latest" {
 		t.Errorf("status %+v", cs)
 	}

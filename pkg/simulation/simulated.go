@@ -1,10 +1,11 @@
-package pod
+package simulation
 
 import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/nodeagent/nodeagent/pkg/pod"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -89,9 +90,9 @@ func (b *Behaviour) For(name string) ContainerBehaviour {
 // for pods owned by a Job, then the pod's annotations on top. Errors (errors.Join of one per bad
 // annotation, each wrapping ErrBadAnnotation and naming the key and the value): the returned behaviour
 // then has the default for those keys, so that the caller can emit an Event and go on.
-func PodBehaviour(pod *v1.Pod, def Behaviour) (Behaviour, error) {
+func PodBehaviour(p *v1.Pod, def Behaviour) (Behaviour, error) {
 	b := Behaviour{Default: def.Default, StopDelay: def.StopDelay}
-	for _, o := range pod.OwnerReferences {
+	for _, o := range p.OwnerReferences {
 		if o.Kind == "Job" && b.Default.RunDuration == nil {
 			zero := time.Duration(0)
 			b.Default.RunDuration = &zero
@@ -137,16 +138,16 @@ func PodBehaviour(pod *v1.Pod, def Behaviour) (Behaviour, error) {
 	fields := []string{AnnotationStartDelay, AnnotationReadinessDelay, AnnotationRunDuration, AnnotationExitCode, AnnotationImagePullError}
 	// Pod-wide keys first, then per-container ones on top of the pod-wide result.
 	for _, f := range fields {
-		if v, ok := pod.Annotations[f]; ok {
+		if v, ok := p.Annotations[f]; ok {
 			apply(&b.Default, f, f, v)
 		}
 	}
-	if v, ok := pod.Annotations[AnnotationStopDelay]; ok {
+	if v, ok := p.Annotations[AnnotationStopDelay]; ok {
 		if d, ok := duration(AnnotationStopDelay, v); ok {
 			b.StopDelay = d
 		}
 	}
-	for key, v := range pod.Annotations {
+	for key, v := range p.Annotations {
 		for _, f := range fields {
 			name, ok := strings.CutPrefix(key, f+".")
 			if !ok {
@@ -209,15 +210,15 @@ type SimInput struct {
 // regular containers after all of them; a container that exited is restarted as its restart policy
 // says, after the kubelet's crash-loop back-off; on deletion (deletionTimestamp set) every container
 // stops at the delete request plus b.StopDelay, capped by the grace period, and the view is Terminal.
-func Simulate(pod *v1.Pod, b *Behaviour, in *SimInput, now time.Time) (*RuntimeStatus, time.Time) {
-	rt := &RuntimeStatus{RuntimeName: in.RuntimeName, Sandbox: SandboxReady, PodIPs: in.PodIPs, HostIPs: in.HostIPs}
-	sim := simulation{pod: pod, b: b, in: in, now: now}
-	if pod.DeletionTimestamp != nil {
+func Simulate(p *v1.Pod, b *Behaviour, in *SimInput, now time.Time) (*pod.RuntimeStatus, time.Time) {
+	rt := &pod.RuntimeStatus{RuntimeName: in.RuntimeName, Sandbox: pod.SandboxReady, PodIPs: in.PodIPs, HostIPs: in.HostIPs}
+	sim := simulation{pod: p, b: b, in: in, now: now}
+	if p.DeletionTimestamp != nil {
 		grace := time.Duration(0)
-		if pod.DeletionGracePeriodSeconds != nil {
-			grace = time.Duration(*pod.DeletionGracePeriodSeconds) * time.Second
+		if p.DeletionGracePeriodSeconds != nil {
+			grace = time.Duration(*p.DeletionGracePeriodSeconds) * time.Second
 		}
-		requested := pod.DeletionTimestamp.Add(-grace)
+		requested := p.DeletionTimestamp.Add(-grace)
 		if seen := in.DeletionSeen; !seen.IsZero() && seen.After(requested) {
 			// The request was in [requested, requested+1s), and not after it was seen.
 			requested = requested.Add(min(seen.Sub(requested), time.Second-time.Nanosecond))
@@ -234,9 +235,9 @@ func Simulate(pod *v1.Pod, b *Behaviour, in *SimInput, now time.Time) (*RuntimeS
 	}
 	t := in.StartTime // when the next container may start
 	initDone := true
-	for i := range pod.Spec.InitContainers {
-		c := &pod.Spec.InitContainers[i]
-		cs, doneAt, ok := sim.container(c, t, true, isSidecar(c))
+	for i := range p.Spec.InitContainers {
+		c := &p.Spec.InitContainers[i]
+		cs, doneAt, ok := sim.container(c, t, true, pod.IsRestartableInitContainer(c))
 		rt.InitContainers = append(rt.InitContainers, cs)
 		if !ok {
 			initDone = false
@@ -245,8 +246,8 @@ func Simulate(pod *v1.Pod, b *Behaviour, in *SimInput, now time.Time) (*RuntimeS
 		t = doneAt
 	}
 	if initDone {
-		for i := range pod.Spec.Containers {
-			cs, _, _ := sim.container(&pod.Spec.Containers[i], t, false, false)
+		for i := range p.Spec.Containers {
+			cs, _, _ := sim.container(&p.Spec.Containers[i], t, false, false)
 			rt.Containers = append(rt.Containers, cs)
 		}
 	}
@@ -272,7 +273,7 @@ func (s *simulation) note(t time.Time) {
 
 // container returns the view of container c allowed to start at from, and, for an init container,
 // when the next one may start (ok false: not yet, or never).
-func (s *simulation) container(c *v1.Container, from time.Time, isInit, sidecar bool) (ContainerStatus, time.Time, bool) {
+func (s *simulation) container(c *v1.Container, from time.Time, isInit, sidecar bool) (pod.ContainerStatus, time.Time, bool) {
 	cb := s.b.For(c.Name)
 	if isInit && !sidecar && cb.RunDuration == nil {
 		// An init container runs to completion: without a run duration of its own it exits 0 as soon
@@ -283,7 +284,7 @@ func (s *simulation) container(c *v1.Container, from time.Time, isInit, sidecar 
 	}
 	ov := s.in.Overrides[c.Name]
 	image := NormalizeImage(c.Image)
-	cs := ContainerStatus{Name: c.Name, Image: image}
+	cs := pod.ContainerStatus{Name: c.Name, Image: image}
 	start := from.Add(cb.StartDelay)
 	if !s.stopAt.IsZero() && !start.Before(s.stopAt) && !s.now.Before(s.stopAt) {
 		return cs, time.Time{}, false // deleted before it started: never created
@@ -294,14 +295,14 @@ func (s *simulation) container(c *v1.Container, from time.Time, isInit, sidecar 
 	}
 	cs.ImageID = ImageID(image)
 	if s.now.Before(start) {
-		cs.State = ContainerState{Waiting: &Waiting{}} // not created yet: ContainerCreating / PodInitializing
+		cs.State = pod.ContainerState{Waiting: &pod.Waiting{}} // not created yet: ContainerCreating / PodInitializing
 		s.note(start)
 		if !s.stopAt.IsZero() {
 			s.note(s.stopAt)
 		}
 		return cs, time.Time{}, false
 	}
-	var last *Terminated
+	var last *pod.Terminated
 	var lastRestart time.Time // when the back-off was last advanced
 	backOff := time.Duration(0)
 	crashes, stoppedByAPI := 0, false // each crash, and the stop, ends one run only
@@ -316,12 +317,12 @@ func (s *simulation) container(c *v1.Container, from time.Time, isInit, sidecar 
 				if code == 0 {
 					code = 1
 				}
-				return c.At, code, ReasonError, true
+				return c.At, code, pod.ReasonError, true
 			}
 		}
 		if !stoppedByAPI && !ov.StopAt.IsZero() && !ov.StopAt.Before(runStart) && (end.IsZero() || ov.StopAt.Before(end)) {
 			stoppedByAPI = true
-			return ov.StopAt, 0, ReasonCompleted, true
+			return ov.StopAt, 0, pod.ReasonCompleted, true
 		}
 		return time.Time{}, 0, "", false
 	}
@@ -329,24 +330,24 @@ func (s *simulation) container(c *v1.Container, from time.Time, isInit, sidecar 
 		cs.RestartCount = restarts
 		cs.ID = containerRuntimeID(s.pod, c.Name, restarts)
 		var end time.Time
-		code, reason := cb.ExitCode, ReasonCompleted
+		code, reason := cb.ExitCode, pod.ReasonCompleted
 		if cb.RunDuration != nil {
 			end = start.Add(*cb.RunDuration)
 		}
 		if code != 0 {
-			reason = ReasonError
+			reason = pod.ReasonError
 		}
 		if fe, fc, fr, ok := forced(start, end); ok {
 			end, code, reason = fe, fc, fr
 		}
 		if !s.stopAt.IsZero() && (end.IsZero() || s.stopAt.Before(end)) {
-			end, code, reason = s.stopAt, s.stopCode, ReasonCompleted
+			end, code, reason = s.stopAt, s.stopCode, pod.ReasonCompleted
 			if code != 0 {
-				reason = ReasonError
+				reason = pod.ReasonError
 			}
 		}
 		if end.IsZero() || s.now.Before(end) { // running now
-			cs.State = ContainerState{Running: &Running{StartedAt: start}}
+			cs.State = pod.ContainerState{Running: &pod.Running{StartedAt: start}}
 			cs.LastTerminated = last
 			cs.Started = true
 			readyAt := start.Add(cb.ReadinessDelay)
@@ -360,16 +361,16 @@ func (s *simulation) container(c *v1.Container, from time.Time, isInit, sidecar 
 			}
 			return cs, time.Time{}, false
 		}
-		term := &Terminated{ExitCode: code, Reason: reason, StartedAt: start, FinishedAt: end, ID: cs.ID}
+		term := &pod.Terminated{ExitCode: code, Reason: reason, StartedAt: start, FinishedAt: end, ID: cs.ID}
 		stopped := !s.stopAt.IsZero() && !end.Before(s.stopAt)
 		// A regular init container that exited 0 is never run again; one that failed is, unless the
 		// pod's restartPolicy is Never (kubelet's computeInitContainerActions).
-		restart := !stopped && containerShouldRestart(c, &s.pod.Spec, code)
+		restart := !stopped && pod.ContainerShouldRestart(c, &s.pod.Spec, code)
 		if isInit && !sidecar {
-			restart = !stopped && code != 0 && containerShouldRestart(c, &s.pod.Spec, code)
+			restart = !stopped && code != 0 && pod.ContainerShouldRestart(c, &s.pod.Spec, code)
 		}
 		if !restart {
-			cs.State = ContainerState{Terminated: term}
+			cs.State = pod.ContainerState{Terminated: term}
 			cs.LastTerminated = last
 			if isInit && !sidecar && code == 0 && !stopped {
 				return cs, end, true // an init container that succeeded: the next one may start
@@ -387,12 +388,12 @@ func (s *simulation) container(c *v1.Container, from time.Time, isInit, sidecar 
 		}
 		restartAt := end.Add(delay)
 		if !s.stopAt.IsZero() && !restartAt.Before(s.stopAt) && !s.now.Before(s.stopAt) {
-			cs.State = ContainerState{Terminated: term} // deleted while backing off: not restarted
+			cs.State = pod.ContainerState{Terminated: term} // deleted while backing off: not restarted
 			cs.LastTerminated = last
 			return cs, time.Time{}, false
 		}
 		if s.now.Before(restartAt) {
-			cs.State = ContainerState{Waiting: &Waiting{Reason: ReasonCrashLoopBackOff,
+			cs.State = pod.ContainerState{Waiting: &pod.Waiting{Reason: pod.ReasonCrashLoopBackOff,
 				Message: fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s(%s)", delay, c.Name, s.pod.Name, s.pod.Namespace, s.pod.UID)}}
 			cs.LastTerminated = term
 			s.note(restartAt)
@@ -402,7 +403,7 @@ func (s *simulation) container(c *v1.Container, from time.Time, isInit, sidecar 
 		last = term
 		start = restartAt
 		if restarts > 10000 { // a guard: a run duration of 0 restarting for ever, over weeks
-			cs.State = ContainerState{Waiting: &Waiting{Reason: ReasonCrashLoopBackOff}}
+			cs.State = pod.ContainerState{Waiting: &pod.Waiting{Reason: pod.ReasonCrashLoopBackOff}}
 			return cs, time.Time{}, false
 		}
 	}
@@ -411,7 +412,7 @@ func (s *simulation) container(c *v1.Container, from time.Time, isInit, sidecar 
 // imagePull sets cs to the kubelet's view of a container whose image pulls fail: attempts at from and
 // then after the image back-off (10 s doubling to 5 min), ErrImagePull with the pull's message for a
 // moment after each attempt, ImagePullBackOff "Back-off pulling image ..." in between.
-func (s *simulation) imagePull(cs *ContainerStatus, c *v1.Container, cb ContainerBehaviour, from time.Time) {
+func (s *simulation) imagePull(cs *pod.ContainerStatus, c *v1.Container, cb ContainerBehaviour, from time.Time) {
 	if s.now.Before(from) {
 		s.note(from)
 		return
@@ -423,18 +424,18 @@ func (s *simulation) imagePull(cs *ContainerStatus, c *v1.Container, cb Containe
 		backOff = min(backOff*2, MaxBackOff)
 	}
 	if s.now.Before(attempt.Add(errImagePullShown)) {
-		cs.State = ContainerState{Waiting: &Waiting{Reason: ReasonErrImagePull, Message: pullMsg}}
+		cs.State = pod.ContainerState{Waiting: &pod.Waiting{Reason: pod.ReasonErrImagePull, Message: pullMsg}}
 		s.note(attempt.Add(errImagePullShown))
 		return
 	}
-	cs.State = ContainerState{Waiting: &Waiting{Reason: ReasonImagePullBackOff,
-		Message: fmt.Sprintf("Back-off pulling image %q: %s: %s", c.Image, ReasonErrImagePull, pullMsg)}}
+	cs.State = pod.ContainerState{Waiting: &pod.Waiting{Reason: pod.ReasonImagePullBackOff,
+		Message: fmt.Sprintf("Back-off pulling image %q: %s: %s", c.Image, pod.ReasonErrImagePull, pullMsg)}}
 	s.note(attempt.Add(backOff))
 }
 
 // containerRuntimeID is a stable 64-hex-digit ID, as containerd's, for a container's restarts-th run.
-func containerRuntimeID(pod *v1.Pod, name string, restarts int32) string {
-	sum := sha256.Sum256(fmt.Appendf(nil, "%s/%s/%d", pod.UID, name, restarts))
+func containerRuntimeID(p *v1.Pod, name string, restarts int32) string {
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s/%s/%d", p.UID, name, restarts))
 	return hex.EncodeToString(sum[:])
 }
 
