@@ -347,7 +347,7 @@ func TestPodStepIdempotentAndForgotten(t *testing.T) {
 	if got, want := e.provider.Calls(), []string{"create a", "delete a"}; !slices.Equal(got, want) {
 		t.Errorf("provider calls %q, want %q", got, want)
 	}
-	if n := e.ctrl.pods.ipam.Allocated(); n != 0 {
+	if n := e.ctrl.pods.resources.allocatedIPs(); n != 0 {
 		t.Errorf("%d pod IPs still allocated after the pod left, want 0", n)
 	}
 }
@@ -531,7 +531,7 @@ func TestPodStepLaterPasses(t *testing.T) {
 				t.Fatal(r.err)
 			}
 			if tc.writtenRV != 0 {
-				e.ctrl.podState("default/a").writtenRV = tc.writtenRV
+				e.ctrl.pods.statuses["default/a"].writtenRV = tc.writtenRV
 			}
 			written := first
 			if p, err := e.client.CoreV1().Pods("default").Get(ctx, "a", metav1.GetOptions{}); err == nil {

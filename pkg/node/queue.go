@@ -322,7 +322,7 @@ func (s *Queue) processNextPod(ctx context.Context) bool {
 		return false
 	}
 	defer s.pods.Done(key)
-	stepCtx, cancel, ok := key.c.beginPod(ctx, s.cfg.StepTimeout)
+	stepCtx, cancel, ok := key.c.beginPod(ctx, key.key, s.cfg.StepTimeout)
 	if !ok {
 		s.pods.Forget(key)
 		return true
@@ -363,7 +363,7 @@ func (s *Queue) PodEventHandler() cache.ResourceEventHandler {
 		c := s.byName[p.Spec.NodeName]
 		s.mu.Unlock()
 		if c != nil {
-			c.addPod(p.Namespace + "/" + p.Name)
+			c.podUpdated(p)
 		}
 	}
 	return cache.ResourceEventHandlerFuncs{

@@ -1,0 +1,395 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"github.com/nodeagent/nodeagent/pkg/pod"
+)
+
+// PodWorkerState is where an admitted pod is in its lifecycle on its Node: the kubelet's
+// PodWorkerState (pkg/kubelet/pod_workers.go). A pod moves only forward: SyncPod → TerminatingPod →
+// TerminatedPod.
+type PodWorkerState uint8
+
+const (
+	// SyncPod: the pod is running, or should be: its containers are started, kept as its spec says,
+	// and its status written (the kubelet's SyncPod). A deletion moves it to TerminatingPod, a
+	// terminal phase (every container exited for good) to TerminatedPod.
+	SyncPod PodWorkerState = iota
+	// TerminatingPod: the pod is being deleted; its containers are stopped within the grace period
+	// (PodProvider.DeletePod) and its status written until none runs (SyncTerminatingPod).
+	TerminatingPod
+	// TerminatedPod: no container of the pod runs nor will again; what it held of the Node (addresses,
+	// its part in admission) is released, and a pod being deleted is deleted from the API once its
+	// final status is written (SyncTerminatedPod and the status manager's deletion).
+	TerminatedPod
+)
+
+var podWorkerStateNames = [...]string{"SyncPod", "TerminatingPod", "TerminatedPod"}
+
+// String returns the state's name as the kubelet names it.
+func (s PodWorkerState) String() string {
+	if int(s) < len(podWorkerStateNames) {
+		return podWorkerStateNames[s]
+	}
+	return fmt.Sprintf("PodWorkerState(%d)", uint8(s))
+}
+
+// podWorkers is the kubelet's podWorkers for the pods of one Node whose Config has a PodProvider:
+// what it keeps of each pod (podSyncStatus, by namespace/name), the syncs in flight (each one's
+// context, cancelled when its Node stops or when a deletion arrives during a SyncPod) and what the
+// pods hold of the Node (resources). The work queue runs one pod's sync at a time, so each
+// podSyncStatus is its pod's worker's alone; mu guards only the maps and the in-flight bookkeeping.
+type podWorkers struct {
+	resources podResources
+
+	mu sync.Mutex
+	// statuses are the pods bound to the Node that its pod workers know, by namespace/name.
+	statuses map[string]*podSyncStatus
+	// inFlight are the syncs running now, by namespace/name (one at most per pod).
+	inFlight map[string]*podSync
+	// stopped is set when the Node stops: no sync starts, every running one is cancelled.
+	stopped bool
+	logger  *klog.Logger // the workers' logger with the node's name, made at the first sync
+}
+
+// podSync is one sync in flight.
+type podSync struct {
+	cancel context.CancelFunc
+	// syncing says it is a SyncPod, which a deletion arriving cancels (the kubelet's UpdatePod
+	// cancels an in-flight SyncPod when the pod becomes terminating).
+	syncing bool
+}
+
+// podSyncStatus is what a pod's worker keeps of its pod: the kubelet's podSyncStatus. Only the pod's
+// own sync reads or writes it.
+type podSyncStatus struct {
+	uid   types.UID
+	state PodWorkerState
+	// admitted: by this process, or found admitted by an earlier one (status.startTime).
+	admitted bool
+	// finished: nothing more to do for this UID (rejected at admission, or deleted from the API).
+	finished bool
+	created  bool // the provider's CreatePod succeeded
+	killed   bool // the provider's DeletePod succeeded
+	// generation is the pod's metadata.generation the provider was last told of.
+	generation int64
+	// writtenRV is the resourceVersion of the pod after this process's last status write: a copy
+	// older than it (the informer has not delivered that write yet) is not written against.
+	writtenRV uint64
+	pod       *v1.Pod // the last copy seen, for DeletePod once the pod has left the API
+}
+
+// begin starts a sync of pod key: false when the Node is stopped (the item is a no-op). Its context
+// ends with the timeout, when the Node stops, or when a deletion of the pod arrives while it syncs.
+func (w *podWorkers) begin(ctx context.Context, nodeName, key string, timeout time.Duration) (context.Context, func(), bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped {
+		return nil, nil, false
+	}
+	if w.logger == nil {
+		l := klog.FromContext(ctx).WithValues("node", nodeName)
+		w.logger = &l
+	}
+	if w.inFlight == nil {
+		w.inFlight = map[string]*podSync{}
+	}
+	syncCtx, cancel := context.WithTimeout(klog.NewContext(ctx, *w.logger), timeout)
+	w.inFlight[key] = &podSync{cancel: cancel}
+	return syncCtx, func() {
+		cancel()
+		w.mu.Lock()
+		delete(w.inFlight, key)
+		w.mu.Unlock()
+	}, true
+}
+
+// syncing marks the sync of key in flight as a SyncPod: a deletion arriving cancels it.
+func (w *podWorkers) syncing(key string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if s := w.inFlight[key]; s != nil {
+		s.syncing = true
+	}
+}
+
+// terminationArrived cancels the SyncPod of key in flight, if any: the pod is being deleted, and the
+// sync starts again as a SyncTerminatingPod (the work queue runs the key again once this run ends).
+func (w *podWorkers) terminationArrived(key string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if s := w.inFlight[key]; s != nil && s.syncing {
+		s.cancel()
+		s.syncing = false
+	}
+}
+
+// stop stops every sync and reports whether one is still running (Done waits for them).
+func (w *podWorkers) stop() (running bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.stopped = true
+	for _, s := range w.inFlight {
+		s.cancel()
+	}
+	return len(w.inFlight) > 0
+}
+
+// idle reports whether no sync runs.
+func (w *podWorkers) idle() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.inFlight) == 0
+}
+
+// statusFor returns the worker's record of pod key with uid, made when new; old is the record of an
+// older pod under the same name (deleted and created again), taken out, for cleanup.
+func (w *podWorkers) statusFor(key string, uid types.UID) (st, old *podSyncStatus) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	st = w.statuses[key]
+	if st != nil && st.uid == uid {
+		return st, nil
+	}
+	old = st
+	st = &podSyncStatus{uid: uid}
+	if w.statuses == nil {
+		w.statuses = map[string]*podSyncStatus{}
+	}
+	w.statuses[key] = st
+	return st, old
+}
+
+// remove forgets pod key and returns its record (nil when unknown).
+func (w *podWorkers) remove(key string) *podSyncStatus {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	st := w.statuses[key]
+	delete(w.statuses, key)
+	return st
+}
+
+// len returns how many pods the workers know.
+func (w *podWorkers) len() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.statuses)
+}
+
+// podStep is one pass of the pod's worker over pod key (namespace/name) of this Node, as the kubelet
+// runs it: a pod gone from the API is cleaned up (its containers stopped, what it held released);
+// a pod new to the worker goes through admission (HandlePodAdditions); then the sync of its state:
+// SyncPod, SyncTerminatingPod or SyncTerminatedPod, each writing the status the kubelet's status
+// manager would. It returns when to look again.
+func (c *Controller) podStep(ctx context.Context, key string) result {
+	namespace, name, _ := cache.SplitMetaNamespaceKey(key)
+	p, err := c.deps.Pods.Get(namespace, name)
+	switch {
+	case apierrors.IsNotFound(err):
+		return c.forgetPod(ctx, key)
+	case err != nil:
+		return result{after: never, err: err}
+	case p.Spec.NodeName != c.cfg.NodeName:
+		return result{after: never}
+	case !c.registered.Load():
+		return result{after: never} // registration queues every pod once done
+	}
+	st, old := c.pods.statusFor(key, p.UID)
+	if old != nil { // deleted and created again under the same name
+		c.cleanupPod(ctx, key, old)
+	}
+	prev := st.pod
+	st.pod = p
+	if st.finished {
+		return result{after: never}
+	}
+	if !st.admitted {
+		if r, done := c.handlePodAddition(ctx, key, p, st); done {
+			return r
+		}
+	}
+	// The kubelet's UpdatePod: a deletion moves a running pod on to terminating.
+	if p.DeletionTimestamp != nil && st.state == SyncPod {
+		st.state = TerminatingPod
+	}
+	switch st.state {
+	case SyncPod:
+		c.pods.syncing(key)
+		return c.syncPod(ctx, key, p, prev, st)
+	case TerminatingPod:
+		return c.syncTerminatingPod(ctx, key, p, st)
+	default:
+		return c.syncTerminatedPod(ctx, key, p, st)
+	}
+}
+
+// handlePodAddition is the kubelet's HandlePodAdditions for a pod its worker has not seen: a pod
+// terminal before this process saw it run is terminated at once (nothing of it runs here); one that
+// an earlier run admitted (status.startTime) is admitted again; one being deleted before it was ever
+// admitted is deleted; any other goes through admission, and a rejected one gets the kubelet's
+// rejection. done: the step is over, with r.
+func (c *Controller) handlePodAddition(ctx context.Context, key string, p *v1.Pod, st *podSyncStatus) (r result, done bool) {
+	switch {
+	case isTerminalPhase(p.Status.Phase):
+		st.admitted, st.state = true, TerminatedPod
+	case p.Status.StartTime != nil:
+		st.admitted = true
+		c.pods.resources.countAdmitted(key, p)
+	case p.DeletionTimestamp != nil:
+		st.admitted, st.state = true, TerminatedPod // never started: nothing to stop
+	default:
+		if res := c.admit(key, p); !res.Admit {
+			return c.rejectPod(ctx, p, st, res), true
+		}
+		st.admitted = true
+	}
+	return result{}, false
+}
+
+// syncPod is the kubelet's SyncPod for a pod its Node runs: start its containers (with the addresses
+// it is given), tell the provider of a change of its spec or annotations, and write the status of
+// what runs. A pod whose phase turns terminal moves on to TerminatedPod.
+func (c *Controller) syncPod(ctx context.Context, key string, p, prev *v1.Pod, st *podSyncStatus) result {
+	if !st.created && !isTerminalPhase(p.Status.Phase) {
+		ips, err := c.ensurePodIPs(key, p)
+		if err != nil {
+			klog.FromContext(ctx).Error(err, "No pod IP", "pod", klog.KObj(p))
+			return result{after: never, err: err}
+		}
+		withIPs := p.DeepCopy()
+		withIPs.Status.PodIPs = toPodIPs(ips)
+		if err := c.cfg.Pods.CreatePod(ctx, withIPs); err != nil {
+			return result{after: never, err: fmt.Errorf("creating pod %s: %w", key, err)}
+		}
+		st.created = true
+	} else if st.created && (p.Generation != st.generation || (prev != nil && !maps.Equal(prev.Annotations, p.Annotations))) {
+		if err := c.cfg.Pods.UpdatePod(ctx, p); err != nil {
+			return result{after: never, err: fmt.Errorf("updating pod %s: %w", key, err)}
+		}
+	}
+	st.generation = p.Generation
+	status, recheck, r, ok := c.syncPodStatus(ctx, key, p, st, false)
+	if !ok {
+		return r
+	}
+	if isTerminalPhase(status.Phase) {
+		st.state = TerminatedPod
+		return c.syncTerminatedPod(ctx, key, p, st)
+	}
+	return result{after: recheck}
+}
+
+// syncTerminatingPod is the kubelet's SyncTerminatingPod: stop the pod's containers within its grace
+// period (PodProvider.DeletePod, once) and write the status until none runs; then TerminatedPod.
+func (c *Controller) syncTerminatingPod(ctx context.Context, key string, p *v1.Pod, st *podSyncStatus) result {
+	if !st.killed {
+		if err := c.cfg.Pods.DeletePod(ctx, p); err != nil {
+			return result{after: never, err: fmt.Errorf("stopping pod %s: %w", key, err)}
+		}
+		st.killed = true
+	}
+	st.generation = p.Generation
+	status, recheck, r, ok := c.syncPodStatus(ctx, key, p, st, true)
+	if !ok {
+		return r
+	}
+	if isTerminalPhase(status.Phase) {
+		st.state = TerminatedPod
+		return c.syncTerminatedPod(ctx, key, p, st)
+	}
+	return result{after: recheck}
+}
+
+// syncTerminatedPod is the kubelet's SyncTerminatedPod and the status manager's deletion: what the pod
+// held of the Node is released (its sandbox is gone) and, once it is being deleted, the pod is deleted
+// from the API (a pod the provider ran is first told to the provider, and its final status written).
+func (c *Controller) syncTerminatedPod(ctx context.Context, key string, p *v1.Pod, st *podSyncStatus) result {
+	c.pods.resources.release(key, st.uid)
+	if p.DeletionTimestamp == nil {
+		return result{after: never}
+	}
+	if st.created && !st.killed {
+		if err := c.cfg.Pods.DeletePod(ctx, p); err != nil {
+			return result{after: never, err: fmt.Errorf("stopping pod %s: %w", key, err)}
+		}
+		st.killed = true
+		if _, _, r, ok := c.syncPodStatus(ctx, key, p, st, true); !ok {
+			return r
+		}
+	}
+	return c.deletePod(ctx, p, st)
+}
+
+// syncPodStatus writes the pod's status from the provider's view of it (the kubelet's
+// generateAPIPodStatus and the status manager's write). terminating: the pod is being deleted, and
+// its containers have stopped for good once none runs. It returns the status and when to look again;
+// ok false: nothing more this step, with r (the write failed, or waits for the informer's copy).
+func (c *Controller) syncPodStatus(ctx context.Context, key string, p *v1.Pod, st *podSyncStatus, terminating bool) (status v1.PodStatus, recheck time.Duration, r result, ok bool) {
+	rs, err := c.cfg.Pods.GetPodStatus(ctx, p)
+	if err != nil {
+		return status, 0, result{after: never, err: fmt.Errorf("pod %s status: %w", key, err)}, false
+	}
+	rt := c.completeRuntimeStatus(rs.Status, key, st.uid)
+	rt.Terminal = rt.Terminal || (terminating && !anyRunning(rt))
+	status, err = c.generatePodStatus(p, rt)
+	if err == nil && isTerminalPhase(status.Phase) && rt.Sandbox == pod.SandboxReady {
+		// The kubelet's pod worker kills a pod whose phase turned terminal (syncTerminatingPod: killPod
+		// stops its sandbox) and writes the status it generates afterwards, PodReadyToStartContainers
+		// False "pod sandbox is not ready"; its sandbox is gone whatever the provider still says. One
+		// write here where the kubelet makes two (the terminal phase, then the stopped sandbox).
+		rt.Sandbox = pod.SandboxNotReady
+		status, err = c.generatePodStatus(p, rt)
+	}
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Pod status not written", "pod", klog.KObj(p))
+		return status, 0, result{after: PodReconcilePeriod}, false
+	}
+	if c.staleCopy(p, st) {
+		// The informer has not delivered this process's last write yet: its event queues the pod
+		// again, and the status is computed against it then (no write of what is written already).
+		return status, 0, result{after: never}, false
+	}
+	if err := c.patchPodStatus(ctx, p, st, &status); err != nil {
+		return status, 0, result{after: never, err: err}, false
+	}
+	recheck = PodReconcilePeriod
+	if rs.RecheckAfter > 0 && rs.RecheckAfter < recheck {
+		recheck = rs.RecheckAfter
+	}
+	return status, recheck, result{}, true
+}
+
+// forgetPod forgets the pod known under key, which left the API: its containers are stopped and what
+// it held released. It returns a result that does not queue the key again.
+func (c *Controller) forgetPod(ctx context.Context, key string) result {
+	if st := c.pods.remove(key); st != nil {
+		c.cleanupPod(ctx, key, st)
+	}
+	return result{after: never}
+}
+
+// cleanupPod stops the containers of a pod the worker no longer has (gone from the API, or whose
+// name a new pod took) and releases what it held: the kubelet's HandlePodCleanups.
+func (c *Controller) cleanupPod(ctx context.Context, key string, st *podSyncStatus) {
+	if st.created && st.pod != nil {
+		if err := c.cfg.Pods.DeletePod(ctx, st.pod); err != nil {
+			klog.FromContext(ctx).Error(err, "Stopping a pod that left the API", "pod", key)
+		}
+	}
+	c.pods.resources.release(key, st.uid)
+}
+
+func isTerminalPhase(phase v1.PodPhase) bool {
+	return phase == v1.PodSucceeded || phase == v1.PodFailed
+}
