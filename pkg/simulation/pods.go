@@ -40,6 +40,8 @@ type simPod struct {
 	stopSeen  time.Time // when: the delete request as Simulate places it within its second
 	behaviour Behaviour
 	overrides Overrides
+	// seen is the view of its containers last told in Events (containerEvents).
+	seen []containerSeen
 }
 
 var _ node.PodProvider = (*simPods)(nil)
@@ -78,17 +80,28 @@ func (s *simPods) parseBehaviour(p *v1.Pod) {
 // grace period) the first time, with a deletionTimestamp; forgets it otherwise.
 func (s *simPods) DeletePod(_ context.Context, p *v1.Pod) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if sp := s.pods[p.UID]; sp != nil && p.DeletionTimestamp != nil && !sp.stopping {
 		sp.stopping, sp.stopSeen = true, s.clock.Now()
+		events := killingEvents(p, sp.seen)
+		s.mu.Unlock()
+		s.record(events)
 		return nil
 	}
 	delete(s.pods, p.UID)
+	s.mu.Unlock()
 	return nil
 }
 
+// record records events.
+func (s *simPods) record(events []podEvent) {
+	for _, e := range events {
+		s.recorder.Event(e.ref, e.eventType, e.reason, e.message)
+	}
+}
+
 // GetPodStatus returns Simulate's view of the pod now, with the behaviour parsed at its creation or
-// last annotation change, and the time to its next change.
+// last annotation change, and the time to its next change; what changed since the view before is
+// told in the kubelet's container Events (containerEvents).
 func (s *simPods) GetPodStatus(_ context.Context, p *v1.Pod) (node.PodRuntimeStatus, error) {
 	sp := s.entry(p, nil)
 	s.mu.Lock()
@@ -97,6 +110,14 @@ func (s *simPods) GetPodStatus(_ context.Context, p *v1.Pod) (node.PodRuntimeSta
 	s.mu.Unlock()
 	now := s.clock.Now()
 	rt, next := Simulate(p, &b, &in, now)
+	s.mu.Lock()
+	if sp.seen == nil {
+		sp.seen = seenInStatus(p)
+	}
+	events, seen := containerEvents(p, rt, sp.seen)
+	sp.seen = seen
+	s.mu.Unlock()
+	s.record(events)
 	r := node.PodRuntimeStatus{Status: rt}
 	if !next.IsZero() {
 		r.RecheckAfter = max(next.Sub(now), time.Millisecond)
