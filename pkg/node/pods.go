@@ -237,13 +237,24 @@ func parseRV(s string) (uint64, bool) {
 
 // generatePodStatus is pod.GenerateStatus at the Controller's now, then, for a pod whose containers
 // have stopped for good (rt.Terminal), pod.TerminatedStatus: the kubelet's SyncTerminatedPod, which
-// generates the status and hands it to the status manager's TerminatePod.
-func (c *Controller) generatePodStatus(p *v1.Pod, rt *pod.RuntimeStatus) (v1.PodStatus, error) {
-	status, err := pod.GenerateStatus(p, rt, c.deps.Clock.Now())
-	if err != nil || !rt.Terminal {
+// generates the status and hands it to the status manager's TerminatePod. A pod the kubelet fails
+// (evict: its active deadline, the eviction manager) is Failed with evict's reason and message, as
+// generateAPIPodStatus overrides them, merged as the status manager does (its phase stays while a
+// container may run).
+func (c *Controller) generatePodStatus(p *v1.Pod, rt *pod.RuntimeStatus, evict *evictResponse) (v1.PodStatus, error) {
+	now := c.deps.Clock.Now()
+	status, err := pod.GenerateStatus(p, rt, now)
+	if err != nil {
 		return status, err
 	}
-	return pod.TerminatedStatus(p, status), nil
+	if rt.Terminal {
+		status = pod.TerminatedStatus(p, status)
+	}
+	if evict != nil && p.Status.Phase != v1.PodSucceeded && p.Status.Phase != v1.PodFailed {
+		status.Phase, status.Reason, status.Message = v1.PodFailed, evict.reason, evict.message
+		status = pod.MergeStatus(p, p.Status, status, anyRunning(rt), now)
+	}
+	return status, nil
 }
 
 // deletePod deletes a pod whose containers have stopped, with grace 0 and its UID as a precondition,

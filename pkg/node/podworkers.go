@@ -9,6 +9,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -88,6 +89,21 @@ type podSyncStatus struct {
 	// older than it (the informer has not delivered that write yet) is not written against.
 	writtenRV uint64
 	pod       *v1.Pod // the last copy seen, for DeletePod once the pod has left the API
+	// evict is why the kubelet fails the pod while it runs (a pod sync handler's ShouldEvict: its
+	// active deadline, the eviction manager): its status is Failed with this reason and message once its
+	// containers stopped; nil otherwise.
+	evict *evictResponse
+	// killedAt and killGrace are when a pod failed while running (evict) was killed, and the grace
+	// period it was given (its terminationGracePeriodSeconds): the provider stops its containers as for
+	// a deletion at killedAt (killedPod).
+	killedAt  time.Time
+	killGrace int64
+}
+
+// evictResponse is the kubelet's lifecycle.ShouldEvictResponse: the reason and message of the pod's
+// Failed status.
+type evictResponse struct {
+	reason, message string
 }
 
 // begin starts a sync of pod key: false when the Node is stopped (the item is a no-op). Its context
@@ -257,10 +273,23 @@ func (c *Controller) handlePodAddition(ctx context.Context, key string, p *v1.Po
 	return result{}, false
 }
 
-// syncPod is the kubelet's SyncPod for a pod its Node runs: start its containers (with the addresses
-// it is given), tell the provider of a change of its spec or annotations, and write the status of
-// what runs. A pod whose phase turns terminal moves on to TerminatedPod.
-func (c *Controller) syncPod(ctx context.Context, key string, p, prev *v1.Pod, st *podSyncStatus) result {
+// syncPod is the kubelet's SyncPod for a pod its Node runs: a pod past its active deadline moves on to
+// TerminatingPod, failed; otherwise start its containers (with the addresses it is given), tell the
+// provider of a change of its spec or annotations, and write the status of what runs. A pod whose
+// phase turns terminal moves on to TerminatedPod.
+func (c *Controller) syncPod(ctx context.Context, key string, p, prev *v1.Pod, st *podSyncStatus) (r result) {
+	if evict, deadline := c.activeDeadline(p); evict != nil {
+		// The kubelet's activeDeadlineHandler: Failed, DeadlineExceeded; the pod worker kills it.
+		c.deps.Recorder.Event(p, v1.EventTypeNormal, evict.reason, evict.message)
+		st.evict, st.state = evict, TerminatingPod
+		return c.syncTerminatingPod(ctx, key, p, st)
+	} else if !deadline.IsZero() {
+		defer func() { // synced again at the deadline
+			if r.err == nil && r.after != never {
+				r.after = min(r.after, max(deadline.Sub(c.deps.Clock.Now()), time.Millisecond))
+			}
+		}()
+	}
 	if !st.created && !isTerminalPhase(p.Status.Phase) {
 		ips, err := c.ensurePodIPs(key, p)
 		if err != nil {
@@ -279,9 +308,9 @@ func (c *Controller) syncPod(ctx context.Context, key string, p, prev *v1.Pod, s
 		}
 	}
 	st.generation = p.Generation
-	status, recheck, r, ok := c.syncPodStatus(ctx, key, p, st, false)
+	status, recheck, res, ok := c.syncPodStatus(ctx, key, p, p, st, false)
 	if !ok {
-		return r
+		return res
 	}
 	if isTerminalPhase(status.Phase) {
 		st.state = TerminatedPod
@@ -290,25 +319,67 @@ func (c *Controller) syncPod(ctx context.Context, key string, p, prev *v1.Pod, s
 	return result{after: recheck}
 }
 
+// activeDeadline is the kubelet's activeDeadlineHandler (active_deadline.go): a pod with
+// spec.activeDeadlineSeconds that has been active (since status.startTime) that long is to be failed,
+// DeadlineExceeded "Pod was active on the node longer than the specified deadline"; else the time it
+// will be (zero: never, or not started).
+func (c *Controller) activeDeadline(p *v1.Pod) (*evictResponse, time.Time) {
+	if p.Spec.ActiveDeadlineSeconds == nil || p.Status.StartTime == nil || p.Status.StartTime.IsZero() {
+		return nil, time.Time{}
+	}
+	deadline := p.Status.StartTime.Add(time.Duration(*p.Spec.ActiveDeadlineSeconds) * time.Second)
+	if c.deps.Clock.Now().Before(deadline) {
+		return nil, deadline
+	}
+	return &evictResponse{reason: ReasonDeadlineExceeded, message: MessageDeadlineExceeded}, time.Time{}
+}
+
+// The kubelet's active deadline reason and message (active_deadline.go).
+const (
+	ReasonDeadlineExceeded  = "DeadlineExceeded"
+	MessageDeadlineExceeded = "Pod was active on the node longer than the specified deadline"
+)
+
 // syncTerminatingPod is the kubelet's SyncTerminatingPod: stop the pod's containers within its grace
 // period (PodProvider.DeletePod, once) and write the status until none runs; then TerminatedPod.
 func (c *Controller) syncTerminatingPod(ctx context.Context, key string, p *v1.Pod, st *podSyncStatus) result {
+	killed := c.killedPod(p, st)
 	if !st.killed {
-		if err := c.cfg.Pods.DeletePod(ctx, p); err != nil {
+		if err := c.cfg.Pods.DeletePod(ctx, killed); err != nil {
 			return result{after: never, err: fmt.Errorf("stopping pod %s: %w", key, err)}
 		}
 		st.killed = true
 	}
 	st.generation = p.Generation
-	status, recheck, r, ok := c.syncPodStatus(ctx, key, p, st, true)
+	status, recheck, r, ok := c.syncPodStatus(ctx, key, p, killed, st, true)
 	if !ok {
 		return r
 	}
-	if isTerminalPhase(status.Phase) {
+	if isTerminalPhase(status.Phase) && (st.evict == nil || !anyRunningStatus(&status)) {
 		st.state = TerminatedPod
 		return c.syncTerminatedPod(ctx, key, p, st)
 	}
 	return result{after: recheck}
+}
+
+// killedPod returns the pod as the provider is to stop it: p itself when it is being deleted; for a
+// pod the kubelet fails while it runs (evict), a copy with deletionTimestamp and
+// deletionGracePeriodSeconds set as for a deletion when it was killed, with its
+// terminationGracePeriodSeconds (the kubelet's killPod without a grace period override).
+func (c *Controller) killedPod(p *v1.Pod, st *podSyncStatus) *v1.Pod {
+	if st.evict == nil || (p.DeletionTimestamp != nil && st.killedAt.IsZero()) {
+		return p
+	}
+	if st.killedAt.IsZero() {
+		st.killedAt, st.killGrace = c.deps.Clock.Now(), v1.DefaultTerminationGracePeriodSeconds
+		if g := p.Spec.TerminationGracePeriodSeconds; g != nil {
+			st.killGrace = *g
+		}
+	}
+	k := p.DeepCopy()
+	k.DeletionTimestamp = &metav1.Time{Time: st.killedAt.Add(time.Duration(st.killGrace) * time.Second)}
+	k.DeletionGracePeriodSeconds = &st.killGrace
+	return k
 }
 
 // syncTerminatedPod is the kubelet's SyncTerminatedPod and the status manager's deletion: what the pod
@@ -324,32 +395,34 @@ func (c *Controller) syncTerminatedPod(ctx context.Context, key string, p *v1.Po
 			return result{after: never, err: fmt.Errorf("stopping pod %s: %w", key, err)}
 		}
 		st.killed = true
-		if _, _, r, ok := c.syncPodStatus(ctx, key, p, st, true); !ok {
+		if _, _, r, ok := c.syncPodStatus(ctx, key, p, p, st, true); !ok {
 			return r
 		}
 	}
 	return c.deletePod(ctx, p, st)
 }
 
-// syncPodStatus writes the pod's status from the provider's view of it (the kubelet's
-// generateAPIPodStatus and the status manager's write). terminating: the pod is being deleted, and
+// syncPodStatus writes the status of p (the informer's copy) from the provider's view of runtimePod (p,
+// or the copy killedPod gives) (the kubelet's generateAPIPodStatus and the status manager's write).
+// terminating: the pod is being deleted, and
 // its containers have stopped for good once none runs. It returns the status and when to look again;
 // ok false: nothing more this step, with r (the write failed, or waits for the informer's copy).
-func (c *Controller) syncPodStatus(ctx context.Context, key string, p *v1.Pod, st *podSyncStatus, terminating bool) (status v1.PodStatus, recheck time.Duration, r result, ok bool) {
-	rs, err := c.cfg.Pods.GetPodStatus(ctx, p)
+func (c *Controller) syncPodStatus(ctx context.Context, key string, p, runtimePod *v1.Pod, st *podSyncStatus, terminating bool) (status v1.PodStatus, recheck time.Duration, r result, ok bool) {
+	rs, err := c.cfg.Pods.GetPodStatus(ctx, runtimePod)
 	if err != nil {
 		return status, 0, result{after: never, err: fmt.Errorf("pod %s status: %w", key, err)}, false
 	}
 	rt := c.completeRuntimeStatus(rs.Status, key, st.uid)
-	rt.Terminal = rt.Terminal || (terminating && !anyRunning(rt))
-	status, err = c.generatePodStatus(p, rt)
-	if err == nil && isTerminalPhase(status.Phase) && rt.Sandbox == pod.SandboxReady {
+	running := anyRunning(rt)
+	rt.Terminal = rt.Terminal || (terminating && !running)
+	status, err = c.generatePodStatus(p, rt, st.evict)
+	if err == nil && isTerminalPhase(status.Phase) && !running && rt.Sandbox == pod.SandboxReady {
 		// The kubelet's pod worker kills a pod whose phase turned terminal (syncTerminatingPod: killPod
 		// stops its sandbox) and writes the status it generates afterwards, PodReadyToStartContainers
 		// False "pod sandbox is not ready"; its sandbox is gone whatever the provider still says. One
 		// write here where the kubelet makes two (the terminal phase, then the stopped sandbox).
 		rt.Sandbox = pod.SandboxNotReady
-		status, err = c.generatePodStatus(p, rt)
+		status, err = c.generatePodStatus(p, rt, st.evict)
 	}
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Pod status not written", "pod", klog.KObj(p))
@@ -388,6 +461,18 @@ func (c *Controller) cleanupPod(ctx context.Context, key string, st *podSyncStat
 		}
 	}
 	c.pods.resources.release(key, st.uid)
+}
+
+// anyRunningStatus reports whether a container of the status runs.
+func anyRunningStatus(s *v1.PodStatus) bool {
+	for _, l := range [][]v1.ContainerStatus{s.InitContainerStatuses, s.ContainerStatuses, s.EphemeralContainerStatuses} {
+		for _, cs := range l {
+			if cs.State.Running != nil {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func isTerminalPhase(phase v1.PodPhase) bool {

@@ -107,3 +107,57 @@ func TestPodWorkerStates(t *testing.T) {
 		})
 	}
 }
+
+// TestPodActiveDeadline: a pod active on its Node for its spec.activeDeadlineSeconds is failed as the
+// kubelet's activeDeadlineHandler fails it (Failed, DeadlineExceeded, the kubelet's message, a Normal
+// Event) and its containers are stopped (killed with its grace period, never started when it is past its
+// deadline at its first sync here); one within its deadline runs and is synced again at the deadline.
+func TestPodActiveDeadline(t *testing.T) {
+	started := metav1.NewTime(time.Now().Add(-time.Hour).Truncate(time.Second))
+	for _, tc := range []struct {
+		name      string
+		deadline  int64
+		wantPhase v1.PodPhase
+		wantCalls []string
+	}{
+		{name: "past its deadline", deadline: 60, wantPhase: v1.PodFailed, wantCalls: []string{"delete a"}},
+		{name: "within its deadline", deadline: 2 * 3600, wantPhase: v1.PodRunning, wantCalls: []string{"create a"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newPodEnv(t, testPod("a", "100m", func(p *v1.Pod) {
+				p.Spec.ActiveDeadlineSeconds = &tc.deadline
+				p.Status.StartTime = &started
+			}))
+			r := e.ctrl.podStep(t.Context(), "default/a")
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			got := e.pod(t, "a")
+			if got.Status.Phase != tc.wantPhase {
+				t.Errorf("phase %s, want %s", got.Status.Phase, tc.wantPhase)
+			}
+			if calls := e.provider.Calls(); !slices.Equal(calls, tc.wantCalls) {
+				t.Errorf("provider calls %q, want %q", calls, tc.wantCalls)
+			}
+			var events []string
+			for len(e.recorder.Events) > 0 {
+				events = append(events, <-e.recorder.Events)
+			}
+			if tc.wantPhase == v1.PodFailed {
+				if got.Status.Reason != ReasonDeadlineExceeded || got.Status.Message != MessageDeadlineExceeded {
+					t.Errorf("reason %q message %q, want %q %q", got.Status.Reason, got.Status.Message, ReasonDeadlineExceeded, MessageDeadlineExceeded)
+				}
+				if want := []string{"Normal DeadlineExceeded " + MessageDeadlineExceeded}; !slices.Equal(events, want) {
+					t.Errorf("Events %q, want %q", events, want)
+				}
+				if st := e.ctrl.pods.statuses["default/a"].state; st != TerminatedPod {
+					t.Errorf("state %s, want TerminatedPod", st)
+				}
+				return
+			}
+			if left := started.Add(time.Duration(tc.deadline) * time.Second).Sub(time.Now()); r.after > left || r.after <= 0 {
+				t.Errorf("synced again after %s, want by the deadline in %s", r.after, left)
+			}
+		})
+	}
+}
