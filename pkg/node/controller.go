@@ -92,6 +92,14 @@ type Observer interface {
 	ObserveRegistrationAttempt(result string)
 }
 
+// PodObserver is an optional part of an Observer (metrics.Metrics implements it) for the Nodes that
+// run pods: told of each pod status write the API server refused.
+type PodObserver interface {
+	// ObservePodStatusRefused is called for each refused pod status patch, with the API's status
+	// reason (e.g. RequestEntityTooLarge, Invalid, Forbidden).
+	ObservePodStatusRefused(reason string)
+}
+
 // Config is one Node's completed configuration: parsed, validated, defaulted.
 type Config struct {
 	// NodeName is the Node's name; Hostname its kubernetes.io/hostname label and Hostname address.

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"strconv"
@@ -191,7 +192,7 @@ func (c *Controller) rejectPod(ctx context.Context, p *v1.Pod, st *podSyncStatus
 	c.deps.Recorder.Event(p, v1.EventTypeWarning, r.Reason, r.Message)
 	status := pod.RejectedStatus(p, r)
 	if err := c.patchPodStatus(ctx, p, st, &status); err != nil {
-		return result{after: never, err: err}
+		return patchFailed(err)
 	}
 	st.finished = true
 	return result{after: never}
@@ -213,13 +214,61 @@ func (c *Controller) patchPodStatus(ctx context.Context, p *v1.Pod, st *podSyncS
 		return nil // gone, or another pod under its name now: the informer tells
 	}
 	if err != nil {
-		return fmt.Errorf("patching status of pod %s/%s: %w", p.Namespace, p.Name, err)
+		err = fmt.Errorf("patching status of pod %s/%s: %w", p.Namespace, p.Name, err)
+		if refused(err) {
+			c.podStatusRefused(p, err)
+			return &refusedError{err: err}
+		}
+		return err
 	}
 	if rv, ok := parseRV(written.ResourceVersion); ok {
 		st.writtenRV = rv
 	}
 	return nil
 }
+
+// PodStatusRetryPeriod is when a pod status write the API server refused is tried again: the kubelet's
+// status manager's sync period (syncPeriod, 10 s), which retries what it could not write in its next
+// batch, not sooner.
+const PodStatusRetryPeriod = 10 * time.Second
+
+// maxEventMessageBytes bounds the message of an Event that carries an API error (an answer may be
+// long: a 413 quotes nothing, an Invalid names every field).
+const maxEventMessageBytes = 1024
+
+// refusedError is a pod status write the API server refused: tried again after PodStatusRetryPeriod,
+// not on the work queue's backoff (a 4xx is not transient, and is told in an Event and a metric).
+type refusedError struct{ err error }
+
+func (e *refusedError) Error() string { return e.err.Error() }
+func (e *refusedError) Unwrap() error { return e.err }
+
+// refused reports whether err is the API server's refusal of a write: a 4xx answer but 429 (throttled,
+// transient), NotFound and Conflict (the informer tells of the pod gone or replaced).
+func refused(err error) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return false
+	}
+	code := status.Status().Code
+	return code >= 400 && code < 500 && code != 429 && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err)
+}
+
+// podStatusRefused tells of a refused pod status write: a Warning Event on the pod (the kubelet's pod
+// worker's FailedSync, its message bounded), the Observer's ObservePodStatusRefused.
+func (c *Controller) podStatusRefused(p *v1.Pod, err error) {
+	msg := "Error updating pod status: " + err.Error()
+	if len(msg) > maxEventMessageBytes {
+		msg = msg[:maxEventMessageBytes]
+	}
+	c.deps.Recorder.Event(p, v1.EventTypeWarning, ReasonFailedSync, msg)
+	if o, ok := c.deps.Observer.(PodObserver); ok {
+		o.ObservePodStatusRefused(string(apierrors.ReasonForError(err)))
+	}
+}
+
+// ReasonFailedSync is the kubelet's pod worker Event reason for a sync that failed (pkg/kubelet/events).
+const ReasonFailedSync = "FailedSync"
 
 // staleCopy reports whether p, the informer's copy, is older than this process's last status write of
 // it: a pass run before the informer delivered that write (a recheck, another event) would write

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"sync"
@@ -434,7 +435,7 @@ func (c *Controller) syncPodStatus(ctx context.Context, key string, p, runtimePo
 		return status, 0, result{after: never}, false
 	}
 	if err := c.patchPodStatus(ctx, p, st, &status); err != nil {
-		return status, 0, result{after: never, err: err}, false
+		return status, 0, patchFailed(err), false
 	}
 	recheck = PodReconcilePeriod
 	if rs.RecheckAfter > 0 && rs.RecheckAfter < recheck {
@@ -461,6 +462,15 @@ func (c *Controller) cleanupPod(ctx context.Context, key string, st *podSyncStat
 		}
 	}
 	c.pods.resources.release(key, st.uid)
+}
+
+// patchFailed is the result of a step whose status write failed: again after PodStatusRetryPeriod when
+// the API server refused it (told already: podStatusRefused), else after the work queue's backoff.
+func patchFailed(err error) result {
+	if _, ok := errors.AsType[*refusedError](err); ok {
+		return result{after: PodStatusRetryPeriod}
+	}
+	return result{after: never, err: err}
 }
 
 // anyRunningStatus reports whether a container of the status runs.

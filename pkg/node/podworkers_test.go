@@ -4,11 +4,16 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	core "k8s.io/client-go/testing"
 )
 
 // blockingCreate is a provider whose CreatePod waits for its context to end, telling entered when
@@ -157,6 +162,59 @@ func TestPodActiveDeadline(t *testing.T) {
 			}
 			if left := started.Add(time.Duration(tc.deadline) * time.Second).Sub(time.Now()); r.after > left || r.after <= 0 {
 				t.Errorf("synced again after %s, want by the deadline in %s", r.after, left)
+			}
+		})
+	}
+}
+
+// refusals is an Observer that records the refused pod status writes (PodObserver) only.
+type refusals struct {
+	Observer
+	reasons []string
+}
+
+func (r *refusals) ObservePodStatusRefused(reason string) { r.reasons = append(r.reasons, reason) }
+
+// TestPodStatusRefused: a pod status write the API server refuses (413, 422) is told in a Warning
+// FailedSync Event with a bounded message and counted by reason (PodObserver), and tried again after
+// PodStatusRetryPeriod, not on the work queue's growing backoff; a transient failure (500) still takes
+// the backoff (an error).
+func TestPodStatusRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		err        error
+		wantReason string // "" for no refusal
+	}{
+		{name: "413", err: apierrors.NewRequestEntityTooLargeError(strings.Repeat("x", 4096)), wantReason: "RequestEntityTooLarge"},
+		{name: "422", err: apierrors.NewInvalid(schema.GroupKind{Kind: "Pod"}, "a", nil), wantReason: "Invalid"},
+		{name: "500", err: apierrors.NewInternalError(errors.New("etcd"))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newPodEnv(t, testPod("a", "100m", nil))
+			obs := &refusals{}
+			e.ctrl.deps.Observer = obs
+			e.client.PrependReactor("patch", "pods", func(core.Action) (bool, runtime.Object, error) { return true, nil, tc.err })
+			r := e.ctrl.podStep(t.Context(), "default/a")
+			var events []string
+			for len(e.recorder.Events) > 0 {
+				if ev := <-e.recorder.Events; strings.Contains(ev, ReasonFailedSync) {
+					events = append(events, ev)
+				}
+			}
+			if tc.wantReason == "" {
+				if r.err == nil || len(events) > 0 || len(obs.reasons) > 0 {
+					t.Errorf("err %v, Events %q, refusals %q: want an error for the backoff, no Event, no refusal", r.err, events, obs.reasons)
+				}
+				return
+			}
+			if r.err != nil || r.after != PodStatusRetryPeriod {
+				t.Errorf("result err %v after %s, want no error, again after %s", r.err, r.after, PodStatusRetryPeriod)
+			}
+			if len(events) != 1 || !strings.HasPrefix(events[0], "Warning FailedSync Error updating pod status: ") || len(events[0]) > maxEventMessageBytes+len("Warning FailedSync ") {
+				t.Errorf("Events %q, want one Warning FailedSync of at most %d bytes", events, maxEventMessageBytes)
+			}
+			if !slices.Equal(obs.reasons, []string{tc.wantReason}) {
+				t.Errorf("refusals %q, want [%s]", obs.reasons, tc.wantReason)
 			}
 		})
 	}

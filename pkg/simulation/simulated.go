@@ -32,8 +32,9 @@ import (
 //	                                          this is a crash loop: restartCount grows, CrashLoopBackOff
 //	                                          with the kubelet's back-off (10 s doubling to 5 min, reset
 //	                                          when a run lasted 10 min)
-//	nodeagent.io/image-pull-error: "not found"  the image pull fails with this message: ErrImagePull,
-//	                                          then ImagePullBackOff with the same back-off
+//	nodeagent.io/image-pull-error: "not found"  the image pull fails with this message (its first
+//	                                          MaxImagePullErrorBytes): ErrImagePull, then
+//	                                          ImagePullBackOff with the same back-off
 //	nodeagent.io/stop-delay: 3s               from a delete to the containers stopped (exit 0); at or
 //	                                          beyond the grace period they are killed (exit 137)
 const (
@@ -55,6 +56,11 @@ const (
 	// kubelet's next sync of the pod).
 	errImagePullShown = time.Second
 )
+
+// MaxImagePullErrorBytes bounds the message of a simulated image pull error (the annotation's value is
+// cut there): a runtime's pull errors are a few hundred bytes, and the message is written in the pod's
+// status twice and in its Events, where a long one would make the API server refuse the writes (413).
+const MaxImagePullErrorBytes = 1024
 
 // ErrBadAnnotation is wrapped by Behaviour's errors: an annotation whose value does not parse.
 var ErrBadAnnotation = errors.New("bad annotation")
@@ -132,7 +138,7 @@ func PodBehaviour(p *v1.Pod, def Behaviour) (Behaviour, error) {
 			}
 			c.ExitCode = int32(n)
 		case AnnotationImagePullError:
-			c.ImagePullError = value
+			c.ImagePullError = value[:min(len(value), MaxImagePullErrorBytes)]
 		}
 	}
 	fields := []string{AnnotationStartDelay, AnnotationReadinessDelay, AnnotationRunDuration, AnnotationExitCode, AnnotationImagePullError}

@@ -254,6 +254,20 @@ func TestSimulateCrashLoopMessageAndIDs(t *testing.T) {
 	}
 }
 
+// TestPodBehaviourBoundsPullError: an image pull error annotation of 200 KB (a status the API server
+// would refuse, 413) is cut to MaxImagePullErrorBytes.
+func TestPodBehaviourBoundsPullError(t *testing.T) {
+	p := basePod(v1.RestartPolicyAlways, "c")
+	p.Annotations = map[string]string{AnnotationImagePullError: strings.Repeat("e", 200<<10)}
+	b, err := PodBehaviour(p, Behaviour{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(b.For("c").ImagePullError); n != MaxImagePullErrorBytes {
+		t.Errorf("image pull error of %d bytes, want %d", n, MaxImagePullErrorBytes)
+	}
+}
+
 func TestPodBehaviourErrors(t *testing.T) {
 	p := basePod(v1.RestartPolicyAlways, "c")
 	p.Annotations = map[string]string{AnnotationStartDelay: "soon", AnnotationExitCode + ".c": "300", AnnotationReadinessDelay: "2s"}
