@@ -30,6 +30,9 @@ type podResources struct {
 	// run of the process are active too).
 	usage     pod.Usage
 	usageInit bool
+	// waitingForIPs are the pods whose sandbox could not be made for want of an address, by
+	// namespace/name: queued again when an address is given back.
+	waitingForIPs map[string]struct{}
 }
 
 // podHeld is what one pod holds of its Node.
@@ -152,17 +155,41 @@ func (r *podResources) allocateIPs(key string, uid types.UID, cidrs []netip.Pref
 		return nil, fmt.Errorf("pod IPs: %w", err)
 	}
 	r.held(key, uid).ips = ips
+	delete(r.waitingForIPs, key)
 	return ips, nil
 }
 
 // release takes pod key out of what the Node's active pods hold: its addresses go back to the pool
-// and its part out of the admission's usage. A pod holding nothing is a no-op.
-func (r *podResources) release(key string, uid types.UID) {
+// and its part out of the admission's usage. A pod holding nothing is a no-op. It returns the pods
+// waiting for an address, when addresses went back (they are no longer waiting then).
+func (r *podResources) release(key string, uid types.UID) (waiting []string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if h := r.byKey[key]; h != nil && h.uid == uid {
-		r.releaseLocked(key)
+	delete(r.waitingForIPs, key)
+	h := r.byKey[key]
+	if h == nil || h.uid != uid {
+		return nil
 	}
+	freed := len(h.ips) > 0
+	r.releaseLocked(key)
+	if !freed || len(r.waitingForIPs) == 0 {
+		return nil
+	}
+	for k := range r.waitingForIPs {
+		waiting = append(waiting, k)
+	}
+	clear(r.waitingForIPs)
+	return waiting
+}
+
+// waitForIPs records that pod key waits for an address.
+func (r *podResources) waitForIPs(key string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.waitingForIPs == nil {
+		r.waitingForIPs = map[string]struct{}{}
+	}
+	r.waitingForIPs[key] = struct{}{}
 }
 
 // releaseLocked releases whatever pod key holds. mu held.

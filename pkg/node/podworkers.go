@@ -294,8 +294,7 @@ func (c *Controller) syncPod(ctx context.Context, key string, p, prev *v1.Pod, s
 	if !st.created && !isTerminalPhase(p.Status.Phase) {
 		ips, err := c.ensurePodIPs(key, p)
 		if err != nil {
-			klog.FromContext(ctx).Error(err, "No pod IP", "pod", klog.KObj(p))
-			return result{after: never, err: err}
+			return c.sandboxFailed(ctx, key, p, st, err)
 		}
 		withIPs := p.DeepCopy()
 		withIPs.Status.PodIPs = toPodIPs(ips)
@@ -318,6 +317,35 @@ func (c *Controller) syncPod(ctx context.Context, key string, p, prev *v1.Pod, s
 		return c.syncTerminatedPod(ctx, key, p, st)
 	}
 	return result{after: recheck}
+}
+
+// PodSyncBackOff is when the kubelet's pod worker syncs a pod again after a sync that failed, e.g. its
+// sandbox could not be created (pod_workers.go's backOffPeriod, 10 s).
+const PodSyncBackOff = 10 * time.Second
+
+// ReasonFailedCreatePodSandBox is the kubelet's Event reason for a sandbox that could not be created.
+const ReasonFailedCreatePodSandBox = "FailedCreatePodSandBox"
+
+// sandboxFailed is a SyncPod whose sandbox could not be created, here for want of an address (the pod
+// CIDR exhausted, no pod CIDR): as the kubelet's, a Warning FailedCreatePodSandBox Event "Failed to
+// create pod sandbox: ..." and the status of a pod whose sandbox is not ready (ContainerCreating, its
+// startTime and host IPs, no pod IP); tried again after PodSyncBackOff, and at once when a pod of the
+// Node gives its addresses back.
+func (c *Controller) sandboxFailed(ctx context.Context, key string, p *v1.Pod, st *podSyncStatus, cause error) result {
+	c.deps.Recorder.Eventf(p, v1.EventTypeWarning, ReasonFailedCreatePodSandBox, "Failed to create pod sandbox: %v", cause)
+	c.pods.resources.waitForIPs(key)
+	rt := c.completeRuntimeStatus(&pod.RuntimeStatus{Sandbox: pod.SandboxNotReady}, key, st.uid)
+	status, err := c.generatePodStatus(p, rt, nil)
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Pod status not written", "pod", klog.KObj(p))
+		return result{after: PodSyncBackOff}
+	}
+	if !c.staleCopy(p, st) {
+		if err := c.patchPodStatus(ctx, p, st, &status); err != nil {
+			return patchFailed(err)
+		}
+	}
+	return result{after: PodSyncBackOff}
 }
 
 // activeDeadline is the kubelet's activeDeadlineHandler (active_deadline.go): a pod with
@@ -387,7 +415,7 @@ func (c *Controller) killedPod(p *v1.Pod, st *podSyncStatus) *v1.Pod {
 // held of the Node is released (its sandbox is gone) and, once it is being deleted, the pod is deleted
 // from the API (a pod the provider ran is first told to the provider, and its final status written).
 func (c *Controller) syncTerminatedPod(ctx context.Context, key string, p *v1.Pod, st *podSyncStatus) result {
-	c.pods.resources.release(key, st.uid)
+	c.releasePod(key, st.uid)
 	if p.DeletionTimestamp == nil {
 		return result{after: never}
 	}
@@ -461,7 +489,15 @@ func (c *Controller) cleanupPod(ctx context.Context, key string, st *podSyncStat
 			klog.FromContext(ctx).Error(err, "Stopping a pod that left the API", "pod", key)
 		}
 	}
-	c.pods.resources.release(key, st.uid)
+	c.releasePod(key, st.uid)
+}
+
+// releasePod gives back what pod key held of the Node, and queues the pods that wait for an address
+// when it gave addresses back.
+func (c *Controller) releasePod(key string, uid types.UID) {
+	for _, waiting := range c.pods.resources.release(key, uid) {
+		c.addPod(waiting)
+	}
 }
 
 // patchFailed is the result of a step whose status write failed: again after PodStatusRetryPeriod when

@@ -219,3 +219,72 @@ func TestPodStatusRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestPodIPExhaustion: a pod for which the Node's pod CIDR has no address left is, as on a kubelet whose
+// CNI cannot give one, Pending with its startTime and hostIP and its containers waiting
+// ContainerCreating, told in a Warning FailedCreatePodSandBox Event, and tried again after
+// PodSyncBackOff (not on a backoff growing to 1000 s); it is queued at once when a pod of the Node gives
+// its address back, and then runs.
+func TestPodIPExhaustion(t *testing.T) {
+	done := func(p *v1.Pod) { p.Spec.RestartPolicy = v1.RestartPolicyNever }
+	e := newPodEnv(t, testPod("a", "100m", done), testPod("b", "100m", nil))
+	node, _, _ := e.nodes.GetByKey(podNode)
+	small := node.(*v1.Node).DeepCopy()
+	small.Spec.PodCIDR, small.Spec.PodCIDRs = "10.244.1.0/30", []string{"10.244.1.0/30"} // one usable address
+	if err := e.nodes.Update(small); err != nil {
+		t.Fatal(err)
+	}
+	q, err := NewQueue(QueueConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.ctrl.attach(q); err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	if r := e.ctrl.podStep(ctx, "default/a"); r.err != nil {
+		t.Fatal(r.err)
+	}
+	r := e.ctrl.podStep(ctx, "default/b")
+	if r.err != nil || r.after != PodSyncBackOff {
+		t.Errorf("pod without an address: err %v, again after %s; want no error, again after %s", r.err, r.after, PodSyncBackOff)
+	}
+	b := e.pod(t, "b")
+	if b.Status.Phase != v1.PodPending || b.Status.StartTime == nil || b.Status.HostIP == "" || b.Status.PodIP != "" ||
+		len(b.Status.ContainerStatuses) != 1 || b.Status.ContainerStatuses[0].State.Waiting == nil ||
+		b.Status.ContainerStatuses[0].State.Waiting.Reason != "ContainerCreating" {
+		t.Errorf("status of the pod without an address: %+v; want Pending, startTime, hostIP, no podIP, waiting ContainerCreating", b.Status)
+	}
+	var events []string
+	for len(e.recorder.Events) > 0 {
+		events = append(events, <-e.recorder.Events)
+	}
+	if len(events) != 1 || !strings.HasPrefix(events[0], "Warning FailedCreatePodSandBox Failed to create pod sandbox: ") || !strings.Contains(events[0], "pod CIDR exhausted") {
+		t.Errorf("Events %q, want one Warning FailedCreatePodSandBox naming the exhausted CIDR", events)
+	}
+
+	// a's containers exit: it is terminated and gives its address back, which queues b.
+	a := e.pod(t, "a")
+	a.Annotations = map[string]string{"test/exited": "true"}
+	if err := e.pods.Update(a); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.ctrl.podStep(ctx, "default/a"); r.err != nil {
+		t.Fatal(r.err)
+	}
+	if n := q.pods.Len(); n != 1 {
+		t.Fatalf("%d pod items queued after the address went back, want 1 (b)", n)
+	}
+	if key, _ := q.pods.Get(); key.key != "default/b" {
+		t.Errorf("queued %q, want default/b", key.key)
+	}
+	if err := e.pods.Update(e.pod(t, "b")); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.ctrl.podStep(ctx, "default/b"); r.err != nil {
+		t.Fatal(r.err)
+	}
+	if b := e.pod(t, "b"); b.Status.PodIP != "10.244.1.2" || b.Status.Phase != v1.PodRunning {
+		t.Errorf("b: phase %s podIP %q, want Running with 10.244.1.2", b.Status.Phase, b.Status.PodIP)
+	}
+}
