@@ -217,9 +217,13 @@ func (r *podResources) allocatedIPs() int {
 	return r.ipam.Allocated()
 }
 
-// admit runs the kubelet's predicate admission of p against the Node as the informer has it and what
-// the pods this Node has admitted hold (podResources.admit).
+// admit runs the kubelet's admit handlers on p: the eviction manager's (no BestEffort pod under memory
+// pressure, no pod under another pressure: pod.EvictionAdmit), then the predicate admission against the
+// Node as the informer has it and what the pods this Node has admitted hold (podResources.admit).
 func (c *Controller) admit(key string, p *v1.Pod) pod.AdmitResult {
+	if r := pod.EvictionAdmit(p, c.pressureConditions()); !r.Admit {
+		return r // the eviction manager's admit handler comes first
+	}
 	node, err := c.deps.NodeLister.Get(c.cfg.NodeName)
 	if err != nil {
 		return pod.AdmitResult{Admit: false, Reason: "NodeNotFound", Message: fmt.Sprintf("node %q not found: %v", c.cfg.NodeName, err)}

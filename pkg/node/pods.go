@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"time"
 
@@ -300,8 +301,17 @@ func (c *Controller) generatePodStatus(p *v1.Pod, rt *pod.RuntimeStatus, evict *
 		status = pod.TerminatedStatus(p, status)
 	}
 	if evict != nil && p.Status.Phase != v1.PodSucceeded && p.Status.Phase != v1.PodFailed {
+		running := anyRunning(rt)
 		status.Phase, status.Reason, status.Message = v1.PodFailed, evict.reason, evict.message
-		status = pod.MergeStatus(p, p.Status, status, anyRunning(rt), now)
+		status = pod.MergeStatus(p, p.Status, status, running, now)
+		if evict.disruptionTarget && status.Phase == v1.PodFailed && !running {
+			// mergePodStatus sends the DisruptionTarget condition once the pod is terminal and none of
+			// its containers runs.
+			cond := v1.PodCondition{Type: v1.DisruptionTarget, ObservedGeneration: p.Generation, Status: v1.ConditionTrue,
+				Reason: pod.ReasonTerminationByKubelet, Message: evict.message, LastTransitionTime: metav1.NewTime(now).Rfc3339Copy()}
+			status.Conditions = slices.DeleteFunc(slices.Clone(status.Conditions), func(c v1.PodCondition) bool { return c.Type == v1.DisruptionTarget })
+			status.Conditions = append(status.Conditions, cond)
+		}
 	}
 	return status, nil
 }

@@ -60,6 +60,9 @@ type podWorkers struct {
 	statuses map[string]*podSyncStatus
 	// inFlight are the syncs running now, by namespace/name (one at most per pod).
 	inFlight map[string]*podSync
+	// evictions are the pods the eviction manager evicts, by namespace/name, until their worker
+	// takes them (evictionStep, then the pod's sync).
+	evictions map[string]*evictResponse
 	// stopped is set when the Node stops: no sync starts, every running one is cancelled.
 	stopped bool
 	logger  *klog.Logger // the workers' logger with the node's name, made at the first sync
@@ -102,9 +105,15 @@ type podSyncStatus struct {
 }
 
 // evictResponse is the kubelet's lifecycle.ShouldEvictResponse: the reason and message of the pod's
-// Failed status.
+// Failed status; for the eviction manager's evictions, the grace period it kills with and its
+// DisruptionTarget condition.
 type evictResponse struct {
 	reason, message string
+	// gracePeriod overrides the pod's terminationGracePeriodSeconds; nil: the pod's.
+	gracePeriod *int64
+	// disruptionTarget adds the DisruptionTarget condition (TerminationByKubelet) once the pod is
+	// terminal and none of its containers runs.
+	disruptionTarget bool
 }
 
 // begin starts a sync of pod key: false when the Node is stopped (the item is a no-op). Its context
@@ -150,6 +159,33 @@ func (w *podWorkers) terminationArrived(key string) {
 		s.cancel()
 		s.syncing = false
 	}
+}
+
+// requestEviction records the eviction manager's eviction of pod key, for its worker.
+func (w *podWorkers) requestEviction(key string, e *evictResponse) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.evictions == nil {
+		w.evictions = map[string]*evictResponse{}
+	}
+	w.evictions[key] = e
+}
+
+// takeEviction returns the eviction of pod key requested, if any, and forgets it.
+func (w *podWorkers) takeEviction(key string) *evictResponse {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	e := w.evictions[key]
+	delete(w.evictions, key)
+	return e
+}
+
+// evicting reports whether an eviction of pod key waits for its worker.
+func (w *podWorkers) evicting(key string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, ok := w.evictions[key]
+	return ok
 }
 
 // stop stops every sync and reports whether one is still running (Done waits for them).
@@ -210,6 +246,9 @@ func (w *podWorkers) len() int {
 // SyncPod, SyncTerminatingPod or SyncTerminatedPod, each writing the status the kubelet's status
 // manager would. It returns when to look again.
 func (c *Controller) podStep(ctx context.Context, key string) result {
+	if key == evictionManagerKey {
+		return c.evictionStep(ctx)
+	}
 	namespace, name, _ := cache.SplitMetaNamespaceKey(key)
 	p, err := c.deps.Pods.Get(namespace, name)
 	switch {
@@ -236,7 +275,11 @@ func (c *Controller) podStep(ctx context.Context, key string) result {
 			return r
 		}
 	}
-	// The kubelet's UpdatePod: a deletion moves a running pod on to terminating.
+	// The kubelet's UpdatePod: a deletion, or the eviction manager's kill, moves a running pod on to
+	// terminating.
+	if evict := c.pods.takeEviction(key); evict != nil && st.state == SyncPod && st.evict == nil {
+		st.evict, st.state = evict, TerminatingPod
+	}
 	if p.DeletionTimestamp != nil && st.state == SyncPod {
 		st.state = TerminatingPod
 	}
@@ -402,6 +445,9 @@ func (c *Controller) killedPod(p *v1.Pod, st *podSyncStatus) *v1.Pod {
 	if st.killedAt.IsZero() {
 		st.killedAt, st.killGrace = c.deps.Clock.Now(), v1.DefaultTerminationGracePeriodSeconds
 		if g := p.Spec.TerminationGracePeriodSeconds; g != nil {
+			st.killGrace = *g
+		}
+		if g := st.evict.gracePeriod; g != nil {
 			st.killGrace = *g
 		}
 	}

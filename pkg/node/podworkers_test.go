@@ -288,3 +288,70 @@ func TestPodIPExhaustion(t *testing.T) {
 		t.Errorf("b: phase %s podIP %q, want Running with 10.244.1.2", b.Status.Phase, b.Status.PodIP)
 	}
 }
+
+// pressureHost is a host under memory pressure.
+type pressureHost struct{ fakeHost }
+
+func (pressureHost) IsUnderMemoryPressure() bool { return true }
+
+// TestPressureEviction: under memory pressure, as the kubelet's eviction manager, a new BestEffort pod is
+// rejected (Evicted, "The node had condition: [MemoryPressure]. ") and a running BestEffort pod is evicted
+// before a Burstable one: a Warning Evicted Event, its containers killed, Failed, Evicted "The node was
+// low on resource: memory. ", with the DisruptionTarget condition; the manager looks again after 10 s.
+func TestPressureEviction(t *testing.T) {
+	started := metav1.NewTime(time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC))
+	bestEffort := func(p *v1.Pod) { p.Spec.Containers[0].Resources = v1.ResourceRequirements{} }
+	admitted := func(p *v1.Pod) { p.Status.StartTime = &started }
+	e := newPodEnv(t,
+		testPod("burstable", "100m", admitted),
+		testPod("besteffort", "100m", func(p *v1.Pod) { bestEffort(p); admitted(p) }),
+		testPod("late", "100m", bestEffort))
+	ctx := t.Context()
+	for _, name := range []string{"burstable", "besteffort"} {
+		if r := e.ctrl.podStep(ctx, "default/"+name); r.err != nil {
+			t.Fatal(r.err)
+		}
+		if err := e.pods.Update(e.pod(t, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.ctrl.cfg.Host = pressureHost{}
+
+	if r := e.ctrl.podStep(ctx, "default/late"); r.err != nil {
+		t.Fatal(r.err)
+	}
+	if late := e.pod(t, "late"); late.Status.Phase != v1.PodFailed || late.Status.Reason != "Evicted" ||
+		late.Status.Message != "Pod was rejected: The node had condition: [MemoryPressure]. " {
+		t.Errorf("late BestEffort pod: %s %q %q, want rejected: Failed Evicted", late.Status.Phase, late.Status.Reason, late.Status.Message)
+	}
+
+	if r := e.ctrl.evictionStep(ctx); r.after != EvictionMonitoringPeriod {
+		t.Errorf("eviction manager again after %s, want %s", r.after, EvictionMonitoringPeriod)
+	}
+	if r := e.ctrl.podStep(ctx, "default/besteffort"); r.err != nil {
+		t.Fatal(r.err)
+	}
+	var events []string
+	for len(e.recorder.Events) > 0 {
+		events = append(events, <-e.recorder.Events)
+	}
+	if want := "Warning Evicted The node was low on resource: memory. "; !slices.Contains(events, want) {
+		t.Errorf("Events %q, want %q", events, want)
+	}
+	p := e.pod(t, "besteffort")
+	if p.Status.Phase != v1.PodFailed || p.Status.Reason != "Evicted" || p.Status.Message != "The node was low on resource: memory. " {
+		t.Errorf("evicted pod: %s %q %q, want Failed Evicted", p.Status.Phase, p.Status.Reason, p.Status.Message)
+	}
+	var disruption *v1.PodCondition
+	for i := range p.Status.Conditions {
+		if p.Status.Conditions[i].Type == v1.DisruptionTarget {
+			disruption = &p.Status.Conditions[i]
+		}
+	}
+	if disruption == nil || disruption.Status != v1.ConditionTrue || disruption.Reason != "TerminationByKubelet" {
+		t.Errorf("DisruptionTarget %+v, want True TerminationByKubelet", disruption)
+	}
+	if calls := e.provider.Calls(); !slices.Contains(calls, "delete besteffort") || slices.Contains(calls, "delete burstable") {
+		t.Errorf("provider calls %q: want the BestEffort pod killed, not the Burstable one", calls)
+	}
+}

@@ -185,6 +185,7 @@ func (c *Controller) statusStep(ctx context.Context) result {
 		next = spreadAfterLate(prev, now, c.cfg.NodeStatusUpdateFrequency, next)
 	}
 	res := result{after: c.nextStatusSync(c.deps.Clock.Now(), next)}
+	c.wakeEvictionManager()
 	if c.registrar == nil {
 		res.wake = c.startFastUpdate(now)
 	}
