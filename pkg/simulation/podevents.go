@@ -2,6 +2,7 @@ package simulation
 
 import (
 	"fmt"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -18,14 +19,16 @@ const (
 	EventReasonKilling = "Killing"
 	EventReasonBackOff = "BackOff"
 	EventReasonFailed  = "Failed"
+	// EventReasonUnhealthy is the prober's (prober.go): a probe failed.
+	EventReasonUnhealthy = "Unhealthy"
 )
 
 // containerSeen is what the simulated runtime last told of one container in Events: its run (the
 // restart count, and whether that run was created) and its waiting reason.
 type containerSeen struct {
-	restarts         int32
-	created, running bool
-	reason           string
+	restarts                int32
+	created, running, ready bool
+	reason                  string
 }
 
 // podEvent is one Event to record.
@@ -58,7 +61,7 @@ func containerEvents(p *v1.Pod, rt *pod.RuntimeStatus, seen []containerSeen) ([]
 				c = &specs[j]
 			}
 			now := containerSeen{restarts: cs.RestartCount, created: cs.State.Running != nil || cs.State.Terminated != nil,
-				running: cs.State.Running != nil}
+				running: cs.State.Running != nil, ready: cs.Ready}
 			if cs.State.Waiting != nil {
 				now.reason = cs.State.Waiting.Reason
 			}
@@ -69,6 +72,21 @@ func containerEvents(p *v1.Pod, rt *pod.RuntimeStatus, seen []containerSeen) ([]
 			ref := containerRef(p, field, c.Name)
 			event := func(eventType, reason, format string, args ...any) {
 				out = append(out, podEvent{ref: ref, eventType: eventType, reason: reason, message: fmt.Sprintf(format, args...)})
+			}
+			// A run the kubelet killed for a failed liveness or startup probe (exit 137, not on deletion).
+			var ended *pod.Terminated
+			switch {
+			case now.restarts > prev.restarts && prev.created:
+				ended = cs.LastTerminated
+			case now.restarts == prev.restarts && prev.running && cs.State.Terminated != nil:
+				ended = cs.State.Terminated
+			}
+			if probe, kind := killingProbe(c); ended != nil && ended.ExitCode == 137 && probe != nil && p.DeletionTimestamp == nil {
+				event(v1.EventTypeWarning, EventReasonUnhealthy, "%s probe failed: %s", kind, probeFailedMessage(probe))
+				event(v1.EventTypeNormal, EventReasonKilling, "Container %s failed %s probe, will be restarted", c.Name, strings.ToLower(kind))
+			}
+			if c.ReadinessProbe != nil && now.running && prev.running && now.restarts == prev.restarts && prev.ready && !now.ready && cs.Started {
+				event(v1.EventTypeWarning, EventReasonUnhealthy, "Readiness probe failed: %s", probeFailedMessage(c.ReadinessProbe))
 			}
 			if now.created && (!prev.created || now.restarts != prev.restarts) {
 				if c.ImagePullPolicy == v1.PullAlways {
@@ -101,6 +119,18 @@ func containerEvents(p *v1.Pod, rt *pod.RuntimeStatus, seen []containerSeen) ([]
 	return out, next
 }
 
+// killingProbe returns the probe whose failure kills container c, and its kind as the prober names it:
+// its liveness probe, else its startup probe; nil for none.
+func killingProbe(c *v1.Container) (*v1.Probe, string) {
+	switch {
+	case c.LivenessProbe != nil:
+		return c.LivenessProbe, "Liveness"
+	case c.StartupProbe != nil:
+		return c.StartupProbe, "Startup"
+	}
+	return nil, ""
+}
+
 // seenInStatus returns the view of p's containers that its API status shows: what an earlier run of
 // the simulator told already (a pod it created before a restart), the view before the first one.
 func seenInStatus(p *v1.Pod) []containerSeen {
@@ -116,7 +146,7 @@ func seenInStatus(p *v1.Pod) []containerSeen {
 					continue
 				}
 				seen = containerSeen{restarts: cs.RestartCount, created: cs.State.Running != nil || cs.State.Terminated != nil,
-					running: cs.State.Running != nil}
+					running: cs.State.Running != nil, ready: cs.Ready}
 				if cs.State.Waiting != nil {
 					seen.reason = cs.State.Waiting.Reason
 					seen.created = cs.LastTerminationState.Terminated != nil

@@ -61,6 +61,24 @@ func TestSimPodsEvents(t *testing.T) {
 			{at: 3 * time.Second, call: "status"},
 			{at: 2 * time.Second, call: "delete"},
 		}},
+		{name: "liveness probe fails", annotate: map[string]string{AnnotationLivenessProbe: "fail-after:20s"},
+			mutate: func(p *v1.Pod) {
+				p.Spec.Containers[0].LivenessProbe = &v1.Probe{PeriodSeconds: 10, FailureThreshold: 3, SuccessThreshold: 1,
+					ProbeHandler: v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"true"}}}}
+			}, steps: []step{
+				{at: 0, call: "status", want: []string{pulled, created, started}},
+				{at: 41 * time.Second, call: "status", want: []string{"Warning Unhealthy Liveness probe failed: command failed with exit code 1",
+					"Normal Killing Container c failed liveness probe, will be restarted", pulled, created, started}},
+			}},
+		{name: "readiness probe fails", annotate: map[string]string{AnnotationReadinessProbe: "fail-after:30s"},
+			mutate: func(p *v1.Pod) {
+				p.Spec.Containers[0].ReadinessProbe = &v1.Probe{PeriodSeconds: 10, FailureThreshold: 3, SuccessThreshold: 1,
+					ProbeHandler: v1.ProbeHandler{HTTPGet: &v1.HTTPGetAction{Path: "/"}}}
+			}, steps: []step{
+				{at: 0, call: "status", want: []string{pulled, created, started}},
+				{at: 10 * time.Second, call: "status"},
+				{at: 50 * time.Second, call: "status", want: []string{"Warning Unhealthy Readiness probe failed: HTTP probe failed with statuscode: 500"}},
+			}},
 		{name: "running before a restart of the simulator", mutate: func(p *v1.Pod) {
 			p.Status.StartTime = &metav1.Time{Time: start}
 			p.Status.ContainerStatuses = []v1.ContainerStatus{{Name: "c", Started: ptr.To(true), Ready: true,

@@ -73,6 +73,9 @@ type ContainerBehaviour struct {
 	ExitCode    int32
 	// ImagePullError, when set, is the message every pull of its image fails with.
 	ImagePullError string
+	// Readiness, Liveness and Startup are what its probes answer (probes.go), for the probes its spec
+	// has.
+	Readiness, Liveness, Startup ProbeBehaviour
 }
 
 // Behaviour is how a simulated pod behaves: Default for every container, PerContainer by name on top.
@@ -139,9 +142,24 @@ func PodBehaviour(p *v1.Pod, def Behaviour) (Behaviour, error) {
 			c.ExitCode = int32(n)
 		case AnnotationImagePullError:
 			c.ImagePullError = value[:min(len(value), MaxImagePullErrorBytes)]
+		case AnnotationReadinessProbe, AnnotationLivenessProbe, AnnotationStartupProbe:
+			pb, ok := parseProbe(value)
+			if !ok {
+				bad(key, value, "is not pass, fail, fail-after:<duration>, pass-after:<duration> or flap:<duration>")
+				return
+			}
+			switch field {
+			case AnnotationReadinessProbe:
+				c.Readiness = pb
+			case AnnotationLivenessProbe:
+				c.Liveness = pb
+			default:
+				c.Startup = pb
+			}
 		}
 	}
-	fields := []string{AnnotationStartDelay, AnnotationReadinessDelay, AnnotationRunDuration, AnnotationExitCode, AnnotationImagePullError}
+	fields := []string{AnnotationStartDelay, AnnotationReadinessDelay, AnnotationRunDuration, AnnotationExitCode, AnnotationImagePullError,
+		AnnotationReadinessProbe, AnnotationLivenessProbe, AnnotationStartupProbe}
 	// Pod-wide keys first, then per-container ones on top of the pod-wide result.
 	for _, f := range fields {
 		if v, ok := p.Annotations[f]; ok {
@@ -343,6 +361,10 @@ func (s *simulation) container(c *v1.Container, from time.Time, isInit, sidecar 
 		if code != 0 {
 			reason = pod.ReasonError
 		}
+		startedAt, probeKill := runProbes(c, cb, start)
+		if !probeKill.IsZero() && (end.IsZero() || probeKill.Before(end)) {
+			end, code, reason = probeKill, 137, pod.ReasonError // killed by the kubelet: a liveness or startup probe failed
+		}
 		if fe, fc, fr, ok := forced(start, end); ok {
 			end, code, reason = fe, fc, fr
 		}
@@ -355,10 +377,20 @@ func (s *simulation) container(c *v1.Container, from time.Time, isInit, sidecar 
 		if end.IsZero() || s.now.Before(end) { // running now
 			cs.State = pod.ContainerState{Running: &pod.Running{StartedAt: start}}
 			cs.LastTerminated = last
-			cs.Started = true
+			cs.Started = !startedAt.IsZero() && !s.now.Before(startedAt)
+			if !cs.Started && !startedAt.IsZero() {
+				s.note(startedAt)
+			}
 			readyAt := start.Add(cb.ReadinessDelay)
-			cs.Ready = !s.now.Before(readyAt) && !ov.Unready
+			cs.Ready = cs.Started && !s.now.Before(readyAt) && !ov.Unready
 			s.note(readyAt)
+			if c.ReadinessProbe != nil && cs.Started {
+				rp := newSimProbe(c.ReadinessProbe, cb.Readiness, start, false)
+				rp.gate = startedAt
+				ready, change := rp.resultAt(s.now)
+				cs.Ready = cs.Ready && ready
+				s.note(change)
+			}
 			if !end.IsZero() {
 				s.note(end)
 			}
@@ -413,6 +445,25 @@ func (s *simulation) container(c *v1.Container, from time.Time, isInit, sidecar 
 			return cs, time.Time{}, false
 		}
 	}
+}
+
+// runProbes returns, for a run of container c started at start, when it is started (its startup
+// probe's first success; start without one; zero: never) and when a probe failure kills it (its startup
+// probe's failure, or its liveness probe's once started; zero: never).
+func runProbes(c *v1.Container, cb ContainerBehaviour, start time.Time) (startedAt, killAt time.Time) {
+	startedAt = start
+	if c.StartupProbe != nil {
+		sp := newSimProbe(c.StartupProbe, cb.Startup, start, false)
+		if startedAt = sp.succeedsAt(); startedAt.IsZero() {
+			return time.Time{}, sp.failsAt()
+		}
+	}
+	if c.LivenessProbe != nil {
+		lp := newSimProbe(c.LivenessProbe, cb.Liveness, start, true)
+		lp.gate = startedAt
+		killAt = lp.failsAt()
+	}
+	return startedAt, killAt
 }
 
 // imagePull sets cs to the kubelet's view of a container whose image pulls fail: attempts at from and

@@ -299,3 +299,79 @@ func TestNormalizeImage(t *testing.T) {
 		t.Errorf("ImageID = %q", got)
 	}
 }
+
+// TestSimulateProbes: a container's probes (from its spec) answer as their annotation says, with the
+// kubelet's prober semantics: the first probe initialDelaySeconds after the start, then every
+// periodSeconds; readiness not ready until it succeeds and not ready again after failureThreshold
+// failures; a startup probe gates started and readiness; a liveness (or startup) failure kills the
+// container (exit 137), restarted by its policy.
+func TestSimulateProbes(t *testing.T) {
+	readiness := &v1.Probe{InitialDelaySeconds: 5, PeriodSeconds: 10, FailureThreshold: 3, SuccessThreshold: 1}
+	liveness := &v1.Probe{PeriodSeconds: 10, FailureThreshold: 3, SuccessThreshold: 1}
+	startup := &v1.Probe{PeriodSeconds: 5, FailureThreshold: 5, SuccessThreshold: 1}
+	for _, tc := range []struct {
+		name                         string
+		readiness, liveness, startup *v1.Probe
+		annotations                  map[string]string
+		at                           time.Duration
+		want                         string
+		wantStarted                  bool
+		wantLastExit                 int32 // of lastState.terminated; 0 for none
+	}{
+		{name: "readiness passes: not ready before its first probe", readiness: readiness, at: 4 * time.Second, want: "Running restarts=0", wantStarted: true},
+		{name: "readiness passes: ready at its first probe", readiness: readiness, at: 5 * time.Second, want: "Running restarts=0 ready", wantStarted: true},
+		{name: "readiness fails: never ready", readiness: readiness, annotations: map[string]string{AnnotationReadinessProbe: "fail"},
+			at: time.Hour, want: "Running restarts=0", wantStarted: true},
+		{name: "readiness fails after 30s: ready until the 3rd failure", readiness: readiness, annotations: map[string]string{AnnotationReadinessProbe: "fail-after:30s"},
+			at: 54 * time.Second, want: "Running restarts=0 ready", wantStarted: true},
+		{name: "readiness fails after 30s: unready at the 3rd failure", readiness: readiness, annotations: map[string]string{AnnotationReadinessProbe: "fail-after:30s"},
+			at: 55 * time.Second, want: "Running restarts=0", wantStarted: true},
+		{name: "startup passes after 12s: not started before", startup: startup, readiness: readiness, annotations: map[string]string{AnnotationStartupProbe: "pass-after:12s"},
+			at: 14 * time.Second, want: "Running restarts=0"},
+		{name: "startup passes after 12s: started, readiness probed from then", startup: startup, readiness: readiness, annotations: map[string]string{AnnotationStartupProbe: "pass-after:12s"},
+			at: 15 * time.Second, want: "Running restarts=0 ready", wantStarted: true},
+		{name: "liveness fails after 20s: running until the 3rd failure", liveness: liveness, annotations: map[string]string{AnnotationLivenessProbe: "fail-after:20s"},
+			at: 39 * time.Second, want: "Running restarts=0 ready", wantStarted: true},
+		{name: "liveness fails after 20s: killed and restarted", liveness: liveness, annotations: map[string]string{AnnotationLivenessProbe: "fail-after:20s"},
+			at: 41 * time.Second, want: "Running restarts=1 ready", wantStarted: true, wantLastExit: 137},
+		{name: "startup fails: killed at its 5th failure", startup: startup, annotations: map[string]string{AnnotationStartupProbe: "fail"},
+			at: 21 * time.Second, want: "Running restarts=1", wantLastExit: 137},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := basePod(v1.RestartPolicyAlways, "c")
+			p.Annotations = tc.annotations
+			c := &p.Spec.Containers[0]
+			c.ReadinessProbe, c.LivenessProbe, c.StartupProbe = tc.readiness, tc.liveness, tc.startup
+			b, err := PodBehaviour(p, Behaviour{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rt, _ := Simulate(p, &b, &SimInput{StartTime: t0, RuntimeName: "containerd"}, t0.Add(tc.at))
+			if got := simState(rt); got != tc.want {
+				t.Errorf("at %s: %s, want %s", tc.at, got, tc.want)
+			}
+			cs := rt.Containers[0]
+			if cs.Started != tc.wantStarted {
+				t.Errorf("at %s: started %v, want %v", tc.at, cs.Started, tc.wantStarted)
+			}
+			var lastExit int32
+			if cs.LastTerminated != nil {
+				lastExit = cs.LastTerminated.ExitCode
+			}
+			if lastExit != tc.wantLastExit {
+				t.Errorf("at %s: last exit %d, want %d", tc.at, lastExit, tc.wantLastExit)
+			}
+		})
+	}
+}
+
+// TestProbeAnnotationErrors: a probe annotation that does not parse is told, naming the key and value.
+func TestProbeAnnotationErrors(t *testing.T) {
+	for _, v := range []string{"sometimes", "fail-after", "flap:-1s", "pass:3s"} {
+		p := basePod(v1.RestartPolicyAlways, "c")
+		p.Annotations = map[string]string{AnnotationLivenessProbe + ".c": v}
+		if _, err := PodBehaviour(p, Behaviour{}); !errors.Is(err, ErrBadAnnotation) || !strings.Contains(err.Error(), v) {
+			t.Errorf("%q: error %v, want ErrBadAnnotation naming the value", v, err)
+		}
+	}
+}
