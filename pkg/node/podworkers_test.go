@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -354,4 +355,49 @@ func TestPressureEviction(t *testing.T) {
 	if calls := e.provider.Calls(); !slices.Contains(calls, "delete besteffort") || slices.Contains(calls, "delete burstable") {
 		t.Errorf("provider calls %q: want the BestEffort pod killed, not the Burstable one", calls)
 	}
+}
+
+// stuckCreate is a provider whose CreatePod never returns until release is closed, whatever its
+// context: a pod worker stuck in it.
+type stuckCreate struct {
+	*fakePods
+	release chan struct{}
+}
+
+func (s stuckCreate) CreatePod(context.Context, *v1.Pod) error { <-s.release; return nil }
+
+// TestQueueAliveCoversPodPool: Queue.Alive covers every pool, the pod workers' too: with its only pod
+// worker stuck (a provider call that ignores its context), Alive reports the pod pool after the bound,
+// while the Lease and Node step pools, served, are not named.
+func TestQueueAliveCoversPodPool(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newPodEnv(t, testPod("a", "100m", nil))
+		release := make(chan struct{})
+		defer close(release)
+		e.ctrl.cfg.Pods = stuckCreate{fakePods: e.provider, release: release}
+		s, err := NewQueue(QueueConfig{PodWorkers: 1, StepTimeout: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.ctrl.attach(s); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error)
+		go func() { done <- s.Run(ctx) }()
+		s.pods.Add(podKey{e.ctrl, "default/a"})
+		time.Sleep(10 * time.Second)
+		if err := s.Alive(); err != nil {
+			t.Errorf("Alive after 10 s: %v, want nil", err)
+		}
+		time.Sleep(3 * time.Minute)
+		err = s.Alive()
+		if err == nil || !strings.Contains(err.Error(), "no pod worker") || strings.Contains(err.Error(), "lease") || strings.Contains(err.Error(), "node step") {
+			t.Errorf("Alive with the pod worker stuck: %v, want the pod pool named, and only it", err)
+		}
+		e.ctrl.Stop()
+		release <- struct{}{}
+		cancel()
+		<-done
+	})
 }

@@ -217,7 +217,7 @@ func (c *Controller) nextStatusSync(now time.Time, next time.Duration) time.Dura
 	s := c.queue
 	c.mu.Unlock()
 	if s != nil {
-		if d, ok := s.heartbeats.NextResync(now); ok && d < next {
+		if d, ok := s.outage.heartbeats.NextResync(now); ok && d < next {
 			return d
 		}
 	}
