@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 
 	"github.com/nodeagent/nodeagent/pkg/pod"
 )
@@ -44,6 +45,12 @@ type PodProvider interface {
 	// be asked again (RecheckAfter, 0: only when told through Controller.NotifyPod, or at the
 	// periodic reconcile).
 	GetPodStatus(ctx context.Context, pod *v1.Pod) (PodRuntimeStatus, error)
+	// GetPods returns the pods the provider runs, at least their namespace, name, UID and
+	// spec.nodeName (Virtual Kubelet's GetPods). When a Node starts, the pods of that Node it returns
+	// that the API server no longer has (by namespace, name and UID), e.g. deleted while the process was
+	// down, get DeletePod as pods that left the API, without a deletionTimestamp (Virtual Kubelet's
+	// deleteDanglingPods). An error is retried with the queue's backoff.
+	GetPods(ctx context.Context) ([]*v1.Pod, error)
 }
 
 // PodRuntimeStatus is a PodProvider's answer for one pod.
@@ -186,6 +193,40 @@ func (c *Controller) queueAllPods() {
 	for _, p := range pods {
 		c.addPod(p.Namespace + "/" + p.Name)
 	}
+	c.addPod(danglingPodsKey)
+}
+
+// danglingPodsKey is the pod work queue's item of a Node's cleanup of the pods its provider runs that
+// the API server no longer has (deleteDanglingPods).
+const danglingPodsKey = "dangling-pods"
+
+// deleteDanglingPods is Virtual Kubelet's deleteDanglingPods for this Node: the provider's pods bound to
+// it (GetPods) that the API server no longer has, or has under another UID, and that no pod worker
+// knows, are told to the provider as pods that left the API (DeletePod without a deletionTimestamp).
+func (c *Controller) deleteDanglingPods(ctx context.Context) result {
+	pods, err := c.cfg.Pods.GetPods(ctx)
+	if err != nil {
+		return result{after: never, err: fmt.Errorf("listing the provider's pods: %w", err)}
+	}
+	for _, p := range pods {
+		if p.Spec.NodeName != c.cfg.NodeName {
+			continue
+		}
+		key := p.Namespace + "/" + p.Name
+		if cur, err := c.deps.Pods.Get(p.Namespace, p.Name); err == nil && cur.UID == p.UID || err != nil && !apierrors.IsNotFound(err) {
+			continue
+		}
+		if c.pods.knows(key, p.UID) {
+			continue
+		}
+		gone := p.DeepCopy()
+		gone.DeletionTimestamp, gone.DeletionGracePeriodSeconds = nil, nil
+		klog.FromContext(ctx).Info("Deleting a pod the API server no longer has", "pod", klog.KObj(p), "podUID", p.UID)
+		if err := c.cfg.Pods.DeletePod(ctx, gone); err != nil {
+			return result{after: never, err: fmt.Errorf("deleting dangling pod %s: %w", key, err)}
+		}
+	}
+	return result{after: never}
 }
 
 // rejectPod writes the kubelet's rejection (phase Failed, "Pod was rejected: ...") and its Event.

@@ -36,6 +36,7 @@ type fakePods struct {
 	mu      sync.Mutex
 	calls   []string
 	stopped map[types.UID]bool
+	running []*v1.Pod // what GetPods returns
 }
 
 func (f *fakePods) record(call string, p *v1.Pod) {
@@ -72,6 +73,14 @@ func (f *fakePods) GetPodStatus(_ context.Context, p *v1.Pod) (PodRuntimeStatus,
 		cs = append(cs, s)
 	}
 	return PodRuntimeStatus{Status: &pod.RuntimeStatus{Sandbox: pod.SandboxReady, Containers: cs}}, nil
+}
+
+// GetPods returns the pods of the calls' record that were created and not forgotten: none here but
+// those a test adds to running.
+func (f *fakePods) GetPods(context.Context) ([]*v1.Pod, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.running), nil
 }
 
 func (f *fakePods) Calls() []string {

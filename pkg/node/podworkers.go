@@ -233,6 +233,14 @@ func (w *podWorkers) remove(key string) *podSyncStatus {
 	return st
 }
 
+// knows reports whether a worker knows pod key with uid.
+func (w *podWorkers) knows(key string, uid types.UID) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	st := w.statuses[key]
+	return st != nil && st.uid == uid
+}
+
 // len returns how many pods the workers know.
 func (w *podWorkers) len() int {
 	w.mu.Lock()
@@ -246,8 +254,11 @@ func (w *podWorkers) len() int {
 // SyncPod, SyncTerminatingPod or SyncTerminatedPod, each writing the status the kubelet's status
 // manager would. It returns when to look again.
 func (c *Controller) podStep(ctx context.Context, key string) result {
-	if key == evictionManagerKey {
+	switch key {
+	case evictionManagerKey:
 		return c.evictionStep(ctx)
+	case danglingPodsKey:
+		return c.deleteDanglingPods(ctx)
 	}
 	namespace, name, _ := cache.SplitMetaNamespaceKey(key)
 	p, err := c.deps.Pods.Get(namespace, name)

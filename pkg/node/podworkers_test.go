@@ -401,3 +401,23 @@ func TestQueueAliveCoversPodPool(t *testing.T) {
 		<-done
 	})
 }
+
+// TestDeleteDanglingPods: the pods the provider runs on this Node that the API server no longer has (or
+// has under another UID) are told to the provider as gone (DeletePod without a deletionTimestamp), as
+// Virtual Kubelet's deleteDanglingPods; the pods the API has, and other Nodes' pods, are left alone.
+func TestDeleteDanglingPods(t *testing.T) {
+	e := newPodEnv(t, testPod("a", "100m", nil), testPod("b", "100m", nil))
+	now := metav1.Now()
+	e.provider.running = []*v1.Pod{
+		testPod("a", "100m", nil),
+		testPod("b", "100m", func(p *v1.Pod) { p.UID = "uid-b-before" }),
+		testPod("gone", "100m", func(p *v1.Pod) { p.DeletionTimestamp = &now }),
+		testPod("elsewhere", "100m", func(p *v1.Pod) { p.Spec.NodeName = "other-node" }),
+	}
+	if r := e.ctrl.podStep(t.Context(), danglingPodsKey); r.err != nil || r.after != never {
+		t.Fatalf("result %+v, want done", r)
+	}
+	if calls, want := e.provider.Calls(), []string{"delete b", "delete gone"}; !slices.Equal(calls, want) {
+		t.Errorf("provider calls %q, want %q", calls, want)
+	}
+}

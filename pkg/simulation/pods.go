@@ -35,11 +35,13 @@ type simPods struct {
 }
 
 type simPod struct {
-	start     time.Time
-	stopping  bool      // DeletePod was called with a deletionTimestamp
-	stopSeen  time.Time // when: the delete request as Simulate places it within its second
-	behaviour Behaviour
-	overrides Overrides
+	// namespace, name and node are the pod's (strings shared with the informer's copy), for GetPods.
+	namespace, name, node string
+	start                 time.Time
+	stopping              bool      // DeletePod was called with a deletionTimestamp
+	stopSeen              time.Time // when: the delete request as Simulate places it within its second
+	behaviour             Behaviour
+	overrides             Overrides
 	// seen is the view of its containers last told in Events (containerEvents).
 	seen []containerSeen
 }
@@ -92,6 +94,19 @@ func (s *simPods) DeletePod(_ context.Context, p *v1.Pod) error {
 	return nil
 }
 
+// GetPods returns the pods the simulated runtime runs, with their namespace, name, UID and
+// spec.nodeName only. It forgets every pod when the process ends: after a restart it returns none.
+func (s *simPods) GetPods(context.Context) ([]*v1.Pod, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*v1.Pod, 0, len(s.pods))
+	for uid, sp := range s.pods {
+		out = append(out, &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: sp.namespace, Name: sp.name, UID: uid},
+			Spec: v1.PodSpec{NodeName: sp.node}})
+	}
+	return out, nil
+}
+
 // record records events.
 func (s *simPods) record(events []podEvent) {
 	for _, e := range events {
@@ -139,7 +154,7 @@ func (s *simPods) entry(p *v1.Pod, b *Behaviour) *simPod {
 		if p.Status.StartTime != nil {
 			start = p.Status.StartTime.Time
 		}
-		sp = &simPod{start: start}
+		sp = &simPod{namespace: p.Namespace, name: p.Name, node: p.Spec.NodeName, start: start}
 		if b == nil { // rare (see above): parsed under the lock
 			sp.behaviour, _ = PodBehaviour(p, s.defaults)
 		}
