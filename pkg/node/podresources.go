@@ -1,6 +1,7 @@
 package node
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -219,18 +220,23 @@ func (r *podResources) allocatedIPs() int {
 
 // admit runs the kubelet's admit handlers on p: the eviction manager's (no BestEffort pod under memory
 // pressure, no pod under another pressure: pod.EvictionAdmit), then the predicate admission against the
-// Node as the informer has it and what the pods this Node has admitted hold (podResources.admit).
-func (c *Controller) admit(key string, p *v1.Pod) pod.AdmitResult {
+// Node as the informer has it and what the pods this Node has admitted hold (podResources.admit). It
+// errs (errNodeUnknown), deciding nothing, while the informer has no Node: the kubelet admits against
+// its own Node object (getNodeAnyWay) and never rejects a pod for want of one.
+func (c *Controller) admit(key string, p *v1.Pod) (pod.AdmitResult, error) {
 	if r := pod.EvictionAdmit(p, c.pressureConditions()); !r.Admit {
-		return r // the eviction manager's admit handler comes first
+		return r, nil // the eviction manager's admit handler comes first
 	}
 	node, err := c.deps.NodeLister.Get(c.cfg.NodeName)
 	if err != nil {
-		return pod.AdmitResult{Admit: false, Reason: "NodeNotFound", Message: fmt.Sprintf("node %q not found: %v", c.cfg.NodeName, err)}
+		return pod.AdmitResult{}, errNodeUnknown
 	}
 	onNode, _ := c.deps.Pods.OnNode(c.cfg.NodeName)
-	return c.pods.resources.admit(key, node, p, onNode)
+	return c.pods.resources.admit(key, node, p, onNode), nil
 }
+
+// errNodeUnknown: the informer does not have the Node (deleted, and not registered again yet).
+var errNodeUnknown = errors.New("the Node is not in the informer")
 
 // ensurePodIPs returns the pod's addresses: those it holds, else those its status shows (a pod
 // started by an earlier run of this process: restored when the allocator is made), else new ones

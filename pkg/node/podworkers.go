@@ -320,7 +320,13 @@ func (c *Controller) handlePodAddition(ctx context.Context, key string, p *v1.Po
 	case p.DeletionTimestamp != nil:
 		st.admitted, st.state = true, TerminatedPod // never started: nothing to stop
 	default:
-		if res := c.admit(key, p); !res.Admit {
+		res, err := c.admit(key, p)
+		if err != nil {
+			// The Node left the informer for a moment (deleted, registered again): decided once it is
+			// back (registration queues every pod of the Node).
+			return result{after: PodSyncBackOff}, true
+		}
+		if !res.Admit {
 			return c.rejectPod(ctx, p, st, res), true
 		}
 		st.admitted = true

@@ -421,3 +421,30 @@ func TestDeleteDanglingPods(t *testing.T) {
 		t.Errorf("provider calls %q, want %q", calls, want)
 	}
 }
+
+// TestPodAdmissionWaitsForNode: a pod bound while the Node is briefly absent from the informer (deleted,
+// not registered again yet) is not rejected (the kubelet admits against its own Node object): it is
+// admitted once the Node is back.
+func TestPodAdmissionWaitsForNode(t *testing.T) {
+	e := newPodEnv(t, testPod("a", "100m", nil))
+	node, _, _ := e.nodes.GetByKey(podNode)
+	if err := e.nodes.Delete(node); err != nil {
+		t.Fatal(err)
+	}
+	r := e.ctrl.podStep(t.Context(), "default/a")
+	if r.err != nil || r.after != PodSyncBackOff {
+		t.Errorf("without the Node: err %v, again after %s; want again after %s", r.err, r.after, PodSyncBackOff)
+	}
+	if p := e.pod(t, "a"); p.Status.Phase != v1.PodPending {
+		t.Fatalf("without the Node: phase %s %q, want Pending (not rejected)", p.Status.Phase, p.Status.Reason)
+	}
+	if err := e.nodes.Add(node); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.ctrl.podStep(t.Context(), "default/a"); r.err != nil {
+		t.Fatal(r.err)
+	}
+	if p := e.pod(t, "a"); p.Status.Phase != v1.PodRunning {
+		t.Errorf("with the Node back: phase %s, want Running", p.Status.Phase)
+	}
+}

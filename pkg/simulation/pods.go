@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodeagent/nodeagent/pkg/node"
+	"github.com/nodeagent/nodeagent/pkg/pod"
 )
 
 // simPods is the simulated Nodes' node.PodProvider, one for the whole process: each pod's containers
@@ -118,13 +119,7 @@ func (s *simPods) record(events []podEvent) {
 // last annotation change, and the time to its next change; what changed since the view before is
 // told in the kubelet's container Events (containerEvents).
 func (s *simPods) GetPodStatus(_ context.Context, p *v1.Pod) (node.PodRuntimeStatus, error) {
-	sp := s.entry(p, nil)
-	s.mu.Lock()
-	b := sp.behaviour
-	in := SimInput{StartTime: sp.start, RuntimeName: s.runtimeName, Overrides: sp.overrides, DeletionSeen: sp.stopSeen}
-	s.mu.Unlock()
-	now := s.clock.Now()
-	rt, next := Simulate(p, &b, &in, now)
+	sp, rt, next, now := s.view(p)
 	s.mu.Lock()
 	if sp.seen == nil {
 		sp.seen = seenInStatus(p)
@@ -138,6 +133,18 @@ func (s *simPods) GetPodStatus(_ context.Context, p *v1.Pod) (node.PodRuntimeSta
 		r.RecheckAfter = max(next.Sub(now), time.Millisecond)
 	}
 	return r, nil
+}
+
+// view returns Simulate's view of the pod now and the time of its next change, with the pod's record.
+func (s *simPods) view(p *v1.Pod) (*simPod, *pod.RuntimeStatus, time.Time, time.Time) {
+	sp := s.entry(p, nil)
+	s.mu.Lock()
+	b := sp.behaviour
+	in := SimInput{StartTime: sp.start, RuntimeName: s.runtimeName, Overrides: sp.overrides, DeletionSeen: sp.stopSeen}
+	s.mu.Unlock()
+	now := s.clock.Now()
+	rt, next := Simulate(p, &b, &in, now)
+	return sp, rt, next, now
 }
 
 // entry returns the pod's record, made when absent: started at its status.startTime (an earlier run of
@@ -264,6 +271,14 @@ func (s *Simulator) SetPodContainer(namespace, name string, c ContainerChange) (
 	if c.Crash != nil && (*c.Crash < 1 || *c.Crash > 255) {
 		return PodState{}, fmt.Errorf("%w: crash %d: an exit code from 1 to 255", ErrBadChange, *c.Crash)
 	}
+	if c.Stop != nil && !*c.Stop {
+		return PodState{}, fmt.Errorf("%w: stop false changes nothing: a stopped container is started again only by its restart policy", ErrBadChange)
+	}
+	if c.Crash != nil || c.Stop != nil {
+		if state := s.pods.containerState(p, c.Container); state != "running" {
+			return PodState{}, fmt.Errorf("%w: container %q of pod %s/%s is %s, not running: nothing to crash or stop", ErrBadChange, c.Container, namespace, name, state)
+		}
+	}
 	now := s.cfg.Dependencies.Clock.Now()
 	s.pods.override(p, c.Container, func(o *ContainerOverride) {
 		if c.Crash != nil {
@@ -307,6 +322,27 @@ func (s *simPods) override(p *v1.Pod, container string, change func(*ContainerOv
 	o := sp.overrides[container]
 	change(&o)
 	sp.overrides[container] = o
+}
+
+// containerState returns what container name of p does now: running, waiting, terminated, or "not
+// started" when the runtime has no status for it yet.
+func (s *simPods) containerState(p *v1.Pod, name string) string {
+	_, rt, _, _ := s.view(p)
+	for _, l := range [][]pod.ContainerStatus{rt.InitContainers, rt.Containers} {
+		for _, cs := range l {
+			if cs.Name != name {
+				continue
+			}
+			switch {
+			case cs.State.Running != nil:
+				return "running"
+			case cs.State.Terminated != nil:
+				return "terminated"
+			}
+			return "waiting"
+		}
+	}
+	return "not started"
 }
 
 // state returns p's PodState.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"github.com/nodeagent/nodeagent/pkg/pod"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -56,6 +57,10 @@ const (
 	// kubelet's next sync of the pod).
 	errImagePullShown = time.Second
 )
+
+// annotationPrefix is the prefix of the simulated behaviour's annotations: a pod's key with it that
+// is none of them is told as a bad annotation (a typo would otherwise be ignored).
+const annotationPrefix = "nodeagent.io/"
 
 // MaxImagePullErrorBytes bounds the message of a simulated image pull error (the annotation's value is
 // cut there): a runtime's pull errors are a few hundred bytes, and the message is written in the pod's
@@ -169,6 +174,32 @@ func PodBehaviour(p *v1.Pod, def Behaviour) (Behaviour, error) {
 	if v, ok := p.Annotations[AnnotationStopDelay]; ok {
 		if d, ok := duration(AnnotationStopDelay, v); ok {
 			b.StopDelay = d
+		}
+	}
+	containers := map[string]bool{}
+	for _, l := range [][]v1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+		for _, c := range l {
+			containers[c.Name] = true
+		}
+	}
+	for i := range p.Spec.EphemeralContainers {
+		containers[p.Spec.EphemeralContainers[i].Name] = true
+	}
+	for key, v := range p.Annotations {
+		if !strings.HasPrefix(key, annotationPrefix) || key == AnnotationStopDelay || slices.Contains(fields, key) {
+			continue
+		}
+		known := false
+		for _, f := range fields {
+			if name, ok := strings.CutPrefix(key, f+"."); ok {
+				known = true
+				if !containers[name] {
+					bad(key, v, fmt.Sprintf("names no container of the pod (%q)", name))
+				}
+			}
+		}
+		if !known {
+			bad(key, v, "is not a nodeagent.io/ pod annotation (known: "+strings.Join(append(slices.Clone(fields), AnnotationStopDelay), ", ")+", each but stop-delay with an optional .<container>)")
 		}
 	}
 	for key, v := range p.Annotations {

@@ -375,3 +375,27 @@ func TestProbeAnnotationErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestPodBehaviourUnknownKeys: a nodeagent.io/ annotation that is none of the behaviour's (a typo), or a
+// per-container key naming no container of the pod, is told, naming the key; other prefixes are not ours.
+func TestPodBehaviourUnknownKeys(t *testing.T) {
+	p := basePod(v1.RestartPolicyAlways, "c")
+	p.Annotations = map[string]string{
+		"nodeagent.io/exitcode":           "1",
+		AnnotationRunDuration + ".worker": "1s",
+		AnnotationRunDuration + ".c":      "1s",
+		"example.com/exitcode":            "1",
+	}
+	_, err := PodBehaviour(p, Behaviour{})
+	if !errors.Is(err, ErrBadAnnotation) {
+		t.Fatalf("error %v, want ErrBadAnnotation", err)
+	}
+	for _, want := range []string{`nodeagent.io/exitcode: "1" is not a nodeagent.io/ pod annotation`, `nodeagent.io/run-duration.worker: "1s" names no container of the pod ("worker")`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v, want it to say %s", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "example.com") || strings.Contains(err.Error(), "run-duration.c") {
+		t.Errorf("error %v names a key that is fine", err)
+	}
+}
