@@ -116,6 +116,18 @@ func containerEvents(p *v1.Pod, rt *pod.RuntimeStatus, seen []containerSeen) ([]
 	}
 	tell(p.Spec.InitContainers, rt.InitContainers, "spec.initContainers")
 	tell(p.Spec.Containers, rt.Containers, "spec.containers")
+	if len(rt.EphemeralContainers) > 0 {
+		// Skip the regular containers not in the view (init containers still running).
+		i = len(p.Spec.InitContainers) + len(p.Spec.Containers)
+		for len(next) < i {
+			next = append(next, containerSeen{})
+		}
+		specs := make([]v1.Container, len(p.Spec.EphemeralContainers))
+		for j := range p.Spec.EphemeralContainers {
+			specs[j] = v1.Container(p.Spec.EphemeralContainers[j].EphemeralContainerCommon)
+		}
+		tell(specs, rt.EphemeralContainers, "spec.ephemeralContainers")
+	}
 	return out, next
 }
 

@@ -124,3 +124,49 @@ func TestSimPodsEvents(t *testing.T) {
 		})
 	}
 }
+
+// TestSimPodsEphemeralContainer: an ephemeral container added to a running pod (kubectl debug) runs
+// from when the runtime first sees it, with Created and Started Events on its field path, and is never
+// restarted once it exited.
+func TestSimPodsEphemeralContainer(t *testing.T) {
+	start := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	clk := testingclock.NewFakeClock(start)
+	recorder := record.NewFakeRecorder(100)
+	s := newSimPods(Behaviour{}, "containerd", recorder, clk)
+	p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "uid-p"},
+		Spec: v1.PodSpec{NodeName: "sim-0000", RestartPolicy: v1.RestartPolicyAlways, Containers: []v1.Container{{Name: "c", Image: "app:1"}}}}
+	ctx := context.Background()
+	if err := s.CreatePod(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := s.GetPodStatus(ctx, p); len(r.Status.EphemeralContainers) != 0 {
+		t.Fatalf("ephemeral containers %+v before any was added", r.Status.EphemeralContainers)
+	}
+	for len(recorder.Events) > 0 {
+		<-recorder.Events
+	}
+	clk.SetTime(start.Add(time.Minute))
+	p = p.DeepCopy()
+	p.Annotations = map[string]string{AnnotationRunDuration + ".debugger": "10s"}
+	p.Spec.EphemeralContainers = []v1.EphemeralContainer{{EphemeralContainerCommon: v1.EphemeralContainerCommon{Name: "debugger", Image: "busybox:1.36"}}}
+	if err := s.UpdatePod(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	r, _ := s.GetPodStatus(ctx, p)
+	if ecs := r.Status.EphemeralContainers; len(ecs) != 1 || ecs[0].State.Running == nil || !ecs[0].State.Running.StartedAt.Equal(start.Add(time.Minute)) {
+		t.Fatalf("ephemeral containers %+v, want debugger running since it was added", ecs)
+	}
+	var got []string
+	for len(recorder.Events) > 0 {
+		got = append(got, <-recorder.Events)
+	}
+	if want := []string{`Normal Pulled Container image "busybox:1.36" already present on machine and can be accessed by the pod`,
+		"Normal Created Container created", "Normal Started Container started"}; !slices.Equal(got, want) {
+		t.Errorf("Events %q, want %q", got, want)
+	}
+	clk.SetTime(start.Add(2 * time.Minute))
+	r, _ = s.GetPodStatus(ctx, p)
+	if ecs := r.Status.EphemeralContainers; len(ecs) != 1 || ecs[0].State.Terminated == nil || ecs[0].RestartCount != 0 {
+		t.Errorf("ephemeral container after its run: %+v, want terminated, not restarted", ecs)
+	}
+}

@@ -45,6 +45,8 @@ type simPod struct {
 	overrides             Overrides
 	// seen is the view of its containers last told in Events (containerEvents).
 	seen []containerSeen
+	// ephemeralStarts are when each ephemeral container was first seen (SimInput.EphemeralStarts).
+	ephemeralStarts map[string]time.Time
 }
 
 var _ node.PodProvider = (*simPods)(nil)
@@ -138,11 +140,21 @@ func (s *simPods) GetPodStatus(_ context.Context, p *v1.Pod) (node.PodRuntimeSta
 // view returns Simulate's view of the pod now and the time of its next change, with the pod's record.
 func (s *simPods) view(p *v1.Pod) (*simPod, *pod.RuntimeStatus, time.Time, time.Time) {
 	sp := s.entry(p, nil)
-	s.mu.Lock()
-	b := sp.behaviour
-	in := SimInput{StartTime: sp.start, RuntimeName: s.runtimeName, Overrides: sp.overrides, DeletionSeen: sp.stopSeen}
-	s.mu.Unlock()
 	now := s.clock.Now()
+	s.mu.Lock()
+	for i := range p.Spec.EphemeralContainers {
+		name := p.Spec.EphemeralContainers[i].Name
+		if _, ok := sp.ephemeralStarts[name]; !ok {
+			if sp.ephemeralStarts == nil {
+				sp.ephemeralStarts = map[string]time.Time{}
+			}
+			sp.ephemeralStarts[name] = now
+		}
+	}
+	b := sp.behaviour
+	in := SimInput{StartTime: sp.start, RuntimeName: s.runtimeName, Overrides: sp.overrides, DeletionSeen: sp.stopSeen,
+		EphemeralStarts: sp.ephemeralStarts}
+	s.mu.Unlock()
 	rt, next := Simulate(p, &b, &in, now)
 	return sp, rt, next, now
 }

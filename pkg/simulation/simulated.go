@@ -250,6 +250,9 @@ type SimInput struct {
 	RuntimeName     string
 	PodIPs, HostIPs []netip.Addr
 	Overrides       Overrides
+	// EphemeralStarts are when each ephemeral container (by name) was first seen in the pod's spec:
+	// it runs from then; one not there is not started yet.
+	EphemeralStarts map[string]time.Time
 	// DeletionSeen places the delete request within its second: deletionTimestamp − grace is only
 	// known to the second (the API's times are), so a pod deleted in the second it started would
 	// otherwise seem deleted before its containers started, which the status already written says
@@ -305,6 +308,20 @@ func Simulate(p *v1.Pod, b *Behaviour, in *SimInput, now time.Time) (*pod.Runtim
 			cs, _, _ := sim.container(&p.Spec.Containers[i], t, false, false)
 			rt.Containers = append(rt.Containers, cs)
 		}
+	}
+	// Ephemeral containers (kubectl debug) run from when the runtime was first asked about them, once:
+	// the kubelet never restarts them.
+	for i := range p.Spec.EphemeralContainers {
+		ec := p.Spec.EphemeralContainers[i]
+		from, ok := in.EphemeralStarts[ec.Name]
+		if !ok {
+			continue
+		}
+		c := v1.Container(ec.EphemeralContainerCommon)
+		never := v1.ContainerRestartPolicyNever
+		c.RestartPolicy = &never
+		cs, _, _ := sim.container(&c, from, false, false)
+		rt.EphemeralContainers = append(rt.EphemeralContainers, cs)
 	}
 	return rt, sim.next
 }
