@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -65,7 +66,9 @@ type podWorkers struct {
 	evictions map[string]*evictResponse
 	// stopped is set when the Node stops: no sync starts, every running one is cancelled.
 	stopped bool
-	logger  *klog.Logger // the workers' logger with the node's name, made at the first sync
+	// volumesForbidden: the identity may not read ConfigMaps or Secrets (missingVolume).
+	volumesForbidden atomic.Bool
+	logger           *klog.Logger // the workers' logger with the node's name, made at the first sync
 }
 
 // podSync is one sync in flight.
@@ -352,6 +355,10 @@ func (c *Controller) syncPod(ctx context.Context, key string, p, prev *v1.Pod, s
 		}()
 	}
 	if !st.created && !isTerminalPhase(p.Status.Phase) {
+		if vol, msg := c.missingVolume(ctx, p); vol != "" {
+			// The kubelet's volume manager: the pod waits ContainerCreating until its volumes mount.
+			return c.notStarted(ctx, key, p, st, ReasonFailedMount, msg)
+		}
 		ips, err := c.ensurePodIPs(key, p)
 		if err != nil {
 			return c.sandboxFailed(ctx, key, p, st, err)
@@ -392,8 +399,15 @@ const ReasonFailedCreatePodSandBox = "FailedCreatePodSandBox"
 // startTime and host IPs, no pod IP); tried again after PodSyncBackOff, and at once when a pod of the
 // Node gives its addresses back.
 func (c *Controller) sandboxFailed(ctx context.Context, key string, p *v1.Pod, st *podSyncStatus, cause error) result {
-	c.deps.Recorder.Eventf(p, v1.EventTypeWarning, ReasonFailedCreatePodSandBox, "Failed to create pod sandbox: %v", cause)
 	c.pods.resources.waitForIPs(key)
+	return c.notStarted(ctx, key, p, st, ReasonFailedCreatePodSandBox, fmt.Sprintf("Failed to create pod sandbox: %v", cause))
+}
+
+// notStarted is a SyncPod that could not start the pod yet: a Warning Event (reason, message) and the
+// status of a pod whose sandbox is not ready (ContainerCreating, its startTime and host IPs, no pod
+// IP); tried again after PodSyncBackOff.
+func (c *Controller) notStarted(ctx context.Context, key string, p *v1.Pod, st *podSyncStatus, reason, message string) result {
+	c.deps.Recorder.Event(p, v1.EventTypeWarning, reason, message)
 	rt := c.completeRuntimeStatus(&pod.RuntimeStatus{Sandbox: pod.SandboxNotReady}, key, st.uid)
 	status, err := c.generatePodStatus(p, rt, nil)
 	if err != nil {

@@ -448,3 +448,59 @@ func TestPodAdmissionWaitsForNode(t *testing.T) {
 		t.Errorf("with the Node back: phase %s, want Running", p.Status.Phase)
 	}
 }
+
+// TestPodMissingConfigMapVolume: a pod whose ConfigMap volume does not exist waits, as with the kubelet's
+// volume manager: ContainerCreating, a Warning FailedMount Event with the kubelet's message, no container
+// started, tried again after PodSyncBackOff; it starts once the ConfigMap exists. An identity not allowed
+// to read ConfigMaps does not hold pods back.
+func TestPodMissingConfigMapVolume(t *testing.T) {
+	withVolume := func(p *v1.Pod) {
+		p.Spec.Volumes = []v1.Volume{{Name: "cfg", VolumeSource: v1.VolumeSource{ConfigMap: &v1.ConfigMapVolumeSource{
+			LocalObjectReference: v1.LocalObjectReference{Name: "settings"}}}}}
+	}
+	t.Run("missing, then created", func(t *testing.T) {
+		e := newPodEnv(t, testPod("a", "100m", withVolume))
+		r := e.ctrl.podStep(t.Context(), "default/a")
+		if r.err != nil || r.after != PodSyncBackOff {
+			t.Errorf("err %v, again after %s; want again after %s", r.err, r.after, PodSyncBackOff)
+		}
+		p := e.pod(t, "a")
+		if cs := p.Status.ContainerStatuses; p.Status.Phase != v1.PodPending || len(cs) != 1 || cs[0].State.Waiting == nil || cs[0].State.Waiting.Reason != "ContainerCreating" {
+			t.Errorf("status %+v, want Pending, ContainerCreating", p.Status)
+		}
+		var events []string
+		for len(e.recorder.Events) > 0 {
+			events = append(events, <-e.recorder.Events)
+		}
+		if want := []string{`Warning FailedMount MountVolume.SetUp failed for volume "cfg" : configmap "settings" not found`}; !slices.Equal(events, want) {
+			t.Errorf("Events %q, want %q", events, want)
+		}
+		if calls := e.provider.Calls(); len(calls) != 0 {
+			t.Errorf("provider calls %q, want none before the volume exists", calls)
+		}
+		if _, err := e.client.CoreV1().ConfigMaps("default").Create(t.Context(), &v1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings", Namespace: "default"}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.pods.Update(e.pod(t, "a")); err != nil {
+			t.Fatal(err)
+		}
+		if r := e.ctrl.podStep(t.Context(), "default/a"); r.err != nil {
+			t.Fatal(r.err)
+		}
+		if p := e.pod(t, "a"); p.Status.Phase != v1.PodRunning {
+			t.Errorf("with the ConfigMap: phase %s, want Running", p.Status.Phase)
+		}
+	})
+	t.Run("not allowed to read ConfigMaps", func(t *testing.T) {
+		e := newPodEnv(t, testPod("a", "100m", withVolume))
+		e.client.PrependReactor("get", "configmaps", func(core.Action) (bool, runtime.Object, error) {
+			return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "settings", errors.New("no"))
+		})
+		if r := e.ctrl.podStep(t.Context(), "default/a"); r.err != nil {
+			t.Fatal(r.err)
+		}
+		if p := e.pod(t, "a"); p.Status.Phase != v1.PodRunning {
+			t.Errorf("phase %s, want Running", p.Status.Phase)
+		}
+	})
+}
