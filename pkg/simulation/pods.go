@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,6 +48,10 @@ type simPod struct {
 	seen []containerSeen
 	// ephemeralStarts are when each ephemeral container was first seen (SimInput.EphemeralStarts).
 	ephemeralStarts map[string]time.Time
+	// baseline is the containers' history Simulate goes on from (SimInput.Baseline): the pod's status
+	// when the record was made for a pod that ran before (the simulator restarted), or the view before
+	// its behaviour last changed; nil: none.
+	baseline *Baseline
 }
 
 var _ node.PodProvider = (*simPods)(nil)
@@ -73,10 +78,24 @@ func (s *simPods) UpdatePod(_ context.Context, p *v1.Pod) error {
 }
 
 // parseBehaviour sets the pod's behaviour from its annotations, telling a bad one in a Warning Event.
+//
+// A pod it runs already whose behaviour changes keeps its history: the view just before the change is its
+// Baseline, and the new behaviour applies from now on (restartCount never jumps, startedAt never moves
+// back).
 func (s *simPods) parseBehaviour(p *v1.Pod) {
 	b, err := PodBehaviour(p, s.defaults)
 	if err != nil {
 		s.recorder.Event(p, v1.EventTypeWarning, "InvalidAnnotation", err.Error())
+	}
+	s.mu.Lock()
+	sp := s.pods[p.UID]
+	changed := sp != nil && !reflect.DeepEqual(sp.behaviour, b)
+	s.mu.Unlock()
+	if changed {
+		_, rt, _, now := s.view(p)
+		s.mu.Lock()
+		sp.baseline = BaselineFromView(rt, now)
+		s.mu.Unlock()
 	}
 	s.entry(p, &b)
 }
@@ -153,7 +172,7 @@ func (s *simPods) view(p *v1.Pod) (*simPod, *pod.RuntimeStatus, time.Time, time.
 	}
 	b := sp.behaviour
 	in := SimInput{StartTime: sp.start, RuntimeName: s.runtimeName, Overrides: sp.overrides, DeletionSeen: sp.stopSeen,
-		EphemeralStarts: sp.ephemeralStarts}
+		EphemeralStarts: sp.ephemeralStarts, Baseline: sp.baseline}
 	s.mu.Unlock()
 	rt, next := Simulate(p, &b, &in, now)
 	return sp, rt, next, now
@@ -173,7 +192,8 @@ func (s *simPods) entry(p *v1.Pod, b *Behaviour) *simPod {
 		if p.Status.StartTime != nil {
 			start = p.Status.StartTime.Time
 		}
-		sp = &simPod{namespace: p.Namespace, name: p.Name, node: p.Spec.NodeName, start: start}
+		sp = &simPod{namespace: p.Namespace, name: p.Name, node: p.Spec.NodeName, start: start,
+			baseline: BaselineFromStatus(p, s.clock.Now())}
 		if b == nil { // rare (see above): parsed under the lock
 			sp.behaviour, _ = PodBehaviour(p, s.defaults)
 		}

@@ -250,6 +250,10 @@ type SimInput struct {
 	RuntimeName     string
 	PodIPs, HostIPs []netip.Addr
 	Overrides       Overrides
+	// Baseline, when set, is the containers' history up to Baseline.At as it was (a status already
+	// written, or the view before a change of behaviour): Simulate goes on from there instead of
+	// computing the whole history again from StartTime with the behaviour now.
+	Baseline *Baseline
 	// EphemeralStarts are when each ephemeral container (by name) was first seen in the pod's spec:
 	// it runs from then; one not there is not started yet.
 	EphemeralStarts map[string]time.Time
@@ -258,6 +262,73 @@ type SimInput struct {
 	// otherwise seem deleted before its containers started, which the status already written says
 	// they did. The request is taken at DeletionSeen, kept within that second.
 	DeletionSeen time.Time
+}
+
+// Baseline is the containers' history up to At: what a simulator restarted finds in the pod's status
+// (the control API's crashes and stops included), or the view just before the pod's behaviour
+// annotations changed. From At on, the behaviour now applies: a run in progress keeps its start (its
+// run duration counts from it, but it does not end before At), a container that exited is restarted
+// as its restart policy says, with the back-off of a crash loop when it had exited before.
+type Baseline struct {
+	At time.Time
+	// Containers are the init, regular and ephemeral containers' states at At, by name; a container
+	// not there has no history yet.
+	Containers map[string]pod.ContainerStatus
+}
+
+// BaselineFromStatus returns the Baseline of the container statuses the pod's status shows (an earlier
+// run of the simulator wrote them), at at; nil when it shows none.
+func BaselineFromStatus(p *v1.Pod, at time.Time) *Baseline {
+	var b *Baseline
+	for _, l := range [][]v1.ContainerStatus{p.Status.InitContainerStatuses, p.Status.ContainerStatuses, p.Status.EphemeralContainerStatuses} {
+		for _, cs := range l {
+			c := pod.ContainerStatus{Name: cs.Name, RestartCount: cs.RestartCount, Ready: cs.Ready, Started: cs.Started != nil && *cs.Started}
+			switch st := cs.State; {
+			case st.Running != nil:
+				c.State.Running = &pod.Running{StartedAt: st.Running.StartedAt.Time}
+			case st.Terminated != nil:
+				c.State.Terminated = apiTerminated(st.Terminated)
+			default:
+				c.State.Waiting = &pod.Waiting{}
+				if st.Waiting != nil {
+					c.State.Waiting.Reason = st.Waiting.Reason
+				}
+			}
+			if t := cs.LastTerminationState.Terminated; t != nil {
+				c.LastTerminated = apiTerminated(t)
+			}
+			if c.State.Waiting != nil && c.LastTerminated == nil && c.RestartCount == 0 {
+				continue // never ran: no history
+			}
+			if b == nil {
+				b = &Baseline{At: at, Containers: map[string]pod.ContainerStatus{}}
+			}
+			b.Containers[cs.Name] = c
+		}
+	}
+	return b
+}
+
+// BaselineFromView returns the Baseline of a view Simulate gave at at.
+func BaselineFromView(rt *pod.RuntimeStatus, at time.Time) *Baseline {
+	b := &Baseline{At: at, Containers: map[string]pod.ContainerStatus{}}
+	for _, l := range [][]pod.ContainerStatus{rt.InitContainers, rt.Containers, rt.EphemeralContainers} {
+		for _, cs := range l {
+			if cs.State.Running == nil && cs.State.Terminated == nil && cs.LastTerminated == nil {
+				continue // not run yet
+			}
+			b.Containers[cs.Name] = cs
+		}
+	}
+	return b
+}
+
+func apiTerminated(t *v1.ContainerStateTerminated) *pod.Terminated {
+	id := t.ContainerID
+	if _, hex, ok := strings.Cut(id, "://"); ok {
+		id = hex
+	}
+	return &pod.Terminated{ExitCode: t.ExitCode, Reason: t.Reason, Message: t.Message, StartedAt: t.StartedAt.Time, FinishedAt: t.FinishedAt.Time, ID: id}
 }
 
 // Simulate returns the simulated runtime's view of pod at now, given its behaviour b, and the next time
@@ -336,6 +407,23 @@ type simulation struct {
 	stopCode int32
 }
 
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// baseline returns the baseline of container name, if any.
+func (s *simulation) baseline(name string) (pod.ContainerStatus, bool) {
+	if s.in.Baseline == nil {
+		return pod.ContainerStatus{}, false
+	}
+	cs, ok := s.in.Baseline.Containers[name]
+	return cs, ok
+}
+
 // note records a future change.
 func (s *simulation) note(t time.Time) {
 	if t.After(s.now) && (s.next.IsZero() || t.Before(s.next)) {
@@ -358,15 +446,16 @@ func (s *simulation) container(c *v1.Container, from time.Time, isInit, sidecar 
 	image := NormalizeImage(c.Image)
 	cs := pod.ContainerStatus{Name: c.Name, Image: image}
 	start := from.Add(cb.StartDelay)
-	if !s.stopAt.IsZero() && !start.Before(s.stopAt) && !s.now.Before(s.stopAt) {
+	_, hasHistory := s.baseline(c.Name)
+	if !s.stopAt.IsZero() && !start.Before(s.stopAt) && !s.now.Before(s.stopAt) && !hasHistory {
 		return cs, time.Time{}, false // deleted before it started: never created
 	}
-	if cb.ImagePullError != "" {
+	if cb.ImagePullError != "" && !hasHistory {
 		s.imagePull(&cs, c, cb, from)
 		return cs, time.Time{}, false
 	}
 	cs.ImageID = ImageID(image)
-	if s.now.Before(start) {
+	if s.now.Before(start) && !hasHistory {
 		cs.State = pod.ContainerState{Waiting: &pod.Waiting{}} // not created yet: ContainerCreating / PodInitializing
 		s.note(start)
 		if !s.stopAt.IsZero() {
@@ -377,10 +466,42 @@ func (s *simulation) container(c *v1.Container, from time.Time, isInit, sidecar 
 	var last *pod.Terminated
 	var lastRestart time.Time // when the back-off was last advanced
 	backOff := time.Duration(0)
+	restarts0 := int32(0)
+	var floor time.Time // the baseline's time: nothing of the history before it is simulated again
+	if bl, ok := s.baseline(c.Name); ok {
+		floor, restarts0, last = s.in.Baseline.At, bl.RestartCount, bl.LastTerminated
+		if last != nil {
+			backOff, lastRestart = InitialBackOff, floor // in a crash loop: its next restart backs off
+		}
+		switch {
+		case bl.State.Running != nil:
+			start = bl.State.Running.StartedAt // the run in progress goes on
+		case bl.State.Terminated != nil:
+			term := bl.State.Terminated
+			restart := pod.ContainerShouldRestart(c, &s.pod.Spec, term.ExitCode)
+			if isInit && !sidecar {
+				restart = term.ExitCode != 0 && restart
+			}
+			if !restart || s.stopAt.Before(floor) && !s.stopAt.IsZero() {
+				cs.RestartCount, cs.ID = bl.RestartCount, term.ID
+				cs.State, cs.LastTerminated = pod.ContainerState{Terminated: term}, bl.LastTerminated
+				if isInit && !sidecar && term.ExitCode == 0 {
+					return cs, term.FinishedAt, true
+				}
+				return cs, time.Time{}, false
+			}
+			last, restarts0, start = term, restarts0+1, later(floor, start)
+		default: // waiting: to start, or in a back-off
+			if last != nil {
+				restarts0++
+			}
+			start = later(floor, start)
+		}
+	}
 	crashes, stoppedByAPI := 0, false // each crash, and the stop, ends one run only
 	forced := func(runStart, end time.Time) (time.Time, int32, string, bool) {
-		for crashes < len(ov.Crashes) && ov.Crashes[crashes].At.Before(runStart) {
-			crashes++ // came while the container was not running: nothing to end
+		for crashes < len(ov.Crashes) && (ov.Crashes[crashes].At.Before(runStart) || ov.Crashes[crashes].At.Before(floor)) {
+			crashes++ // came while the container was not running, or is history already: nothing to end
 		}
 		if crashes < len(ov.Crashes) {
 			if c := ov.Crashes[crashes]; end.IsZero() || c.At.Before(end) {
@@ -392,19 +513,22 @@ func (s *simulation) container(c *v1.Container, from time.Time, isInit, sidecar 
 				return c.At, code, pod.ReasonError, true
 			}
 		}
-		if !stoppedByAPI && !ov.StopAt.IsZero() && !ov.StopAt.Before(runStart) && (end.IsZero() || ov.StopAt.Before(end)) {
+		if !stoppedByAPI && !ov.StopAt.IsZero() && !ov.StopAt.Before(runStart) && !ov.StopAt.Before(floor) && (end.IsZero() || ov.StopAt.Before(end)) {
 			stoppedByAPI = true
 			return ov.StopAt, 0, pod.ReasonCompleted, true
 		}
 		return time.Time{}, 0, "", false
 	}
-	for restarts := int32(0); ; restarts++ {
+	for restarts := restarts0; ; restarts++ {
 		cs.RestartCount = restarts
 		cs.ID = containerRuntimeID(s.pod, c.Name, restarts)
 		var end time.Time
 		code, reason := cb.ExitCode, pod.ReasonCompleted
 		if cb.RunDuration != nil {
 			end = start.Add(*cb.RunDuration)
+			if end.Before(floor) {
+				end = floor // a run that the new behaviour ends earlier ends at the change
+			}
 		}
 		if code != 0 {
 			reason = pod.ReasonError

@@ -1,6 +1,7 @@
 package simulation
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"github.com/nodeagent/nodeagent/pkg/pod"
@@ -12,6 +13,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/record"
+	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 )
 
@@ -397,5 +400,66 @@ func TestPodBehaviourUnknownKeys(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), "example.com") || strings.Contains(err.Error(), "run-duration.c") {
 		t.Errorf("error %v names a key that is fine", err)
+	}
+}
+
+// TestSimulateBaselineAfterRestart: a simulator restarted goes on from the history the pod's status shows
+// (issue 35 M2): a container crashed through the control API (an override the new process does not have)
+// stays restarted once, running since its restart, its last state the crash; it does not come back as
+// its first run with the ID of its own last state, nor does its startedAt move back.
+func TestSimulateBaselineAfterRestart(t *testing.T) {
+	p := basePod(v1.RestartPolicyAlways, "c")
+	b, _ := PodBehaviour(p, Behaviour{})
+	in := &SimInput{StartTime: t0, RuntimeName: "containerd", Overrides: Overrides{"c": {Crashes: []Crash{{At: t0.Add(3 * time.Second), ExitCode: 2}}}}}
+	rt, _ := Simulate(p, &b, in, t0.Add(10*time.Second))
+	status, err := pod.GenerateStatus(p, rt, t0.Add(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	written := p.DeepCopy()
+	written.Status = status
+
+	// The process restarts at 20 s: no overrides, the status as written.
+	at := t0.Add(20 * time.Second)
+	again := &SimInput{StartTime: t0, RuntimeName: "containerd", Baseline: BaselineFromStatus(written, at)}
+	rt2, _ := Simulate(written, &b, again, t0.Add(30*time.Second))
+	cs := rt2.Containers[0]
+	if cs.RestartCount != 1 || cs.State.Running == nil || !cs.State.Running.StartedAt.Equal(t0.Add(3*time.Second)) {
+		t.Errorf("after the restart: %+v, want restartCount 1, running since the restart at 3 s", cs)
+	}
+	if cs.LastTerminated == nil || cs.LastTerminated.ExitCode != 2 || cs.ID == cs.LastTerminated.ID {
+		t.Errorf("after the restart: last %+v, ID %s; want the crash (exit 2), another container's ID", cs.LastTerminated, cs.ID)
+	}
+}
+
+// TestSimPodsBehaviourChangeKeepsHistory: behaviour annotations added to a running pod apply from then
+// on (issue 35 Low): a run duration added after 100 s ends the run in progress at once, and the
+// container restarts once, not 0→N restarts at once, its startedAt never before its last finishedAt.
+func TestSimPodsBehaviourChangeKeepsHistory(t *testing.T) {
+	clk := testingclock.NewFakeClock(t0)
+	s := newSimPods(Behaviour{}, "containerd", record.NewFakeRecorder(100), clk)
+	p := basePod(v1.RestartPolicyAlways, "c")
+	ctx := context.Background()
+	if err := s.CreatePod(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	clk.SetTime(t0.Add(100 * time.Second))
+	if r, _ := s.GetPodStatus(ctx, p); r.Status.Containers[0].State.Running == nil {
+		t.Fatal("not running before the change")
+	}
+	p = p.DeepCopy()
+	p.Annotations = map[string]string{AnnotationRunDuration: "10s", AnnotationExitCode: "1"}
+	if err := s.UpdatePod(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	clk.SetTime(t0.Add(101 * time.Second))
+	r, _ := s.GetPodStatus(ctx, p)
+	cs := r.Status.Containers[0]
+	if cs.RestartCount != 1 || cs.State.Running == nil || cs.LastTerminated == nil {
+		t.Fatalf("after the change: %+v, want restarted once and running", cs)
+	}
+	if cs.State.Running.StartedAt.Before(cs.LastTerminated.FinishedAt) || !cs.LastTerminated.FinishedAt.Equal(t0.Add(100*time.Second)) {
+		t.Errorf("running since %s, last finished %s: want the run in progress ended at the change (100 s), the next after it",
+			cs.State.Running.StartedAt.Sub(t0), cs.LastTerminated.FinishedAt.Sub(t0))
 	}
 }
