@@ -100,6 +100,10 @@ type podSyncStatus struct {
 	// active deadline, the eviction manager): its status is Failed with this reason and message once its
 	// containers stopped; nil otherwise.
 	evict *evictResponse
+	// resizePending is the message of a resize the allocation manager deferred ("" for none), and
+	// resizeToldGen the generation whose deferral an Event told.
+	resizePending string
+	resizeToldGen int64
 	// killedAt and killGrace are when a pod failed while running (evict) was killed, and the grace
 	// period it was given (its terminationGracePeriodSeconds): the provider stops its containers as for
 	// a deletion at killedAt (killedPod).
@@ -369,12 +373,23 @@ func (c *Controller) syncPod(ctx context.Context, key string, p, prev *v1.Pod, s
 			return result{after: never, err: fmt.Errorf("creating pod %s: %w", key, err)}
 		}
 		st.created = true
-	} else if st.created && (p.Generation != st.generation || (prev != nil && !maps.Equal(prev.Annotations, p.Annotations))) {
-		if err := c.cfg.Pods.UpdatePod(ctx, p); err != nil {
-			return result{after: never, err: fmt.Errorf("updating pod %s: %w", key, err)}
+	} else if st.created {
+		allocated, resized := c.resizePod(key, p, st)
+		if resized || p.Generation != st.generation || (prev != nil && !maps.Equal(prev.Annotations, p.Annotations)) {
+			if err := c.cfg.Pods.UpdatePod(ctx, allocated); err != nil {
+				return result{after: never, err: fmt.Errorf("updating pod %s: %w", key, err)}
+			}
 		}
+		p = allocated
 	}
 	st.generation = p.Generation
+	if st.resizePending != "" {
+		defer func() { // a deferred resize is tried again
+			if r.err == nil && (r.after == never || r.after > PodSyncBackOff) {
+				r.after = PodSyncBackOff
+			}
+		}()
+	}
 	status, recheck, res, ok := c.syncPodStatus(ctx, key, p, p, st, false)
 	if !ok {
 		return res
@@ -522,6 +537,9 @@ func (c *Controller) syncPodStatus(ctx context.Context, key string, p, runtimePo
 	running := anyRunning(rt)
 	rt.Terminal = rt.Terminal || (terminating && !running)
 	status, err = c.generatePodStatus(p, rt, st.evict)
+	if err == nil && st.resizePending != "" && !isTerminalPhase(status.Phase) {
+		setResizePending(p, &status, st.resizePending, metav1.NewTime(c.deps.Clock.Now()).Rfc3339Copy())
+	}
 	if err == nil && isTerminalPhase(status.Phase) && !running && rt.Sandbox == pod.SandboxReady {
 		// The kubelet's pod worker kills a pod whose phase turned terminal (syncTerminatingPod: killPod
 		// stops its sandbox) and writes the status it generates afterwards, PodReadyToStartContainers

@@ -11,6 +11,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -503,4 +504,75 @@ func TestPodMissingConfigMapVolume(t *testing.T) {
 			t.Errorf("phase %s, want Running", p.Status.Phase)
 		}
 	})
+}
+
+// TestPodResize: an in-place resize beyond what the Node has left is Deferred, as the kubelet's
+// allocation manager defers it: the PodResizePending condition (Deferred, the admission's message), a
+// Warning ResizeDeferred Event, the containers' allocatedResources kept, and admission counting the
+// allocated, not the desired, resources; a resize that fits is allocated (ResizeStarted, ResizeCompleted)
+// and the condition goes.
+func TestPodResize(t *testing.T) {
+	e := newPodEnv(t, testPod("a", "500m", nil), testPod("b", "400m", nil))
+	ctx := t.Context()
+	if r := e.ctrl.podStep(ctx, "default/a"); r.err != nil {
+		t.Fatal(r.err)
+	}
+	resize := func(cpu string, generation int64) {
+		t.Helper()
+		p := e.pod(t, "a")
+		p.Generation = generation
+		p.Spec.Containers[0].Resources.Requests[v1.ResourceCPU] = resource.MustParse(cpu)
+		if err := e.pods.Update(p); err != nil {
+			t.Fatal(err)
+		}
+		if r := e.ctrl.podStep(ctx, "default/a"); r.err != nil {
+			t.Fatal(r.err)
+		}
+	}
+	events := func() []string {
+		var out []string
+		for len(e.recorder.Events) > 0 {
+			out = append(out, <-e.recorder.Events)
+		}
+		return out
+	}
+	events()
+	resize("2", 2)
+	p := e.pod(t, "a")
+	var pending *v1.PodCondition
+	for i := range p.Status.Conditions {
+		if p.Status.Conditions[i].Type == v1.PodResizePending {
+			pending = &p.Status.Conditions[i]
+		}
+	}
+	if pending == nil || pending.Reason != "Deferred" || pending.Message != "Node didn't have enough resource: cpu, requested: 2000, used: 0, capacity: 1000" || pending.ObservedGeneration != 2 {
+		t.Errorf("PodResizePending %+v, want True Deferred with the admission's message, generation 2", pending)
+	}
+	if got := p.Status.ContainerStatuses[0].AllocatedResources[v1.ResourceCPU]; got.String() != "500m" {
+		t.Errorf("allocatedResources cpu %s, want the allocated 500m", got.String())
+	}
+	if ev := events(); len(ev) != 1 || !strings.HasPrefix(ev[0], `Warning ResizeDeferred Pod resize Deferred: {"containers":[{"name":"app","resources":{"requests":{"cpu":"2"}}}],"generation":2,"error":"Node didn't have enough resource: cpu`) {
+		t.Errorf("Events %q, want one Warning ResizeDeferred with the kubelet's summary", ev)
+	}
+	// b (400m) fits beside a's allocated 500m, not beside its desired 2 cpu.
+	if r := e.ctrl.podStep(ctx, "default/b"); r.err != nil {
+		t.Fatal(r.err)
+	}
+	if b := e.pod(t, "b"); b.Status.Phase != v1.PodRunning {
+		t.Errorf("b: %s %q %q, want admitted beside a's allocation", b.Status.Phase, b.Status.Reason, b.Status.Message)
+	}
+	events()
+	resize("100m", 3)
+	p = e.pod(t, "a")
+	for _, c := range p.Status.Conditions {
+		if c.Type == v1.PodResizePending {
+			t.Errorf("PodResizePending %+v after a resize that fits, want none", c)
+		}
+	}
+	if got := p.Status.ContainerStatuses[0].AllocatedResources[v1.ResourceCPU]; got.String() != "100m" {
+		t.Errorf("allocatedResources cpu %s, want 100m", got.String())
+	}
+	if ev := events(); len(ev) != 2 || !strings.HasPrefix(ev[0], "Normal ResizeStarted Pod resize started: ") || !strings.HasPrefix(ev[1], "Normal ResizeCompleted Pod resize completed: ") {
+		t.Errorf("Events %q, want ResizeStarted, ResizeCompleted", ev)
+	}
 }
