@@ -103,6 +103,9 @@ type podFidScenario struct {
 	final string
 	// gate: the test sets podFidGate True once the containers are ready.
 	gate bool
+	// configMap, when set, is a ConfigMap the pod mounts that the test creates only once the pod waits
+	// ContainerCreating for it.
+	configMap string
 	// hollowStage, when the hollow node's fake runtime cannot reach final, is the stage its pod stays in
 	// instead (a statusSummary), compared with the simulated pod's status at that stage (its last write
 	// there, from the watch); hollowWhy says why.
@@ -140,6 +143,10 @@ func podFidScenarios() []podFidScenario {
 		c.Resources = r
 		return c
 	}
+	withVolume := func(c corev1.Container, volume string) corev1.Container {
+		c.VolumeMounts = []corev1.VolumeMount{{Name: volume, MountPath: "/etc/" + volume}}
+		return c
+	}
 	sidecar := withResources(podFidContainer("sidecar"), requests)
 	sidecar.RestartPolicy = ptr.To(corev1.ContainerRestartPolicyAlways)
 	return []podFidScenario{
@@ -163,6 +170,24 @@ func podFidScenarios() []podFidScenario {
 			pod: base("job", map[string]string{simulation.AnnotationRunDuration: "1s", simulation.AnnotationExitCode: "0"}, corev1.PodSpec{
 				RestartPolicy: corev1.RestartPolicyOnFailure,
 				Containers:    []corev1.Container{withResources(podFidContainer("work", "--exit-after=1s"), requests)},
+			})},
+		{name: "init without annotation", final: "ready",
+			hollowStage: "Pending -I -C -Y init:running main:PodInitializing",
+			hollowWhy:   podFidNeverExits + "the init container runs for ever, so main never starts",
+			pod: base("init-plain", nil, corev1.PodSpec{
+				InitContainers: []corev1.Container{podFidContainer("init", "--exit-after=1s")},
+				Containers:     []corev1.Container{podFidContainer("main")},
+			})},
+		{name: "active deadline", final: string(corev1.PodFailed),
+			pod: base("deadline", nil, corev1.PodSpec{
+				ActiveDeadlineSeconds: ptr.To[int64](3), RestartPolicy: corev1.RestartPolicyNever,
+				Containers: []corev1.Container{podFidContainer("main")},
+			})},
+		{name: "missing ConfigMap volume", final: "ready", configMap: "settings",
+			pod: base("configmap", nil, corev1.PodSpec{
+				Volumes: []corev1.Volume{{Name: "cfg", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+					LocalObjectReference: corev1.LocalObjectReference{Name: "settings"}}}}},
+				Containers: []corev1.Container{withVolume(podFidContainer("main"), "cfg")},
 			})},
 		{name: "readiness gate", final: "ready", gate: true,
 			pod: base("gated", nil, corev1.PodSpec{
@@ -429,7 +454,7 @@ func waitPodFinal(ctx context.Context, t *testing.T, client kubernetes.Interface
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var last *corev1.Pod
-	gateSet := false
+	gateSet, configMapMade := false, false
 	want := cmp.Or(stage, sc.final)
 	err := framework.WaitFor(ctx, 200*time.Millisecond, func() (bool, error) {
 		p, err := podFidGet(ctx, client, ns, name, sc.job)
@@ -438,6 +463,18 @@ func waitPodFinal(ctx context.Context, t *testing.T, client kubernetes.Interface
 		}
 		last = p
 		ready := podCondition(p, corev1.PodReady)
+		if sc.configMap != "" && !configMapMade {
+			cs := p.Status.ContainerStatuses
+			if p.Status.Phase != corev1.PodPending || len(cs) == 0 || cs[0].State.Waiting == nil || cs[0].State.Waiting.Reason != "ContainerCreating" {
+				return false, nil // the ConfigMap is made once the pod waits for it
+			}
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: sc.configMap, Namespace: ns}, Data: map[string]string{"k": "v"}}
+			if _, err := client.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+				return false, fmt.Errorf("create ConfigMap %s/%s: %w", ns, sc.configMap, err)
+			}
+			configMapMade = true
+			return false, nil
+		}
 		switch {
 		case stage != "":
 			if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
