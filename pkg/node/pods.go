@@ -334,25 +334,26 @@ func parseRV(s string) (uint64, bool) {
 // container may run).
 func (c *Controller) generatePodStatus(p *v1.Pod, rt *pod.RuntimeStatus, evict *evictResponse) (v1.PodStatus, error) {
 	now := c.deps.Clock.Now()
-	status, err := pod.GenerateStatus(p, rt, now)
+	var status v1.PodStatus
+	var err error
+	if evict != nil {
+		status, err = pod.GenerateEvictedStatus(p, rt, now, pod.Evict{Reason: evict.reason, Message: evict.message})
+	} else {
+		status, err = pod.GenerateStatus(p, rt, now)
+	}
 	if err != nil {
 		return status, err
 	}
 	if rt.Terminal {
 		status = pod.TerminatedStatus(p, status)
 	}
-	if evict != nil && p.Status.Phase != v1.PodSucceeded && p.Status.Phase != v1.PodFailed {
-		running := anyRunning(rt)
-		status.Phase, status.Reason, status.Message = v1.PodFailed, evict.reason, evict.message
-		status = pod.MergeStatus(p, p.Status, status, running, now)
-		if evict.disruptionTarget && status.Phase == v1.PodFailed && !running {
-			// mergePodStatus sends the DisruptionTarget condition once the pod is terminal and none of
-			// its containers runs.
-			cond := v1.PodCondition{Type: v1.DisruptionTarget, ObservedGeneration: p.Generation, Status: v1.ConditionTrue,
-				Reason: pod.ReasonTerminationByKubelet, Message: evict.message, LastTransitionTime: metav1.NewTime(now).Rfc3339Copy()}
-			status.Conditions = slices.DeleteFunc(slices.Clone(status.Conditions), func(c v1.PodCondition) bool { return c.Type == v1.DisruptionTarget })
-			status.Conditions = append(status.Conditions, cond)
-		}
+	if evict != nil && evict.disruptionTarget && status.Phase == v1.PodFailed && !anyRunning(rt) {
+		// mergePodStatus sends the DisruptionTarget condition once the pod is terminal and none of
+		// its containers runs.
+		cond := v1.PodCondition{Type: v1.DisruptionTarget, ObservedGeneration: p.Generation, Status: v1.ConditionTrue,
+			Reason: pod.ReasonTerminationByKubelet, Message: evict.message, LastTransitionTime: metav1.NewTime(now).Rfc3339Copy()}
+		status.Conditions = slices.DeleteFunc(slices.Clone(status.Conditions), func(c v1.PodCondition) bool { return c.Type == v1.DisruptionTarget })
+		status.Conditions = append(status.Conditions, cond)
 	}
 	return status, nil
 }

@@ -110,6 +110,8 @@ type podFidScenario struct {
 	// instead (a statusSummary), compared with the simulated pod's status at that stage (its last write
 	// there, from the watch); hollowWhy says why.
 	hollowStage, hollowWhy string
+	// hollowSkip, when set, says why the scenario is not compared with the hollow node at all.
+	hollowSkip string
 }
 
 // podFidContainer is a container of PodImage with the image's flags in args. Its pull policy is
@@ -172,22 +174,22 @@ func podFidScenarios() []podFidScenario {
 				Containers:    []corev1.Container{withResources(podFidContainer("work", "--exit-after=1s"), requests)},
 			})},
 		{name: "init without annotation", final: "ready",
-			hollowStage: "Pending -I -C -Y init:running main:PodInitializing",
-			hollowWhy:   podFidNeverExits + "the init container runs for ever, so main never starts",
+			hollowSkip: podFidNeverExits + "the init container runs for ever, so main never starts; and the simulated init " +
+				"container, without an annotation, exits at once, so the simulated pod writes no stage with it running to compare with",
 			pod: base("init-plain", nil, corev1.PodSpec{
 				InitContainers: []corev1.Container{podFidContainer("init", "--exit-after=1s")},
 				Containers:     []corev1.Container{podFidContainer("main")},
-			})},
-		{name: "active deadline", final: string(corev1.PodFailed),
-			pod: base("deadline", nil, corev1.PodSpec{
-				ActiveDeadlineSeconds: ptr.To[int64](3), RestartPolicy: corev1.RestartPolicyNever,
-				Containers: []corev1.Container{podFidContainer("main")},
 			})},
 		{name: "missing ConfigMap volume", final: "ready", configMap: "settings",
 			pod: base("configmap", nil, corev1.PodSpec{
 				Volumes: []corev1.Volume{{Name: "cfg", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 					LocalObjectReference: corev1.LocalObjectReference{Name: "settings"}}}}},
 				Containers: []corev1.Container{withVolume(podFidContainer("main"), "cfg")},
+			})},
+		{name: "active deadline", final: string(corev1.PodFailed),
+			pod: base("deadline", nil, corev1.PodSpec{
+				ActiveDeadlineSeconds: ptr.To[int64](3), RestartPolicy: corev1.RestartPolicyNever,
+				Containers: []corev1.Container{podFidContainer("main")},
 			})},
 		{name: "readiness gate", final: "ready", gate: true,
 			pod: base("gated", nil, corev1.PodSpec{
@@ -336,6 +338,15 @@ func TestPodFidelity(t *testing.T) {
 				stage := ""
 				if sd.ns == podFidHollowNS {
 					stage = sc.hollowStage
+					if sc.hollowSkip != "" {
+						p, err := podFidGet(ctx, admin, sd.ns, name, sc.job)
+						if err != nil || p == nil {
+							t.Fatalf("%s/%s: %v", sd.ns, name, err)
+						}
+						final[sd.ns] = p
+						t.Logf("%s/%s not compared: %s", sd.ns, name, sc.hollowSkip)
+						continue
+					}
 				}
 				p := waitPodFinal(ctx, t, admin, sd.ns, name, sc, stage, 2*time.Minute)
 				final[sd.ns] = p
@@ -377,9 +388,11 @@ func TestPodFidelity(t *testing.T) {
 					p.Status = *st
 					sf = flattenPodStatus(p, nodes[podFidSimNS])
 				}
-				hf := flattenPodStatus(final[podFidHollowNS], nodes[podFidHollowNS])
-				hollowFields = len(hf)
-				hollowDiffs = comparePodStatuses("hollow", hf, sf)
+				if sc.hollowSkip == "" {
+					hf := flattenPodStatus(final[podFidHollowNS], nodes[podFidHollowNS])
+					hollowFields = len(hf)
+					hollowDiffs = comparePodStatuses("hollow", hf, sf)
+				}
 				return settled && len(unintendedPodDiffs(diffs, podIntendedDifferences)) == 0 &&
 					len(unintendedPodDiffs(hollowDiffs, podHollowIntendedDifferences)) == 0, nil
 			})
