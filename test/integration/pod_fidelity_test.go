@@ -63,7 +63,10 @@ var podHollowIntendedDifferences = map[string]string{
 	"/containerStatuses[*]/started":         podHollowFakeProber + ": it never sets started, which the kubelet's prober manager sets on every container status (true once running, without a startup probe)",
 	"/initContainerStatuses[*]/started":     podHollowFakeProber + ": it never sets started, which the kubelet's prober manager sets on every container status (true once running, without a startup probe)",
 	"/containerStatuses[*]/ready": podHollowFakeProber + ": it marks every regular container ready whatever its state, " +
-		"so a main container still waiting (PodInitializing) behind a running init container is ready on the hollow node",
+		"so a main container still waiting (PodInitializing) behind a running init container, or one killed at its pod's active deadline, is ready on the hollow node",
+	"/containerStatuses[*]/state/terminated/containerID": podHollowFakeID,
+	"/containerStatuses[*]/state/terminated/reason": "the fake runtime (cri-api's FakeRuntimeService) ends a stopped container without a reason; " +
+		"containerd (and the simulated Node) says Completed for exit 0, Error otherwise",
 	"/conditions[ContainersReady]/message": podHollowFakeProber + ": with every regular container ready, the message names only the unready sidecar (an init container), not main",
 	"/conditions[Ready]/message":           podHollowFakeProber + ": with every regular container ready, the message names only the unready sidecar (an init container), not main",
 }
