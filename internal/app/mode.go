@@ -68,8 +68,9 @@ func newCompanionMode(nodeName string, heartbeat time.Duration, deps *Dependenci
 // Node informer and the eviction manager it reads.
 type nodeMode struct {
 	*node.Controller
-	queue *node.Queue
-	deps  *Dependencies
+	queue   *node.Queue
+	deps    *Dependencies
+	kubelet *kubeletAPI // nil with --port=0
 }
 
 // newNodeMode builds the agent's own Node from the flags and the shared dependencies.
@@ -78,16 +79,29 @@ func newNodeMode(cfg *config.Completed, deps *Dependencies) (*nodeMode, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctrl, err := node.New(nodeConfig(cfg, deps), node.Dependencies{
+	kubelet, err := newKubeletAPI(cfg, deps)
+	if err != nil {
+		return nil, err
+	}
+	nodeDeps := node.Dependencies{
 		Client: deps.Client, HeartbeatClient: deps.HeartbeatClient, NodeLister: deps.Informers.Core().V1().Nodes().Lister(),
 		Cache: deps.NodeCache, Recorder: deps.Recorder, Clock: deps.Clock, Queue: s,
 		Observer: deps.Metrics, Serving: lease.NewServingProbe(deps.HeartbeatClient, cfg.NodeName, deps.Clock, 0),
 		Instance: node.ProcessInstance(),
-	})
+	}
+	if kubelet != nil {
+		nodeDeps.Pods = kubelet.lister
+	}
+	ctrl, err := node.New(nodeConfig(cfg, deps), nodeDeps)
 	if err != nil {
 		return nil, err
 	}
-	return &nodeMode{Controller: ctrl, queue: s, deps: deps}, nil
+	if kubelet != nil {
+		if err := kubelet.serve(ctrl); err != nil {
+			return nil, err
+		}
+	}
+	return &nodeMode{Controller: ctrl, queue: s, deps: deps, kubelet: kubelet}, nil
 }
 
 // Ready is /readyz's check: the Node registered, its status posted, no other agent on its Lease.
@@ -105,6 +119,9 @@ func (m *nodeMode) addTo(group *lifecycle.Group) error {
 		return err
 	}
 	group.Add("node step queue", m.queue)
+	if m.kubelet != nil {
+		m.kubelet.addTo(group)
+	}
 	return nil
 }
 
