@@ -100,7 +100,7 @@ func nodeConfig(cfg *config.Completed, deps *Dependencies) node.Config {
 		Labels: c.NodeLabels, Taints: c.RegisterWithTaints, Unschedulable: !*c.RegisterSchedulable,
 		ExternalCloudProvider: c.CloudProvider == "external", ProviderID: c.ProviderID, NodeIPs: cfg.NodeIPs,
 		KubeletPort: *c.Port,
-		MaxPods: int(c.EffectiveMaxPods()), Reservation: cfg.Reservation,
+		MaxPods:     int(c.EffectiveMaxPods()), Reservation: cfg.Reservation,
 		NodeStatusUpdateFrequency: c.NodeStatusUpdateFrequency.Duration, NodeStatusReportFrequency: c.NodeStatusReportFrequency.Duration,
 		NodeLeaseDurationSeconds: c.NodeLeaseDurationSeconds, NodeStatusMaxImages: *c.NodeStatusMaxImages,
 		RuntimeEndpoint: c.ContainerRuntimeEndpoint, AgentVersion: version.Get().KubeletVersion(),

@@ -86,4 +86,3 @@ func (k *kubeletAPI) addTo(group *lifecycle.Group) {
 		return kubeletserver.Serve(ctx, ln, k.tls, k.srv)
 	}))
 }
-
