@@ -133,4 +133,3 @@ func Listen(address string, port int) (net.Listener, error) {
 	}
 	return ln, nil
 }
-
