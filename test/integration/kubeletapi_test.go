@@ -317,12 +317,18 @@ func TestKubeletAPISimulated(t *testing.T) {
 // server without --kubelet-certificate-authority) and returns the status code.
 func kubeletGet(t *testing.T, ip string, port int, path, token string, cert *tls.Certificate) int {
 	t.Helper()
+	return kubeletDo(t, http.MethodGet, ip, port, path, token, cert)
+}
+
+// kubeletDo is kubeletGet with another method.
+func kubeletDo(t *testing.T, method, ip string, port int, path, token string, cert *tls.Certificate) int {
+	t.Helper()
 	tlsConfig := &tls.Config{InsecureSkipVerify: true} //nolint:gosec // the kubelet's self-signed certificate, as the API server does
 	if cert != nil {
 		tlsConfig.Certificates = []tls.Certificate{*cert}
 	}
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConfig}}
-	req, _ := http.NewRequest(http.MethodGet, "https://"+net.JoinHostPort(ip, strconv.Itoa(port))+path, nil)
+	req, _ := http.NewRequest(method, "https://"+net.JoinHostPort(ip, strconv.Itoa(port))+path, nil)
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
@@ -360,4 +366,129 @@ func kubectlPath(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// TestKubeletAPIAgent (issue 36): the agent's own Node serves the kubelet's API on --address and
+// --port and says so in daemonEndpoints; the API server's node proxy lists exactly its pods; and
+// the reference kubelet (webhook authentication and authorization, the same client CA) answers the
+// same requests with the same status codes, per credential and path group.
+func TestKubeletAPIAgent(t *testing.T) {
+	t.Parallel()
+	e := shared(t)
+	ctx := t.Context()
+	ip := hostAddress(t)
+	port := framework.FreePort()
+	startAgent(t, e.cp, nodeKubeletAPIAgent, e.ctrd, "--address="+ip, "--node-ip="+ip, "--port="+strconv.Itoa(port),
+		"--client-ca-file="+e.cp.KubeletClientCAFile)
+	// A short directory: the kubelet's unix sockets under its root dir must fit 108 bytes.
+	kdir, err := os.MkdirTemp("", "kapi-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(kdir) })
+	ref := framework.StartTestKubelet(ctx, t, framework.KubeletOptions{Dir: kdir, NodeName: nodeKubeletAPIRef,
+		Kubeconfig: e.cp.KubeconfigFor(nodeKubeletAPIRef), RuntimeEndpoint: e.ctrd.Endpoint,
+		WebhookAuth: true, ClientCAFile: e.cp.KubeletClientCAFile})
+	admin := e.cp.AdminClient
+	framework.WaitReady(ctx, t, admin, nodeKubeletAPIAgent, 2*time.Minute)
+	framework.WaitReady(ctx, t, admin, nodeKubeletAPIRef, 2*time.Minute)
+	n, err := admin.CoreV1().Nodes().Get(ctx, nodeKubeletAPIAgent, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := n.Status.DaemonEndpoints.KubeletEndpoint.Port; got != int32(port) {
+		t.Errorf("agent's Node: daemonEndpoints.kubeletEndpoint.Port %d, want %d", got, port)
+	}
+
+	// A pod bound to the agent's Node (it runs none: the pod stays Pending) and one to another.
+	const ns = "kubelet-api-agent"
+	if err := e.cp.CreateNamespace(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []struct{ name, node string }{{"mine", nodeKubeletAPIAgent}, {"other", nodeKubeletAPIRef}} {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.name, Namespace: ns},
+			Spec: corev1.PodSpec{NodeName: p.node, Containers: []corev1.Container{{Name: "c", Image: "registry.invalid/none:1"}}}}
+		if _, err := admin.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err = framework.WaitFor(ctx, 300*time.Millisecond, func() (bool, error) {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		out, err := e.cp.Kubectl(cctx, "get", "--raw", "/api/v1/nodes/"+nodeKubeletAPIAgent+"/proxy/pods")
+		if err != nil {
+			return false, err
+		}
+		var list corev1.PodList
+		if err := json.Unmarshal([]byte(out), &list); err != nil {
+			return false, fmt.Errorf("%v: %s: %w", err, out, framework.ErrStop)
+		}
+		var names []string
+		for _, p := range list.Items {
+			if p.Namespace == ns {
+				names = append(names, p.Name)
+			}
+		}
+		if len(names) == 1 && names[0] == "mine" {
+			return true, nil
+		}
+		return false, fmt.Errorf("the agent's Node lists pods %v of %s, want [mine]", names, ns)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The same requests to the agent and to the reference kubelet: the same status codes.
+	saKubeconfig, err := e.cp.ServiceAccountKubeconfig(ctx, ns, "nobody")
+	if err != nil {
+		t.Fatal(err)
+	}
+	saConfig, err := clientcmd.BuildConfigFromFlags("", saKubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nobodyCert, nobodyKey, err := framework.SignClientCert(e.cp.KubeletClientCA, e.cp.KubeletClientCAKey, "nobody", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nobody, err := tls.X509KeyPair(nobodyCert, nobodyKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	apiCert, err := tls.LoadX509KeyPair(filepath.Join(e.cp.Dir, "pki", "apiserver-kubelet-client.crt"), filepath.Join(e.cp.Dir, "pki", "apiserver-kubelet-client.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	creds := []struct {
+		name  string
+		token string
+		cert  *tls.Certificate
+		want  int // on /pods
+	}{
+		{"none", "", nil, 401},
+		{"service account token", saConfig.BearerToken, nil, 403},
+		{"client certificate of nobody", "", &nobody, 403},
+		{"admin token", e.cp.AdminConfig.BearerToken, nil, 200},
+		{"API server's client certificate", "", &apiCert, 200},
+	}
+	paths := []struct{ method, path string }{
+		{"GET", "/pods"}, {"GET", "/healthz"},
+		{"GET", "/containerLogs/" + ns + "/nope/c"},
+		{"GET", "/containerLogs/" + ns + "/mine/c?tailLines=-1"},
+		{"POST", "/exec/" + ns + "/nope/c?command=ls"},
+		{"POST", "/portForward/" + ns + "/nope"},
+		{"POST", "/pods"},
+	}
+	for _, c := range creds {
+		for _, p := range paths {
+			got := kubeletDo(t, p.method, ip, port, p.path, c.token, c.cert)
+			want := kubeletDo(t, p.method, "127.0.0.1", ref.Port, p.path, c.token, c.cert)
+			if got != want {
+				t.Errorf("%s %s with %s: agent %d, reference kubelet %d", p.method, p.path, c.name, got, want)
+			}
+			if p.path == "/pods" && p.method == "GET" && got != c.want {
+				t.Errorf("GET /pods with %s: %d, want %d", c.name, got, c.want)
+			}
+		}
+	}
 }
