@@ -5,9 +5,11 @@ import (
 	"crypto/tls"
 	"fmt"
 
+	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/util/certificate"
 	"k8s.io/klog/v2"
 
 	"github.com/nodeagent/nodeagent/pkg/config"
@@ -27,6 +29,9 @@ type kubeletAPI struct {
 	auth    *kubeletserver.Auth
 	tls     *tls.Config
 	srv     *kubeletserver.Server // set once the Node's controller is built (serve)
+	// serving obtains and renews the serving certificate with --rotate-server-certificates; nil
+	// otherwise.
+	serving certificate.Manager
 }
 
 // newKubeletAPI checks and builds what the agent's kubelet API needs before the Node's controller:
@@ -38,16 +43,41 @@ func newKubeletAPI(cfg *config.Completed, deps *Dependencies) (*kubeletAPI, erro
 	if c.Port == nil || *c.Port == 0 {
 		return nil, nil
 	}
-	var cert *tls.Certificate
-	var err error
-	if c.TLSCertFile != "" {
-		if cert, err = kubeletserver.LoadCertificate(c.TLSCertFile, c.TLSPrivateKeyFile, deps.Clock.Now()); err != nil {
+	var getCertificate func(*tls.ClientHelloInfo) (*tls.Certificate, error)
+	var serving certificate.Manager
+	switch {
+	case c.ServerTLSBootstrap:
+		// The kubelet's serverTLSBootstrap: a kubelet-serving CSR for the Node's last observed
+		// addresses, renewed as it nears expiry; a pair at --tls-cert-file is looked at first.
+		nodes := deps.Informers.Core().V1().Nodes().Lister()
+		m, err := kubeletserver.NewServingCertificateManager(kubeletserver.ServingCertificateConfig{
+			NodeName: cfg.NodeName, Client: deps.Client, CertDir: cfg.EffectiveCertDir(),
+			CertFile: c.TLSCertFile, KeyFile: c.TLSPrivateKeyFile,
+			Addresses: func() []v1.NodeAddress {
+				if n, err := nodes.Get(cfg.NodeName); err == nil {
+					return n.Status.Addresses
+				}
+				return nil
+			},
+		})
+		if err != nil {
+			return nil, fmt.Errorf("--rotate-server-certificates: %w", err)
+		}
+		serving, getCertificate = m, kubeletserver.ManagerCertificate(m)
+	case c.TLSCertFile != "":
+		cert, err := kubeletserver.LoadCertificate(c.TLSCertFile, c.TLSPrivateKeyFile, deps.Clock.Now())
+		if err != nil {
 			return nil, err
 		}
-	} else if cert, err = kubeletserver.SelfSignedCertificate(cfg.EffectiveCertDir(), cfg.NodeName, nil); err != nil {
-		return nil, fmt.Errorf("--cert-dir %q: %w", cfg.EffectiveCertDir(), err)
+		getCertificate = kubeletserver.StaticCertificate(cert)
+	default:
+		cert, err := kubeletserver.SelfSignedCertificate(cfg.EffectiveCertDir(), cfg.NodeName, nil)
+		if err != nil {
+			return nil, fmt.Errorf("--cert-dir %q: %w", cfg.EffectiveCertDir(), err)
+		}
+		getCertificate = kubeletserver.StaticCertificate(cert)
 	}
-	tlsConfig, err := kubeletserver.TLSConfig(kubeletserver.StaticCertificate(cert), c.Authentication.X509.ClientCAFile)
+	tlsConfig, err := kubeletserver.TLSConfig(getCertificate, c.Authentication.X509.ClientCAFile)
 	if err != nil {
 		return nil, err
 	}
@@ -63,7 +93,7 @@ func newKubeletAPI(cfg *config.Completed, deps *Dependencies) (*kubeletAPI, erro
 		return nil, err
 	}
 	return &kubeletAPI{address: c.Address, port: int(*c.Port), pods: pods, lister: node.IndexedPodLister{Indexer: inf.GetIndexer()},
-		auth: auth, tls: tlsConfig}, nil
+		auth: auth, tls: tlsConfig, serving: serving}, nil
 }
 
 // serve builds the Node's handler from its controller.
@@ -77,6 +107,14 @@ func (k *kubeletAPI) serve(ctrl *node.Controller) error {
 func (k *kubeletAPI) addTo(group *lifecycle.Group) {
 	group.Add("pod informer", lifecycle.Informers{SharedInformerFactory: k.pods})
 	group.Add("kubelet API authentication", lifecycle.RunnableFunc(k.auth.Run))
+	if k.serving != nil {
+		group.Add("serving certificate manager", lifecycle.RunnableFunc(func(ctx context.Context) error {
+			k.serving.Start()
+			<-ctx.Done()
+			k.serving.Stop()
+			return nil
+		}))
+	}
 	group.Add("kubelet API server", lifecycle.RunnableFunc(func(ctx context.Context) error {
 		ln, err := kubeletserver.Listen(k.address, k.port)
 		if err != nil {

@@ -532,7 +532,7 @@ func TestBindFlagsNames(t *testing.T) {
 		"node-status-update-frequency", "node-status-report-frequency", "node-lease-duration-seconds",
 		"node-status-max-images", "healthz-bind-address", "healthz-port", "enable-profiling-handler",
 		"kube-api-qps", "kube-api-burst", "v", "logging-format",
-		"address", "port", "tls-cert-file", "tls-private-key-file", "anonymous-auth", "authentication-token-webhook",
+		"address", "port", "rotate-server-certificates", "tls-cert-file", "tls-private-key-file", "anonymous-auth", "authentication-token-webhook",
 		"authentication-token-webhook-cache-ttl", "client-ca-file", "authorization-mode",
 		"authorization-webhook-cache-authorized-ttl", "authorization-webhook-cache-unauthorized-ttl",
 	} {

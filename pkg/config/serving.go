@@ -51,6 +51,7 @@ func bindServingFlags(c *NodeAgentConfiguration, fs *pflag.FlagSet) {
 	fs.Int32Var(c.Port, "port", *c.Port, "The port of the kubelet's API, reported in status.daemonEndpoints.kubeletEndpoint.Port; 0 disables it (the kubelet has no such setting).")
 	fs.StringVar(&c.TLSCertFile, "tls-cert-file", c.TLSCertFile, "File containing the x509 serving certificate of the kubelet's API (CA certificates after it). Without it and --tls-private-key-file, a self-signed certificate and key are made in --cert-dir, as the kubelet makes them.")
 	fs.StringVar(&c.TLSPrivateKeyFile, "tls-private-key-file", c.TLSPrivateKeyFile, "File containing the x509 private key matching --tls-cert-file.")
+	fs.BoolVar(&c.ServerTLSBootstrap, "rotate-server-certificates", c.ServerTLSBootstrap, "Request the serving certificate of the kubelet's API from the cluster (a kubernetes.io/kubelet-serving CertificateSigningRequest for the Node's addresses, which the cluster must approve) and renew it as it nears expiry.")
 	fs.BoolVar(c.Authentication.Anonymous.Enabled, "anonymous-auth", *c.Authentication.Anonymous.Enabled, "Let requests that no other method authenticates through as system:anonymous (group system:unauthenticated).")
 	fs.BoolVar(c.Authentication.Webhook.Enabled, "authentication-token-webhook", *c.Authentication.Webhook.Enabled, "Authenticate bearer tokens with the TokenReview API.")
 	fs.DurationVar(&c.Authentication.Webhook.CacheTTL.Duration, "authentication-token-webhook-cache-ttl", c.Authentication.Webhook.CacheTTL.Duration, "How long TokenReview answers are cached.")

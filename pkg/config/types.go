@@ -105,6 +105,10 @@ type NodeAgentConfiguration struct {
 	Port              *int32 `json:"port,omitempty"`
 	TLSCertFile       string `json:"tlsCertFile,omitempty"`
 	TLSPrivateKeyFile string `json:"tlsPrivateKeyFile,omitempty"`
+	// ServerTLSBootstrap requests the serving certificate from the cluster (a kubernetes.io/kubelet-serving
+	// CSR for the Node's addresses) and renews it before it expires (KubeletConfiguration's
+	// serverTLSBootstrap, --rotate-server-certificates).
+	ServerTLSBootstrap bool `json:"serverTLSBootstrap,omitempty"`
 	// Authentication and Authorization of the kubelet's API: KubeletConfiguration's own types, with
 	// its v1beta1 defaults (anonymous off, TokenReview on, authorization Webhook).
 	Authentication kubeletconfig.KubeletAuthentication `json:"authentication"`
