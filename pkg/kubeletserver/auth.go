@@ -34,12 +34,13 @@ type Auth struct {
 	clientCA *dynamiccertificates.DynamicFileCAContent
 }
 
-// Run reloads the client CA file as it changes, until ctx ends (the kubelet's
-// runAuthenticatorCAReload); it returns nil at once without a client CA file.
+// Run reloads the client CA file as it changes (the kubelet's runAuthenticatorCAReload) until ctx
+// ends, then returns nil; without a client CA file it only waits for ctx.
 func (a *Auth) Run(ctx context.Context) error {
 	if a.clientCA != nil {
 		a.clientCA.Run(ctx, 1)
 	}
+	<-ctx.Done()
 	return nil
 }
 
