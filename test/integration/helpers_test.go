@@ -48,13 +48,15 @@ var sharedNodeNames = []string{
 	nodeRegistration, nodeRestart, nodeNoRegister, nodeStatus, nodeImages, nodeLease, nodeRuntimeDown, nodeCNI,
 	nodeLifecycle, nodeSigterm, nodeMetrics, nodeEvents, nodeBadConfig, nodeSchedDefault, nodeSchedMaxPods,
 	fidelityKubeletDefault, fidelityAgentDefault, fidelityKubeletFlags, fidelityAgentFlags, nodeSimIdentity,
-	nodeKubeletAPIAgent, nodeKubeletAPIRef,
+	nodeKubeletAPIAgent, nodeKubeletAPIRef, nodeKubeletAPILibrary,
 }
 
 // TestKubeletAPIAgent's agent and reference kubelet.
 const (
 	nodeKubeletAPIAgent = "kubelet-api-agent"
 	nodeKubeletAPIRef   = "kubelet-api-kubelet"
+	// TestKubeletAPILibrary's library Node.
+	nodeKubeletAPILibrary = "kubelet-api-library"
 )
 
 // nodeSimIdentity is the node identity TestSimulateRBAC shows nodeagent simulate refusing (its own, so
