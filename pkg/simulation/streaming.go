@@ -226,6 +226,11 @@ func (st *Streaming) GetContainerLogs(ctx context.Context, namespace, podName, c
 				case <-t.C():
 				}
 			}
+			// The kubelet's follow ends when the container stops: the run must still be the current
+			// one (not exited, not restarted, the pod not gone).
+			if !st.stillRunning(namespace, podName, container, r) {
+				break
+			}
 			if !write(spec.line(container, r, k, opts.Timestamps)) {
 				break
 			}
@@ -234,6 +239,16 @@ func (st *Streaming) GetContainerLogs(ctx context.Context, namespace, podName, c
 		_ = pw.Close()
 	}()
 	return pr, nil
+}
+
+// stillRunning reports whether the container's current run is still r, running.
+func (st *Streaming) stillRunning(namespace, podName, container string, r run) bool {
+	p, err := st.Pods.Get(namespace, podName)
+	if err != nil {
+		return false
+	}
+	cur, err := containerRun(p, container, false)
+	return err == nil && cur.ended.IsZero() && cur.started.Equal(r.started)
 }
 
 // execAnswer is one command's answer in AnnotationExec.

@@ -4,12 +4,15 @@ import (
 	"context"
 	"io"
 	"strings"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
 	utilexec "k8s.io/utils/exec"
 
@@ -117,4 +120,66 @@ func TestStreamingExec(t *testing.T) {
 			t.Errorf("%v: got %q %q %d, want %q %q %d", tc.cmd, b.out.String(), b.err.String(), code, tc.stdout, tc.stderr, tc.code)
 		}
 	}
+}
+
+// TestStreamingFollow: -f sends each new line at its time, and ends when the container stops
+// (testing/synctest: the bubble's clock).
+func TestStreamingFollow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		p := logPod(map[string]string{AnnotationLogLines: "0", AnnotationLogPeriod: "10s", AnnotationLogText: "f"})
+		p.Status.ContainerStatuses[0].State.Running.StartedAt = metav1.NewTime(start)
+		pods := &onePodMut{p: p}
+		st := &Streaming{Pods: pods, Clock: clock.RealClock{}}
+		rc, err := st.GetContainerLogs(context.Background(), "ns", "p", "c", kubeletserver.ContainerLogOpts{Follow: true, Timestamps: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan string, 10)
+		go func() {
+			b := make([]byte, 100)
+			for {
+				n, err := rc.Read(b)
+				if err != nil {
+					close(got)
+					return
+				}
+				got <- string(b[:n])
+			}
+		}()
+		time.Sleep(15 * time.Second)
+		synctest.Wait()
+		want := start.Add(10*time.Second).UTC().Format(time.RFC3339Nano) + " f container=c restart=1 line=0\n"
+		if l := <-got; l != want {
+			t.Fatalf("first followed line %q, want %q", l, want)
+		}
+		pods.set(func(p *v1.Pod) { // the container exits at +16s
+			p.Status.ContainerStatuses[0].State = v1.ContainerState{Terminated: &v1.ContainerStateTerminated{
+				StartedAt: metav1.NewTime(start), FinishedAt: metav1.NewTime(start.Add(16 * time.Second))}}
+		})
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if l, ok := <-got; ok {
+			t.Errorf("after the container stopped, got %q; want the stream ended", l)
+		}
+	})
+}
+
+type onePodMut struct {
+	mu sync.Mutex
+	p  *v1.Pod
+}
+
+func (o *onePodMut) Get(string, string) (*v1.Pod, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.p, nil
+}
+func (o *onePodMut) OnNode(string) ([]*v1.Pod, error) { return nil, nil }
+func (o *onePodMut) set(f func(*v1.Pod)) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	c := o.p.DeepCopy()
+	f(c)
+	o.p = c
 }
