@@ -32,7 +32,7 @@ import (
 // GetContainerLogs): kubectl logs reaches it through the API server and the Node's kubelet API.
 type logsProvider struct{ podRunner }
 
-func (logsProvider) GetContainerLogs(_ context.Context, namespace, pod, container string, opts node.ContainerLogOpts) (io.ReadCloser, error) {
+func (*logsProvider) GetContainerLogs(_ context.Context, namespace, pod, container string, opts node.ContainerLogOpts) (io.ReadCloser, error) {
 	lines := []string{"starting", "listening on :80", "ready"}
 	if opts.TailSet && opts.Tail < len(lines) {
 		lines = lines[len(lines)-opts.Tail:]
