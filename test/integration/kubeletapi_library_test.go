@@ -72,6 +72,9 @@ type libProvider struct{ started time.Time }
 func (*libProvider) CreatePod(context.Context, *corev1.Pod) error { return nil }
 func (*libProvider) UpdatePod(context.Context, *corev1.Pod) error { return nil }
 func (*libProvider) DeletePod(context.Context, *corev1.Pod) error { return nil }
+
+// GetPods is the fifth PodProvider method issue 35 adds (Virtual Kubelet's): no pod runs before start.
+func (*libProvider) GetPods(context.Context) ([]*corev1.Pod, error) { return nil, nil }
 func (p *libProvider) GetPodStatus(_ context.Context, v *corev1.Pod) (node.PodRuntimeStatus, error) {
 	st := &pod.RuntimeStatus{RuntimeName: "library", Sandbox: pod.SandboxReady}
 	for _, c := range v.Spec.Containers {
