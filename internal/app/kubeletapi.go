@@ -3,7 +3,10 @@ package app
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
+	"sync/atomic"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -32,6 +35,12 @@ type kubeletAPI struct {
 	// serving obtains and renews the serving certificate with --rotate-server-certificates; nil
 	// otherwise.
 	serving certificate.Manager
+	// getCertificate is what TLS serves; now the agent's clock (certificateError).
+	getCertificate func(*tls.ClientHelloInfo) (*tls.Certificate, error)
+	now            func() time.Time
+	// onExpired records the Warning Event ServingCertificateExpired, once per expiry (reported).
+	onExpired func(message string)
+	reported  atomic.Bool
 }
 
 // newKubeletAPI checks and builds what the agent's kubelet API needs before the Node's controller:
@@ -93,7 +102,33 @@ func newKubeletAPI(cfg *config.Completed, deps *Dependencies) (*kubeletAPI, erro
 		return nil, err
 	}
 	return &kubeletAPI{address: c.Address, port: int(*c.Port), pods: pods, lister: node.IndexedPodLister{Indexer: inf.GetIndexer()},
-		auth: auth, tls: tlsConfig, serving: serving}, nil
+		auth: auth, tls: tlsConfig, serving: serving, getCertificate: getCertificate, now: deps.Clock.Now}, nil
+}
+
+// certificateError is the serving certificate's /healthz check: an error once the certificate
+// served has expired (a --tls-cert-file that expired while the agent runs, or a rotated one not
+// renewed in time), nil otherwise (none yet with --rotate-server-certificates is not an error: the
+// CSR waits for approval).
+func (k *kubeletAPI) certificateError() error {
+	cert, err := k.getCertificate(nil)
+	if err != nil || cert == nil {
+		return nil
+	}
+	leaf := cert.Leaf
+	if leaf == nil {
+		if leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
+			return fmt.Errorf("the kubelet API's serving certificate cannot be parsed: %w", err)
+		}
+	}
+	if now := k.now(); now.After(leaf.NotAfter) {
+		err := fmt.Errorf("the kubelet API's serving certificate expired at %s", leaf.NotAfter.UTC().Format(time.RFC3339))
+		if k.onExpired != nil && k.reported.CompareAndSwap(false, true) {
+			k.onExpired(err.Error())
+		}
+		return err
+	}
+	k.reported.Store(false)
+	return nil
 }
 
 // serve builds the Node's handler from its controller.

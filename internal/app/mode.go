@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -100,12 +101,24 @@ func newNodeMode(cfg *config.Completed, deps *Dependencies) (*nodeMode, error) {
 		if err := kubelet.serve(ctrl); err != nil {
 			return nil, err
 		}
+		kubelet.onExpired = func(message string) {
+			deps.Recorder.Event(ctrl.EventRef(), v1.EventTypeWarning, "ServingCertificateExpired", message)
+		}
 	}
 	return &nodeMode{Controller: ctrl, queue: s, deps: deps, kubelet: kubelet}, nil
 }
 
 // Ready is /readyz's check: the Node registered, its status posted, no other agent on its Lease.
 func (m *nodeMode) Ready() error { return m.Registered() }
+
+// Healthy is the syncloop check: the Node's loops, and the kubelet API's serving certificate not
+// expired (kubeletAPI.certificateError).
+func (m *nodeMode) Healthy() error {
+	if m.kubelet == nil {
+		return m.Controller.Healthy()
+	}
+	return errors.Join(m.Controller.Healthy(), m.kubelet.certificateError())
+}
 
 // addTo adds the Node informer, the eviction manager and the step queue. The steps start without
 // waiting for the informer to sync, unlike the simulation's (simulation.Process.Run): an agent
