@@ -3,8 +3,8 @@ package app
 import (
 	"crypto/tls"
 	"fmt"
+	"k8s.io/utils/clock"
 	"net"
-	"time"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -34,7 +34,7 @@ func simulateKubeletAPI(o *simulateOptions, restConfig *rest.Config) (*simulatio
 	var cert *tls.Certificate
 	var err error
 	if c.TLSCertFile != "" {
-		cert, err = kubeletserver.LoadCertificate(c.TLSCertFile, c.TLSPrivateKeyFile, time.Now())
+		cert, err = kubeletserver.LoadCertificate(c.TLSCertFile, c.TLSPrivateKeyFile, clock.RealClock{}.Now())
 	} else {
 		cert, err = kubeletserver.SelfSignedCertificate("", ip.String(), []net.IP{ip})
 	}
