@@ -3,11 +3,11 @@ package app
 import (
 	"crypto/tls"
 	"fmt"
-	"k8s.io/utils/clock"
 	"net"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 
 	"github.com/nodeagent/nodeagent/pkg/kubeletserver"
 	"github.com/nodeagent/nodeagent/pkg/simulation"
