@@ -145,6 +145,8 @@ func TestServerPathsAndAuth(t *testing.T) {
 		{"portForward uid mismatch", "POST", "/portForward/ns/p/bad", "admin", 404, "pod not found"},
 		{"attach not implemented", "POST", "/attach/ns/p/c?output=1", "admin", 501, `node "n1" does not implement AttachToContainer`},
 		{"unknown path", "GET", "/stats/summary", "admin", 404, "404 page not found\n"},
+		{"run not implemented", "POST", "/run/ns/p/c?cmd=ls", "admin", 501, `node "n1" does not implement RunInContainer`},
+		{"run GET", "GET", "/run/ns/p/c?cmd=ls", "admin", 404, "404 page not found\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, body := do(t, ts, tc.method, tc.path, tc.token)
@@ -199,4 +201,25 @@ func asExit(err error, out *utilexec.ExitError) bool {
 		*out = e
 	}
 	return ok
+}
+
+// TestServerRun: /run answers the command's output (the kubelet's getRun: cmd split at spaces), or
+// 500 with the error when it fails.
+func TestServerRun(t *testing.T) {
+	ts := newTestServer(t, &execProvider{})
+	code, body := do(t, ts, "POST", "/run/ns/p/c?cmd=echo%20hi", "admin")
+	if code != 500 || !strings.Contains(body, "EOF") {
+		t.Errorf("POST /run (exit 3): %d %q, want 500 with the error", code, body)
+	}
+	ts = newTestServer(t, &okRunner{})
+	if code, body := do(t, ts, "POST", "/run/ns/p/c?cmd=echo%20hi", "admin"); code != 200 || body != "out:echo hi\n" {
+		t.Errorf("POST /run: %d %q, want 200 and the output", code, body)
+	}
+}
+
+type okRunner struct{}
+
+func (okRunner) RunInContainer(_ context.Context, _, _, _ string, cmd []string, a AttachIO) error {
+	_, err := io.WriteString(a.Stdout(), "out:"+strings.Join(cmd, " ")+"\n")
+	return err
 }
