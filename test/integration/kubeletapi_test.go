@@ -438,6 +438,15 @@ func TestKubeletAPIAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The reference kubelet has taken its pod (its status written: the container waiting).
+	err = framework.WaitFor(ctx, 300*time.Millisecond, func() (bool, error) {
+		p, err := admin.CoreV1().Pods(ns).Get(ctx, "other", metav1.GetOptions{})
+		return err == nil && len(p.Status.ContainerStatuses) == 1, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
 	// The same requests to the agent and to the reference kubelet: the same status codes.
 	saKubeconfig, err := e.cp.ServiceAccountKubeconfig(ctx, ns, "nobody")
 	if err != nil {
@@ -478,11 +487,15 @@ func TestKubeletAPIAgent(t *testing.T) {
 		{"POST", "/exec/" + ns + "/nope/c?command=ls"},
 		{"POST", "/portForward/" + ns + "/nope"},
 		{"POST", "/pods"},
+		// Exec into a container that does not run (each Node's own pod: its image is never pulled):
+		// the kubelet's 500 container not found.
+		{"POST", "/exec/" + ns + "/{own}/c?command=ls&output=1"},
 	}
+	own := func(path, pod string) string { return strings.ReplaceAll(path, "{own}", pod) }
 	for _, c := range creds {
 		for _, p := range paths {
-			got := kubeletDo(t, p.method, ip, port, p.path, c.token, c.cert)
-			want := kubeletDo(t, p.method, "127.0.0.1", ref.Port, p.path, c.token, c.cert)
+			got := kubeletDo(t, p.method, ip, port, own(p.path, "mine"), c.token, c.cert)
+			want := kubeletDo(t, p.method, "127.0.0.1", ref.Port, own(p.path, "other"), c.token, c.cert)
 			if got != want {
 				t.Errorf("%s %s with %s: agent %d, reference kubelet %d", p.method, p.path, c.name, got, want)
 			}
