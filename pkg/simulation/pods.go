@@ -29,6 +29,8 @@ type simPods struct {
 	runtimeName string
 	recorder    record.EventRecorder
 	clock       clock.Clock
+	// commands interprets the containers' commands (nil: not interpreted, Config.InterpretPodCommands).
+	commands *commands
 
 	mu   sync.Mutex
 	pods map[types.UID]*simPod
@@ -40,6 +42,10 @@ type simPod struct {
 	stopSeen  time.Time // when: the delete request as Simulate places it within its second
 	behaviour Behaviour
 	overrides Overrides
+	// cmds holds the outcome of each container run its command decided (memoized: a run is
+	// interpreted once, when it starts), under its own lock, held while a run is interpreted.
+	cmdsMu sync.Mutex
+	cmds   podCommands
 }
 
 var _ node.PodProvider = (*simPods)(nil)
@@ -54,6 +60,15 @@ func newSimPods(defaults Behaviour, runtimeName string, recorder record.EventRec
 // default used.
 func (s *simPods) CreatePod(_ context.Context, p *v1.Pod) error {
 	s.parseBehaviour(p)
+	if s.commands != nil && len(p.Status.PodIPs) > 0 { // the addresses nodeagent gave it, for the downward API
+		sp := s.entry(p, nil)
+		sp.cmdsMu.Lock()
+		sp.cmds.podIPs = sp.cmds.podIPs[:0]
+		for _, ip := range p.Status.PodIPs {
+			sp.cmds.podIPs = append(sp.cmds.podIPs, ip.IP)
+		}
+		sp.cmdsMu.Unlock()
+	}
 	return nil
 }
 
@@ -88,13 +103,19 @@ func (s *simPods) DeletePod(_ context.Context, p *v1.Pod) error {
 }
 
 // GetPodStatus returns Simulate's view of the pod now, with the behaviour parsed at its creation or
-// last annotation change, and the time to its next change.
-func (s *simPods) GetPodStatus(_ context.Context, p *v1.Pod) (node.PodRuntimeStatus, error) {
+// last annotation change, and the time to its next change. Each container run that starts is
+// interpreted from its command (when interpretation is on), once.
+func (s *simPods) GetPodStatus(ctx context.Context, p *v1.Pod) (node.PodRuntimeStatus, error) {
 	sp := s.entry(p, nil)
 	s.mu.Lock()
 	b := sp.behaviour
 	in := SimInput{StartTime: sp.start, RuntimeName: s.runtimeName, Overrides: sp.overrides, DeletionSeen: sp.stopSeen}
 	s.mu.Unlock()
+	if s.commands != nil {
+		in.Run = func(c *v1.Container, restarts int32, start time.Time) (RunOutcome, bool) {
+			return s.commandRun(ctx, p, sp, c, restarts, start)
+		}
+	}
 	now := s.clock.Now()
 	rt, next := Simulate(p, &b, &in, now)
 	r := node.PodRuntimeStatus{Status: rt}
@@ -102,6 +123,32 @@ func (s *simPods) GetPodStatus(_ context.Context, p *v1.Pod) (node.PodRuntimeSta
 		r.RecheckAfter = max(next.Sub(now), time.Millisecond)
 	}
 	return r, nil
+}
+
+// commandRun returns the outcome of run restarts of container c as its command decides (memoized per
+// run), telling once per container in a Warning Event (EventReasonCommandNotInterpreted) that its
+// command cannot be honoured; ok false then, and for a container without a command.
+func (s *simPods) commandRun(ctx context.Context, p *v1.Pod, sp *simPod, c *v1.Container, restarts int32, start time.Time) (RunOutcome, bool) {
+	sp.cmdsMu.Lock()
+	defer sp.cmdsMu.Unlock()
+	key := runKey{container: c.Name, restarts: restarts}
+	if r, ok := sp.cmds.runs[key]; ok {
+		return r.out, r.ok
+	}
+	r, reason := s.commands.run(ctx, p, c, &sp.cmds, restarts, start)
+	if sp.cmds.runs == nil {
+		sp.cmds.runs = map[runKey]runResult{}
+	}
+	sp.cmds.runs[key] = r
+	if reason != "" && !sp.cmds.warned[c.Name] {
+		if sp.cmds.warned == nil {
+			sp.cmds.warned = map[string]bool{}
+		}
+		sp.cmds.warned[c.Name] = true
+		s.recorder.Eventf(p, v1.EventTypeWarning, EventReasonCommandNotInterpreted,
+			"Container %s: its command is not interpreted (%s); it runs as without a command (nodeagent.io/ annotations, the simulation's defaults)", c.Name, reason)
+	}
+	return r.out, r.ok
 }
 
 // entry returns the pod's record, made when absent: started at its status.startTime (an earlier run of

@@ -67,6 +67,9 @@ type ContainerBehaviour struct {
 	ExitCode    int32
 	// ImagePullError, when set, is the message every pull of its image fails with.
 	ImagePullError string
+	// RunAnnotated: nodeagent.io/run-duration or exit-code set RunDuration or ExitCode, which then
+	// take precedence over the container's command (SimInput.Run is not asked).
+	RunAnnotated bool
 }
 
 // Behaviour is how a simulated pod behaves: Default for every container, PerContainer by name on top.
@@ -123,6 +126,7 @@ func PodBehaviour(p *v1.Pod, def Behaviour) (Behaviour, error) {
 		case AnnotationRunDuration:
 			if d, ok := duration(key, value); ok {
 				c.RunDuration = &d
+				c.RunAnnotated = true
 			}
 		case AnnotationExitCode:
 			n, err := strconv.ParseInt(value, 10, 32)
@@ -131,6 +135,7 @@ func PodBehaviour(p *v1.Pod, def Behaviour) (Behaviour, error) {
 				return
 			}
 			c.ExitCode = int32(n)
+			c.RunAnnotated = true
 		case AnnotationImagePullError:
 			c.ImagePullError = value
 		}
@@ -200,6 +205,19 @@ type SimInput struct {
 	// otherwise seem deleted before its containers started, which the status already written says
 	// they did. The request is taken at DeletionSeen, kept within that second.
 	DeletionSeen time.Time
+	// Run, when set, gives the outcome of a container's run from its command (the pod's simulated
+	// runtime interprets it in pkg/simulation/sandbox), asked for each run (restarts: its restart
+	// count) once it has started, unless the container's behaviour is RunAnnotated; ok false: the
+	// behaviour's RunDuration and ExitCode apply. It must give the same answer for the same run.
+	Run func(c *v1.Container, restarts int32, start time.Time) (out RunOutcome, ok bool)
+}
+
+// RunOutcome is how one run of a container ends: after Duration with ExitCode, or never by itself
+// (Forever).
+type RunOutcome struct {
+	Forever  bool
+	Duration time.Duration
+	ExitCode int32
 }
 
 // Simulate returns the simulated runtime's view of pod at now, given its behaviour b, and the next time
@@ -333,6 +351,14 @@ func (s *simulation) container(c *v1.Container, from time.Time, isInit, sidecar 
 		code, reason := cb.ExitCode, pod.ReasonCompleted
 		if cb.RunDuration != nil {
 			end = start.Add(*cb.RunDuration)
+		}
+		if s.in.Run != nil && !cb.RunAnnotated {
+			if o, ok := s.in.Run(c, restarts, start); ok { // the container's command decides
+				end, code = time.Time{}, o.ExitCode
+				if !o.Forever {
+					end = start.Add(o.Duration)
+				}
+			}
 		}
 		if code != 0 {
 			reason = pod.ReasonError
