@@ -111,7 +111,7 @@ func (s *simPods) GetPodStatus(ctx context.Context, p *v1.Pod) (node.PodRuntimeS
 	b := sp.behaviour
 	in := SimInput{StartTime: sp.start, RuntimeName: s.runtimeName, Overrides: sp.overrides, DeletionSeen: sp.stopSeen}
 	s.mu.Unlock()
-	if s.commands != nil {
+	if s.commands != nil && hasCommand(p) {
 		in.Run = func(c *v1.Container, restarts int32, start time.Time) (RunOutcome, bool) {
 			return s.commandRun(ctx, p, sp, c, restarts, start)
 		}
@@ -123,6 +123,19 @@ func (s *simPods) GetPodStatus(ctx context.Context, p *v1.Pod) (node.PodRuntimeS
 		r.RecheckAfter = max(next.Sub(now), time.Millisecond)
 	}
 	return r, nil
+}
+
+// hasCommand reports whether a container or init container of p has a command (only those are
+// interpreted: a pod without one costs nothing more).
+func hasCommand(p *v1.Pod) bool {
+	for _, l := range [][]v1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+		for i := range l {
+			if len(l[i].Command) > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // commandRun returns the outcome of run restarts of container c as its command decides (memoized per
