@@ -259,32 +259,25 @@ func shellScript(p *Program) (string, []string, string) {
 		argv, prog = argv[1:], argv[1]
 	}
 	if shells[prog] {
+		flags := "" // the options before the script, in order
 		for i := 1; i < len(argv); i++ {
 			a := argv[i]
 			if !strings.HasPrefix(a, "-") || a == "-" || a == "--" {
 				break
 			}
-			if strings.Trim(a[1:], "eux") != "c" && !strings.ContainsRune(a, 'c') {
-				if strings.Trim(a[1:], "eux") != "" {
-					return "", nil, fmt.Sprintf("%s option %q is not interpreted", prog, a)
-				}
-				continue
-			}
 			if strings.Trim(a[1:], "eucx") != "" {
 				return "", nil, fmt.Sprintf("%s option %q is not interpreted", prog, a)
+			}
+			flags += strings.ReplaceAll(a[1:], "c", "")
+			if !strings.ContainsRune(a, 'c') {
+				continue
 			}
 			if i+1 >= len(argv) {
 				return "", nil, fmt.Sprintf("%s -c without a script", prog)
 			}
 			script := argv[i+1]
-			var opts []string
-			for _, f := range a[1:] {
-				if f != 'c' {
-					opts = append(opts, "set -"+string(f))
-				}
-			}
-			if len(opts) > 0 {
-				script = strings.Join(opts, "; ") + "\n" + script
+			if flags != "" {
+				script = "set -" + flags + "\n" + script
 			}
 			var params []string
 			if i+2 < len(argv) {
@@ -336,7 +329,8 @@ func check(file *syntax.File) string {
 		case *syntax.ProcSubst:
 			reason = "uses a process substitution"
 		case *syntax.ParamExp:
-			if n.Repl != nil && n.Repl.All && n.Repl.With != nil && (len(n.Repl.With.Parts) != 1 || n.Repl.With.Lit() == "" || len(n.Repl.With.Lit()) > 16) {
+			if w := n.Repl; w != nil && w.All && w.With != nil && len(w.With.Parts) > 0 &&
+				(len(w.With.Parts) != 1 || w.With.Lit() == "" || len(w.With.Lit()) > 16) {
 				reason = "replaces every match with an expansion or a long text (${x//p/...})"
 			}
 		case *syntax.WhileClause:
