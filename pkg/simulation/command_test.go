@@ -198,3 +198,60 @@ func TestContainerEnv(t *testing.T) {
 		t.Errorf("hostname %q", h)
 	}
 }
+
+// TestSimPodsCommandStop: on deletion, a container whose command decides its run stops as that process
+// would on a kubelet's Node: sh or sleep, PID 1 without a SIGTERM handler, killed at the grace period
+// (exit 137, the pod Terminal only then); with shareProcessNamespace, dead of the SIGTERM at once (143);
+// with nodeagent.io/stop-delay, after it with exit 0; a container without a command at once with exit 0.
+func TestSimPodsCommandStop(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		command  []string
+		change   func(*v1.Pod)
+		at       time.Duration // after the delete request
+		wantCode int32         // -1: still running
+		terminal bool
+	}{
+		{"sleep: running before the grace period", []string{"sleep", "1000000"}, nil, 29 * time.Second, -1, false},
+		{"sleep: killed at the grace period", []string{"sleep", "1000000"}, nil, 30 * time.Second, 137, true},
+		{"shareProcessNamespace: SIGTERM kills it at once", []string{"sleep", "1000000"}, func(p *v1.Pod) { p.Spec.ShareProcessNamespace = ptrTo(true) }, 0, 143, true},
+		{"stop-delay annotation: exit 0 after it", []string{"sleep", "1000000"}, func(p *v1.Pod) { p.Annotations[AnnotationStopDelay] = "3s" }, 3 * time.Second, 0, true},
+		{"no command: exit 0 at once", nil, func(p *v1.Pod) { p.Annotations[AnnotationRunDuration] = "1h" }, 0, 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+			clk := testingclock.NewFakeClock(start)
+			s := newSimPods(Behaviour{}, "fakeRuntime", record.NewFakeRecorder(10), clk)
+			s.commands = &commands{}
+			p := jobPod("stop", "0", v1.RestartPolicyNever, emptyDir, tc.command, nil)
+			if tc.change != nil {
+				tc.change(p)
+			}
+			ctx := context.Background()
+			_ = s.CreatePod(ctx, p)
+			if _, err := s.GetPodStatus(ctx, p); err != nil {
+				t.Fatal(err)
+			}
+			clk.Step(10 * time.Second)
+			p = p.DeepCopy()
+			p.DeletionGracePeriodSeconds = ptrTo(int64(30))
+			p.DeletionTimestamp = &metav1.Time{Time: clk.Now().Add(30 * time.Second)}
+			_ = s.DeletePod(ctx, p)
+			clk.Step(tc.at)
+			r, err := s.GetPodStatus(ctx, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := r.Status.Containers[0]
+			got := int32(-1)
+			if c.State.Terminated != nil {
+				got = c.State.Terminated.ExitCode
+			}
+			if got != tc.wantCode || r.Status.Terminal != tc.terminal {
+				t.Errorf("at +%v: exit code %d terminal %v (state %+v), want %d %v", tc.at, got, r.Status.Terminal, c.State, tc.wantCode, tc.terminal)
+			}
+		})
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }

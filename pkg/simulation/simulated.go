@@ -78,6 +78,12 @@ type Behaviour struct {
 	PerContainer map[string]ContainerBehaviour
 	// StopDelay is from the delete request to the containers stopped, capped by the grace period.
 	StopDelay time.Duration
+	// StopDelaySet: StopDelay was given (the nodeagent.io/stop-delay annotation, or a non-zero
+	// default). Without it, a container whose run its command decided stops as that command's process
+	// does on a kubelet's Node: a shell or sleep, PID 1 without a SIGTERM handler, ignores the SIGTERM
+	// and is killed at the grace period (exit 137); with shareProcessNamespace it is not PID 1 and dies
+	// of the SIGTERM at once (exit 143).
+	StopDelaySet bool
 }
 
 // For returns the behaviour of the named container.
@@ -94,7 +100,7 @@ func (b *Behaviour) For(name string) ContainerBehaviour {
 // annotation, each wrapping ErrBadAnnotation and naming the key and the value): the returned behaviour
 // then has the default for those keys, so that the caller can emit an Event and go on.
 func PodBehaviour(p *v1.Pod, def Behaviour) (Behaviour, error) {
-	b := Behaviour{Default: def.Default, StopDelay: def.StopDelay}
+	b := Behaviour{Default: def.Default, StopDelay: def.StopDelay, StopDelaySet: def.StopDelaySet || def.StopDelay > 0}
 	for _, o := range p.OwnerReferences {
 		if o.Kind == "Job" && b.Default.RunDuration == nil {
 			zero := time.Duration(0)
@@ -149,7 +155,7 @@ func PodBehaviour(p *v1.Pod, def Behaviour) (Behaviour, error) {
 	}
 	if v, ok := p.Annotations[AnnotationStopDelay]; ok {
 		if d, ok := duration(AnnotationStopDelay, v); ok {
-			b.StopDelay = d
+			b.StopDelay, b.StopDelaySet = d, true
 		}
 	}
 	for key, v := range p.Annotations {
@@ -227,7 +233,9 @@ type RunOutcome struct {
 // init containers one after the other, each after the one before exited 0 (a sidecar once it started),
 // regular containers after all of them; a container that exited is restarted as its restart policy
 // says, after the kubelet's crash-loop back-off; on deletion (deletionTimestamp set) every container
-// stops at the delete request plus b.StopDelay, capped by the grace period, and the view is Terminal.
+// stops at the delete request plus b.StopDelay, capped by the grace period (one whose command decides its
+// run, without a stop delay given: as its process would, Behaviour.StopDelaySet), and the view is
+// Terminal once all have stopped.
 func Simulate(p *v1.Pod, b *Behaviour, in *SimInput, now time.Time) (*pod.RuntimeStatus, time.Time) {
 	rt := &pod.RuntimeStatus{RuntimeName: in.RuntimeName, Sandbox: pod.SandboxReady, PodIPs: in.PodIPs, HostIPs: in.HostIPs}
 	sim := simulation{pod: p, b: b, in: in, now: now}
@@ -245,10 +253,10 @@ func Simulate(p *v1.Pod, b *Behaviour, in *SimInput, now time.Time) (*pod.Runtim
 		if b.StopDelay >= grace {
 			sim.stopAt, sim.stopCode = requested.Add(grace), 137
 		}
-		if !now.Before(sim.stopAt) {
-			rt.Terminal = true
-		} else {
-			sim.note(sim.stopAt)
+		// A container whose command decides its run stops as its process would (Behaviour.StopDelaySet).
+		sim.killAt, sim.killCode = requested.Add(grace), 137
+		if p.Spec.ShareProcessNamespace != nil && *p.Spec.ShareProcessNamespace {
+			sim.killAt, sim.killCode = requested, 143
 		}
 	}
 	t := in.StartTime // when the next container may start
@@ -269,6 +277,17 @@ func Simulate(p *v1.Pod, b *Behaviour, in *SimInput, now time.Time) (*pod.Runtim
 			rt.Containers = append(rt.Containers, cs)
 		}
 	}
+	if !sim.stopAt.IsZero() { // Terminal once the last container stopped
+		last := sim.stopAt
+		if sim.lastStop.After(last) {
+			last = sim.lastStop
+		}
+		if !now.Before(last) {
+			rt.Terminal = true
+		} else {
+			sim.note(last)
+		}
+	}
 	return rt, sim.next
 }
 
@@ -280,6 +299,12 @@ type simulation struct {
 	next     time.Time
 	stopAt   time.Time // zero: not being deleted
 	stopCode int32
+	// killAt, killCode: how a container whose command decides its run stops on deletion, without a
+	// stop delay given (Behaviour.StopDelaySet); lastStop: the latest stop of a container that ran
+	// until the deletion stopped it, after stopAt.
+	killAt   time.Time
+	killCode int32
+	lastStop time.Time
 }
 
 // note records a future change.
@@ -352,11 +377,15 @@ func (s *simulation) container(c *v1.Container, from time.Time, isInit, sidecar 
 		if cb.RunDuration != nil {
 			end = start.Add(*cb.RunDuration)
 		}
+		stopAt, stopCode := s.stopAt, s.stopCode
 		if s.in.Run != nil && !cb.RunAnnotated {
 			if o, ok := s.in.Run(c, restarts, start); ok { // the container's command decides
 				end, code = time.Time{}, o.ExitCode
 				if !o.Forever {
 					end = start.Add(o.Duration)
+				}
+				if !stopAt.IsZero() && !s.b.StopDelaySet {
+					stopAt, stopCode = s.killAt, s.killCode
 				}
 			}
 		}
@@ -366,10 +395,13 @@ func (s *simulation) container(c *v1.Container, from time.Time, isInit, sidecar 
 		if fe, fc, fr, ok := forced(start, end); ok {
 			end, code, reason = fe, fc, fr
 		}
-		if !s.stopAt.IsZero() && (end.IsZero() || s.stopAt.Before(end)) {
-			end, code, reason = s.stopAt, s.stopCode, pod.ReasonCompleted
+		if !stopAt.IsZero() && (end.IsZero() || stopAt.Before(end)) {
+			end, code, reason = stopAt, stopCode, pod.ReasonCompleted
 			if code != 0 {
 				reason = pod.ReasonError
+			}
+			if end.After(s.lastStop) {
+				s.lastStop = end
 			}
 		}
 		if end.IsZero() || s.now.Before(end) { // running now
