@@ -33,6 +33,7 @@ import (
 	"os"
 	"path"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -412,6 +413,9 @@ func (r *run) call(ctx context.Context, args []string) ([]string, error) {
 	}
 	if why, ok := refusedBuiltins[args[0]]; ok {
 		return nil, r.stop(refuse("the builtin %s %s", args[0], why))
+	}
+	if args[0] == "pwd" && slices.Contains(args[1:], "-P") {
+		return nil, r.stop(refuse("the builtin pwd -P resolves symbolic links on the host"))
 	}
 	if args[0] == "printf" && len(args) > 1 {
 		if n := printfWidth(args[1], args[2:]); n > r.lim.Memory {

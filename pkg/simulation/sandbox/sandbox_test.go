@@ -179,6 +179,7 @@ func TestRunEscapes(t *testing.T) {
 		{"/dev/tcp", sh("echo x > /dev/tcp/127.0.0.1/80"), "uses /dev/tcp/127.0.0.1/80, a device or kernel file"},
 		{"/proc", sh("cat /proc/self/environ"), "uses /proc/self/environ, a device or kernel file"},
 		{"glob the host", sh("echo /*"), "lists /, a directory of the image"},
+		{"pwd -P resolves links on the host", sh("cd /tmp && pwd -P"), "the builtin pwd -P resolves symbolic links on the host"},
 		{"cd to the host", sh("cd /etc && exit 3"), "reads /etc, a file of the image"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
