@@ -113,6 +113,9 @@ func (c *commands) program(p *v1.Pod, ctr *v1.Container, pc *podCommands, restar
 // sandbox cannot honour, whose reason it returns).
 func (c *commands) run(ctx context.Context, p *v1.Pod, ctr *v1.Container, pc *podCommands, restarts int32, start time.Time) (runResult, string) {
 	if len(ctr.Command) == 0 {
+		if isPauseImage(ctr.Image) && len(ctr.Args) == 0 {
+			return runResult{ok: true, out: RunOutcome{Forever: true}}, "" // /pause: until it is stopped
+		}
 		return runResult{}, ""
 	}
 	res := sandbox.Run(ctx, c.program(p, ctr, pc, restarts, start), c.limits)
@@ -120,6 +123,20 @@ func (c *commands) run(ctx context.Context, p *v1.Pod, ctr *v1.Container, pc *po
 		return runResult{}, res.Reason
 	}
 	return runResult{ok: true, out: RunOutcome{Forever: res.Forever, Duration: res.Duration, ExitCode: res.ExitCode}}, ""
+}
+
+// pauseRepositories are the repositories of the pause image (the kubelet's sandbox image, and the e2e
+// suite's "notTerminate" container): its entrypoint, /pause, is known to run until it is stopped (it
+// exits 0 on SIGTERM), whatever the pod's owner.
+var pauseRepositories = map[string]bool{"registry.k8s.io/pause": true, "k8s.gcr.io/pause": true, "gcr.io/google-containers/pause": true}
+
+// isPauseImage reports whether image is the pause image.
+func isPauseImage(image string) bool {
+	repo, _, _ := strings.Cut(NormalizeImage(image), "@")
+	if i := strings.LastIndex(repo, ":"); i >= 0 && !strings.Contains(repo[i:], "/") {
+		repo = repo[:i]
+	}
+	return pauseRepositories[repo]
 }
 
 // podHostname is the pod's host name as the kubelet gives it (spec.hostname, else the pod's name,

@@ -94,6 +94,11 @@ func TestSimPodsCommands(t *testing.T) {
 			want: []want{{after: 0, exitCode: 0, last: -1}, {after: time.Second, exitCode: 0, last: -1}},
 			wantEvent: "Warning CommandNotInterpreted Container c: its command is not interpreted (runs wget, a program the sandbox does not implement); " +
 				"it runs as without a command (nodeagent.io/ annotations, the simulation's defaults)"},
+		{name: "notTerminate: the pause image without a command runs until stopped, even in a Job", pods: func() []*v1.Pod {
+			p := jobPod("pause", "1", v1.RestartPolicyNever, emptyDir, nil, nil)
+			p.Spec.Containers[0].Image = "registry.k8s.io/pause:3.10.2"
+			return []*v1.Pod{p}
+		}(), want: []want{{after: time.Hour, exitCode: -1, last: -1}}},
 		{name: "interpretation off: the default", off: true, pods: []*v1.Pod{jobPod("off", "1", v1.RestartPolicyNever, emptyDir, []string{"sh", "-c"}, []string{fixtureFailOddSucceedEven})},
 			want: []want{{after: 0, exitCode: 0, last: -1}}},
 	} {

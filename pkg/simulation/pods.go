@@ -125,12 +125,12 @@ func (s *simPods) GetPodStatus(ctx context.Context, p *v1.Pod) (node.PodRuntimeS
 	return r, nil
 }
 
-// hasCommand reports whether a container or init container of p has a command (only those are
-// interpreted: a pod without one costs nothing more).
+// hasCommand reports whether a container or init container of p has a command, or is the pause image
+// (only those are interpreted: a pod without one costs nothing more).
 func hasCommand(p *v1.Pod) bool {
 	for _, l := range [][]v1.Container{p.Spec.InitContainers, p.Spec.Containers} {
 		for i := range l {
-			if len(l[i].Command) > 0 {
+			if len(l[i].Command) > 0 || isPauseImage(l[i].Image) {
 				return true
 			}
 		}
