@@ -41,6 +41,7 @@ func main() {
 		focus, dir, bins string
 		timeout          time.Duration
 		simArgs          string
+		summary          string
 	)
 	flag.IntVar(&nodes, "nodes", 3, "simulated Nodes")
 	flag.IntVar(&procs, "procs", 4, "ginkgo processes")
@@ -49,7 +50,15 @@ func main() {
 	flag.StringVar(&bins, "bin-dir", "_output/e2e", "where e2e.test and ginkgo are (hack/e2e-sig-apps.sh builds them)")
 	flag.DurationVar(&timeout, "timeout", 90*time.Minute, "ginkgo --timeout")
 	flag.StringVar(&simArgs, "simulate-args", "", "extra flags of nodeagent simulate, separated by spaces")
+	flag.StringVar(&summary, "summarize", "", "only print the summary of this ginkgo JSON report (of an earlier run)")
 	flag.Parse()
+	if summary != "" {
+		if err := summarize(summary); err != nil {
+			fmt.Fprintln(os.Stderr, "e2esigapps:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, nodes, procs, focus, dir, bins, timeout, strings.Fields(simArgs)); err != nil {
@@ -139,9 +148,10 @@ func run(ctx context.Context, nodes, procs int, focus, dir, bins string, timeout
 	}
 	fmt.Printf("%d simulated Nodes Ready\n", nodes)
 
+	// ginkgo writes the report under --output-dir: the name must be relative.
 	report := filepath.Join(dir, "report.json")
 	g := exec.CommandContext(ctx, ginkgo, "--procs="+strconv.Itoa(procs), "--focus="+focus, "--timeout="+timeout.String(),
-		"--json-report="+report, "--output-dir="+dir, "--no-color", "--silence-skips",
+		"--json-report=report.json", "--output-dir="+dir, "--no-color", "--silence-skips",
 		e2e, "--", "--kubeconfig="+cp.AdminKubeconfig, "--provider=skeleton", "--report-dir="+dir,
 		"--e2e-output-dir="+dir, "--dump-logs-on-failure=false", "--minStartupPods=0", "--allowed-not-ready-nodes=0")
 	logf, err := os.Create(filepath.Join(dir, "ginkgo.log"))
@@ -161,6 +171,7 @@ func run(ctx context.Context, nodes, procs int, focus, dir, bins string, timeout
 type ginkgoReport []struct {
 	SpecReports []struct {
 		ContainerHierarchyTexts []string
+		LeafNodeType            string
 		LeafNodeText            string
 		State                   string
 		Failure                 struct {
@@ -184,8 +195,8 @@ func summarize(path string) error {
 	var failures []string
 	for _, suite := range r {
 		for _, s := range suite.SpecReports {
-			if s.LeafNodeText == "" {
-				continue // suite set-up and tear-down nodes
+			if s.LeafNodeType != "It" {
+				continue // the suite's set-up and report nodes
 			}
 			counts[s.State]++
 			if s.State != "passed" && s.State != "skipped" && s.State != "pending" {
