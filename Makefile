@@ -126,6 +126,18 @@ bench-scale: tools kwok
 bench-pods: tools kwok
 	$(GO) run ./test/benchpods $(BENCH_PODS_ARGS)
 
+.PHONY: e2e-sig-apps
+## e2e-sig-apps: Kubernetes' own sig-apps conformance specs (k8s.io/kubernetes/test/e2e v1.37.2, built with
+## `go test -c`, and its ginkgo CLI, pinned in hack/e2e, into _output/e2e) with E2E_FOCUS (default
+## `\[sig-apps\].*\[Conformance\]`) and E2E_PROCS (4) processes against E2E_NODES (3) simulated Nodes on a local
+## control plane with the real kube-scheduler and kube-controller-manager; prints passed/failed and each failure
+## (docs/simulation.md "Kubernetes conformance"). About 35 minutes. Not part of make test.
+E2E_FOCUS ?= \[sig-apps\].*\[Conformance\]
+E2E_PROCS ?= 4
+E2E_NODES ?= 3
+e2e-sig-apps: tools
+	hack/e2e-sig-apps.sh --focus '$(E2E_FOCUS)' --procs $(E2E_PROCS) --nodes $(E2E_NODES) $(E2E_ARGS)
+
 .PHONY: npd
 ## npd: build node-problem-detector v1.36.0 (k8s.io/node-problem-detector, pinned in hack/npd) into
 ## _output/bin/node-problem-detector, only when missing or hack/npd changed (stamp); the side-by-side NPD

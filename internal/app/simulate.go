@@ -63,6 +63,7 @@ type simulateOptions struct {
 	podWorkers     int
 	// The simulated pods' default behaviour (docs/simulation.md, "Pods"): annotations override it.
 	podStartDelay, podReadinessDelay, podStopDelay time.Duration
+	podCommandInterpretation                       bool
 	// Sharding (docs/simulation.md, "Shards").
 	shards                int
 	shardIndex            int
@@ -106,6 +107,7 @@ func simulateFlags() (*simulateOptions, *pflag.FlagSet) {
 	fs.IntVar(&o.leaseWorkers, "lease-workers", o.leaseWorkers, "Workers that renew every simulated Node's Lease, from a work queue of their own, so that no status sync delays a Lease; 0: one per 20 Nodes, 16 to 256 (each holds one Lease request in flight).")
 	fs.DurationVar(&o.podStartDelay, "pod-container-start-delay", 0, "Default time from a simulated pod's admission (or its previous init container) to each container running; the pod's nodeagent.io/container-start-delay annotation overrides it. 0: at once, as KWOK's fast Stages.")
 	fs.DurationVar(&o.podReadinessDelay, "pod-readiness-delay", 0, "Default time from a simulated container running to it turning ready (annotation nodeagent.io/readiness-delay).")
+	fs.BoolVar(&o.podCommandInterpretation, "pod-command-interpretation", true, "Interpret a simulated container's command and args (a shell's -c script, sleep, exit codes, files in emptyDir and hostPath volumes) in a sandbox, in simulated time, so that it decides how long each run lasts and how it exits; the annotations nodeagent.io/run-duration and exit-code take precedence, and a command the sandbox cannot honour keeps the default behaviour (a Warning Event CommandNotInterpreted says so). See docs/simulation.md.")
 	fs.DurationVar(&o.podStopDelay, "pod-stop-delay", 0, "Default time from a simulated pod's deletion to its containers stopped, capped by its grace period (annotation nodeagent.io/stop-delay).")
 	fs.IntVar(&o.podWorkers, "pod-workers", o.podWorkers, "Workers that run the pods bound to the simulated Nodes (admission, status writes, deletion), from a work queue of their own, so that no pod storm delays a Lease or a Node status; 0: one per 20 Nodes, 32 to 128.")
 	for _, name := range simulateAgentFlags {
@@ -279,7 +281,8 @@ func runSimulate(ctx context.Context, o *simulateOptions) error {
 			Default:   simulation.ContainerBehaviour{StartDelay: o.podStartDelay, ReadinessDelay: o.podReadinessDelay},
 			StopDelay: o.podStopDelay,
 		},
-		ProcessStart: processStart, DeleteNodesOnExit: o.deleteNodesOnExit, KubeletAPI: kubeletAPI,
+		InterpretPodCommands: o.podCommandInterpretation, KubeletAPI: kubeletAPI,
+		ProcessStart: processStart, DeleteNodesOnExit: o.deleteNodesOnExit,
 	})
 	if err != nil {
 		return err

@@ -244,7 +244,7 @@ func (s *Simulator) handler() http.Handler {
 			http.Error(w, "bad request: body is not a JSON ContainerChange {\"container\": NAME, \"crash\": EXIT_CODE, \"stop\": true, \"ready\": BOOL}: "+err.Error(), http.StatusBadRequest)
 			return
 		}
-		st, err := s.SetPodContainer(r.PathValue("namespace"), r.PathValue("name"), c)
+		st, err := s.SetPodContainer(r.Context(), r.PathValue("namespace"), r.PathValue("name"), c)
 		switch {
 		case errors.Is(err, ErrUnknownPod):
 			http.Error(w, err.Error(), http.StatusNotFound)

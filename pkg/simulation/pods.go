@@ -31,6 +31,8 @@ type simPods struct {
 	runtimeName string
 	recorder    record.EventRecorder
 	clock       clock.Clock
+	// commands interprets the containers' commands (nil: not interpreted, Config.InterpretPodCommands).
+	commands *commands
 
 	mu   sync.Mutex
 	pods map[types.UID]*simPod
@@ -52,6 +54,10 @@ type simPod struct {
 	// when the record was made for a pod that ran before (the simulator restarted), or the view before
 	// its behaviour last changed; nil: none.
 	baseline *Baseline
+	// cmds holds the outcome of each container run its command decided (memoized: a run is
+	// interpreted once, when it starts), under its own lock, held while a run is interpreted.
+	cmdsMu sync.Mutex
+	cmds   podCommands
 }
 
 var _ node.PodProvider = (*simPods)(nil)
@@ -64,16 +70,25 @@ func newSimPods(defaults Behaviour, runtimeName string, recorder record.EventRec
 // the simulator started it, else now, with the behaviour its annotations set. An annotation that does
 // not parse is told in a Warning Event (InvalidAnnotation, naming the key and the value) and its
 // default used.
-func (s *simPods) CreatePod(_ context.Context, p *v1.Pod) error {
-	s.parseBehaviour(p)
+func (s *simPods) CreatePod(ctx context.Context, p *v1.Pod) error {
+	s.parseBehaviour(ctx, p)
+	if s.commands != nil && len(p.Status.PodIPs) > 0 { // the addresses nodeagent gave it, for the downward API
+		sp := s.entry(p, nil)
+		sp.cmdsMu.Lock()
+		sp.cmds.podIPs = sp.cmds.podIPs[:0]
+		for _, ip := range p.Status.PodIPs {
+			sp.cmds.podIPs = append(sp.cmds.podIPs, ip.IP)
+		}
+		sp.cmdsMu.Unlock()
+	}
 	return nil
 }
 
 // UpdatePod reads the pod's behaviour annotations again (the controller calls it when they, or the
 // spec, changed), telling a bad one as CreatePod does; the simulated containers follow the spec as
 // Simulate reads it at every pass.
-func (s *simPods) UpdatePod(_ context.Context, p *v1.Pod) error {
-	s.parseBehaviour(p)
+func (s *simPods) UpdatePod(ctx context.Context, p *v1.Pod) error {
+	s.parseBehaviour(ctx, p)
 	return nil
 }
 
@@ -82,7 +97,7 @@ func (s *simPods) UpdatePod(_ context.Context, p *v1.Pod) error {
 // A pod it runs already whose behaviour changes keeps its history: the view just before the change is its
 // Baseline, and the new behaviour applies from now on (restartCount never jumps, startedAt never moves
 // back).
-func (s *simPods) parseBehaviour(p *v1.Pod) {
+func (s *simPods) parseBehaviour(ctx context.Context, p *v1.Pod) {
 	b, err := PodBehaviour(p, s.defaults)
 	if err != nil {
 		s.recorder.Event(p, v1.EventTypeWarning, "InvalidAnnotation", err.Error())
@@ -92,7 +107,7 @@ func (s *simPods) parseBehaviour(p *v1.Pod) {
 	changed := sp != nil && !reflect.DeepEqual(sp.behaviour, b)
 	s.mu.Unlock()
 	if changed {
-		_, rt, _, now := s.view(p)
+		_, rt, _, now := s.view(ctx, p)
 		s.mu.Lock()
 		sp.baseline = BaselineFromView(rt, now)
 		s.mu.Unlock()
@@ -139,8 +154,8 @@ func (s *simPods) record(events []podEvent) {
 // GetPodStatus returns Simulate's view of the pod now, with the behaviour parsed at its creation or
 // last annotation change, and the time to its next change; what changed since the view before is
 // told in the kubelet's container Events (containerEvents).
-func (s *simPods) GetPodStatus(_ context.Context, p *v1.Pod) (node.PodRuntimeStatus, error) {
-	sp, rt, next, now := s.view(p)
+func (s *simPods) GetPodStatus(ctx context.Context, p *v1.Pod) (node.PodRuntimeStatus, error) {
+	sp, rt, next, now := s.view(ctx, p)
 	s.mu.Lock()
 	if sp.seen == nil {
 		sp.seen = seenInStatus(p)
@@ -157,7 +172,9 @@ func (s *simPods) GetPodStatus(_ context.Context, p *v1.Pod) (node.PodRuntimeSta
 }
 
 // view returns Simulate's view of the pod now and the time of its next change, with the pod's record.
-func (s *simPods) view(p *v1.Pod) (*simPod, *pod.RuntimeStatus, time.Time, time.Time) {
+// Each container run that starts is interpreted from its command (when interpretation is on), once,
+// bounded by ctx and the sandbox's limits.
+func (s *simPods) view(ctx context.Context, p *v1.Pod) (*simPod, *pod.RuntimeStatus, time.Time, time.Time) {
 	sp := s.entry(p, nil)
 	now := s.clock.Now()
 	s.mu.Lock()
@@ -174,8 +191,52 @@ func (s *simPods) view(p *v1.Pod) (*simPod, *pod.RuntimeStatus, time.Time, time.
 	in := SimInput{StartTime: sp.start, RuntimeName: s.runtimeName, Overrides: sp.overrides, DeletionSeen: sp.stopSeen,
 		EphemeralStarts: sp.ephemeralStarts, Baseline: sp.baseline}
 	s.mu.Unlock()
+	if s.commands != nil && hasCommand(p) {
+		in.Run = func(c *v1.Container, restarts int32, start time.Time) (RunOutcome, bool) {
+			return s.commandRun(ctx, p, sp, c, restarts, start)
+		}
+	}
 	rt, next := Simulate(p, &b, &in, now)
 	return sp, rt, next, now
+}
+
+// hasCommand reports whether a container or init container of p has a command, or is the pause image
+// (only those are interpreted: a pod without one costs nothing more).
+func hasCommand(p *v1.Pod) bool {
+	for _, l := range [][]v1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+		for i := range l {
+			if len(l[i].Command) > 0 || isPauseImage(l[i].Image) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// commandRun returns the outcome of run restarts of container c as its command decides (memoized per
+// run), telling once per container in a Warning Event (EventReasonCommandNotInterpreted) that its
+// command cannot be honoured; ok false then, and for a container without a command.
+func (s *simPods) commandRun(ctx context.Context, p *v1.Pod, sp *simPod, c *v1.Container, restarts int32, start time.Time) (RunOutcome, bool) {
+	sp.cmdsMu.Lock()
+	defer sp.cmdsMu.Unlock()
+	key := runKey{container: c.Name, restarts: restarts}
+	if r, ok := sp.cmds.runs[key]; ok {
+		return r.out, r.ok
+	}
+	r, reason := s.commands.run(ctx, p, c, &sp.cmds, restarts, start)
+	if sp.cmds.runs == nil {
+		sp.cmds.runs = map[runKey]runResult{}
+	}
+	sp.cmds.runs[key] = r
+	if reason != "" && !sp.cmds.warned[c.Name] {
+		if sp.cmds.warned == nil {
+			sp.cmds.warned = map[string]bool{}
+		}
+		sp.cmds.warned[c.Name] = true
+		s.recorder.Eventf(p, v1.EventTypeWarning, EventReasonCommandNotInterpreted,
+			"Container %s: its command is not interpreted (%s); it runs as without a command (nodeagent.io/ annotations, the simulation's defaults)", c.Name, reason)
+	}
+	return r.out, r.ok
 }
 
 // entry returns the pod's record, made when absent: started at its status.startTime (an earlier run of
@@ -282,7 +343,7 @@ var (
 // queues the pod for a status write at once. Errors wrap ErrUnknownPod (not found, or on another Node)
 // or ErrBadChange (no such container in the spec, no change named, crash with an exit code outside
 // 1-255, or the Nodes run no pods), naming the value.
-func (s *Simulator) SetPodContainer(namespace, name string, c ContainerChange) (PodState, error) {
+func (s *Simulator) SetPodContainer(ctx context.Context, namespace, name string, c ContainerChange) (PodState, error) {
 	if s.pods == nil || s.cfg.Dependencies.Pods == nil {
 		return PodState{}, fmt.Errorf("%w: this simulator runs no pods", ErrBadChange)
 	}
@@ -307,7 +368,7 @@ func (s *Simulator) SetPodContainer(namespace, name string, c ContainerChange) (
 		return PodState{}, fmt.Errorf("%w: stop false changes nothing: a stopped container is started again only by its restart policy", ErrBadChange)
 	}
 	if c.Crash != nil || c.Stop != nil {
-		if state := s.pods.containerState(p, c.Container); state != "running" {
+		if state := s.pods.containerState(ctx, p, c.Container); state != "running" {
 			return PodState{}, fmt.Errorf("%w: container %q of pod %s/%s is %s, not running: nothing to crash or stop", ErrBadChange, c.Container, namespace, name, state)
 		}
 	}
@@ -358,8 +419,8 @@ func (s *simPods) override(p *v1.Pod, container string, change func(*ContainerOv
 
 // containerState returns what container name of p does now: running, waiting, terminated, or "not
 // started" when the runtime has no status for it yet.
-func (s *simPods) containerState(p *v1.Pod, name string) string {
-	_, rt, _, _ := s.view(p)
+func (s *simPods) containerState(ctx context.Context, p *v1.Pod, name string) string {
+	_, rt, _, _ := s.view(ctx, p)
 	for _, l := range [][]pod.ContainerStatus{rt.InitContainers, rt.Containers} {
 		for _, cs := range l {
 			if cs.Name != name {

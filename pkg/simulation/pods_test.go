@@ -151,7 +151,7 @@ func TestSetPodContainerRefusesNoOps(t *testing.T) {
 		{change: ContainerChange{Container: "done", Stop: ptr.To(true)}, wantErr: `container "done" of pod ns/p is terminated, not running`},
 		{change: ContainerChange{Container: "c", Crash: ptr.To[int32](1)}},
 	} {
-		_, err := s.SetPodContainer("ns", "p", tc.change)
+		_, err := s.SetPodContainer(t.Context(), "ns", "p", tc.change)
 		switch {
 		case tc.wantErr == "" && err != nil:
 			t.Errorf("%+v: %v, want accepted", tc.change, err)

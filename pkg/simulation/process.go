@@ -85,6 +85,8 @@ type ProcessConfig struct {
 	PodWorkers int
 	// PodBehaviour is the simulated pods' default behaviour (Config.PodBehaviour).
 	PodBehaviour Behaviour
+	// InterpretPodCommands: the simulated containers' commands are interpreted (Config.InterpretPodCommands).
+	InterpretPodCommands bool
 	// ProcessStart is when the process started (metrics, /debug/nodestatus).
 	ProcessStart time.Time
 	// DeleteNodesOnExit makes DeleteNodes delete the shard's Nodes (--delete-nodes-on-exit), and
@@ -166,7 +168,7 @@ func NewProcess(ctx context.Context, cfg ProcessConfig) (*Process, error) {
 			Pods:      node.IndexedPodLister{Indexer: podInformer.GetIndexer()},
 			PodClient: set.Pods,
 		},
-		PodBehaviour: cfg.PodBehaviour, KubeletAPI: cfg.KubeletAPI,
+		PodBehaviour: cfg.PodBehaviour, KubeletAPI: cfg.KubeletAPI, InterpretPodCommands: cfg.InterpretPodCommands,
 		StartQPS: float64(cfg.QPS), StartBurst: cfg.Burst,
 	})
 	if err != nil {

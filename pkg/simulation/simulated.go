@@ -81,6 +81,9 @@ type ContainerBehaviour struct {
 	// Readiness, Liveness and Startup are what its probes answer (probes.go), for the probes its spec
 	// has.
 	Readiness, Liveness, Startup ProbeBehaviour
+	// RunAnnotated: nodeagent.io/run-duration or exit-code set RunDuration or ExitCode, which then
+	// take precedence over the container's command (SimInput.Run is not asked).
+	RunAnnotated bool
 }
 
 // Behaviour is how a simulated pod behaves: Default for every container, PerContainer by name on top.
@@ -89,6 +92,12 @@ type Behaviour struct {
 	PerContainer map[string]ContainerBehaviour
 	// StopDelay is from the delete request to the containers stopped, capped by the grace period.
 	StopDelay time.Duration
+	// StopDelaySet: StopDelay was given (the nodeagent.io/stop-delay annotation, or a non-zero
+	// default). Without it, a container whose run its command decided stops as that command's process
+	// does on a kubelet's Node: a shell or sleep, PID 1 without a SIGTERM handler, ignores the SIGTERM
+	// and is killed at the grace period (exit 137); with shareProcessNamespace it is not PID 1 and dies
+	// of the SIGTERM at once (exit 143).
+	StopDelaySet bool
 }
 
 // For returns the behaviour of the named container.
@@ -105,7 +114,7 @@ func (b *Behaviour) For(name string) ContainerBehaviour {
 // annotation, each wrapping ErrBadAnnotation and naming the key and the value): the returned behaviour
 // then has the default for those keys, so that the caller can emit an Event and go on.
 func PodBehaviour(p *v1.Pod, def Behaviour) (Behaviour, error) {
-	b := Behaviour{Default: def.Default, StopDelay: def.StopDelay}
+	b := Behaviour{Default: def.Default, StopDelay: def.StopDelay, StopDelaySet: def.StopDelaySet || def.StopDelay > 0}
 	for _, o := range p.OwnerReferences {
 		if o.Kind == "Job" && b.Default.RunDuration == nil {
 			zero := time.Duration(0)
@@ -137,6 +146,7 @@ func PodBehaviour(p *v1.Pod, def Behaviour) (Behaviour, error) {
 		case AnnotationRunDuration:
 			if d, ok := duration(key, value); ok {
 				c.RunDuration = &d
+				c.RunAnnotated = true
 			}
 		case AnnotationExitCode:
 			n, err := strconv.ParseInt(value, 10, 32)
@@ -145,6 +155,7 @@ func PodBehaviour(p *v1.Pod, def Behaviour) (Behaviour, error) {
 				return
 			}
 			c.ExitCode = int32(n)
+			c.RunAnnotated = true
 		case AnnotationImagePullError:
 			c.ImagePullError = value[:min(len(value), MaxImagePullErrorBytes)]
 		case AnnotationReadinessProbe, AnnotationLivenessProbe, AnnotationStartupProbe:
@@ -173,7 +184,7 @@ func PodBehaviour(p *v1.Pod, def Behaviour) (Behaviour, error) {
 	}
 	if v, ok := p.Annotations[AnnotationStopDelay]; ok {
 		if d, ok := duration(AnnotationStopDelay, v); ok {
-			b.StopDelay = d
+			b.StopDelay, b.StopDelaySet = d, true
 		}
 	}
 	containers := map[string]bool{}
@@ -262,6 +273,19 @@ type SimInput struct {
 	// otherwise seem deleted before its containers started, which the status already written says
 	// they did. The request is taken at DeletionSeen, kept within that second.
 	DeletionSeen time.Time
+	// Run, when set, gives the outcome of a container's run from its command (the pod's simulated
+	// runtime interprets it in pkg/simulation/sandbox), asked for each run (restarts: its restart
+	// count) once it has started, unless the container's behaviour is RunAnnotated; ok false: the
+	// behaviour's RunDuration and ExitCode apply. It must give the same answer for the same run.
+	Run func(c *v1.Container, restarts int32, start time.Time) (out RunOutcome, ok bool)
+}
+
+// RunOutcome is how one run of a container ends: after Duration with ExitCode, or never by itself
+// (Forever).
+type RunOutcome struct {
+	Forever  bool
+	Duration time.Duration
+	ExitCode int32
 }
 
 // Baseline is the containers' history up to At: what a simulator restarted finds in the pod's status
@@ -338,7 +362,9 @@ func apiTerminated(t *v1.ContainerStateTerminated) *pod.Terminated {
 // init containers one after the other, each after the one before exited 0 (a sidecar once it started),
 // regular containers after all of them; a container that exited is restarted as its restart policy
 // says, after the kubelet's crash-loop back-off; on deletion (deletionTimestamp set) every container
-// stops at the delete request plus b.StopDelay, capped by the grace period, and the view is Terminal.
+// stops at the delete request plus b.StopDelay, capped by the grace period (one whose command decides its
+// run, without a stop delay given: as its process would, Behaviour.StopDelaySet), and the view is
+// Terminal once all have stopped.
 func Simulate(p *v1.Pod, b *Behaviour, in *SimInput, now time.Time) (*pod.RuntimeStatus, time.Time) {
 	rt := &pod.RuntimeStatus{RuntimeName: in.RuntimeName, Sandbox: pod.SandboxReady, PodIPs: in.PodIPs, HostIPs: in.HostIPs}
 	sim := simulation{pod: p, b: b, in: in, now: now}
@@ -356,10 +382,10 @@ func Simulate(p *v1.Pod, b *Behaviour, in *SimInput, now time.Time) (*pod.Runtim
 		if b.StopDelay >= grace {
 			sim.stopAt, sim.stopCode = requested.Add(grace), 137
 		}
-		if !now.Before(sim.stopAt) {
-			rt.Terminal = true
-		} else {
-			sim.note(sim.stopAt)
+		// A container whose command decides its run stops as its process would (Behaviour.StopDelaySet).
+		sim.killAt, sim.killCode = requested.Add(grace), 137
+		if p.Spec.ShareProcessNamespace != nil && *p.Spec.ShareProcessNamespace {
+			sim.killAt, sim.killCode = requested, 143
 		}
 	}
 	t := in.StartTime // when the next container may start
@@ -394,6 +420,17 @@ func Simulate(p *v1.Pod, b *Behaviour, in *SimInput, now time.Time) (*pod.Runtim
 		cs, _, _ := sim.container(&c, from, false, false)
 		rt.EphemeralContainers = append(rt.EphemeralContainers, cs)
 	}
+	if !sim.stopAt.IsZero() { // Terminal once the last container stopped
+		last := sim.stopAt
+		if sim.lastStop.After(last) {
+			last = sim.lastStop
+		}
+		if !now.Before(last) {
+			rt.Terminal = true
+		} else {
+			sim.note(last)
+		}
+	}
 	return rt, sim.next
 }
 
@@ -405,6 +442,12 @@ type simulation struct {
 	next     time.Time
 	stopAt   time.Time // zero: not being deleted
 	stopCode int32
+	// killAt, killCode: how a container whose command decides its run stops on deletion, without a
+	// stop delay given (Behaviour.StopDelaySet); lastStop: the latest stop of a container that ran
+	// until the deletion stopped it, after stopAt.
+	killAt   time.Time
+	killCode int32
+	lastStop time.Time
 }
 
 // later returns the later of a and b.
@@ -530,6 +573,18 @@ func (s *simulation) container(c *v1.Container, from time.Time, isInit, sidecar 
 				end = floor // a run that the new behaviour ends earlier ends at the change
 			}
 		}
+		stopAt, stopCode := s.stopAt, s.stopCode
+		if s.in.Run != nil && !cb.RunAnnotated {
+			if o, ok := s.in.Run(c, restarts, start); ok { // the container's command decides
+				end, code = time.Time{}, o.ExitCode
+				if !o.Forever {
+					end = start.Add(o.Duration)
+				}
+				if !stopAt.IsZero() && !s.b.StopDelaySet {
+					stopAt, stopCode = s.killAt, s.killCode
+				}
+			}
+		}
 		if code != 0 {
 			reason = pod.ReasonError
 		}
@@ -540,10 +595,13 @@ func (s *simulation) container(c *v1.Container, from time.Time, isInit, sidecar 
 		if fe, fc, fr, ok := forced(start, end); ok {
 			end, code, reason = fe, fc, fr
 		}
-		if !s.stopAt.IsZero() && (end.IsZero() || s.stopAt.Before(end)) {
-			end, code, reason = s.stopAt, s.stopCode, pod.ReasonCompleted
+		if !stopAt.IsZero() && (end.IsZero() || stopAt.Before(end)) {
+			end, code, reason = stopAt, stopCode, pod.ReasonCompleted
 			if code != 0 {
 				reason = pod.ReasonError
+			}
+			if end.After(s.lastStop) {
+				s.lastStop = end
 			}
 		}
 		if end.IsZero() || s.now.Before(end) { // running now

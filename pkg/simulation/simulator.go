@@ -20,6 +20,7 @@ import (
 	"github.com/nodeagent/nodeagent/pkg/node"
 	"github.com/nodeagent/nodeagent/pkg/nodestatus"
 	"github.com/nodeagent/nodeagent/pkg/pod"
+	"github.com/nodeagent/nodeagent/pkg/simulation/sandbox"
 )
 
 // MaxNodes is the most Nodes one simulator (one shard) runs (--nodes).
@@ -73,6 +74,12 @@ type Config struct {
 	// KubeletAPI, if set, serves the kubelet's API of every Node (kubeletapi.go, ServeKubeletAPI):
 	// the Nodes report its NodeIP and their own ports.
 	KubeletAPI *KubeletAPI
+	// InterpretPodCommands: a simulated container's command decides how long each of its runs lasts
+	// and how it exits, interpreted in pkg/simulation/sandbox within CommandLimits (zero fields: the
+	// sandbox's defaults), unless nodeagent.io/run-duration or exit-code set them; a command the
+	// sandbox cannot honour leaves PodBehaviour's (a Warning Event says so once per container).
+	InterpretPodCommands bool
+	CommandLimits        sandbox.Limits
 	// FallbackClusterCIDR is where a Node without spec.podCIDRs (no nodeipam) takes its pods' IPs:
 	// the /24 of its global index (pod.FallbackPodCIDR); zero: pod.DefaultFallbackClusterCIDR.
 	FallbackClusterCIDR netip.Prefix
@@ -203,6 +210,9 @@ func New(cfg Config) (*Simulator, error) {
 			return nil, fmt.Errorf("simulation: FallbackClusterCIDR %s: %w", s.cfg.FallbackClusterCIDR, err)
 		}
 		s.pods = newSimPods(cfg.PodBehaviour, t.RuntimeName, cfg.Dependencies.Recorder, cfg.Dependencies.Clock)
+		if cfg.InterpretPodCommands {
+			s.pods.commands = &commands{limits: cfg.CommandLimits}
+		}
 	}
 	maps.Copy(s.labels, t.Labels)
 	maps.Copy(s.labels, cfg.Node.Labels)

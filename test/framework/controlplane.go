@@ -213,6 +213,9 @@ func (cp *ControlPlane) writeFiles() error {
 		"--service-account-issuer=https://kubernetes.default.svc",
 		"--service-account-key-file=" + saKey, "--service-account-signing-key-file=" + saKey,
 		"--service-cluster-ip-range=10.0.0.0/24",
+		// As kubeadm, kind and local-up-cluster.sh set it: privileged containers admitted (the
+		// conformance suite's Job specs with hostPath volumes run privileged pods).
+		"--allow-privileged=true",
 		"--audit-log-path=" + cp.AuditLogPath, "--audit-policy-file=" + policy,
 		// Without this, SIGTERM can leave it waiting up to --request-timeout (60 s) for open watches.
 		"--shutdown-watch-termination-grace-period=2s",

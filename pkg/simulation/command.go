@@ -1,0 +1,283 @@
+package simulation
+
+import (
+	"bytes"
+	"context"
+	"path"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodeagent/nodeagent/pkg/simulation/sandbox"
+)
+
+// EventReasonCommandNotInterpreted is the reason of the Warning Event on a pod one of whose containers'
+// command the sandbox cannot honour (once per container): the container then behaves as it would
+// without a command (nodeagent.io/ annotations and the simulation's defaults).
+const EventReasonCommandNotInterpreted = "CommandNotInterpreted"
+
+// commands interprets the simulated containers' commands (pkg/simulation/sandbox), memoizing each
+// run's outcome per pod, and holds the volumes the runs share: an emptyDir per pod, and per Node the
+// host file system its hostPath volumes mount.
+type commands struct {
+	limits sandbox.Limits
+
+	mu    sync.Mutex
+	hosts map[string]*sandbox.FS // by Node name
+}
+
+// podCommands is what a pod keeps of its containers' runs: the outcome of each (by container name and
+// restart count), the containers already warned of, and its emptyDir volumes. Guarded by
+// simPods.mu.
+type podCommands struct {
+	runs     map[runKey]runResult
+	warned   map[string]bool
+	emptyDir map[string]*sandbox.FS
+	podIPs   []string
+}
+
+type runKey struct {
+	container string
+	restarts  int32
+}
+
+type runResult struct {
+	out RunOutcome
+	ok  bool
+}
+
+// hostFS returns the Node's host file system (made at its first hostPath mount).
+func (c *commands) hostFS(nodeName string) *sandbox.FS {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.hosts == nil {
+		c.hosts = map[string]*sandbox.FS{}
+	}
+	fs := c.hosts[nodeName]
+	if fs == nil {
+		fs = sandbox.NewFS(0)
+		c.hosts[nodeName] = fs
+	}
+	return fs
+}
+
+// program returns the sandbox's Program of one run of container c of pod p: its command and args with
+// the kubelet's $(VAR) expansion, its environment as the kubelet makes it (makeEnvironmentVariables:
+// env values with $(VAR) references, the downward API's fieldRef values; configMap, secret and
+// resource references are left out), and its emptyDir and hostPath mounts.
+func (c *commands) program(p *v1.Pod, ctr *v1.Container, pc *podCommands, restarts int32, start time.Time) *sandbox.Program {
+	env, vars := containerEnv(p, ctr, pc.podIPs)
+	mapping := func(name string) string {
+		if v, ok := vars[name]; ok {
+			return v
+		}
+		return "$(" + name + ")"
+	}
+	prog := &sandbox.Program{Env: env, WorkingDir: ctr.WorkingDir, Hostname: podHostname(p), Now: start,
+		Seed: sandbox.Seed(string(p.UID), ctr.Name, strconv.Itoa(int(restarts)))}
+	for _, a := range ctr.Command {
+		prog.Command = append(prog.Command, expandVars(a, mapping))
+	}
+	for _, a := range ctr.Args {
+		prog.Args = append(prog.Args, expandVars(a, mapping))
+	}
+	for _, m := range ctr.VolumeMounts {
+		for _, vol := range p.Spec.Volumes {
+			if vol.Name != m.Name {
+				continue
+			}
+			switch {
+			case vol.EmptyDir != nil:
+				fs := pc.emptyDir[vol.Name]
+				if fs == nil {
+					fs = sandbox.NewFS(0)
+					if pc.emptyDir == nil {
+						pc.emptyDir = map[string]*sandbox.FS{}
+					}
+					pc.emptyDir[vol.Name] = fs
+				}
+				prog.Mounts = append(prog.Mounts, sandbox.Mount{Path: m.MountPath, FS: fs, Root: path.Join("/", m.SubPath), ReadOnly: m.ReadOnly})
+			case vol.HostPath != nil:
+				prog.Mounts = append(prog.Mounts, sandbox.Mount{Path: m.MountPath, FS: c.hostFS(p.Spec.NodeName),
+					Root: path.Join("/", vol.HostPath.Path, m.SubPath), ReadOnly: m.ReadOnly})
+			}
+		}
+	}
+	return prog
+}
+
+// run interprets run restarts of container ctr of pod p: its outcome (ok false: no command, or one the
+// sandbox cannot honour, whose reason it returns).
+func (c *commands) run(ctx context.Context, p *v1.Pod, ctr *v1.Container, pc *podCommands, restarts int32, start time.Time) (runResult, string) {
+	if len(ctr.Command) == 0 {
+		if isPauseImage(ctr.Image) && len(ctr.Args) == 0 {
+			return runResult{ok: true, out: RunOutcome{Forever: true}}, "" // /pause: until it is stopped
+		}
+		return runResult{}, ""
+	}
+	res := sandbox.Run(ctx, c.program(p, ctr, pc, restarts, start), c.limits)
+	if !res.Honoured {
+		return runResult{}, res.Reason
+	}
+	return runResult{ok: true, out: RunOutcome{Forever: res.Forever, Duration: res.Duration, ExitCode: res.ExitCode}}, ""
+}
+
+// pauseRepositories are the repositories of the pause image (the kubelet's sandbox image, and the e2e
+// suite's "notTerminate" container): its entrypoint, /pause, is known to run until it is stopped (it
+// exits 0 on SIGTERM), whatever the pod's owner.
+var pauseRepositories = map[string]bool{"registry.k8s.io/pause": true, "k8s.gcr.io/pause": true, "gcr.io/google-containers/pause": true}
+
+// isPauseImage reports whether image is the pause image.
+func isPauseImage(image string) bool {
+	repo, _, _ := strings.Cut(NormalizeImage(image), "@")
+	if i := strings.LastIndex(repo, ":"); i >= 0 && !strings.Contains(repo[i:], "/") {
+		repo = repo[:i]
+	}
+	return pauseRepositories[repo]
+}
+
+// podHostname is the pod's host name as the kubelet gives it (spec.hostname, else the pod's name,
+// cut to 63 characters).
+func podHostname(p *v1.Pod) string {
+	h := p.Name
+	if p.Spec.Hostname != "" {
+		h = p.Spec.Hostname
+	}
+	if len(h) > 63 {
+		h = strings.TrimRight(h[:63], "-.")
+	}
+	return h
+}
+
+// containerEnv returns container ctr's environment (NAME=value, in the spec's order) and the same as a
+// map, as the kubelet's makeEnvironmentVariables makes it without services: each env value with its
+// $(VAR) references to the variables before it expanded; a fieldRef's value
+// (podFieldSelectorRuntimeValue: metadata.name, namespace, uid, labels['k'], annotations['k'],
+// spec.nodeName, spec.serviceAccountName, status.podIP(s), status.hostIP(s)); other sources left out.
+func containerEnv(p *v1.Pod, ctr *v1.Container, podIPs []string) ([]string, map[string]string) {
+	vars := map[string]string{}
+	var order []string
+	mapping := func(name string) string {
+		if v, ok := vars[name]; ok {
+			return v
+		}
+		return "$(" + name + ")"
+	}
+	for _, e := range ctr.Env {
+		val := e.Value
+		switch {
+		case val != "":
+			val = expandVars(val, mapping)
+		case e.ValueFrom != nil && e.ValueFrom.FieldRef != nil:
+			v, ok := fieldRefValue(p, e.ValueFrom.FieldRef.FieldPath, podIPs)
+			if !ok {
+				continue
+			}
+			val = v
+		case e.ValueFrom != nil:
+			continue
+		}
+		if _, seen := vars[e.Name]; !seen {
+			order = append(order, e.Name)
+		}
+		vars[e.Name] = val
+	}
+	env := make([]string, 0, len(order))
+	for _, k := range order {
+		env = append(env, k+"="+vars[k])
+	}
+	return env, vars
+}
+
+// fieldRefValue is a downward API field's value (the kubelet's podFieldSelectorRuntimeValue and
+// fieldpath.ExtractFieldPathAsString); ok false for a field not known here.
+func fieldRefValue(p *v1.Pod, fieldPath string, podIPs []string) (string, bool) {
+	if len(podIPs) == 0 {
+		for _, ip := range p.Status.PodIPs {
+			podIPs = append(podIPs, ip.IP)
+		}
+	}
+	var hostIPs []string
+	for _, ip := range p.Status.HostIPs {
+		hostIPs = append(hostIPs, ip.IP)
+	}
+	first := func(l []string) string {
+		if len(l) > 0 {
+			return l[0]
+		}
+		return ""
+	}
+	switch fieldPath {
+	case "metadata.name":
+		return p.Name, true
+	case "metadata.namespace":
+		return p.Namespace, true
+	case "metadata.uid":
+		return string(p.UID), true
+	case "spec.nodeName":
+		return p.Spec.NodeName, true
+	case "spec.serviceAccountName":
+		return p.Spec.ServiceAccountName, true
+	case "status.podIP":
+		return first(podIPs), true
+	case "status.podIPs":
+		return strings.Join(podIPs, ","), true
+	case "status.hostIP":
+		return first(hostIPs), len(hostIPs) > 0
+	case "status.hostIPs":
+		return strings.Join(hostIPs, ","), len(hostIPs) > 0
+	}
+	for prefix, m := range map[string]map[string]string{"metadata.labels": p.Labels, "metadata.annotations": p.Annotations} {
+		if key, ok := strings.CutPrefix(fieldPath, prefix+"['"); ok && strings.HasSuffix(key, "']") {
+			return m[strings.TrimSuffix(key, "']")], true
+		}
+	}
+	return "", false
+}
+
+// expandVars replaces the $(VAR) references in input with mapping's values, $$ with $, as the
+// kubelet's expansion.Expand (k8s.io/kubernetes third_party/forked/golang/expansion) does: a reference
+// mapping does not know is kept as written.
+func expandVars(input string, mapping func(string) string) string {
+	if !strings.Contains(input, "$") {
+		return input
+	}
+	var buf bytes.Buffer
+	checkpoint := 0
+	for cursor := 0; cursor < len(input); cursor++ {
+		if input[cursor] == '$' && cursor+1 < len(input) {
+			buf.WriteString(input[checkpoint:cursor])
+			read, isVar, advance := syntaxWrap(input[cursor+1:])
+			if isVar {
+				buf.WriteString(mapping(read))
+			} else {
+				buf.WriteString(read)
+			}
+			cursor += advance
+			checkpoint = cursor + 1
+		}
+	}
+	return buf.String() + input[checkpoint:]
+}
+
+// syntaxWrap reads what follows a $: "$" (an escaped $), "(NAME)" (a reference), else the $ and the
+// next character as they are; it returns the read text, whether it is a variable name, and how many
+// bytes it used.
+func syntaxWrap(input string) (string, bool, int) {
+	switch input[0] {
+	case '$':
+		return "$", false, 1
+	case '(':
+		for i := 1; i < len(input); i++ {
+			if input[i] == ')' {
+				return input[1:i], true, i + 1
+			}
+		}
+		return "$(", false, 1
+	default:
+		return "$" + input[:1], false, 1
+	}
+}

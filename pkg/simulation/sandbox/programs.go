@@ -1,0 +1,539 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"os"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"mvdan.cc/sh/v3/expand"
+	"mvdan.cc/sh/v3/interp"
+)
+
+// program is a program the sandbox implements, as busybox's (the e2e images' shell) behaves: its
+// output goes to the handler context's stdout, its failures to stderr with exit status 1 (2 for a
+// usage error, as expr's), never to the host.
+type program func(ctx context.Context, r *run, args []string) error
+
+var programs map[string]program
+
+func init() {
+	programs = map[string]program{
+		"sleep": progSleep, "true": func(context.Context, *run, []string) error { return nil },
+		"false": func(context.Context, *run, []string) error { return interp.ExitStatus(1) },
+		"expr":  progExpr, "touch": progTouch, "cat": progCat, "mkdir": progMkdir, "rm": progRm,
+		"env": progEnv, "printenv": progEnv, "hostname": progHostname, "seq": progSeq,
+		"basename": progBasename, "dirname": progDirname, "echo": progEcho,
+	}
+}
+
+// fail prints "name: message" to stderr and returns exit status code.
+func fail(ctx context.Context, code uint8, name, format string, a ...any) error {
+	fmt.Fprintf(interp.HandlerCtx(ctx).Stderr, name+": "+format+"\n", a...)
+	return interp.ExitStatus(code)
+}
+
+func operands(args []string) (flags string, ops []string) {
+	for i, a := range args {
+		if a == "--" {
+			return flags, append(ops, args[i+1:]...)
+		}
+		if len(a) > 1 && a[0] == '-' && len(ops) == 0 {
+			flags += a[1:]
+			continue
+		}
+		ops = append(ops, a)
+	}
+	return flags, ops
+}
+
+// progSleep: sleep DURATION... (a number of seconds with an optional s, m, h or d suffix, fractions
+// allowed; "infinity"): the sum, in simulated time.
+func progSleep(ctx context.Context, r *run, args []string) error {
+	if len(args) < 2 {
+		return fail(ctx, 1, "sleep", "missing operand")
+	}
+	var total time.Duration
+	for _, a := range args[1:] {
+		if a == "infinity" || a == "inf" {
+			return errForever
+		}
+		unit := time.Second
+		num := a
+		switch {
+		case strings.HasSuffix(a, "s"):
+			num = a[:len(a)-1]
+		case strings.HasSuffix(a, "m"):
+			num, unit = a[:len(a)-1], time.Minute
+		case strings.HasSuffix(a, "h"):
+			num, unit = a[:len(a)-1], time.Hour
+		case strings.HasSuffix(a, "d"):
+			num, unit = a[:len(a)-1], 24*time.Hour
+		}
+		f, err := strconv.ParseFloat(num, 64)
+		if err != nil || f < 0 || math.IsNaN(f) {
+			return fail(ctx, 1, "sleep", "invalid number '%s'", a)
+		}
+		d := f * float64(unit)
+		if d > float64(r.lim.Horizon) {
+			return errForever
+		}
+		total += time.Duration(d)
+	}
+	return r.sleep(total)
+}
+
+// progExpr: POSIX expr (| & = != < <= > >= + - * / % length substr index, parentheses), printing the
+// result; exit 0 when it is neither empty nor 0, 1 when it is, 2 for a bad expression. The regular
+// expression operators (":" and match) are not honoured.
+func progExpr(ctx context.Context, r *run, args []string) error {
+	e := exprParser{tokens: args[1:]}
+	v, err := e.or()
+	if err == nil && e.pos < len(e.tokens) {
+		err = fmt.Errorf("syntax error: unexpected argument '%s'", e.tokens[e.pos])
+	}
+	if err != nil {
+		var nh *notHonoured
+		if errors.As(err, &nh) {
+			return err
+		}
+		return fail(ctx, 2, "expr", "%v", err)
+	}
+	fmt.Fprintln(interp.HandlerCtx(ctx).Stdout, v)
+	if v == "" || v == "0" {
+		return interp.ExitStatus(1)
+	}
+	return nil
+}
+
+type exprParser struct {
+	tokens []string
+	pos    int
+}
+
+func (e *exprParser) peek() string {
+	if e.pos < len(e.tokens) {
+		return e.tokens[e.pos]
+	}
+	return ""
+}
+
+func (e *exprParser) more() bool { return e.pos < len(e.tokens) }
+
+func null(v string) bool { return v == "" || v == "0" }
+
+func (e *exprParser) or() (string, error) {
+	l, err := e.and()
+	for err == nil && e.more() && e.peek() == "|" {
+		e.pos++
+		var rv string
+		if rv, err = e.and(); err == nil && null(l) {
+			l = rv
+			if null(rv) {
+				l = "0"
+			}
+		}
+	}
+	return l, err
+}
+
+func (e *exprParser) and() (string, error) {
+	l, err := e.cmp()
+	for err == nil && e.more() && e.peek() == "&" {
+		e.pos++
+		var rv string
+		if rv, err = e.cmp(); err == nil && (null(l) || null(rv)) {
+			l = "0"
+		}
+	}
+	return l, err
+}
+
+func (e *exprParser) cmp() (string, error) {
+	l, err := e.add()
+	for err == nil && e.more() {
+		op := e.peek()
+		if op != "=" && op != "==" && op != "!=" && op != "<" && op != "<=" && op != ">" && op != ">=" {
+			break
+		}
+		e.pos++
+		var rv string
+		if rv, err = e.add(); err != nil {
+			break
+		}
+		c := strings.Compare(l, rv)
+		li, lerr := strconv.ParseInt(l, 10, 64)
+		ri, rerr := strconv.ParseInt(rv, 10, 64)
+		if lerr == nil && rerr == nil {
+			c = 0
+			if li < ri {
+				c = -1
+			} else if li > ri {
+				c = 1
+			}
+		}
+		ok := map[string]bool{"=": c == 0, "==": c == 0, "!=": c != 0, "<": c < 0, "<=": c <= 0, ">": c > 0, ">=": c >= 0}[op]
+		l = "0"
+		if ok {
+			l = "1"
+		}
+	}
+	return l, err
+}
+
+func (e *exprParser) arith(next func() (string, error), ops string) (string, error) {
+	l, err := next()
+	for err == nil && e.more() && len(e.peek()) == 1 && strings.Contains(ops, e.peek()) {
+		op := e.peek()
+		e.pos++
+		var rv string
+		if rv, err = next(); err != nil {
+			break
+		}
+		li, lerr := strconv.ParseInt(l, 10, 64)
+		ri, rerr := strconv.ParseInt(rv, 10, 64)
+		if lerr != nil || rerr != nil {
+			return "", errors.New("non-integer argument")
+		}
+		var n int64
+		switch op {
+		case "+":
+			n = li + ri
+		case "-":
+			n = li - ri
+		case "*":
+			n = li * ri
+		case "/", "%":
+			if ri == 0 {
+				return "", errors.New("division by zero")
+			}
+			if op == "/" {
+				n = li / ri
+			} else {
+				n = li % ri
+			}
+		}
+		l = strconv.FormatInt(n, 10)
+	}
+	return l, err
+}
+
+func (e *exprParser) add() (string, error) { return e.arith(e.mul, "+-") }
+func (e *exprParser) mul() (string, error) { return e.arith(e.primary, "*/%") }
+
+func (e *exprParser) primary() (string, error) {
+	if !e.more() {
+		return "", errors.New("syntax error: missing argument")
+	}
+	t := e.tokens[e.pos]
+	e.pos++
+	switch t {
+	case "(":
+		v, err := e.or()
+		if err != nil {
+			return "", err
+		}
+		if e.peek() != ")" {
+			return "", errors.New("syntax error: expecting ')'")
+		}
+		e.pos++
+		return v, nil
+	case "length":
+		v, err := e.primary()
+		return strconv.Itoa(len(v)), err
+	case "substr":
+		s, err1 := e.primary()
+		p, err2 := e.primary()
+		n, err3 := e.primary()
+		if err := errors.Join(err1, err2, err3); err != nil {
+			return "", err
+		}
+		pi, perr := strconv.Atoi(p)
+		ni, nerr := strconv.Atoi(n)
+		if perr != nil || nerr != nil || pi < 1 || ni < 1 || pi > len(s) {
+			return "", nil
+		}
+		return s[pi-1 : min(len(s), pi-1+ni)], nil
+	case "index":
+		s, err1 := e.primary()
+		chars, err2 := e.primary()
+		if err := errors.Join(err1, err2); err != nil {
+			return "", err
+		}
+		return strconv.Itoa(strings.IndexAny(s, chars) + 1), nil
+	case "match", ":":
+		return "", refuse("runs expr %s (regular expressions are not interpreted)", t)
+	case "+":
+		return e.primary() // GNU's quoting of a token
+	}
+	if e.peek() == ":" {
+		return "", refuse("runs expr : (regular expressions are not interpreted)")
+	}
+	return t, nil
+}
+
+// path resolution for the file programs: the file system and inner path of p, refusing a path of the
+// image the run has not written (unless creating is allowed there).
+func (r *run) file(ctx context.Context, p string, create bool) (*FS, string, bool, error) {
+	p = abs(ctx, p)
+	if strings.HasPrefix(p, "/dev/") || strings.HasPrefix(p, "/proc/") || strings.HasPrefix(p, "/sys/") {
+		return nil, "", false, refuse("uses %s, a device or kernel file", p)
+	}
+	fsys, inner, ro, rootfs := r.resolve(p)
+	if rootfs && !fsys.Exists(inner) && !(create && fsys.Exists(path.Dir(inner))) {
+		return nil, "", false, unknown(p)
+	}
+	return fsys, inner, ro, nil
+}
+
+// describe turns an FS error into busybox's words.
+func describe(err error) string {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "No such file or directory"
+	case errors.Is(err, fs.ErrExist):
+		return "File exists"
+	case errors.Is(err, syscall.EROFS):
+		return "Read-only file system"
+	case errors.Is(err, syscall.ENOSPC):
+		return "No space left on device"
+	case errors.Is(err, syscall.EISDIR):
+		return "Is a directory"
+	case errors.Is(err, syscall.ENOTDIR):
+		return "Not a directory"
+	case errors.Is(err, syscall.ENOTEMPTY):
+		return "Directory not empty"
+	}
+	return err.Error()
+}
+
+func progTouch(ctx context.Context, r *run, args []string) error {
+	_, ops := operands(args[1:])
+	if len(ops) == 0 {
+		return fail(ctx, 1, "touch", "missing file operand")
+	}
+	status := error(nil)
+	for _, name := range ops {
+		fsys, inner, ro, err := r.file(ctx, name, true)
+		if err != nil {
+			return err
+		}
+		if ro {
+			err = roErr("touch", name)
+		} else {
+			err = fsys.Touch(inner, r.now())
+		}
+		if err != nil {
+			status = fail(ctx, 1, "touch", "%s: %s", name, describe(err))
+		}
+	}
+	return status
+}
+
+func progCat(ctx context.Context, r *run, args []string) error {
+	_, ops := operands(args[1:])
+	hc := interp.HandlerCtx(ctx)
+	if len(ops) == 0 {
+		if hc.Stdin != nil {
+			_, _ = io.Copy(hc.Stdout, io.LimitReader(hc.Stdin, r.lim.Memory))
+		}
+		return nil
+	}
+	status := error(nil)
+	for _, name := range ops {
+		fsys, inner, _, err := r.file(ctx, name, false)
+		if err != nil {
+			return err
+		}
+		f, err := fsys.OpenFile(inner, os.O_RDONLY, 0)
+		if err != nil {
+			status = fail(ctx, 1, "cat", "%s: %s", name, describe(err))
+			continue
+		}
+		_, _ = io.Copy(hc.Stdout, f)
+		_ = f.Close()
+	}
+	return status
+}
+
+func progMkdir(ctx context.Context, r *run, args []string) error {
+	flags, ops := operands(args[1:])
+	parents := strings.Contains(flags, "p")
+	if len(ops) == 0 {
+		return fail(ctx, 1, "mkdir", "missing operand")
+	}
+	status := error(nil)
+	for _, name := range ops {
+		fsys, inner, ro, err := r.file(ctx, name, true)
+		if err != nil && !(parents && errors.As(err, new(*notHonoured))) {
+			return err
+		}
+		if err != nil { // mkdir -p of a path of the image: made in the container's layer
+			fsys, inner, ro, _ = r.resolve(abs(ctx, name))
+		}
+		switch {
+		case ro:
+			err = roErr("mkdir", name)
+		case parents:
+			err = fsys.MkdirAll(inner)
+		default:
+			err = fsys.Mkdir(inner)
+		}
+		if err != nil {
+			status = fail(ctx, 1, "mkdir", "can't create directory '%s': %s", name, describe(err))
+		}
+	}
+	return status
+}
+
+func progRm(ctx context.Context, r *run, args []string) error {
+	flags, ops := operands(args[1:])
+	force := strings.Contains(flags, "f")
+	recursive := strings.ContainsAny(flags, "rR")
+	status := error(nil)
+	for _, name := range ops {
+		p := abs(ctx, name)
+		if p == "/" {
+			return refuse("removes /, the image's files")
+		}
+		for _, m := range r.p.Mounts {
+			if path.Clean(m.Path) == p {
+				return refuse("removes %s, a volume's mount point", p)
+			}
+		}
+		fsys, inner, ro, err := r.file(ctx, name, false)
+		if err != nil {
+			return err
+		}
+		info, err := fsys.Stat(inner)
+		switch {
+		case err != nil && force:
+			continue
+		case err != nil:
+		case ro:
+			err = roErr("rm", name)
+		case info.IsDir() && !recursive:
+			err = pathErr("rm", name, syscall.EISDIR)
+		default:
+			err = fsys.Remove(inner, recursive)
+		}
+		if err != nil {
+			status = fail(ctx, 1, "rm", "can't remove '%s': %s", name, describe(err))
+		}
+	}
+	return status
+}
+
+func progEnv(ctx context.Context, r *run, args []string) error {
+	hc := interp.HandlerCtx(ctx)
+	if len(args) > 1 && args[0] == "env" {
+		return refuse("runs env with arguments (a program with a changed environment)")
+	}
+	if args[0] == "printenv" && len(args) > 1 {
+		status := error(interp.ExitStatus(1))
+		for _, name := range args[1:] {
+			if v := hc.Env.Get(name); v.IsSet() && v.Exported {
+				fmt.Fprintln(hc.Stdout, v.String())
+				status = nil
+			}
+		}
+		return status
+	}
+	var lines []string
+	hc.Env.Each(func(name string, vr expand.Variable) bool {
+		if vr.Exported && vr.IsSet() {
+			lines = append(lines, name+"="+vr.String())
+		}
+		return true
+	})
+	slices.Sort(lines)
+	for _, l := range lines {
+		fmt.Fprintln(hc.Stdout, l)
+	}
+	return nil
+}
+
+func progHostname(ctx context.Context, r *run, args []string) error {
+	if len(args) > 1 {
+		return refuse("runs hostname with arguments")
+	}
+	fmt.Fprintln(interp.HandlerCtx(ctx).Stdout, r.p.Hostname)
+	return nil
+}
+
+func progSeq(ctx context.Context, r *run, args []string) error {
+	_, ops := operands(args[1:])
+	nums := make([]int64, len(ops))
+	for i, o := range ops {
+		n, err := strconv.ParseInt(o, 10, 64)
+		if err != nil {
+			return fail(ctx, 1, "seq", "invalid number '%s'", o)
+		}
+		nums[i] = n
+	}
+	first, incr, last := int64(1), int64(1), int64(0)
+	switch len(nums) {
+	case 1:
+		last = nums[0]
+	case 2:
+		first, last = nums[0], nums[1]
+	case 3:
+		first, incr, last = nums[0], nums[1], nums[2]
+	default:
+		return fail(ctx, 1, "seq", "usage: seq [FIRST [INC]] LAST")
+	}
+	if incr == 0 {
+		return fail(ctx, 1, "seq", "invalid increment '0'")
+	}
+	count := (last - first) / incr
+	if count < 0 {
+		return nil
+	}
+	if count+1 > r.lim.Memory/2 {
+		return refuse("runs seq of %d numbers, more than its memory allows", count+1)
+	}
+	out := interp.HandlerCtx(ctx).Stdout
+	for n := first; (incr > 0 && n <= last) || (incr < 0 && n >= last); n += incr {
+		fmt.Fprintln(out, n)
+	}
+	return nil
+}
+
+func progBasename(ctx context.Context, _ *run, args []string) error {
+	if len(args) < 2 {
+		return fail(ctx, 1, "basename", "missing operand")
+	}
+	b := path.Base(args[1])
+	if len(args) > 2 && b != args[2] {
+		b = strings.TrimSuffix(b, args[2])
+	}
+	fmt.Fprintln(interp.HandlerCtx(ctx).Stdout, b)
+	return nil
+}
+
+func progDirname(ctx context.Context, _ *run, args []string) error {
+	if len(args) < 2 {
+		return fail(ctx, 1, "dirname", "missing operand")
+	}
+	fmt.Fprintln(interp.HandlerCtx(ctx).Stdout, path.Dir(args[1]))
+	return nil
+}
+
+func progEcho(ctx context.Context, _ *run, args []string) error {
+	a := args[1:]
+	nl := "\n"
+	if len(a) > 0 && a[0] == "-n" {
+		a, nl = a[1:], ""
+	}
+	fmt.Fprint(interp.HandlerCtx(ctx).Stdout, strings.Join(a, " ")+nl)
+	return nil
+}

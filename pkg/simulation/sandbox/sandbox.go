@@ -1,0 +1,681 @@
+// Package sandbox interprets a simulated container's command in simulated time, so that the command
+// decides how long the container runs and how it exits, as a real container's process would: the
+// container's command and args are interpreted with mvdan.cc/sh/v3 (its syntax and interp packages:
+// a POSIX/Bash parser and interpreter in Go), with every one of the interpreter's handlers replaced:
+//
+//   - no process is ever started: the programs a container's shell commonly runs (sleep, true, false,
+//     expr, touch, cat, mkdir, rm, env, printenv, hostname, seq, basename, dirname) are implemented
+//     here; any other program makes the command not honoured (Result.Honoured false);
+//   - no file of the host is opened, stat'ed or listed: files live in in-memory file systems (FS), one
+//     per volume the caller mounts (an emptyDir per pod, the Node's host file system for hostPath); a
+//     file of the image (anything outside the volumes that the run did not write) is not known, and
+//     reading it makes the command not honoured;
+//   - sleep N advances the run's simulated time, never the real clock; a sleep past Limits.Horizon
+//     (sleep infinity, sleep 1000000 with a shorter horizon) means the container runs until stopped;
+//   - what would run concurrently (pipelines, background jobs, coprocesses, process substitution) and
+//     what evaluates text as code at run time (eval, source, trap) is not honoured, nor are builtins
+//     that look at the host (command, type, hash, ulimit, kill, ...);
+//   - each run is bounded: Limits.Steps (commands and loop iterations), Limits.RealTime (wall clock),
+//     Limits.Memory (the shell's variables) and the FS sizes.
+//
+// The result of one run (Run) is the run's simulated duration and exit code, that it runs until
+// stopped, or that the command cannot be honoured, with the reason. KWOK users describe the same
+// outcomes with Stages (a delay and a patch of the container status); here the pod's own command does.
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"mvdan.cc/sh/v3/expand"
+	"mvdan.cc/sh/v3/interp"
+	"mvdan.cc/sh/v3/syntax"
+)
+
+// Limits bound one run. A zero field takes its Default value.
+type Limits struct {
+	// Steps is the most commands (builtins, programs, function calls) and loop iterations one run may
+	// take; more: not honoured.
+	Steps int
+	// RealTime is the most wall-clock time one run may take; more: not honoured.
+	RealTime time.Duration
+	// Memory is the most bytes the run's shell variables may hold (names and values, the container's
+	// environment included), checked at every step; more: not honoured. A single printf may not
+	// format more than this either.
+	Memory int64
+	// Horizon is the simulated time past which a run that is still sleeping counts as running until
+	// stopped.
+	Horizon time.Duration
+	// ScriptBytes is the longest script (the command and args together) interpreted.
+	ScriptBytes int
+}
+
+// DefaultLimits are the limits of a zero Limits field.
+var DefaultLimits = Limits{
+	Steps:       10000,
+	RealTime:    500 * time.Millisecond,
+	Memory:      1 << 20,
+	Horizon:     366 * 24 * time.Hour,
+	ScriptBytes: 64 << 10,
+}
+
+func (l Limits) withDefaults() Limits {
+	if l.Steps <= 0 {
+		l.Steps = DefaultLimits.Steps
+	}
+	if l.RealTime <= 0 {
+		l.RealTime = DefaultLimits.RealTime
+	}
+	if l.Memory <= 0 {
+		l.Memory = DefaultLimits.Memory
+	}
+	if l.Horizon <= 0 {
+		l.Horizon = DefaultLimits.Horizon
+	}
+	if l.ScriptBytes <= 0 {
+		l.ScriptBytes = DefaultLimits.ScriptBytes
+	}
+	return l
+}
+
+// Mount is a volume mounted in the container: the directory Root of FS at Path (absolute).
+type Mount struct {
+	Path     string
+	FS       *FS
+	Root     string
+	ReadOnly bool
+}
+
+// Program is one run of a container: its command and args as the kubelet hands them to the runtime
+// (the $(VAR) references expanded), its environment, its mounts and working directory.
+type Program struct {
+	Command, Args []string
+	// Env is the container's environment, NAME=value, as the kubelet makes it (env, the downward API's
+	// values, JOB_COMPLETION_INDEX...); HOME, PATH and HOSTNAME are given defaults when absent.
+	Env        []string
+	Mounts     []Mount
+	WorkingDir string // "": /
+	Hostname   string
+	// Seed makes $RANDOM's sequence (the same seed, the same numbers).
+	Seed uint64
+	// Now is the simulated time when the run starts (file times).
+	Now time.Time
+}
+
+// Result is what one run comes to.
+type Result struct {
+	// Honoured is false when the command cannot be interpreted faithfully; Reason says why (an unknown
+	// program, a file of the image, a limit reached...), and the caller falls back to its default.
+	Honoured bool
+	Reason   string
+	// Forever: the run does not end by itself (it sleeps past the horizon).
+	Forever bool
+	// Duration is the run's simulated time until it exits (the sum of its sleeps); ExitCode its code.
+	Duration time.Duration
+	ExitCode int32
+	// Steps is the number of steps taken.
+	Steps int
+}
+
+// ErrNoCommand: the container's spec has no command (its image's entrypoint, unknown to the simulator,
+// would run); reported as a Result not honoured with this reason.
+var ErrNoCommand = errors.New("no command in the container's spec (the image's entrypoint is not known)")
+
+// notHonoured is a handler's error that stops the run: the command cannot be honoured.
+type notHonoured struct{ reason string }
+
+func (e *notHonoured) Error() string { return e.reason }
+
+func refuse(format string, a ...any) error { return &notHonoured{reason: fmt.Sprintf(format, a...)} }
+
+// errForever stops a run that sleeps past the horizon.
+var errForever = errors.New("sleeps past the horizon")
+
+// stepName is the command Run inserts at the top of every loop body and condition, so that each
+// iteration is a step (counted and checked) even when it runs no command.
+const stepName = "__nodeagent_sandbox_step"
+
+// tmpDir is the interpreter's directory for its FIFOs (process substitution, refused anyway): a path
+// that cannot exist on any Unix host (/dev/null is not a directory), so that nothing is ever made there.
+const tmpDir = "/dev/null/nodeagent-sandbox"
+
+// shells are the programs whose -c script is interpreted.
+var shells = map[string]bool{"sh": true, "bash": true, "ash": true, "dash": true, "ksh": true}
+
+// binDirs are the directories a program may be named from (/bin/sleep is sleep).
+var binDirs = map[string]bool{"/bin": true, "/usr/bin": true, "/usr/local/bin": true, "/sbin": true, "/usr/sbin": true, "/usr/local/sbin": true}
+
+// refusedBuiltins are the builtins that evaluate text as code, look at the host, or manage jobs.
+var refusedBuiltins = map[string]string{
+	"eval": "evaluates text as code", "source": "reads a script", ".": "reads a script", "trap": "evaluates text as code",
+	"command": "looks programs up on the host", "type": "looks programs up on the host", "hash": "looks programs up on the host",
+	"builtin": "runs builtins indirectly", "enable": "changes builtins", "ulimit": "changes the process's limits", "kill": "signals processes",
+	"bg": "manages jobs", "fg": "manages jobs", "jobs": "manages jobs", "disown": "manages jobs", "suspend": "manages jobs",
+	"alias": "defines aliases", "unalias": "defines aliases", "bind": "is interactive", "complete": "is interactive", "compgen": "is interactive",
+	"compopt": "is interactive", "history": "is interactive", "fc": "is interactive", "logout": "is interactive", "newgrp": "changes groups",
+}
+
+// Run interprets one run of p within lim and returns its outcome. It never starts a process nor
+// touches the host's file system; ctx cancels it (then not honoured). Safe for concurrent use (runs
+// over the same FS see each other's files).
+func Run(ctx context.Context, p *Program, lim Limits) (res Result) {
+	lim = lim.withDefaults()
+	script, params, reason := shellScript(p)
+	if reason != "" {
+		return Result{Reason: reason}
+	}
+	if n := len(script); n > lim.ScriptBytes {
+		return Result{Reason: fmt.Sprintf("the command is %d bytes, more than %d", n, lim.ScriptBytes)}
+	}
+	file, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(script), "")
+	if err != nil {
+		return Result{Reason: fmt.Sprintf("the command does not parse: %v", err)}
+	}
+	if reason := check(file); reason != "" {
+		return Result{Reason: reason}
+	}
+	// $RANDOM's generator seeded from p.Seed (assigning RANDOM seeds it).
+	seed, err := syntax.NewParser().Parse(strings.NewReader("RANDOM="+strconv.FormatUint(p.Seed>>1, 10)), "")
+	if err != nil {
+		return Result{Reason: fmt.Sprintf("seeding $RANDOM: %v", err)}
+	}
+	file.Stmts = append(seed.Stmts, file.Stmts...)
+	ctx, cancel := context.WithTimeout(ctx, lim.RealTime)
+	defer cancel()
+	r := &run{p: p, lim: lim, rootfs: NewFS(lim.Memory)}
+	r.prepareRootfs()
+	defer func() {
+		if v := recover(); v != nil {
+			res = Result{Reason: fmt.Sprintf("the interpreter failed: %v", v), Steps: r.steps}
+		}
+	}()
+	env := &sandboxEnv{vars: r.environ(), hideTMPDIR: true}
+	runner, err := interp.New(
+		interp.Env(env),
+		func(ir *interp.Runner) error { ir.Dir = r.workingDir(); return nil }, // no stat of a host directory
+		interp.Params(append([]string{"--"}, params...)...),
+		interp.StdIO(nil, io.Discard, io.Discard),
+		interp.CallHandler(r.call),
+		interp.ExecHandlers(func(interp.ExecHandlerFunc) interp.ExecHandlerFunc { return r.exec }),
+		interp.OpenHandler(r.open),
+		interp.ReadDirHandler2(r.readDir),
+		interp.StatHandler(r.stat),
+		interp.AccessHandler(r.access),
+	)
+	if err != nil {
+		return Result{Reason: fmt.Sprintf("the interpreter: %v", err)}
+	}
+	runner.Reset()
+	env.hideTMPDIR = false // the interpreter has read its FIFO directory; the script sees the container's TMPDIR
+	err = runner.Run(ctx, file)
+	res = Result{Steps: r.steps, Duration: r.slept}
+	switch {
+	case r.refused != nil:
+		res.Reason = r.refused.reason
+	case r.forever:
+		res.Honoured, res.Forever = true, true
+	case ctx.Err() != nil:
+		res.Reason = fmt.Sprintf("took more than %v of real time", lim.RealTime)
+	case err == nil:
+		res.Honoured = true
+	default:
+		var status interp.ExitStatus
+		if errors.As(err, &status) {
+			res.Honoured, res.ExitCode = true, int32(status)
+		} else {
+			res.Reason = fmt.Sprintf("the interpreter: %v", err)
+		}
+	}
+	if !res.Honoured {
+		res.Duration = 0
+	}
+	return res
+}
+
+// shellScript returns the script to interpret for p and its positional parameters: a shell's -c
+// script (sh -c 'script' name args...), else the command and args as one simple command, quoted.
+func shellScript(p *Program) (string, []string, string) {
+	if len(p.Command) == 0 {
+		return "", nil, ErrNoCommand.Error()
+	}
+	argv := append(append([]string{}, p.Command...), p.Args...)
+	prog := argv[0]
+	if dir, base := path.Split(prog); dir == "" || binDirs[path.Clean(dir)] {
+		prog = base
+	}
+	if prog == "busybox" && len(argv) > 1 && shells[argv[1]] {
+		argv, prog = argv[1:], argv[1]
+	}
+	if shells[prog] {
+		flags := "" // the options before the script, in order
+		for i := 1; i < len(argv); i++ {
+			a := argv[i]
+			if !strings.HasPrefix(a, "-") || a == "-" || a == "--" {
+				break
+			}
+			if strings.Trim(a[1:], "eucx") != "" {
+				return "", nil, fmt.Sprintf("%s option %q is not interpreted", prog, a)
+			}
+			flags += strings.ReplaceAll(a[1:], "c", "")
+			if !strings.ContainsRune(a, 'c') {
+				continue
+			}
+			if i+1 >= len(argv) {
+				return "", nil, fmt.Sprintf("%s -c without a script", prog)
+			}
+			script := argv[i+1]
+			if flags != "" {
+				script = "set -" + flags + "\n" + script
+			}
+			var params []string
+			if i+2 < len(argv) {
+				params = argv[i+3:] // argv[i+2] is $0
+			}
+			return script, params, ""
+		}
+		return "", nil, fmt.Sprintf("%s without -c reads a script file or its standard input", prog)
+	}
+	words := make([]string, len(argv))
+	for i, a := range argv {
+		q, err := syntax.Quote(a, syntax.LangBash)
+		if err != nil {
+			return "", nil, fmt.Sprintf("argument %d cannot be quoted: %v", i, err)
+		}
+		words[i] = q
+	}
+	return strings.Join(words, " "), nil, ""
+}
+
+// check refuses what the sandbox does not interpret (see the package doc) before anything runs, and
+// puts a step at the top of every loop's condition and body.
+func check(file *syntax.File) string {
+	var reason string
+	step := &syntax.Stmt{Cmd: &syntax.CallExpr{Args: []*syntax.Word{{Parts: []syntax.WordPart{&syntax.Lit{Value: stepName}}}}}}
+	syntax.Walk(file, func(n syntax.Node) bool {
+		if reason != "" {
+			return false
+		}
+		switch n := n.(type) {
+		case *syntax.Stmt:
+			if n.Background || n.Coprocess || n.Disown {
+				reason = "runs a background job"
+			}
+		case *syntax.BinaryCmd:
+			if n.Op == syntax.Pipe || n.Op == syntax.PipeAll {
+				reason = "runs a pipeline (its commands would run concurrently)"
+			}
+		case *syntax.Lit:
+			for _, m := range braceSeq.FindAllStringSubmatch(n.Value, -1) {
+				from, _ := strconv.ParseInt(m[1], 10, 64)
+				to, _ := strconv.ParseInt(m[2], 10, 64)
+				if to-from > maxBraceWords || from-to > maxBraceWords {
+					reason = fmt.Sprintf("expands a brace sequence %s of more than %d words", m[0], maxBraceWords)
+				}
+			}
+		case *syntax.CoprocClause:
+			reason = "runs a coprocess"
+		case *syntax.ProcSubst:
+			reason = "uses a process substitution"
+		case *syntax.ParamExp:
+			if w := n.Repl; w != nil && w.All && w.With != nil && len(w.With.Parts) > 0 &&
+				(len(w.With.Parts) != 1 || w.With.Lit() == "" || len(w.With.Lit()) > 16) {
+				reason = "replaces every match with an expansion or a long text (${x//p/...})"
+			}
+		case *syntax.WhileClause:
+			n.Cond = append([]*syntax.Stmt{step}, n.Cond...)
+			n.Do = append([]*syntax.Stmt{step}, n.Do...)
+		case *syntax.ForClause:
+			n.Do = append([]*syntax.Stmt{step}, n.Do...)
+		}
+		return true
+	})
+	if reason != "" {
+		return "the command " + reason
+	}
+	return ""
+}
+
+// braceSeq matches a numeric brace sequence {from..to} or {from..to..step}.
+var braceSeq = regexp.MustCompile(`\{(-?[0-9]{1,18})\.\.(-?[0-9]{1,18})(\.\.-?[0-9]+)?\}`)
+
+// maxBraceWords is the longest brace sequence interpreted (the interpreter's own limit of one
+// expansion is 16384 words, past which it prints an error and goes on).
+const maxBraceWords = 16384
+
+// run is the state of one Run.
+type run struct {
+	p      *Program
+	lim    Limits
+	rootfs *FS // the container's writable layer: what the run writes outside its volumes
+
+	mu      sync.Mutex
+	steps   int
+	slept   time.Duration
+	forever bool
+	refused *notHonoured
+}
+
+// stop records why the run stops (the first reason wins) and returns the error that stops it.
+func (r *run) stop(err error) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var nh *notHonoured
+	switch {
+	case r.refused != nil || r.forever:
+	case errors.As(err, &nh):
+		r.refused = nh
+	case errors.Is(err, errForever):
+		r.forever = true
+	}
+	return err
+}
+
+// call runs before every command: it counts the step, checks the memory the shell's variables hold,
+// and refuses builtins the sandbox does not honour.
+func (r *run) call(ctx context.Context, args []string) ([]string, error) {
+	r.mu.Lock()
+	r.steps++
+	steps := r.steps
+	r.mu.Unlock()
+	if steps > r.lim.Steps {
+		return nil, r.stop(refuse("took more than %d steps", r.lim.Steps))
+	}
+	hc := interp.HandlerCtx(ctx)
+	var size int64
+	hc.Env.Each(func(name string, vr expand.Variable) bool {
+		size += int64(len(name) + len(vr.Str))
+		for _, s := range vr.List {
+			size += int64(len(s))
+		}
+		for k, v := range vr.Map {
+			size += int64(len(k) + len(v))
+		}
+		return size <= r.lim.Memory
+	})
+	if size > r.lim.Memory {
+		return nil, r.stop(refuse("its variables hold more than %d bytes", r.lim.Memory))
+	}
+	if args[0] == stepName {
+		return []string{":"}, nil
+	}
+	if why, ok := refusedBuiltins[args[0]]; ok {
+		return nil, r.stop(refuse("the builtin %s %s", args[0], why))
+	}
+	if args[0] == "pwd" && slices.Contains(args[1:], "-P") {
+		return nil, r.stop(refuse("the builtin pwd -P resolves symbolic links on the host"))
+	}
+	if args[0] == "printf" && len(args) > 1 {
+		if n := printfWidth(args[1], args[2:]); n > r.lim.Memory {
+			return nil, r.stop(refuse("printf would format more than %d bytes", r.lim.Memory))
+		}
+	}
+	return args, nil
+}
+
+// printfWidth returns an upper bound of the widths and precisions format asks for (each * taken from
+// the args), plus the args' lengths.
+func printfWidth(format string, args []string) int64 {
+	var total int64
+	for _, a := range args {
+		total += int64(len(a))
+		if n, err := strconv.ParseInt(strings.TrimSpace(a), 10, 64); err == nil && n > 0 {
+			total += n // a width given through *
+		}
+	}
+	num := int64(0)
+	for i := 0; i < len(format); i++ {
+		if c := format[i]; c >= '0' && c <= '9' {
+			num = min(num*10+int64(c-'0'), 1<<40)
+			continue
+		}
+		total += num
+		num = 0
+	}
+	return total + num + int64(len(format))
+}
+
+// exec runs a program: one of those the sandbox implements, or none (not honoured).
+func (r *run) exec(ctx context.Context, args []string) error {
+	name := args[0]
+	if dir, base := path.Split(name); dir != "" {
+		if !binDirs[path.Clean(dir)] {
+			return r.stop(refuse("runs %s, a program of the image", name))
+		}
+		name = base
+	}
+	prog, ok := programs[name]
+	if !ok {
+		return r.stop(refuse("runs %s, a program the sandbox does not implement", args[0]))
+	}
+	err := prog(ctx, r, args)
+	var nh *notHonoured
+	if errors.As(err, &nh) || errors.Is(err, errForever) {
+		return r.stop(err)
+	}
+	return err
+}
+
+// sleep advances the run's simulated time by d; past the horizon, the run stops and runs for ever.
+func (r *run) sleep(d time.Duration) error {
+	r.mu.Lock()
+	r.slept += d
+	past := r.slept > r.lim.Horizon || r.slept < 0
+	r.mu.Unlock()
+	if past {
+		return errForever
+	}
+	return nil
+}
+
+// resolve returns the file system holding the absolute path p and p's path within it; rootfs true for
+// the container's own layer (outside every volume).
+func (r *run) resolve(p string) (fsys *FS, inner string, readOnly, rootfs bool) {
+	p = path.Clean(p)
+	best := -1
+	for i, m := range r.p.Mounts {
+		mp := path.Clean(m.Path)
+		if (p == mp || strings.HasPrefix(p, strings.TrimSuffix(mp, "/")+"/")) && (best < 0 || len(mp) > len(path.Clean(r.p.Mounts[best].Path))) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return r.rootfs, p, false, true
+	}
+	m := r.p.Mounts[best]
+	rel := strings.TrimPrefix(p, path.Clean(m.Path))
+	return m.FS, path.Join("/", m.Root, rel), m.ReadOnly, false
+}
+
+// abs makes p absolute against the handler context's directory.
+func abs(ctx context.Context, p string) string {
+	if !path.IsAbs(p) {
+		p = path.Join(interp.HandlerCtx(ctx).Dir, p)
+	}
+	return path.Clean(p)
+}
+
+// prepareRootfs makes the directories the container's layer is known to have: /, /tmp, the working
+// directory, and the parents of the mount points.
+func (r *run) prepareRootfs() {
+	_ = r.rootfs.MkdirAll("/tmp")
+	_ = r.rootfs.MkdirAll(r.workingDir())
+	for _, m := range r.p.Mounts {
+		_ = r.rootfs.MkdirAll(path.Dir(path.Clean(m.Path)))
+		if m.FS != nil {
+			_ = m.FS.MkdirAll(m.Root)
+		}
+	}
+}
+
+func (r *run) workingDir() string {
+	if r.p.WorkingDir != "" && path.IsAbs(r.p.WorkingDir) {
+		return path.Clean(r.p.WorkingDir)
+	}
+	return "/"
+}
+
+// unknown is the refusal of a path of the image the run did not write.
+func unknown(p string) error {
+	return refuse("reads %s, a file of the image (not known to the simulator)", p)
+}
+
+// discard is /dev/null and the standard outputs opened by name.
+type discard struct{}
+
+func (discard) Read([]byte) (int, error)    { return 0, io.EOF }
+func (discard) Write(b []byte) (int, error) { return len(b), nil }
+func (discard) Close() error                { return nil }
+func isDevOut(p string) bool {
+	return p == "/dev/stdout" || p == "/dev/stderr" || p == "/dev/fd/1" || p == "/dev/fd/2"
+}
+func writing(flag int) bool {
+	return flag&(os.O_WRONLY|os.O_RDWR|os.O_CREATE|os.O_TRUNC|os.O_APPEND) != 0
+}
+func roErr(op, p string) error                  { return pathErr(op, p, syscall.EROFS) }
+func (r *run) now() time.Time                   { return r.p.Now.Add(r.slept) }
+func (r *run) refuseUnknown(p string) error     { return r.stop(unknown(p)) }
+func (r *run) refusef(f string, a ...any) error { return r.stop(refuse(f, a...)) }
+
+// open is the interpreter's OpenHandler: redirections and $(<file).
+func (r *run) open(ctx context.Context, name string, flag int, perm os.FileMode) (io.ReadWriteCloser, error) {
+	p := abs(ctx, name)
+	switch {
+	case p == "/dev/null" || isDevOut(p):
+		return discard{}, nil
+	case strings.HasPrefix(p, "/dev/") || strings.HasPrefix(p, "/proc/") || strings.HasPrefix(p, "/sys/"):
+		return nil, r.refusef("uses %s, a device or kernel file", p)
+	}
+	fsys, inner, ro, rootfs := r.resolve(p)
+	if ro && writing(flag) {
+		return nil, roErr("open", p)
+	}
+	if rootfs && !writing(flag) && !fsys.Exists(inner) {
+		return nil, r.refuseUnknown(p)
+	}
+	if rootfs && writing(flag) && !fsys.Exists(path.Dir(inner)) {
+		return nil, r.refuseUnknown(path.Dir(p)) // a directory of the image, or none
+	}
+	f, err := fsys.OpenFile(inner, flag, perm)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			pe.Path = p
+		}
+	}
+	return f, err
+}
+
+// readDir is the interpreter's ReadDirHandler2: globbing.
+func (r *run) readDir(ctx context.Context, name string) ([]fs.DirEntry, error) {
+	p := abs(ctx, name)
+	fsys, inner, _, rootfs := r.resolve(p)
+	if rootfs {
+		return nil, r.refusef("lists %s, a directory of the image (not known to the simulator)", p)
+	}
+	return fsys.ReadDir(inner)
+}
+
+// stat is the interpreter's StatHandler: test -e/-f/-d..., cd.
+func (r *run) stat(ctx context.Context, name string, _ bool) (fs.FileInfo, error) {
+	p := abs(ctx, name)
+	if p == "/dev/null" || isDevOut(p) {
+		return fileInfo{name: path.Base(p)}, nil
+	}
+	fsys, inner, _, rootfs := r.resolve(p)
+	if rootfs && !fsys.Exists(inner) {
+		return nil, r.refuseUnknown(p)
+	}
+	return fsys.Stat(inner)
+}
+
+// access is the interpreter's AccessHandler: test -r/-w/-x.
+func (r *run) access(ctx context.Context, name string, mode interp.AccessMode) error {
+	p := abs(ctx, name)
+	if p == "/dev/null" || isDevOut(p) {
+		return nil
+	}
+	fsys, inner, ro, rootfs := r.resolve(p)
+	if rootfs && !fsys.Exists(inner) {
+		return r.refuseUnknown(p)
+	}
+	info, err := fsys.Stat(inner)
+	if err != nil {
+		return err
+	}
+	if mode&interp.AccessWrite != 0 && ro {
+		return roErr("access", p)
+	}
+	if mode&interp.AccessExec != 0 && !info.IsDir() {
+		return pathErr("access", p, fs.ErrPermission)
+	}
+	return nil
+}
+
+// environ returns the run's environment: the container's, with HOME, PATH, HOSTNAME defaulted and
+// the identity variables the interpreter would otherwise read from the host process.
+func (r *run) environ() []string {
+	env := append([]string{}, r.p.Env...)
+	has := map[string]bool{}
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		has[k] = true
+	}
+	def := func(k, v string) {
+		if !has[k] {
+			env = append(env, k+"="+v)
+		}
+	}
+	def("HOME", "/root")
+	def("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+	def("HOSTNAME", r.p.Hostname)
+	def("UID", "0")
+	def("EUID", "0")
+	def("GID", "0")
+	return env
+}
+
+// sandboxEnv is the interpreter's Environ over the container's environment. While hideTMPDIR, TMPDIR
+// reads as tmpDir: the interpreter reads it once, at its reset, as the directory of its FIFOs.
+type sandboxEnv struct {
+	vars       []string
+	hideTMPDIR bool
+	once       sync.Once
+	list       expand.Environ
+}
+
+func (e *sandboxEnv) environ() expand.Environ {
+	e.once.Do(func() { e.list = expand.ListEnviron(e.vars...) })
+	return e.list
+}
+
+func (e *sandboxEnv) Get(name string) expand.Variable {
+	if name == "TMPDIR" && e.hideTMPDIR {
+		return expand.Variable{Set: true, Exported: true, Kind: expand.String, Str: tmpDir}
+	}
+	return e.environ().Get(name)
+}
+
+func (e *sandboxEnv) Each(f func(name string, vr expand.Variable) bool) { e.environ().Each(f) }
+
+// seed returns a run's $RANDOM seed from the strings that name the run.
+func Seed(parts ...string) uint64 {
+	h := fnv.New64a()
+	for _, p := range parts {
+		_, _ = h.Write([]byte(p))
+		_, _ = h.Write([]byte{0})
+	}
+	return h.Sum64()
+}
