@@ -12,7 +12,7 @@ UNIT_PKGS := ./pkg/... ./internal/... ./cmd/...
 
 ## tools: install containerd/CNI plugins and prometheus (promtool) if missing and build etcd, kube-apiserver,
 ## kube-controller-manager, kube-scheduler, kubelet, kubectl, cloud-node-controller and kubemark (the hollow
-## node), and helm (hack/helm), into _output/bin
+## node), and helm (hack/helm), into _output/bin: each only when missing or out of date (make up built some)
 tools:
 	hack/install-deps.sh
 
@@ -21,9 +21,14 @@ build:
 	$(GO) build -tags grpcnotrace -ldflags "-X github.com/nodeagent/nodeagent/pkg/version.gitCommit=$$(git rev-parse --short HEAD 2>/dev/null)" -o _output/bin/nodeagent ./cmd/nodeagent
 
 ## up: local control plane + containerd + nodeagent until Ctrl-C (ARGS="--exit-when-ready" to stop once Ready);
-## kubeconfigs in _output/local-up (admin.kubeconfig, node-<name>.kubeconfig)
+## kubeconfigs in _output/local-up (admin.kubeconfig, node-<name>.kubeconfig). Builds only what it runs
+## (hack/install-deps.sh --for up: etcd, kube-apiserver, kube-controller-manager, kubectl). With SIMULATE=N:
+## the control plane with kube-scheduler and the controllers pods need, and `nodeagent simulate --nodes N`
+## under its RBAC identity (docs/simulation.md), no containerd; prints the kubectl commands that run a
+## Deployment on the simulated Nodes; state in _output/simulate.
+SIMULATE ?=
 up:
-	hack/local-up.sh $(ARGS)
+	hack/local-up.sh $(if $(strip $(SIMULATE)),--simulate=$(SIMULATE)) $(ARGS)
 
 ## cluster: the control plane and containerd of `make up` without nodeagent, until Ctrl-C, to run
 ## _output/bin/nodeagent by hand: writes _output/cluster/admin.kubeconfig and one

@@ -4,11 +4,21 @@
 #   hack/local-up.sh --exit-when-ready            # CI: exit 0 once the node is Ready
 #   hack/local-up.sh --node-name n1 -- --max-pods=50   # flags after -- go to nodeagent
 #   hack/local-up.sh --control-plane-only --nodes "a b c"   # no nodeagent: run it by hand (make cluster)
-# State, kubeconfigs and logs: _output/local-up, or _output/cluster with --control-plane-only (printed at start).
+#   hack/local-up.sh --simulate 20                # kube-scheduler and nodeagent simulate --nodes 20 (make up SIMULATE=20)
+# State, kubeconfigs and logs: _output/local-up, _output/cluster with --control-plane-only, _output/simulate
+# with --simulate (printed at start). It builds only what it runs: hack/install-deps.sh --for up, or --for
+# simulate (kube-scheduler too, no containerd).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-hack/install-deps.sh
+set=up
+for a in "$@"; do
+  case $a in
+    --) break ;;
+    --simulate | --simulate=*) set=simulate ;;
+  esac
+done
+hack/install-deps.sh --for "$set"
 # Built rather than `go run`, so that SIGTERM reaches localup itself and it can stop what it started.
 go build -o _output/bin/localup ./hack/localup
 exec _output/bin/localup "$@"

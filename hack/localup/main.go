@@ -1,20 +1,27 @@
-// Command localup runs a local cluster for trying nodeagent out by hand or in CI: etcd + kube-apiserver +
-// kube-controller-manager and a private containerd with a bridge CNI config (test/framework), and then
-// either
+// Command localup runs a local cluster for trying nodeagent out by hand or in CI (test/framework), either
 //
-//   - nodeagent registered as one node (`make up`): it waits for the node to be Ready and shows it with
+//   - etcd + kube-apiserver + kube-controller-manager and a private containerd with a bridge CNI config,
+//     and nodeagent registered as one node (`make up`): it waits for the node to be Ready and shows it with
 //     kubectl, or
-//   - nothing more (--control-plane-only, `make cluster`): it writes a kubeconfig for each of --nodes and
-//     prints the command line that runs _output/bin/nodeagent by hand as each of them.
+//   - the same without nodeagent (--control-plane-only, `make cluster`): it writes a kubeconfig for each of
+//     --nodes and prints the command line that runs _output/bin/nodeagent by hand as each of them, or
+//   - a simulation (--simulate N, `make up SIMULATE=N`): etcd + kube-apiserver, kube-controller-manager with
+//     the controllers pods need, kube-scheduler, and `nodeagent simulate --nodes N` under the RBAC identity
+//     of docs/simulation.md (no containerd); it waits for the N Nodes to be Ready and prints the kubectl
+//     commands that create a Deployment and show its pods Running on the simulated Nodes.
 //
-// Kubeconfigs are written to fixed paths under the directory: admin.kubeconfig and node-<name>.kubeconfig.
-// It runs until SIGINT/SIGTERM, then stops everything.
+// Kubeconfigs are written to fixed paths under the directory: admin.kubeconfig and node-<name>.kubeconfig
+// (the simulation's: sa-nodeagent-simulation-nodeagent-simulator.kubeconfig). It runs until SIGINT/SIGTERM,
+// then stops everything.
 //
 //	go run ./hack/localup [--node-name NAME] [--dir DIR] [--exit-when-ready] [-- extra nodeagent flags]
 //	go run ./hack/localup --control-plane-only [--nodes "a b c"] [--dir DIR] [--exit-when-ready]
+//	go run ./hack/localup --simulate N [--dir DIR] [--exit-when-ready] [-- extra nodeagent simulate flags]
 //
-// Exit status: 0 after a clean stop (or, with --exit-when-ready, once the node is Ready or, with
-// --control-plane-only, once the control plane is); 1 on failure.
+// It builds only what it runs (framework.UseBinarySet: hack/install-deps.sh --for up, or --for simulate).
+//
+// Exit status: 0 after a clean stop (or, with --exit-when-ready, once the node, with --simulate the
+// simulated Nodes, or with --control-plane-only the control plane, is Ready); 1 on failure.
 package main
 
 import (
@@ -38,6 +45,7 @@ type options struct {
 	nodeName         string   // the node nodeagent registers (agent mode)
 	nodes            []string // the nodes to write kubeconfigs for (--control-plane-only)
 	controlPlaneOnly bool
+	simulate         int // simulated Nodes (--simulate); 0: the agent or --control-plane-only
 	dir              string
 	exitWhenReady    bool
 	readyTimeout     time.Duration
@@ -51,9 +59,11 @@ func main() {
 	flag.StringVar(&o.nodeName, "node-name", strings.ToLower(hostname), "name of the node nodeagent registers")
 	flag.BoolVar(&o.controlPlaneOnly, "control-plane-only", false,
 		"start no nodeagent: write a kubeconfig for each of --nodes and print how to run nodeagent by hand")
+	flag.IntVar(&o.simulate, "simulate", 0, "run `nodeagent simulate` with this many Nodes (and kube-scheduler) instead of one nodeagent; "+
+		"flags after -- go to nodeagent simulate")
 	flag.StringVar(&nodes, "nodes", "", "with --control-plane-only: node names, separated by spaces or commas (default --node-name)")
 	flag.StringVar(&o.dir, "dir", "", "directory for state, kubeconfigs and logs, emptied first "+
-		"(default <repo>/_output/local-up, or <repo>/_output/cluster with --control-plane-only)")
+		"(default <repo>/_output/local-up, or <repo>/_output/cluster with --control-plane-only, <repo>/_output/simulate with --simulate)")
 	flag.BoolVar(&o.exitWhenReady, "exit-when-ready", os.Getenv("LOCALUP_EXIT_WHEN_READY") != "",
 		"stop everything and exit 0 once the node (with --control-plane-only: the control plane) is Ready "+
 			"(also: env LOCALUP_EXIT_WHEN_READY=1)")
@@ -70,6 +80,14 @@ func main() {
 	}
 	if !o.controlPlaneOnly && nodes != "" {
 		fmt.Fprintln(os.Stderr, "localup: --nodes goes with --control-plane-only (use --node-name for the agent's node)")
+		os.Exit(2)
+	}
+	if o.simulate < 0 || o.simulate > 10000 {
+		fmt.Fprintf(os.Stderr, "localup: --simulate %d: must be between 1 and 10000 (0: no simulation)\n", o.simulate)
+		os.Exit(2)
+	}
+	if o.simulate > 0 && o.controlPlaneOnly {
+		fmt.Fprintln(os.Stderr, "localup: --simulate and --control-plane-only go separately")
 		os.Exit(2)
 	}
 	if o.controlPlaneOnly && len(o.agentArgs) > 0 {
@@ -95,6 +113,8 @@ func run(ctx context.Context, o options) error {
 	case dir != "":
 	case o.controlPlaneOnly:
 		dir = filepath.Join(root, "_output", "cluster")
+	case o.simulate > 0:
+		dir = filepath.Join(root, "_output", "simulate")
 	default:
 		dir = filepath.Join(root, "_output", "local-up")
 	}
@@ -107,7 +127,14 @@ func run(ctx context.Context, o options) error {
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("clean %s: %w", dir, err)
 	}
-	say("building binaries (hack/install-deps.sh, go build ./cmd/nodeagent)")
+	set := "up"
+	if o.simulate > 0 {
+		set = "simulate"
+	}
+	if err := framework.UseBinarySet(set); err != nil {
+		return err
+	}
+	say("building binaries (hack/install-deps.sh --for %s, go build ./cmd/nodeagent)", set)
 	binDir, err := framework.EnsureBinaries()
 	if err != nil {
 		return err
@@ -115,6 +142,10 @@ func run(ctx context.Context, o options) error {
 	agentBin, err := framework.BuildAgent()
 	if err != nil {
 		return err
+	}
+
+	if o.simulate > 0 {
+		return runSimulation(ctx, o, root, dir, binDir, agentBin)
 	}
 
 	names := []string{o.nodeName}

@@ -2,7 +2,9 @@ package app
 
 import (
 	"fmt"
+	"io"
 	"os"
+	"runtime/pprof"
 	"runtime/trace"
 	"sync"
 	"time"
@@ -14,16 +16,21 @@ import (
 // initialisation is not in it (it runs before main); GODEBUG=inittrace=1 shows that part.
 const StartupTraceEnv = "NODEAGENT_STARTUP_TRACE"
 
+// StartupCPUProfileEnv names the environment variable that, when set to a file path, makes nodeagent
+// write a CPU profile (pprof, `go tool pprof`) of the same first StartupTraceDuration to that file, with
+// or without the trace; profiles of several starts merge with `go tool pprof -top FILE...`.
+const StartupCPUProfileEnv = "NODEAGENT_STARTUP_CPUPROFILE"
+
 // StartupTraceDuration is how much of the start the trace covers unless the environment says otherwise.
 const StartupTraceDuration = time.Second
 
-// StartStartupTrace starts the start-up trace when getenv(StartupTraceEnv) names a file, and returns
-// a func that stops it early (safe to call more than once, and when no trace was started). Errors
-// (unwritable file, bad duration) are printed to stderr and leave the agent untraced: tracing is never
-// a reason not to start.
+// StartStartupTrace starts the start-up trace when getenv(StartupTraceEnv) names a file, and the CPU
+// profile when getenv(StartupCPUProfileEnv) does, and returns a func that stops them early (safe to call
+// more than once, and when nothing was started). Errors (unwritable file, bad duration) are printed to
+// stderr and leave the agent untraced: tracing is never a reason not to start.
 func StartStartupTrace(getenv func(string) string) (stop func()) {
-	path := getenv(StartupTraceEnv)
-	if path == "" {
+	tracePath, profilePath := getenv(StartupTraceEnv), getenv(StartupCPUProfileEnv)
+	if tracePath == "" && profilePath == "" {
 		return func() {}
 	}
 	d := StartupTraceDuration
@@ -34,14 +41,18 @@ func StartStartupTrace(getenv func(string) string) (stop func()) {
 			d = StartupTraceDuration
 		}
 	}
-	f, err := os.Create(path)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "nodeagent: %s: %v\n", StartupTraceEnv, err)
-		return func() {}
+	var stops []func()
+	if tracePath != "" {
+		if f, err := startFile(tracePath, StartupTraceEnv, trace.Start); err == nil {
+			stops = append(stops, func() { trace.Stop(); _ = f.Close() })
+		}
 	}
-	if err := trace.Start(f); err != nil {
-		fmt.Fprintf(os.Stderr, "nodeagent: %s: %v\n", StartupTraceEnv, err)
-		_ = f.Close()
+	if profilePath != "" {
+		if f, err := startFile(profilePath, StartupCPUProfileEnv, pprof.StartCPUProfile); err == nil {
+			stops = append(stops, func() { pprof.StopCPUProfile(); _ = f.Close() })
+		}
+	}
+	if len(stops) == 0 {
 		return func() {}
 	}
 	done := make(chan struct{})
@@ -53,8 +64,9 @@ func StartStartupTrace(getenv func(string) string) (stop func()) {
 		case <-t.C:
 		case <-done:
 		}
-		trace.Stop()
-		_ = f.Close()
+		for _, s := range stops {
+			s()
+		}
 		close(stopped)
 	}()
 	var once sync.Once
@@ -62,4 +74,20 @@ func StartStartupTrace(getenv func(string) string) (stop func()) {
 		once.Do(func() { close(done) })
 		<-stopped
 	}
+}
+
+// startFile creates path and starts start (trace.Start, pprof.StartCPUProfile) writing to it; an error is
+// printed to stderr naming env, and the file closed.
+func startFile(path, env string, start func(w io.Writer) error) (*os.File, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "nodeagent: %s: %v\n", env, err)
+		return nil, err
+	}
+	if err := start(f); err != nil {
+		fmt.Fprintf(os.Stderr, "nodeagent: %s: %v\n", env, err)
+		_ = f.Close()
+		return nil, err
+	}
+	return f, nil
 }

@@ -112,8 +112,7 @@ type Result struct {
 	Duplicate string
 }
 
-// Attempted reports whether the step wrote the Lease or a Lease call failed: the Node's
-// registration waits (bounded) for the first one, so that a Node is never Ready without its Lease.
+// Attempted reports whether the step wrote the Lease or a Lease call failed.
 func (r Result) Attempted() bool { return r.Renewed || r.Failure != nil }
 
 // Failure is a failed Lease call: its API reason ("Timeout", "Conflict", ...; "Transport" when the
@@ -225,8 +224,8 @@ func (r *Renewer) nextRenewal() time.Duration {
 // renew interval (jittered) as Result.Next; or until backoffEnsureLease would sleep, and returns that
 // sleep (200 ms doubling to 7 s), after which the next Step resumes it. Next is 0 when ctx ended.
 // registered says whether the Node has been registered: before, the owner reference is looked up
-// only in Lister (no GET for a Node that does not exist yet: the Lease is written before the Node,
-// as the kubelet's). API errors are recorded in Status, told to the Observer and summed up in the
+// only in Lister (no GET for a Node that may not exist yet: the first Lease write runs beside the
+// Node's registration, as the kubelet's). API errors are recorded in Status, told to the Observer and summed up in the
 // Result, never returned.
 func (r *Renewer) Step(ctx context.Context, registered bool) Result {
 	r.registered, r.result = registered, Result{}

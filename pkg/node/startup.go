@@ -3,8 +3,6 @@ package node
 import (
 	"time"
 
-	v1 "k8s.io/api/core/v1"
-
 	"github.com/nodeagent/nodeagent/pkg/statussync"
 )
 
@@ -15,19 +13,23 @@ import (
 //
 //  1. Start queues the Lease step, the runtime poll and registration at once (StartupSteps).
 //  2. Registration waits for the runtime's first check, so that the Node registers Ready, or NotReady
-//     saying why; it builds the Node while the Lease's first write is in flight and creates it once
-//     that write was attempted, so that a Node is never Ready without its Lease. Each wait ends
-//     after StartupWait: a runtime that hangs, or an API server that does not answer, delays the
-//     Node by seconds, never for ever.
+//     saying why, and not for the Lease: the Node is created while the Lease's first write is in
+//     flight, as the kubelet's registerWithAPIServer runs beside its lease controller. The node
+//     lifecycle controller judges both orders alike (k8s.io/kubernetes v1.37.2
+//     pkg/controller/nodelifecycle, tryUpdateNodeHealth): a Node it sees first gets
+//     probeTimestamp = now, whether its Lease exists or not, and a Lease only ever moves that
+//     timestamp forward; the Node is marked Unknown only after a grace period (40 s and more) with
+//     neither a Ready heartbeat nor a renewal. The wait ends after StartupWait: a runtime that hangs
+//     delays the Node by seconds, never for ever.
 //  3. Registration done, the status syncs run (every NodeStatusUpdateFrequency) and the fast
 //     start-up update starts (every 100 ms until Ready, at most 120 s). With RegisterNode false
-//     the first status sync waits for both waits instead, and starts the fast update.
+//     the first status sync waits for the runtime check instead, and starts the fast update.
 //
-// A step whose wait is not over returns the time left until StartupWait; the step that ends the wait
-// (the runtime poll, the Lease step) queues it at once (startupProgress).
+// A step whose wait is not over returns the time left until StartupWait; the runtime poll, which ends
+// the wait, queues it at once (startupProgress).
 
-// StartupWait bounds each start-up wait (the first runtime check, the first Lease write), counted
-// from Start: StatusCallTimeout + 1 s.
+// StartupWait bounds the start-up wait for the first runtime check, counted from Start:
+// StatusCallTimeout + 1 s.
 const StartupWait = StatusCallTimeout + time.Second
 
 // StartupSteps are the steps Start queues, in the kubelet's order.
@@ -40,54 +42,33 @@ func (c *Controller) StartupSteps() []Step {
 
 // startupState is one Node's start-up, guarded by Controller.mu.
 type startupState struct {
-	leaseAttempted bool      // the Lease's first write succeeded, or a Lease call failed
 	runtimeChecked bool      // the runtime poll ran once
-	pending        *v1.Node  // built for registration while the Lease's first write is in flight
 	fastDeadline   time.Time // when the fast start-up update gives up; zero before it starts
 }
 
-// startupWaits reports whether the runtime was checked and the Lease's first write attempted, each
-// counting as done once StartupWait has passed since Start, and the time left until then.
-func (c *Controller) startupWaits(now time.Time) (runtimeOK, leaseOK bool, left time.Duration) {
+// startupWait reports whether the runtime was checked, which counts as done once StartupWait has
+// passed since Start, and the time left until then.
+func (c *Controller) startupWait(now time.Time) (runtimeOK bool, left time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	left = c.started.Add(StartupWait).Sub(now)
-	return c.startup.runtimeChecked || left <= 0, c.startup.leaseAttempted || left <= 0, left
+	return c.startup.runtimeChecked || left <= 0, left
 }
 
-// startupProgress records that the Lease's first write was attempted or the runtime checked, and
-// returns the step that waited for it: registration, or the first status sync without it.
-func (c *Controller) startupProgress(leaseAttempted, runtimeChecked bool) steps {
+// startupProgress records that the runtime was checked and returns the step that waited for it, the
+// first time: registration, or the first status sync without it.
+func (c *Controller) startupProgress() steps {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	st := &c.startup
-	news := (leaseAttempted && !st.leaseAttempted) || (runtimeChecked && !st.runtimeChecked)
-	st.leaseAttempted = st.leaseAttempted || leaseAttempted
-	st.runtimeChecked = st.runtimeChecked || runtimeChecked
-	switch {
-	case !news:
+	if st.runtimeChecked {
 		return 0
-	case c.registrar != nil:
-		return stepSet(StepRegister)
-	default:
-		return stepSet(StepStatus)
 	}
-}
-
-// nodeToRegister returns the Node built while the Lease's first write was in flight, if any.
-func (c *Controller) nodeToRegister() *v1.Node {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := c.startup.pending
-	c.startup.pending = nil
-	return n
-}
-
-// parkNode keeps node, built for registration, until the Lease's first write was attempted.
-func (c *Controller) parkNode(node *v1.Node) {
-	c.mu.Lock()
-	c.startup.pending = node
-	c.mu.Unlock()
+	st.runtimeChecked = true
+	if c.registrar != nil {
+		return stepSet(StepRegister)
+	}
+	return stepSet(StepStatus)
 }
 
 // startFastUpdate starts the fast start-up update once (registration done, or the first status sync

@@ -26,7 +26,7 @@ const (
 	// StepRuntime is the runtime-health poll: one CRI Status call into runtimeState (the kubelet's
 	// updateRuntimeUp), every RuntimePollPeriod; a change queues StepStatus.
 	StepRuntime
-	// StepRegister is one attempt of the kubelet's registerWithAPIServer, after the start-up waits
+	// StepRegister is one attempt of the kubelet's registerWithAPIServer, after the start-up wait
 	// (startup.go), again after a failure (100 ms doubling to 7 s), and when a sync found the Node
 	// deleted. It is done once the Node is registered.
 	StepRegister
@@ -109,7 +109,7 @@ func (c *Controller) leaseStep(ctx context.Context) result {
 	if r.Duplicate != "" {
 		c.duplicate(r.Duplicate)
 	}
-	return result{after: r.Next, wake: c.startupProgress(r.Attempted(), false)}
+	return result{after: r.Next}
 }
 
 // runtimeStep polls the runtime once; a change in its readiness queues a status sync.
@@ -122,11 +122,11 @@ func (c *Controller) runtimeStep(ctx context.Context) result {
 	if changed {
 		res.wake |= stepSet(StepStatus)
 	}
-	res.wake |= c.startupProgress(false, true)
+	res.wake |= c.startupProgress()
 	return res
 }
 
-// registerStep makes one registration attempt once the start-up waits allow it (startup.go). Done,
+// registerStep makes one registration attempt once the start-up wait allows it (startup.go). Done,
 // it queues the status sync and starts the fast start-up update; failed, it returns the error for
 // the queue's backoff.
 func (c *Controller) registerStep(ctx context.Context) result {
@@ -134,18 +134,10 @@ func (c *Controller) registerStep(ctx context.Context) result {
 		return result{after: never}
 	}
 	logger := klog.FromContext(ctx)
-	runtimeOK, leaseOK, left := c.startupWaits(c.deps.Clock.Now())
-	if !runtimeOK {
+	if runtimeOK, left := c.startupWait(c.deps.Clock.Now()); !runtimeOK {
 		return result{after: left} // the runtime poll queues this step as soon as it ran
 	}
-	node := c.nodeToRegister()
-	if node == nil {
-		node = c.registrar.InitialNode(ctx)
-	}
-	if !leaseOK {
-		c.parkNode(node) // built while the Lease's first write is in flight; created once it was attempted
-		return result{after: left}
-	}
+	node := c.registrar.InitialNode(ctx) // while the Lease's first write may be in flight (startup.go)
 	logger.Info("Attempting to register node", "node", klog.KObj(node))
 	res, err := c.registrar.TryRegister(ctx, node)
 	c.observeRegistration(res)
@@ -161,15 +153,15 @@ func (c *Controller) registerStep(ctx context.Context) result {
 	return result{after: never, wake: stepSet(StepStatus) | c.startFastUpdate(c.deps.Clock.Now())}
 }
 
-// statusStep syncs the status of the registered Node (without registration: once the start-up waits
-// are over). A Node found deleted queues registration, which queues the status again.
+// statusStep syncs the status of the registered Node (without registration: once the start-up wait
+// is over). A Node found deleted queues registration, which queues the status again.
 func (c *Controller) statusStep(ctx context.Context) result {
 	now := c.deps.Clock.Now()
 	if c.registrar != nil {
 		if !c.registered.Load() {
 			return result{after: never} // registration queues the status once done
 		}
-	} else if runtimeOK, leaseOK, left := c.startupWaits(now); !runtimeOK || !leaseOK {
+	} else if runtimeOK, left := c.startupWait(now); !runtimeOK {
 		return result{after: left}
 	}
 	prev := c.syncer.LastSync()

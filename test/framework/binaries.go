@@ -33,26 +33,30 @@ func RepoRoot() (string, error) {
 	}
 }
 
-var ensureBinaries = sync.OnceValues(func() (string, error) { return installDeps("") })
+var (
+	binariesMu   sync.Mutex
+	binariesSet  = "test"
+	binariesDone bool
+	binariesDir  string
+	binariesErr  error
+)
 
-// installDeps runs hack/install-deps.sh (with --skew version when version is set) and returns the
-// directory it built into: <repo>/_output/bin, or <repo>/_output/bin/<version>.
-func installDeps(version string) (string, error) {
+// installDeps runs hack/install-deps.sh with args (--for SET, or --skew VERSION) and returns the directory
+// it built into: <repo>/_output/bin, or <repo>/_output/bin/<version> for --skew.
+func installDeps(args ...string) (string, error) {
 	root, err := RepoRoot()
 	if err != nil {
 		return "", err
 	}
-	args := []string{filepath.Join(root, "hack", "install-deps.sh")}
 	dir := filepath.Join(root, "_output", "bin")
-	if version != "" {
-		args = append(args, "--skew", version)
-		dir = filepath.Join(dir, version)
+	if len(args) == 2 && args[0] == "--skew" {
+		dir = filepath.Join(dir, args[1])
 	}
-	cmd := exec.Command("bash", args...)
+	cmd := exec.Command("bash", append([]string{filepath.Join(root, "hack", "install-deps.sh")}, args...)...)
 	cmd.Dir = root
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return "", fmt.Errorf("hack/install-deps.sh %s: %w\n%s", strings.Join(args[1:], " "), err, out)
+		return "", fmt.Errorf("hack/install-deps.sh %s: %w\n%s", strings.Join(args, " "), err, out)
 	}
 	return dir, nil
 }
@@ -70,7 +74,7 @@ func EnsureSkewBinaries(version string) (binDir string, err error) {
 	skewMu.Lock()
 	f, ok := skewBinaries[version]
 	if !ok {
-		f = sync.OnceValues(func() (string, error) { return installDeps(version) })
+		f = sync.OnceValues(func() (string, error) { return installDeps("--skew", version) })
 		skewBinaries[version] = f
 	}
 	skewMu.Unlock()
@@ -80,9 +84,37 @@ func EnsureSkewBinaries(version string) (binDir string, err error) {
 // EnsureBinaries runs hack/install-deps.sh once per process (later calls return the first result): it
 // installs containerd and the CNI plugins if missing and builds etcd, kube-apiserver,
 // kube-controller-manager, kube-scheduler, kubelet, kubectl, cloud-node-controller and kubemark into <repo>/_output/bin if
-// missing or out of date. It returns that directory. The script takes a file lock, so parallel test binaries build at most
-// once; a cold build takes about 15 minutes on 2 cores.
-func EnsureBinaries() (binDir string, err error) { return ensureBinaries() }
+// missing or out of date (or only the set UseBinarySet chose). It returns that directory. The script takes a file lock,
+// so parallel test binaries build at most once; a cold build takes about 15 minutes on 2 cores.
+func EnsureBinaries() (binDir string, err error) {
+	binariesMu.Lock()
+	defer binariesMu.Unlock()
+	if !binariesDone {
+		binariesDir, binariesErr = installDeps("--for", binariesSet)
+		binariesDone = true
+	}
+	return binariesDir, binariesErr
+}
+
+// UseBinarySet makes EnsureBinaries install only hack/install-deps.sh's set (its --for): "up" (etcd,
+// kube-apiserver, kube-controller-manager, kubectl, and containerd, the CNI plugins and iproute2),
+// "simulate" (the same with kube-scheduler, without the Debian packages) or "test" (everything: the
+// default). For a program that runs only those components (hack/localup); call it before anything that
+// calls EnsureBinaries. It errors on another set name, or once EnsureBinaries has run with another set.
+func UseBinarySet(set string) error {
+	switch set {
+	case "test", "up", "simulate":
+	default:
+		return fmt.Errorf("binary set %q: must be test, up or simulate", set)
+	}
+	binariesMu.Lock()
+	defer binariesMu.Unlock()
+	if binariesDone && set != binariesSet {
+		return fmt.Errorf("binary set %q: EnsureBinaries has already run with %q", set, binariesSet)
+	}
+	binariesSet = set
+	return nil
+}
 
 var buildAgent = sync.OnceValues(func() (string, error) {
 	if bin := os.Getenv("NODEAGENT_BINARY"); bin != "" {

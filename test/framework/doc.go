@@ -54,5 +54,6 @@
 // Binaries (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl,
 // cloud-node-controller, kubemark) come from
 // hack/install-deps.sh, which builds them from the hack/tools module into _output/bin once; call
-// EnsureBinaries first (Start functions call it themselves).
+// EnsureBinaries first (Start functions call it themselves). A program that runs only some of them
+// (hack/localup) calls UseBinarySet first, so that only those are built.
 package framework

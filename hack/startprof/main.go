@@ -1,0 +1,133 @@
+// Command startprof times nodeagent's cold starts against the harness (test/framework: etcd,
+// kube-apiserver, kube-controller-manager, containerd), as `make bench` times them (exec → Ready=True seen
+// by a watch, the Node and its Lease deleted before each start), without the reference kubelet or the
+// steady-state part, and optionally with a start-up trace and CPU profile per start
+// (NODEAGENT_STARTUP_TRACE, NODEAGENT_STARTUP_CPUPROFILE: merge them with `go tool pprof -top DIR/cpu-*.pprof`).
+// With -bins it alternates binaries start by start, so that an A/B comparison sees the same machine load:
+//
+//	go build -tags grpcnotrace -o /tmp/a ./cmd/nodeagent   # and /tmp/b from another commit
+//	go run ./hack/startprof -n 40 -prof=false -bins /tmp/a,/tmp/b
+//
+// It prints each start and the median, min and max per binary (the first start of each is not counted).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/nodeagent/nodeagent/test/framework"
+)
+
+func main() {
+	n := flag.Int("n", 20, "timed starts (after one untimed start of each binary)")
+	dir := flag.String("dir", "/tmp/startprof", "working directory, emptied first: logs, traces, profiles")
+	v := flag.Int("v", 2, "nodeagent's -v")
+	prof := flag.Bool("prof", true, "write a start-up trace and CPU profile of each start to the directory")
+	bins := flag.String("bins", "", "comma-separated nodeagent binaries to alternate, copied to "+
+		"$NODEAGENT_BINARY before each start (default: the one framework.BuildAgent builds)")
+	flag.Parse()
+	ctx := context.Background()
+	os.RemoveAll(*dir)
+	os.MkdirAll(*dir, 0o755)
+	const node = "prof-node"
+	cp, err := framework.StartControlPlane(ctx, framework.ControlPlaneOptions{Dir: filepath.Join(*dir, "cp"), NodeNames: []string{node}, ControllerManager: true})
+	if err != nil {
+		panic(err)
+	}
+	defer cp.Stop()
+	ctrd, err := framework.StartContainerd(ctx, framework.ContainerdOptions{Dir: filepath.Join(*dir, "ctrd"), CNI: true})
+	if err != nil {
+		panic(err)
+	}
+	defer ctrd.Close()
+	time.Sleep(2 * time.Second)
+	cs := cp.AdminClient
+	var binList []string
+	if *bins != "" {
+		binList = strings.Split(*bins, ",")
+		if os.Getenv("NODEAGENT_BINARY") == "" {
+			_ = os.Setenv("NODEAGENT_BINARY", filepath.Join(*dir, "nodeagent"))
+		}
+	}
+	byBin := map[string][]time.Duration{}
+	var times []time.Duration
+	for i := 0; i < *n+max(1, len(binList)); i++ {
+		bin := ""
+		if len(binList) > 0 {
+			bin = binList[i%len(binList)]
+			b, err := os.ReadFile(bin)
+			if err != nil {
+				panic(err)
+			}
+			dst := os.Getenv("NODEAGENT_BINARY")
+			if err := os.WriteFile(dst+".tmp", b, 0o755); err != nil {
+				panic(err)
+			}
+			if err := os.Rename(dst+".tmp", dst); err != nil {
+				panic(err)
+			}
+		}
+		_ = cs.CoreV1().Nodes().Delete(ctx, node, metav1.DeleteOptions{})
+		_ = cs.CoordinationV1().Leases("kube-node-lease").Delete(ctx, node, metav1.DeleteOptions{})
+		for {
+			_, e1 := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+			_, e2 := cs.CoordinationV1().Leases("kube-node-lease").Get(ctx, node, metav1.GetOptions{})
+			if apierrors.IsNotFound(e1) && apierrors.IsNotFound(e2) {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		sel := fields.OneTermEqualSelector("metadata.name", node).String()
+		list, _ := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{FieldSelector: sel})
+		w, err := cs.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{FieldSelector: sel, ResourceVersion: list.ResourceVersion})
+		if err != nil {
+			panic(err)
+		}
+		var env []string
+		if *prof && i > 0 {
+			env = []string{"NODEAGENT_STARTUP_TRACE=" + filepath.Join(*dir, fmt.Sprintf("trace-%02d.out", i)),
+				"NODEAGENT_STARTUP_CPUPROFILE=" + filepath.Join(*dir, fmt.Sprintf("cpu-%02d.pprof", i))}
+		}
+		adir := filepath.Join(*dir, fmt.Sprintf("agent-%02d", i))
+		start := time.Now()
+		a, err := framework.StartAgent(ctx, framework.AgentOptions{Dir: adir, NodeName: node, Kubeconfig: cp.KubeconfigFor(node),
+			RuntimeEndpoint: ctrd.Endpoint, Env: env, Args: []string{fmt.Sprintf("-v=%d", *v)}})
+		if err != nil {
+			panic(err)
+		}
+		var at time.Time
+		for ev := range w.ResultChan() {
+			if nd, ok := ev.Object.(*corev1.Node); ok && ev.Type != watch.Deleted && framework.IsReady(nd) {
+				at = time.Now()
+				break
+			}
+		}
+		w.Stop()
+		d := at.Sub(start)
+		fmt.Printf("start %2d %s: Ready after %v (pid %d, log %s)\n", i, bin, d.Round(100*time.Microsecond), a.PID, a.LogPath)
+		time.Sleep(1200 * time.Millisecond) // let the trace finish
+		_ = a.Stop()
+		if i >= max(1, len(binList)) {
+			times = append(times, d)
+			byBin[bin] = append(byBin[bin], d)
+		}
+	}
+	for b, ts := range byBin {
+		sort.Slice(ts, func(i, j int) bool { return ts[i] < ts[j] })
+		fmt.Printf("%s: n=%d median %v min %v max %v\n", b, len(ts), ts[len(ts)/2].Round(100*time.Microsecond), ts[0].Round(100*time.Microsecond), ts[len(ts)-1].Round(100*time.Microsecond))
+	}
+	sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
+	fmt.Printf("median %v min %v max %v\n", times[len(times)/2].Round(100*time.Microsecond), times[0], times[len(times)-1])
+}
