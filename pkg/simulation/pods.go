@@ -71,6 +71,9 @@ func (s *simPods) parseBehaviour(p *v1.Pod) {
 	if err != nil {
 		s.recorder.Event(p, v1.EventTypeWarning, "InvalidAnnotation", err.Error())
 	}
+	if err := UsageAnnotationsError(p); err != nil {
+		s.recorder.Event(p, v1.EventTypeWarning, "InvalidAnnotation", err.Error())
+	}
 	s.entry(p, &b)
 }
 
