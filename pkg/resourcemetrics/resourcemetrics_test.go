@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/utils/ptr"
@@ -185,6 +186,45 @@ func TestSummaryHandler(t *testing.T) {
 			if !apiequality.Semantic.DeepEqual(tc.want, &got) {
 				want, _ := json.MarshalIndent(tc.want, "", " ")
 				t.Errorf("Summary:\n%s\nwant:\n%s", body, want)
+			}
+		})
+	}
+}
+
+// metricsOnly implements GetMetricsResource only.
+type metricsOnly struct{}
+
+func (metricsOnly) GetMetricsResource(context.Context) ([]*dto.MetricFamily, error) {
+	return []*dto.MetricFamily{{Name: ptr.To("own_metric"), Type: dto.MetricType_GAUGE.Enum(),
+		Metric: []*dto.Metric{{Gauge: &dto.Gauge{Value: ptr.To(1.0)}}}}}, nil
+}
+
+func TestHandlers(t *testing.T) {
+	summaryOnly := StatsSummaryFunc(func(context.Context) (*statsv1alpha1.Summary, error) { return summary(), nil })
+	for _, tc := range []struct {
+		name                     string
+		provider                 any
+		wantSummary, wantMetrics int
+		wantSummaryBody, wantRes string
+	}{
+		{name: "nil provider", wantSummary: 501, wantMetrics: 501,
+			wantSummaryBody: `node "n1" does not implement GetStatsSummary`, wantRes: `node "n1" does not implement GetMetricsResource`},
+		{name: "neither interface", provider: struct{}{}, wantSummary: 501, wantMetrics: 501,
+			wantSummaryBody: `node "n1" does not implement GetStatsSummary`, wantRes: `node "n1" does not implement GetMetricsResource`},
+		{name: "GetStatsSummary: both paths", provider: summaryOnly, wantSummary: 200, wantMetrics: 200,
+			wantSummaryBody: `"nodeName": "n1"`, wantRes: "node_cpu_usage_seconds_total 12.5 1795762830000"},
+		{name: "GetMetricsResource only", provider: metricsOnly{}, wantSummary: 501, wantMetrics: 200,
+			wantSummaryBody: `node "n1" does not implement GetStatsSummary`, wantRes: "own_metric 1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, r := Handlers("n1", tc.provider)
+			code, _, body := get(t, s, http.MethodGet, SummaryPath)
+			if code != tc.wantSummary || !strings.Contains(body, tc.wantSummaryBody) {
+				t.Errorf("%s: %d %q, want %d with %q", SummaryPath, code, body, tc.wantSummary, tc.wantSummaryBody)
+			}
+			code, _, body = get(t, r, http.MethodGet, MetricsResourcePath)
+			if code != tc.wantMetrics || !strings.Contains(body, tc.wantRes) {
+				t.Errorf("%s: %d %q, want %d with %q", MetricsResourcePath, code, body, tc.wantMetrics, tc.wantRes)
 			}
 		})
 	}
