@@ -15,6 +15,7 @@ import (
 	"github.com/google/cadvisor/lib/utils/sysfs"
 	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
@@ -89,9 +90,10 @@ func (s *Stats) Run(ctx context.Context) error {
 // Node with no pods: node CPU (usageNanoCores from cadvisor's last two samples, usageCoreNanoSeconds
 // cumulative), memory, swap and network of the root cgroup "/", fs of RootDir's filesystem,
 // startTime the boot time. Differences, as the agent is no kubelet: no systemContainers (it has no
-// pods cgroup nor --kubelet-cgroups/--runtime-cgroups), no runtime (image filesystem) and no rlimit.
+// pods cgroup nor --kubelet-cgroups/--runtime-cgroups), no runtime (image filesystem) and no rlimit;
+// no fs when cadvisor cannot tell RootDir's filesystem (the kubelet then fails the whole Summary).
 // It errors, wrapping cadvisor's error, while cadvisor has no sample of "/" yet.
-func (s *Stats) GetStatsSummary(_ context.Context) (*statsv1alpha1.Summary, error) {
+func (s *Stats) GetStatsSummary(ctx context.Context) (*statsv1alpha1.Summary, error) {
 	infos, err := s.m.GetContainerInfoV2("/", cadvisorapi.RequestOptions{IdType: cadvisorapi.TypeName, Count: 2})
 	if err != nil {
 		return nil, fmt.Errorf("failed to get root cgroup stats: failed to get container info for %q: %w", "/", err)
@@ -105,7 +107,9 @@ func (s *Stats) GetStatsSummary(_ context.Context) (*statsv1alpha1.Summary, erro
 	if fsInfo, err := s.m.GetDirFsInfo(s.cfg.RootDir); err == nil && len(info.Stats) > 0 {
 		node.Fs = fsStats(info.Stats[len(info.Stats)-1].Timestamp, fsInfo)
 	} else if err != nil {
-		return nil, fmt.Errorf("failed to get rootFs info: %w", err)
+		// The kubelet fails the whole Summary here (and cadvisor cannot map some virtual disks, e.g.
+		// /dev/vda, to a filesystem); the agent leaves node.fs out and serves the rest.
+		klog.FromContext(ctx).V(2).Info("No root filesystem stats in the summary", "rootDir", s.cfg.RootDir, "err", err)
 	}
 	return &statsv1alpha1.Summary{Node: node, Pods: []statsv1alpha1.PodStats{}}, nil
 }
