@@ -137,7 +137,8 @@ func (u *Usage) SetPod(namespace, name string, c UsageChange) error {
 	if len(u.pods[key]) >= maxUsageChanges {
 		return fmt.Errorf("%w: pod %s has had %d usage changes, the most kept", ErrBadUsage, key, maxUsageChanges)
 	}
-	u.pods[key] = append(u.pods[key], usageChange{at: u.clock.Now(), container: c.Container, cpu: cpu, memory: memory})
+	// To the millisecond, as the reads (Summary): a change is in force at a read in its millisecond.
+	u.pods[key] = append(u.pods[key], usageChange{at: u.clock.Now().Truncate(time.Millisecond), container: c.Container, cpu: cpu, memory: memory})
 	return nil
 }
 
@@ -311,7 +312,10 @@ func containerAt(start, now time.Time, cpu, memory int64, container string, chan
 // set. A usage annotation that does not parse counts as absent (the pod's CreatePod told of it in an
 // Event: UsageAnnotationsError).
 func (u *Usage) Summary(node *v1.Node, pods []*v1.Pod) *statsv1alpha1.Summary {
-	now := u.clock.Now()
+	// To the millisecond, the precision of /metrics/resource's sample timestamps: a counter read at
+	// its sample's time exactly, so that a scraper's rate (Δcounter / Δtimestamp) is the simulated
+	// rate exactly (kubectl top rounds 10.0007m up to 11m).
+	now := u.clock.Now().Truncate(time.Millisecond)
 	ts := metav1.NewTime(now)
 	u.mu.Lock()
 	defer u.mu.Unlock()
@@ -392,7 +396,7 @@ func (u *Usage) podStatsLocked(p *v1.Pod, now time.Time) (ps statsv1alpha1.PodSt
 func (u *Usage) Pod(p *v1.Pod) (statsv1alpha1.PodStats, bool) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	ps, _, _, ok := u.podStatsLocked(p, u.clock.Now())
+	ps, _, _, ok := u.podStatsLocked(p, u.clock.Now().Truncate(time.Millisecond))
 	return ps, ok
 }
 

@@ -129,6 +129,10 @@ func TestUsageSummary(t *testing.T) {
 				wantCum: 2_000_000_000, wantCPU: 1_000_000_000, wantMem: 100 << 20},
 			{at: 20 * time.Second, pod: running(base, t0.Add(15*time.Second)), wantCum: 5_000_000_000, wantCPU: 1_000_000_000, wantMem: 100 << 20},
 		}},
+		{name: "read to the millisecond, the precision of the samples' timestamps", steps: []step{
+			{at: 10*time.Second + 999*time.Microsecond, pod: running(base, t0), wantCum: 2_000_000_000, wantCPU: 200_000_000, wantMem: 100 << 20},
+			{at: 10*time.Second + 1500*time.Microsecond, wantCum: 2_000_200_000, wantCPU: 200_000_000, wantMem: 100 << 20},
+		}},
 		{name: "a change for another container does not apply", steps: []step{
 			{at: 10 * time.Second, pod: running(base, t0), do: func(u *Usage) error { return u.SetPod("ns", "web", UsageChange{Container: "other", CPU: "1"}) },
 				wantCum: 2_000_000_000, wantCPU: 200_000_000, wantMem: 100 << 20},
@@ -163,7 +167,7 @@ func TestUsageSummary(t *testing.T) {
 				if got := *c.Memory.WorkingSetBytes; got != s.wantMem {
 					t.Errorf("step %d: workingSetBytes %d, want %d", i, got, s.wantMem)
 				}
-				if !c.StartTime.Equal(&pod.Status.ContainerStatuses[0].State.Running.StartedAt) || !c.CPU.Time.Time.Equal(clk.Now()) {
+				if !c.StartTime.Equal(&pod.Status.ContainerStatuses[0].State.Running.StartedAt) || !c.CPU.Time.Time.Equal(clk.Now().Truncate(time.Millisecond)) {
 					t.Errorf("step %d: startTime %v, time %v", i, c.StartTime, c.CPU.Time)
 				}
 				n := sum.Node
