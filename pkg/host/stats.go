@@ -126,9 +126,10 @@ func (s *Stats) Collectors() []prometheus.Collector {
 }
 
 // NodeStatsFromCadvisor converts cadvisor's root container info to the Summary's NodeStats as the
-// kubelet's cadvisorInfoToCPUandMemoryStats, cadvisorInfoToSwapStats and
+// kubelet's cadvisorInfoToCPUandMemoryStats, cadvisorInfoToSwapStats, cadvisorInfoToIOStats and
 // cadvisorInfoToNetworkStats (pkg/kubelet/stats/helper.go): from the last sample; CPU usage zero
-// when cadvisor has no CPU; memory available = limit − working set when the limit is below 2^62.
+// when cadvisor has no CPU; memory available = limit − working set when the limit is below 2^62;
+// CPU, memory and disk I/O pressure (PSI) as cadvisor read them.
 func NodeStatsFromCadvisor(nodeName string, info *cadvisorapi.ContainerInfo) statsv1alpha1.NodeStats {
 	n := statsv1alpha1.NodeStats{NodeName: nodeName}
 	if len(info.Stats) == 0 || info.Stats[len(info.Stats)-1] == nil {
@@ -143,6 +144,7 @@ func NodeStatsFromCadvisor(nodeName string, info *cadvisorapi.ContainerInfo) sta
 		}
 		if cstat.Cpu != nil {
 			n.CPU.UsageCoreNanoSeconds = ptr.To(cstat.Cpu.Usage.Total)
+			n.CPU.PSI = psiStats(&cstat.Cpu.PSI)
 		}
 	}
 	if info.Spec.HasMemory && cstat.Memory != nil {
@@ -153,6 +155,7 @@ func NodeStatsFromCadvisor(nodeName string, info *cadvisorapi.ContainerInfo) sta
 			RSSBytes:        ptr.To(cstat.Memory.RSS),
 			PageFaults:      ptr.To(cstat.Memory.ContainerData.Pgfault),
 			MajorPageFaults: ptr.To(cstat.Memory.ContainerData.Pgmajfault),
+			PSI:             psiStats(&cstat.Memory.PSI),
 		}
 		if !memoryUnlimited(info.Spec.Memory.Limit) {
 			n.Memory.AvailableBytes = ptr.To(info.Spec.Memory.Limit - cstat.Memory.WorkingSet)
@@ -163,6 +166,9 @@ func NodeStatsFromCadvisor(nodeName string, info *cadvisorapi.ContainerInfo) sta
 		}
 	} else {
 		n.Memory = &statsv1alpha1.MemoryStats{Time: ts, WorkingSetBytes: ptr.To[uint64](0)}
+	}
+	if info.Spec.HasDiskIo && cstat.DiskIo != nil { // the kubelet's cadvisorInfoToIOStats
+		n.IO = &statsv1alpha1.IOStats{Time: ts, PSI: psiStats(&cstat.DiskIo.PSI)}
 	}
 	if info.Spec.HasNetwork && cstat.Network != nil {
 		net := &statsv1alpha1.NetworkStats{Time: ts}
@@ -176,6 +182,15 @@ func NodeStatsFromCadvisor(nodeName string, info *cadvisorapi.ContainerInfo) sta
 		n.Network = net
 	}
 	return n
+}
+
+// psiStats is the kubelet's cadvisorPSIToStatsPSI (its KubeletPSI feature is GA and locked on in
+// 1.37: the Summary always has the pressure figures cadvisor read, zero where the kernel has none).
+func psiStats(psi *cadvisorapi.PSIStats) *statsv1alpha1.PSIStats {
+	return &statsv1alpha1.PSIStats{
+		Full: statsv1alpha1.PSIData{Total: psi.Full.Total, Avg10: psi.Full.Avg10, Avg60: psi.Full.Avg60, Avg300: psi.Full.Avg300},
+		Some: statsv1alpha1.PSIData{Total: psi.Some.Total, Avg10: psi.Some.Avg10, Avg60: psi.Some.Avg60, Avg300: psi.Some.Avg300},
+	}
 }
 
 // memoryUnlimited is the kubelet's isMemoryUnlimited: above 2^62 (the kernel's rounding of "max").

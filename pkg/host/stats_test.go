@@ -18,16 +18,19 @@ func TestNodeStatsFromCadvisor(t *testing.T) {
 	sample := func() *cadvisorapi.ContainerStats {
 		return &cadvisorapi.ContainerStats{
 			Timestamp: ts,
-			Cpu:       &cadvisorapi.CpuStats{Usage: cadvisorapi.CpuUsage{Total: 9_000_000_000}},
-			CpuInst:   &cadvisorapi.CpuInstStats{Usage: cadvisorapi.CpuInstUsage{Total: 250_000_000}},
+			Cpu: &cadvisorapi.CpuStats{Usage: cadvisorapi.CpuUsage{Total: 9_000_000_000},
+				PSI: cadvisorapi.PSIStats{Some: cadvisorapi.PSIData{Total: 5, Avg10: 1.5}, Full: cadvisorapi.PSIData{Avg300: 0.25}}},
+			DiskIo:  &cadvisorapi.DiskIoStats{PSI: cadvisorapi.PSIStats{Full: cadvisorapi.PSIData{Total: 7}}},
+			CpuInst: &cadvisorapi.CpuInstStats{Usage: cadvisorapi.CpuInstUsage{Total: 250_000_000}},
 			Memory: &cadvisorapi.MemoryStats{Usage: 3000, WorkingSet: 2000, RSS: 1500, Swap: 7,
-				ContainerData: cadvisorapi.MemoryStatsMemoryData{Pgfault: 11, Pgmajfault: 1}},
+				ContainerData: cadvisorapi.MemoryStatsMemoryData{Pgfault: 11, Pgmajfault: 1},
+				PSI:           cadvisorapi.PSIStats{Some: cadvisorapi.PSIData{Avg60: 2}}},
 			Network: &cadvisorapi.NetworkStats{Interfaces: []cadvisorapi.InterfaceStats{
 				{Name: "lo", RxBytes: 1}, {Name: "eth0", RxBytes: 2, TxBytes: 3, RxErrors: 4, TxErrors: 5}}},
 		}
 	}
 	spec := func(limit, swapLimit uint64) cadvisorapi.ContainerSpec {
-		return cadvisorapi.ContainerSpec{HasCpu: true, HasMemory: true, HasNetwork: true,
+		return cadvisorapi.ContainerSpec{HasCpu: true, HasMemory: true, HasNetwork: true, HasDiskIo: true,
 			Memory: cadvisorapi.MemorySpec{Limit: limit, SwapLimit: swapLimit}}
 	}
 	unlimited := uint64(1<<63 - 4096)
@@ -36,9 +39,12 @@ func TestNodeStatsFromCadvisor(t *testing.T) {
 	full := func(avail, swapAvail *uint64) statsv1alpha1.NodeStats {
 		return statsv1alpha1.NodeStats{
 			NodeName: "n",
-			CPU:      &statsv1alpha1.CPUStats{Time: mts, UsageNanoCores: ptr.To[uint64](250_000_000), UsageCoreNanoSeconds: ptr.To[uint64](9_000_000_000)},
+			CPU: &statsv1alpha1.CPUStats{Time: mts, UsageNanoCores: ptr.To[uint64](250_000_000), UsageCoreNanoSeconds: ptr.To[uint64](9_000_000_000),
+				PSI: &statsv1alpha1.PSIStats{Some: statsv1alpha1.PSIData{Total: 5, Avg10: 1.5}, Full: statsv1alpha1.PSIData{Avg300: 0.25}}},
+			IO: &statsv1alpha1.IOStats{Time: mts, PSI: &statsv1alpha1.PSIStats{Full: statsv1alpha1.PSIData{Total: 7}}},
 			Memory: &statsv1alpha1.MemoryStats{Time: mts, AvailableBytes: avail, UsageBytes: ptr.To[uint64](3000), WorkingSetBytes: ptr.To[uint64](2000),
-				RSSBytes: ptr.To[uint64](1500), PageFaults: ptr.To[uint64](11), MajorPageFaults: ptr.To[uint64](1)},
+				RSSBytes: ptr.To[uint64](1500), PageFaults: ptr.To[uint64](11), MajorPageFaults: ptr.To[uint64](1),
+				PSI: &statsv1alpha1.PSIStats{Some: statsv1alpha1.PSIData{Avg60: 2}}},
 			Swap:    &statsv1alpha1.SwapStats{Time: mts, SwapUsageBytes: ptr.To[uint64](7), SwapAvailableBytes: swapAvail},
 			Network: &statsv1alpha1.NetworkStats{Time: mts, InterfaceStats: eth0, Interfaces: []statsv1alpha1.InterfaceStats{lo, eth0}},
 		}
@@ -55,10 +61,11 @@ func TestNodeStatsFromCadvisor(t *testing.T) {
 			want: full(ptr.To[uint64](8000), ptr.To[uint64](93))},
 		{name: "no cpu inst (one sample), no memory, no network", info: func() cadvisorapi.ContainerInfo {
 			s := sample()
-			s.CpuInst, s.Memory = nil, nil
+			s.CpuInst, s.Memory, s.DiskIo = nil, nil, nil
 			return cadvisorapi.ContainerInfo{Spec: cadvisorapi.ContainerSpec{HasCpu: true}, Stats: []*cadvisorapi.ContainerStats{s}}
 		}(), want: statsv1alpha1.NodeStats{NodeName: "n",
-			CPU:    &statsv1alpha1.CPUStats{Time: mts, UsageNanoCores: ptr.To[uint64](0), UsageCoreNanoSeconds: ptr.To[uint64](9_000_000_000)},
+			CPU: &statsv1alpha1.CPUStats{Time: mts, UsageNanoCores: ptr.To[uint64](0), UsageCoreNanoSeconds: ptr.To[uint64](9_000_000_000),
+				PSI: &statsv1alpha1.PSIStats{Some: statsv1alpha1.PSIData{Total: 5, Avg10: 1.5}, Full: statsv1alpha1.PSIData{Avg300: 0.25}}},
 			Memory: &statsv1alpha1.MemoryStats{Time: mts, WorkingSetBytes: ptr.To[uint64](0)}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

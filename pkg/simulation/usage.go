@@ -446,12 +446,12 @@ func specContainer(p *v1.Pod, name string) *v1.Container {
 }
 
 func cpuStats(ts metav1.Time, rate int64, cum uint64) *statsv1alpha1.CPUStats {
-	return &statsv1alpha1.CPUStats{Time: ts, UsageNanoCores: ptr.To(uint64(rate)), UsageCoreNanoSeconds: ptr.To(cum)}
+	return &statsv1alpha1.CPUStats{Time: ts, UsageNanoCores: ptr.To(uint64(rate)), UsageCoreNanoSeconds: ptr.To(cum), PSI: &statsv1alpha1.PSIStats{}}
 }
 
 func memoryStats(ts metav1.Time, workingSet int64, capacity *int64) *statsv1alpha1.MemoryStats {
 	m := &statsv1alpha1.MemoryStats{Time: ts, UsageBytes: ptr.To(uint64(workingSet)), WorkingSetBytes: ptr.To(uint64(workingSet)),
-		RSSBytes: ptr.To(uint64(workingSet)), PageFaults: ptr.To[uint64](0), MajorPageFaults: ptr.To[uint64](0)}
+		RSSBytes: ptr.To(uint64(workingSet)), PageFaults: ptr.To[uint64](0), MajorPageFaults: ptr.To[uint64](0), PSI: &statsv1alpha1.PSIStats{}}
 	if capacity != nil && *capacity >= workingSet {
 		m.AvailableBytes = ptr.To(uint64(*capacity - workingSet))
 	}
