@@ -261,7 +261,7 @@ func runSimulate(ctx context.Context, o *simulateOptions) error {
 			Labels: cfg.NodeLabels, Taints: taints, Unschedulable: !*cfg.RegisterSchedulable,
 			NodeStatusUpdateFrequency: cfg.NodeStatusUpdateFrequency.Duration, NodeStatusReportFrequency: cfg.NodeStatusReportFrequency.Duration,
 			NodeLeaseDurationSeconds: cfg.NodeLeaseDurationSeconds, NodeStatusMaxImages: *cfg.NodeStatusMaxImages,
-			AgentVersion: version.Get().GitVersion,
+			AgentVersion: version.Get().KubeletVersion(),
 		},
 		REST: restConfig, Kubeconfig: o.agent.Kubeconfig, QPS: *cfg.KubeAPIQPS, Burst: int(cfg.KubeAPIBurst),
 		EventQPS: o.eventQPS, EventBurst: int(o.eventBurst), PodQPS: o.podAPIQPS, PodBurst: int(o.podAPIBurst), Workers: o.workers, LeaseWorkers: o.leaseWorkers, PodWorkers: o.podWorkers,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nodeagent/nodeagent/pkg/node"
+	"github.com/nodeagent/nodeagent/pkg/pod"
 )
 
 // simPods is the simulated Nodes' node.PodProvider, one for the whole process: each pod's containers
@@ -35,11 +37,21 @@ type simPods struct {
 }
 
 type simPod struct {
-	start     time.Time
-	stopping  bool      // DeletePod was called with a deletionTimestamp
-	stopSeen  time.Time // when: the delete request as Simulate places it within its second
-	behaviour Behaviour
-	overrides Overrides
+	// namespace, name and node are the pod's (strings shared with the informer's copy), for GetPods.
+	namespace, name, node string
+	start                 time.Time
+	stopping              bool      // DeletePod was called with a deletionTimestamp
+	stopSeen              time.Time // when: the delete request as Simulate places it within its second
+	behaviour             Behaviour
+	overrides             Overrides
+	// seen is the view of its containers last told in Events (containerEvents).
+	seen []containerSeen
+	// ephemeralStarts are when each ephemeral container was first seen (SimInput.EphemeralStarts).
+	ephemeralStarts map[string]time.Time
+	// baseline is the containers' history Simulate goes on from (SimInput.Baseline): the pod's status
+	// when the record was made for a pod that ran before (the simulator restarted), or the view before
+	// its behaviour last changed; nil: none.
+	baseline *Baseline
 }
 
 var _ node.PodProvider = (*simPods)(nil)
@@ -66,6 +78,10 @@ func (s *simPods) UpdatePod(_ context.Context, p *v1.Pod) error {
 }
 
 // parseBehaviour sets the pod's behaviour from its annotations, telling a bad one in a Warning Event.
+//
+// A pod it runs already whose behaviour changes keeps its history: the view just before the change is its
+// Baseline, and the new behaviour applies from now on (restartCount never jumps, startedAt never moves
+// back).
 func (s *simPods) parseBehaviour(p *v1.Pod) {
 	b, err := PodBehaviour(p, s.defaults)
 	if err != nil {
@@ -74,6 +90,16 @@ func (s *simPods) parseBehaviour(p *v1.Pod) {
 	if err := UsageAnnotationsError(p); err != nil {
 		s.recorder.Event(p, v1.EventTypeWarning, "InvalidAnnotation", err.Error())
 	}
+	s.mu.Lock()
+	sp := s.pods[p.UID]
+	changed := sp != nil && !reflect.DeepEqual(sp.behaviour, b)
+	s.mu.Unlock()
+	if changed {
+		_, rt, _, now := s.view(p)
+		s.mu.Lock()
+		sp.baseline = BaselineFromView(rt, now)
+		s.mu.Unlock()
+	}
 	s.entry(p, &b)
 }
 
@@ -81,30 +107,78 @@ func (s *simPods) parseBehaviour(p *v1.Pod) {
 // grace period) the first time, with a deletionTimestamp; forgets it otherwise.
 func (s *simPods) DeletePod(_ context.Context, p *v1.Pod) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if sp := s.pods[p.UID]; sp != nil && p.DeletionTimestamp != nil && !sp.stopping {
 		sp.stopping, sp.stopSeen = true, s.clock.Now()
+		events := killingEvents(p, sp.seen)
+		s.mu.Unlock()
+		s.record(events)
 		return nil
 	}
 	delete(s.pods, p.UID)
+	s.mu.Unlock()
 	return nil
 }
 
-// GetPodStatus returns Simulate's view of the pod now, with the behaviour parsed at its creation or
-// last annotation change, and the time to its next change.
-func (s *simPods) GetPodStatus(_ context.Context, p *v1.Pod) (node.PodRuntimeStatus, error) {
-	sp := s.entry(p, nil)
+// GetPods returns the pods the simulated runtime runs, with their namespace, name, UID and
+// spec.nodeName only. It forgets every pod when the process ends: after a restart it returns none.
+func (s *simPods) GetPods(context.Context) ([]*v1.Pod, error) {
 	s.mu.Lock()
-	b := sp.behaviour
-	in := SimInput{StartTime: sp.start, RuntimeName: s.runtimeName, Overrides: sp.overrides, DeletionSeen: sp.stopSeen}
+	defer s.mu.Unlock()
+	out := make([]*v1.Pod, 0, len(s.pods))
+	for uid, sp := range s.pods {
+		out = append(out, &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: sp.namespace, Name: sp.name, UID: uid},
+			Spec: v1.PodSpec{NodeName: sp.node}})
+	}
+	return out, nil
+}
+
+// record records events.
+func (s *simPods) record(events []podEvent) {
+	for _, e := range events {
+		s.recorder.Event(e.ref, e.eventType, e.reason, e.message)
+	}
+}
+
+// GetPodStatus returns Simulate's view of the pod now, with the behaviour parsed at its creation or
+// last annotation change, and the time to its next change; what changed since the view before is
+// told in the kubelet's container Events (containerEvents).
+func (s *simPods) GetPodStatus(_ context.Context, p *v1.Pod) (node.PodRuntimeStatus, error) {
+	sp, rt, next, now := s.view(p)
+	s.mu.Lock()
+	if sp.seen == nil {
+		sp.seen = seenInStatus(p)
+	}
+	events, seen := containerEvents(p, rt, sp.seen)
+	sp.seen = seen
 	s.mu.Unlock()
-	now := s.clock.Now()
-	rt, next := Simulate(p, &b, &in, now)
+	s.record(events)
 	r := node.PodRuntimeStatus{Status: rt}
 	if !next.IsZero() {
 		r.RecheckAfter = max(next.Sub(now), time.Millisecond)
 	}
 	return r, nil
+}
+
+// view returns Simulate's view of the pod now and the time of its next change, with the pod's record.
+func (s *simPods) view(p *v1.Pod) (*simPod, *pod.RuntimeStatus, time.Time, time.Time) {
+	sp := s.entry(p, nil)
+	now := s.clock.Now()
+	s.mu.Lock()
+	for i := range p.Spec.EphemeralContainers {
+		name := p.Spec.EphemeralContainers[i].Name
+		if _, ok := sp.ephemeralStarts[name]; !ok {
+			if sp.ephemeralStarts == nil {
+				sp.ephemeralStarts = map[string]time.Time{}
+			}
+			sp.ephemeralStarts[name] = now
+		}
+	}
+	b := sp.behaviour
+	in := SimInput{StartTime: sp.start, RuntimeName: s.runtimeName, Overrides: sp.overrides, DeletionSeen: sp.stopSeen,
+		EphemeralStarts: sp.ephemeralStarts, Baseline: sp.baseline}
+	s.mu.Unlock()
+	rt, next := Simulate(p, &b, &in, now)
+	return sp, rt, next, now
 }
 
 // entry returns the pod's record, made when absent: started at its status.startTime (an earlier run of
@@ -121,7 +195,8 @@ func (s *simPods) entry(p *v1.Pod, b *Behaviour) *simPod {
 		if p.Status.StartTime != nil {
 			start = p.Status.StartTime.Time
 		}
-		sp = &simPod{start: start}
+		sp = &simPod{namespace: p.Namespace, name: p.Name, node: p.Spec.NodeName, start: start,
+			baseline: BaselineFromStatus(p, s.clock.Now())}
 		if b == nil { // rare (see above): parsed under the lock
 			sp.behaviour, _ = PodBehaviour(p, s.defaults)
 		}
@@ -231,6 +306,14 @@ func (s *Simulator) SetPodContainer(namespace, name string, c ContainerChange) (
 	if c.Crash != nil && (*c.Crash < 1 || *c.Crash > 255) {
 		return PodState{}, fmt.Errorf("%w: crash %d: an exit code from 1 to 255", ErrBadChange, *c.Crash)
 	}
+	if c.Stop != nil && !*c.Stop {
+		return PodState{}, fmt.Errorf("%w: stop false changes nothing: a stopped container is started again only by its restart policy", ErrBadChange)
+	}
+	if c.Crash != nil || c.Stop != nil {
+		if state := s.pods.containerState(p, c.Container); state != "running" {
+			return PodState{}, fmt.Errorf("%w: container %q of pod %s/%s is %s, not running: nothing to crash or stop", ErrBadChange, c.Container, namespace, name, state)
+		}
+	}
 	now := s.cfg.Dependencies.Clock.Now()
 	s.pods.override(p, c.Container, func(o *ContainerOverride) {
 		if c.Crash != nil {
@@ -274,6 +357,27 @@ func (s *simPods) override(p *v1.Pod, container string, change func(*ContainerOv
 	o := sp.overrides[container]
 	change(&o)
 	sp.overrides[container] = o
+}
+
+// containerState returns what container name of p does now: running, waiting, terminated, or "not
+// started" when the runtime has no status for it yet.
+func (s *simPods) containerState(p *v1.Pod, name string) string {
+	_, rt, _, _ := s.view(p)
+	for _, l := range [][]pod.ContainerStatus{rt.InitContainers, rt.Containers} {
+		for _, cs := range l {
+			if cs.Name != name {
+				continue
+			}
+			switch {
+			case cs.State.Running != nil:
+				return "running"
+			case cs.State.Terminated != nil:
+				return "terminated"
+			}
+			return "waiting"
+		}
+	}
+	return "not started"
 }
 
 // state returns p's PodState.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"github.com/nodeagent/nodeagent/pkg/pod"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -32,8 +33,9 @@ import (
 //	                                          this is a crash loop: restartCount grows, CrashLoopBackOff
 //	                                          with the kubelet's back-off (10 s doubling to 5 min, reset
 //	                                          when a run lasted 10 min)
-//	nodeagent.io/image-pull-error: "not found"  the image pull fails with this message: ErrImagePull,
-//	                                          then ImagePullBackOff with the same back-off
+//	nodeagent.io/image-pull-error: "not found"  the image pull fails with this message (its first
+//	                                          MaxImagePullErrorBytes): ErrImagePull, then
+//	                                          ImagePullBackOff with the same back-off
 //	nodeagent.io/stop-delay: 3s               from a delete to the containers stopped (exit 0); at or
 //	                                          beyond the grace period they are killed (exit 137)
 const (
@@ -56,6 +58,15 @@ const (
 	errImagePullShown = time.Second
 )
 
+// annotationPrefix is the prefix of the simulated behaviour's annotations: a pod's key with it that
+// is none of them is told as a bad annotation (a typo would otherwise be ignored).
+const annotationPrefix = "nodeagent.io/"
+
+// MaxImagePullErrorBytes bounds the message of a simulated image pull error (the annotation's value is
+// cut there): a runtime's pull errors are a few hundred bytes, and the message is written in the pod's
+// status twice and in its Events, where a long one would make the API server refuse the writes (413).
+const MaxImagePullErrorBytes = 1024
+
 // ErrBadAnnotation is wrapped by Behaviour's errors: an annotation whose value does not parse.
 var ErrBadAnnotation = errors.New("bad annotation")
 
@@ -67,6 +78,9 @@ type ContainerBehaviour struct {
 	ExitCode    int32
 	// ImagePullError, when set, is the message every pull of its image fails with.
 	ImagePullError string
+	// Readiness, Liveness and Startup are what its probes answer (probes.go), for the probes its spec
+	// has.
+	Readiness, Liveness, Startup ProbeBehaviour
 }
 
 // Behaviour is how a simulated pod behaves: Default for every container, PerContainer by name on top.
@@ -132,10 +146,25 @@ func PodBehaviour(p *v1.Pod, def Behaviour) (Behaviour, error) {
 			}
 			c.ExitCode = int32(n)
 		case AnnotationImagePullError:
-			c.ImagePullError = value
+			c.ImagePullError = value[:min(len(value), MaxImagePullErrorBytes)]
+		case AnnotationReadinessProbe, AnnotationLivenessProbe, AnnotationStartupProbe:
+			pb, ok := parseProbe(value)
+			if !ok {
+				bad(key, value, "is not pass, fail, fail-after:<duration>, pass-after:<duration> or flap:<duration>")
+				return
+			}
+			switch field {
+			case AnnotationReadinessProbe:
+				c.Readiness = pb
+			case AnnotationLivenessProbe:
+				c.Liveness = pb
+			default:
+				c.Startup = pb
+			}
 		}
 	}
-	fields := []string{AnnotationStartDelay, AnnotationReadinessDelay, AnnotationRunDuration, AnnotationExitCode, AnnotationImagePullError}
+	fields := []string{AnnotationStartDelay, AnnotationReadinessDelay, AnnotationRunDuration, AnnotationExitCode, AnnotationImagePullError,
+		AnnotationReadinessProbe, AnnotationLivenessProbe, AnnotationStartupProbe}
 	// Pod-wide keys first, then per-container ones on top of the pod-wide result.
 	for _, f := range fields {
 		if v, ok := p.Annotations[f]; ok {
@@ -145,6 +174,32 @@ func PodBehaviour(p *v1.Pod, def Behaviour) (Behaviour, error) {
 	if v, ok := p.Annotations[AnnotationStopDelay]; ok {
 		if d, ok := duration(AnnotationStopDelay, v); ok {
 			b.StopDelay = d
+		}
+	}
+	containers := map[string]bool{}
+	for _, l := range [][]v1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+		for _, c := range l {
+			containers[c.Name] = true
+		}
+	}
+	for i := range p.Spec.EphemeralContainers {
+		containers[p.Spec.EphemeralContainers[i].Name] = true
+	}
+	for key, v := range p.Annotations {
+		if !strings.HasPrefix(key, annotationPrefix) || key == AnnotationStopDelay || slices.Contains(fields, key) || IsUsageAnnotation(key) {
+			continue
+		}
+		known := false
+		for _, f := range fields {
+			if name, ok := strings.CutPrefix(key, f+"."); ok {
+				known = true
+				if !containers[name] {
+					bad(key, v, fmt.Sprintf("names no container of the pod (%q)", name))
+				}
+			}
+		}
+		if !known {
+			bad(key, v, "is not a nodeagent.io/ pod annotation (known: "+strings.Join(append(slices.Clone(fields), AnnotationStopDelay), ", ")+", each but stop-delay with an optional .<container>)")
 		}
 	}
 	for key, v := range p.Annotations {
@@ -195,11 +250,85 @@ type SimInput struct {
 	RuntimeName     string
 	PodIPs, HostIPs []netip.Addr
 	Overrides       Overrides
+	// Baseline, when set, is the containers' history up to Baseline.At as it was (a status already
+	// written, or the view before a change of behaviour): Simulate goes on from there instead of
+	// computing the whole history again from StartTime with the behaviour now.
+	Baseline *Baseline
+	// EphemeralStarts are when each ephemeral container (by name) was first seen in the pod's spec:
+	// it runs from then; one not there is not started yet.
+	EphemeralStarts map[string]time.Time
 	// DeletionSeen places the delete request within its second: deletionTimestamp − grace is only
 	// known to the second (the API's times are), so a pod deleted in the second it started would
 	// otherwise seem deleted before its containers started, which the status already written says
 	// they did. The request is taken at DeletionSeen, kept within that second.
 	DeletionSeen time.Time
+}
+
+// Baseline is the containers' history up to At: what a simulator restarted finds in the pod's status
+// (the control API's crashes and stops included), or the view just before the pod's behaviour
+// annotations changed. From At on, the behaviour now applies: a run in progress keeps its start (its
+// run duration counts from it, but it does not end before At), a container that exited is restarted
+// as its restart policy says, with the back-off of a crash loop when it had exited before.
+type Baseline struct {
+	At time.Time
+	// Containers are the init, regular and ephemeral containers' states at At, by name; a container
+	// not there has no history yet.
+	Containers map[string]pod.ContainerStatus
+}
+
+// BaselineFromStatus returns the Baseline of the container statuses the pod's status shows (an earlier
+// run of the simulator wrote them), at at; nil when it shows none.
+func BaselineFromStatus(p *v1.Pod, at time.Time) *Baseline {
+	var b *Baseline
+	for _, l := range [][]v1.ContainerStatus{p.Status.InitContainerStatuses, p.Status.ContainerStatuses, p.Status.EphemeralContainerStatuses} {
+		for _, cs := range l {
+			c := pod.ContainerStatus{Name: cs.Name, RestartCount: cs.RestartCount, Ready: cs.Ready, Started: cs.Started != nil && *cs.Started}
+			switch st := cs.State; {
+			case st.Running != nil:
+				c.State.Running = &pod.Running{StartedAt: st.Running.StartedAt.Time}
+			case st.Terminated != nil:
+				c.State.Terminated = apiTerminated(st.Terminated)
+			default:
+				c.State.Waiting = &pod.Waiting{}
+				if st.Waiting != nil {
+					c.State.Waiting.Reason = st.Waiting.Reason
+				}
+			}
+			if t := cs.LastTerminationState.Terminated; t != nil {
+				c.LastTerminated = apiTerminated(t)
+			}
+			if c.State.Waiting != nil && c.LastTerminated == nil && c.RestartCount == 0 {
+				continue // never ran: no history
+			}
+			if b == nil {
+				b = &Baseline{At: at, Containers: map[string]pod.ContainerStatus{}}
+			}
+			b.Containers[cs.Name] = c
+		}
+	}
+	return b
+}
+
+// BaselineFromView returns the Baseline of a view Simulate gave at at.
+func BaselineFromView(rt *pod.RuntimeStatus, at time.Time) *Baseline {
+	b := &Baseline{At: at, Containers: map[string]pod.ContainerStatus{}}
+	for _, l := range [][]pod.ContainerStatus{rt.InitContainers, rt.Containers, rt.EphemeralContainers} {
+		for _, cs := range l {
+			if cs.State.Running == nil && cs.State.Terminated == nil && cs.LastTerminated == nil {
+				continue // not run yet
+			}
+			b.Containers[cs.Name] = cs
+		}
+	}
+	return b
+}
+
+func apiTerminated(t *v1.ContainerStateTerminated) *pod.Terminated {
+	id := t.ContainerID
+	if _, hex, ok := strings.Cut(id, "://"); ok {
+		id = hex
+	}
+	return &pod.Terminated{ExitCode: t.ExitCode, Reason: t.Reason, Message: t.Message, StartedAt: t.StartedAt.Time, FinishedAt: t.FinishedAt.Time, ID: id}
 }
 
 // Simulate returns the simulated runtime's view of pod at now, given its behaviour b, and the next time
@@ -251,6 +380,20 @@ func Simulate(p *v1.Pod, b *Behaviour, in *SimInput, now time.Time) (*pod.Runtim
 			rt.Containers = append(rt.Containers, cs)
 		}
 	}
+	// Ephemeral containers (kubectl debug) run from when the runtime was first asked about them, once:
+	// the kubelet never restarts them.
+	for i := range p.Spec.EphemeralContainers {
+		ec := p.Spec.EphemeralContainers[i]
+		from, ok := in.EphemeralStarts[ec.Name]
+		if !ok {
+			continue
+		}
+		c := v1.Container(ec.EphemeralContainerCommon)
+		never := v1.ContainerRestartPolicyNever
+		c.RestartPolicy = &never
+		cs, _, _ := sim.container(&c, from, false, false)
+		rt.EphemeralContainers = append(rt.EphemeralContainers, cs)
+	}
 	return rt, sim.next
 }
 
@@ -262,6 +405,23 @@ type simulation struct {
 	next     time.Time
 	stopAt   time.Time // zero: not being deleted
 	stopCode int32
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// baseline returns the baseline of container name, if any.
+func (s *simulation) baseline(name string) (pod.ContainerStatus, bool) {
+	if s.in.Baseline == nil {
+		return pod.ContainerStatus{}, false
+	}
+	cs, ok := s.in.Baseline.Containers[name]
+	return cs, ok
 }
 
 // note records a future change.
@@ -286,15 +446,16 @@ func (s *simulation) container(c *v1.Container, from time.Time, isInit, sidecar 
 	image := NormalizeImage(c.Image)
 	cs := pod.ContainerStatus{Name: c.Name, Image: image}
 	start := from.Add(cb.StartDelay)
-	if !s.stopAt.IsZero() && !start.Before(s.stopAt) && !s.now.Before(s.stopAt) {
+	_, hasHistory := s.baseline(c.Name)
+	if !s.stopAt.IsZero() && !start.Before(s.stopAt) && !s.now.Before(s.stopAt) && !hasHistory {
 		return cs, time.Time{}, false // deleted before it started: never created
 	}
-	if cb.ImagePullError != "" {
+	if cb.ImagePullError != "" && !hasHistory {
 		s.imagePull(&cs, c, cb, from)
 		return cs, time.Time{}, false
 	}
 	cs.ImageID = ImageID(image)
-	if s.now.Before(start) {
+	if s.now.Before(start) && !hasHistory {
 		cs.State = pod.ContainerState{Waiting: &pod.Waiting{}} // not created yet: ContainerCreating / PodInitializing
 		s.note(start)
 		if !s.stopAt.IsZero() {
@@ -305,10 +466,42 @@ func (s *simulation) container(c *v1.Container, from time.Time, isInit, sidecar 
 	var last *pod.Terminated
 	var lastRestart time.Time // when the back-off was last advanced
 	backOff := time.Duration(0)
+	restarts0 := int32(0)
+	var floor time.Time // the baseline's time: nothing of the history before it is simulated again
+	if bl, ok := s.baseline(c.Name); ok {
+		floor, restarts0, last = s.in.Baseline.At, bl.RestartCount, bl.LastTerminated
+		if last != nil {
+			backOff, lastRestart = InitialBackOff, floor // in a crash loop: its next restart backs off
+		}
+		switch {
+		case bl.State.Running != nil:
+			start = bl.State.Running.StartedAt // the run in progress goes on
+		case bl.State.Terminated != nil:
+			term := bl.State.Terminated
+			restart := pod.ContainerShouldRestart(c, &s.pod.Spec, term.ExitCode)
+			if isInit && !sidecar {
+				restart = term.ExitCode != 0 && restart
+			}
+			if !restart || s.stopAt.Before(floor) && !s.stopAt.IsZero() {
+				cs.RestartCount, cs.ID = bl.RestartCount, term.ID
+				cs.State, cs.LastTerminated = pod.ContainerState{Terminated: term}, bl.LastTerminated
+				if isInit && !sidecar && term.ExitCode == 0 {
+					return cs, term.FinishedAt, true
+				}
+				return cs, time.Time{}, false
+			}
+			last, restarts0, start = term, restarts0+1, later(floor, start)
+		default: // waiting: to start, or in a back-off
+			if last != nil {
+				restarts0++
+			}
+			start = later(floor, start)
+		}
+	}
 	crashes, stoppedByAPI := 0, false // each crash, and the stop, ends one run only
 	forced := func(runStart, end time.Time) (time.Time, int32, string, bool) {
-		for crashes < len(ov.Crashes) && ov.Crashes[crashes].At.Before(runStart) {
-			crashes++ // came while the container was not running: nothing to end
+		for crashes < len(ov.Crashes) && (ov.Crashes[crashes].At.Before(runStart) || ov.Crashes[crashes].At.Before(floor)) {
+			crashes++ // came while the container was not running, or is history already: nothing to end
 		}
 		if crashes < len(ov.Crashes) {
 			if c := ov.Crashes[crashes]; end.IsZero() || c.At.Before(end) {
@@ -320,22 +513,29 @@ func (s *simulation) container(c *v1.Container, from time.Time, isInit, sidecar 
 				return c.At, code, pod.ReasonError, true
 			}
 		}
-		if !stoppedByAPI && !ov.StopAt.IsZero() && !ov.StopAt.Before(runStart) && (end.IsZero() || ov.StopAt.Before(end)) {
+		if !stoppedByAPI && !ov.StopAt.IsZero() && !ov.StopAt.Before(runStart) && !ov.StopAt.Before(floor) && (end.IsZero() || ov.StopAt.Before(end)) {
 			stoppedByAPI = true
 			return ov.StopAt, 0, pod.ReasonCompleted, true
 		}
 		return time.Time{}, 0, "", false
 	}
-	for restarts := int32(0); ; restarts++ {
+	for restarts := restarts0; ; restarts++ {
 		cs.RestartCount = restarts
 		cs.ID = containerRuntimeID(s.pod, c.Name, restarts)
 		var end time.Time
 		code, reason := cb.ExitCode, pod.ReasonCompleted
 		if cb.RunDuration != nil {
 			end = start.Add(*cb.RunDuration)
+			if end.Before(floor) {
+				end = floor // a run that the new behaviour ends earlier ends at the change
+			}
 		}
 		if code != 0 {
 			reason = pod.ReasonError
+		}
+		startedAt, probeKill := runProbes(c, cb, start)
+		if !probeKill.IsZero() && (end.IsZero() || probeKill.Before(end)) {
+			end, code, reason = probeKill, 137, pod.ReasonError // killed by the kubelet: a liveness or startup probe failed
 		}
 		if fe, fc, fr, ok := forced(start, end); ok {
 			end, code, reason = fe, fc, fr
@@ -349,10 +549,20 @@ func (s *simulation) container(c *v1.Container, from time.Time, isInit, sidecar 
 		if end.IsZero() || s.now.Before(end) { // running now
 			cs.State = pod.ContainerState{Running: &pod.Running{StartedAt: start}}
 			cs.LastTerminated = last
-			cs.Started = true
+			cs.Started = !startedAt.IsZero() && !s.now.Before(startedAt)
+			if !cs.Started && !startedAt.IsZero() {
+				s.note(startedAt)
+			}
 			readyAt := start.Add(cb.ReadinessDelay)
-			cs.Ready = !s.now.Before(readyAt) && !ov.Unready
+			cs.Ready = cs.Started && !s.now.Before(readyAt) && !ov.Unready
 			s.note(readyAt)
+			if c.ReadinessProbe != nil && cs.Started {
+				rp := newSimProbe(c.ReadinessProbe, cb.Readiness, start, false)
+				rp.gate = startedAt
+				ready, change := rp.resultAt(s.now)
+				cs.Ready = cs.Ready && ready
+				s.note(change)
+			}
 			if !end.IsZero() {
 				s.note(end)
 			}
@@ -407,6 +617,25 @@ func (s *simulation) container(c *v1.Container, from time.Time, isInit, sidecar 
 			return cs, time.Time{}, false
 		}
 	}
+}
+
+// runProbes returns, for a run of container c started at start, when it is started (its startup
+// probe's first success; start without one; zero: never) and when a probe failure kills it (its startup
+// probe's failure, or its liveness probe's once started; zero: never).
+func runProbes(c *v1.Container, cb ContainerBehaviour, start time.Time) (startedAt, killAt time.Time) {
+	startedAt = start
+	if c.StartupProbe != nil {
+		sp := newSimProbe(c.StartupProbe, cb.Startup, start, false)
+		if startedAt = sp.succeedsAt(); startedAt.IsZero() {
+			return time.Time{}, sp.failsAt()
+		}
+	}
+	if c.LivenessProbe != nil {
+		lp := newSimProbe(c.LivenessProbe, cb.Liveness, start, true)
+		lp.gate = startedAt
+		killAt = lp.failsAt()
+	}
+	return startedAt, killAt
 }
 
 // imagePull sets cs to the kubelet's view of a container whose image pulls fail: attempts at from and

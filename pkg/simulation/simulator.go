@@ -330,7 +330,8 @@ var ErrUnknownNode = errors.New("no such simulated node")
 // Change is what the control API changes on one simulated Node; nil fields are left as they are.
 type Change struct {
 	// RuntimeReady and NetworkReady are the RuntimeReady and NetworkReady conditions the Node's CRI
-	// fake answers to Status from now on (the poller sees them within its 5 s period).
+	// fake answers to Status from now on; a change polls the runtime at once (the periodic poll is every
+	// SimulatedRuntimePollPeriod).
 	RuntimeReady *bool `json:"runtimeReady,omitempty"`
 	NetworkReady *bool `json:"networkReady,omitempty"`
 	// MemoryPressure, DiskPressure and PIDPressure are what the Node's host answers the pressure setters;

@@ -35,6 +35,18 @@ const (
 	AnnotationMemoryUsage = "nodeagent.io/memory-usage"
 )
 
+// IsUsageAnnotation reports whether key is a usage annotation (AnnotationCPUUsage or
+// AnnotationMemoryUsage, pod-wide or ".<container>"): read by ContainerUsage and told of by
+// UsageAnnotationsError, not by PodBehaviour.
+func IsUsageAnnotation(key string) bool {
+	for _, f := range []string{AnnotationCPUUsage, AnnotationMemoryUsage} {
+		if key == f || strings.HasPrefix(key, f+".") {
+			return true
+		}
+	}
+	return false
+}
+
 // The simulated usage's defaults.
 const (
 	// DefaultUsageFraction of a container's requests is its usage without an annotation.

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/nodeagent/nodeagent/pkg/version"
 	"github.com/nodeagent/nodeagent/test/framework"
 )
 
@@ -111,6 +112,10 @@ func TestSimulatePods(t *testing.T) {
 	byName := map[string]*corev1.Node{}
 	for i := range nodeList.Items {
 		byName[nodeList.Items[i].Name] = &nodeList.Items[i]
+		// The kubelet version the simulated Nodes mirror, as the agent's Node says it (issue 35 Low).
+		if got := nodeList.Items[i].Status.NodeInfo.KubeletVersion; !strings.HasPrefix(got, version.KubernetesVersion+"+nodeagent.") {
+			t.Errorf("Node %s: kubeletVersion %q, want %s+nodeagent.<version>", nodeList.Items[i].Name, got, version.KubernetesVersion)
+		}
 	}
 	seen := map[string]string{}
 	for i := range pods.Items {
@@ -187,6 +192,9 @@ func TestSimulatePods(t *testing.T) {
 	}
 	if code, _, _ := sim.postPath(ctx, "pods/"+ns+"/"+target.Name, `{"container":"nope","crash":2}`); code != 400 {
 		t.Errorf("a container that does not exist: %d, want 400", code)
+	}
+	if code, body, _ := sim.postPath(ctx, "pods/"+ns+"/"+target.Name, `{"container":"web","stop":false}`); code != 400 || !strings.Contains(body, "changes nothing") {
+		t.Errorf(`{"stop":false}: %d %s, want 400 saying it changes nothing`, code, body)
 	}
 	seen[p.Status.PodIP] = p.Name
 
