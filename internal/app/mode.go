@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -68,8 +69,9 @@ func newCompanionMode(nodeName string, heartbeat time.Duration, deps *Dependenci
 // Node informer and the eviction manager it reads.
 type nodeMode struct {
 	*node.Controller
-	queue *node.Queue
-	deps  *Dependencies
+	queue   *node.Queue
+	deps    *Dependencies
+	kubelet *kubeletAPI // nil with --port=0
 }
 
 // newNodeMode builds the agent's own Node from the flags and the shared dependencies.
@@ -78,20 +80,45 @@ func newNodeMode(cfg *config.Completed, deps *Dependencies) (*nodeMode, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctrl, err := node.New(nodeConfig(cfg, deps), node.Dependencies{
+	kubelet, err := newKubeletAPI(cfg, deps)
+	if err != nil {
+		return nil, err
+	}
+	nodeDeps := node.Dependencies{
 		Client: deps.Client, HeartbeatClient: deps.HeartbeatClient, NodeLister: deps.Informers.Core().V1().Nodes().Lister(),
 		Cache: deps.NodeCache, Recorder: deps.Recorder, Clock: deps.Clock, Queue: s,
 		Observer: deps.Metrics, Serving: lease.NewServingProbe(deps.HeartbeatClient, cfg.NodeName, deps.Clock, 0),
 		Instance: node.ProcessInstance(),
-	})
+	}
+	if kubelet != nil {
+		nodeDeps.Pods = kubelet.lister
+	}
+	ctrl, err := node.New(nodeConfig(cfg, deps), nodeDeps)
 	if err != nil {
 		return nil, err
 	}
-	return &nodeMode{Controller: ctrl, queue: s, deps: deps}, nil
+	if kubelet != nil {
+		if err := kubelet.serve(ctrl); err != nil {
+			return nil, err
+		}
+		kubelet.onExpired = func(message string) {
+			deps.Recorder.Event(ctrl.EventRef(), v1.EventTypeWarning, "ServingCertificateExpired", message)
+		}
+	}
+	return &nodeMode{Controller: ctrl, queue: s, deps: deps, kubelet: kubelet}, nil
 }
 
 // Ready is /readyz's check: the Node registered, its status posted, no other agent on its Lease.
 func (m *nodeMode) Ready() error { return m.Registered() }
+
+// Healthy is the syncloop check: the Node's loops, and the kubelet API's serving certificate not
+// expired (kubeletAPI.certificateError).
+func (m *nodeMode) Healthy() error {
+	if m.kubelet == nil {
+		return m.Controller.Healthy()
+	}
+	return errors.Join(m.Controller.Healthy(), m.kubelet.certificateError())
+}
 
 // addTo adds the Node informer, the eviction manager and the step queue. The steps start without
 // waiting for the informer to sync, unlike the simulation's (simulation.Process.Run): an agent
@@ -105,6 +132,9 @@ func (m *nodeMode) addTo(group *lifecycle.Group) error {
 		return err
 	}
 	group.Add("node step queue", m.queue)
+	if m.kubelet != nil {
+		m.kubelet.addTo(group)
+	}
 	return nil
 }
 

@@ -29,6 +29,10 @@ var simulateAgentFlags = []string{
 	"kubeconfig", "node-labels", "register-with-taints", "register-schedulable",
 	"node-status-update-frequency", "node-status-report-frequency", "node-lease-duration-seconds", "node-status-max-images",
 	"healthz-bind-address", "healthz-port", "enable-profiling-handler", "kube-api-qps", "kube-api-burst",
+	// The kubelet's API of the simulated Nodes (simulation.KubeletAPI): off unless --port is set.
+	"node-ip", "address", "port", "tls-cert-file", "tls-private-key-file", "anonymous-auth", "authentication-token-webhook",
+	"authentication-token-webhook-cache-ttl", "client-ca-file", "authorization-mode",
+	"authorization-webhook-cache-authorized-ttl", "authorization-webhook-cache-unauthorized-ttl",
 }
 
 // simulateKubeAPIQPS and simulateKubeAPIBurst are `nodeagent simulate`'s defaults of --kube-api-qps
@@ -79,6 +83,8 @@ func simulateFlags() (*simulateOptions, *pflag.FlagSet) {
 	// The simulation's defaults for the main client: it registers every Node through it, paced by it;
 	// one agent's 50/100 would take N/50 s to start N Nodes.
 	*o.agent.Config.KubeAPIQPS, o.agent.Config.KubeAPIBurst = simulateKubeAPIQPS, simulateKubeAPIBurst
+	// The kubelet's API is off by default in a simulation: --port is the first of --nodes ports.
+	*o.agent.Config.Port = 0
 	agentFlags := config.BindFlags(o.agent)
 	logFlags := pflag.NewFlagSet("logging", pflag.ContinueOnError)
 	logsapi.AddFlags(&config.NewDefault().Logging, logFlags)
@@ -251,6 +257,10 @@ func runSimulate(ctx context.Context, o *simulateOptions) error {
 		return err
 	}
 	cfg := o.agent.Config
+	kubeletAPI, err := simulateKubeletAPI(o, restConfig)
+	if err != nil {
+		return err
+	}
 	taints := append([]v1.Taint(nil), cfg.RegisterWithTaints...)
 	if o.simulatedTaint {
 		taints = append(taints, simulation.SimulatedTaint)
@@ -269,7 +279,7 @@ func runSimulate(ctx context.Context, o *simulateOptions) error {
 			Default:   simulation.ContainerBehaviour{StartDelay: o.podStartDelay, ReadinessDelay: o.podReadinessDelay},
 			StopDelay: o.podStopDelay,
 		},
-		ProcessStart: processStart, DeleteNodesOnExit: o.deleteNodesOnExit,
+		ProcessStart: processStart, DeleteNodesOnExit: o.deleteNodesOnExit, KubeletAPI: kubeletAPI,
 	})
 	if err != nil {
 		return err
@@ -302,6 +312,10 @@ func runSimulate(ctx context.Context, o *simulateOptions) error {
 		group.Add("healthz server", srv)
 	}
 	group.Add("simulation", p)
+	if kubeletAPI != nil {
+		group.Add("kubelet API authentication", lifecycle.RunnableFunc(kubeletAPI.Auth.Run))
+		group.Add("kubelet API servers", lifecycle.RunnableFunc(p.Simulator.ServeKubeletAPI))
+	}
 	if err := group.Run(ctx); err != nil {
 		return err
 	}

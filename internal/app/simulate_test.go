@@ -121,12 +121,13 @@ current-context: c
 func TestSimulateFlags(t *testing.T) {
 	_, fs := simulateFlags()
 	for _, name := range []string{"kubeconfig", "nodes", "node-name-prefix", "node-template", "simulated-taint", "kube-api-qps",
-		"kube-api-burst", "event-qps", "node-status-update-frequency", "node-lease-duration-seconds", "healthz-port", "v", "logging-format"} {
+		"kube-api-burst", "event-qps", "node-status-update-frequency", "node-lease-duration-seconds", "healthz-port", "v", "logging-format",
+		"node-ip", "address", "port", "tls-cert-file", "client-ca-file", "authorization-mode"} {
 		if fs.Lookup(name) == nil {
 			t.Errorf("--%s missing", name)
 		}
 	}
-	for _, name := range []string{"hostname-override", "node-ip", "root-dir", "container-runtime-endpoint", "max-pods", "eviction-hard",
+	for _, name := range []string{"hostname-override", "root-dir", "container-runtime-endpoint", "max-pods", "eviction-hard",
 		"system-reserved", "companion", "config", "provider-id", "register-node"} {
 		if fs.Lookup(name) != nil {
 			t.Errorf("--%s offered: it does not apply to simulated nodes", name)

@@ -532,6 +532,9 @@ func TestBindFlagsNames(t *testing.T) {
 		"node-status-update-frequency", "node-status-report-frequency", "node-lease-duration-seconds",
 		"node-status-max-images", "healthz-bind-address", "healthz-port", "enable-profiling-handler",
 		"kube-api-qps", "kube-api-burst", "v", "logging-format",
+		"address", "port", "rotate-server-certificates", "tls-cert-file", "tls-private-key-file", "anonymous-auth", "authentication-token-webhook",
+		"authentication-token-webhook-cache-ttl", "client-ca-file", "authorization-mode",
+		"authorization-webhook-cache-authorized-ttl", "authorization-webhook-cache-unauthorized-ttl",
 	} {
 		if fs.Lookup(name) == nil {
 			t.Errorf("flag --%s is not bound", name)

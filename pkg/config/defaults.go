@@ -72,6 +72,7 @@ func SetDefaults(c *NodeAgentConfiguration) {
 	if c.K8sExporterHeartbeatPeriod.Duration == 0 {
 		c.K8sExporterHeartbeatPeriod = metav1.Duration{Duration: 5 * time.Minute}
 	}
+	setServingDefaults(c)
 	logsapi.SetRecommendedLoggingConfiguration(&c.Logging)
 	if c.KubeAPIBurst == 0 {
 		c.KubeAPIBurst = 100

@@ -71,6 +71,7 @@ func BindFlags(o *Options) *pflag.FlagSet {
 	fs.StringSliceVar(&c.SystemLogMonitors, "config.system-log-monitor", c.SystemLogMonitors, "Comma-separated node-problem-detector system log monitor configs (as NPD's flag).")
 	fs.DurationVar(&c.K8sExporterHeartbeatPeriod.Duration, "k8s-exporter-heartbeat-period", c.K8sExporterHeartbeatPeriod.Duration, "In companion mode, how often nodeagent's conditions are patched when unchanged (as NPD's flag).")
 	bindCertificateFlags(o, fs)
+	bindServingFlags(c, fs)
 	logsapi.AddFlags(&c.Logging, fs)
 	return fs
 }

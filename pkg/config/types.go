@@ -9,6 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	logsapi "k8s.io/component-base/logs/api/v1"
+	kubeletconfig "k8s.io/kubelet/config/v1beta1"
 )
 
 const (
@@ -95,6 +96,23 @@ type NodeAgentConfiguration struct {
 	// RotateCertificates renews the client certificate through CSRs as it nears expiry
 	// (KubeletConfiguration's rotateCertificates, --rotate-certificates).
 	RotateCertificates bool `json:"rotateCertificates,omitempty"`
+
+	// Address and Port locate the kubelet's API (pkg/kubeletserver: logs, exec, attach,
+	// port-forward, /pods), as KubeletConfiguration's address and port: 0.0.0.0 and 10250 by
+	// default; Port 0 disables it. TLSCertFile and TLSPrivateKeyFile are its serving certificate
+	// (tlsCertFile, tlsPrivateKeyFile); without them a self-signed one, as the kubelet's.
+	Address           string `json:"address,omitempty"`
+	Port              *int32 `json:"port,omitempty"`
+	TLSCertFile       string `json:"tlsCertFile,omitempty"`
+	TLSPrivateKeyFile string `json:"tlsPrivateKeyFile,omitempty"`
+	// ServerTLSBootstrap requests the serving certificate from the cluster (a kubernetes.io/kubelet-serving
+	// CSR for the Node's addresses) and renews it before it expires (KubeletConfiguration's
+	// serverTLSBootstrap, --rotate-server-certificates).
+	ServerTLSBootstrap bool `json:"serverTLSBootstrap,omitempty"`
+	// Authentication and Authorization of the kubelet's API: KubeletConfiguration's own types, with
+	// its v1beta1 defaults (anonymous off, TokenReview on, authorization Webhook).
+	Authentication kubeletconfig.KubeletAuthentication `json:"authentication"`
+	Authorization  kubeletconfig.KubeletAuthorization  `json:"authorization"`
 
 	// Logging configures k8s.io/component-base logging (format, verbosity), as in KubeletConfiguration.
 	Logging logsapi.LoggingConfiguration `json:"logging,omitempty"`

@@ -115,6 +115,7 @@ func Validate(c *NodeAgentConfiguration) error {
 	if c.KubeAPIBurst < 0 {
 		add("kubeAPIBurst", c.KubeAPIBurst, "must not be negative")
 	}
+	validateServing(c, add)
 	sort.SliceStable(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
 	return errors.Join(errs...)
 }

@@ -111,7 +111,11 @@ type Config struct {
 	Taints                []v1.Taint
 	Unschedulable         bool
 	ExternalCloudProvider bool
-	ProviderID            string
+	// KubeletPort is the port the Node's kubelet API listens on (--port, KubeletServer), reported
+	// in status.daemonEndpoints.kubeletEndpoint.Port as the kubelet's DaemonEndpoints setter does;
+	// 0: none. (Beside the two bools: no padding, see TestControllerSize.)
+	KubeletPort int32
+	ProviderID  string
 	// NodeIPs are --node-ip's addresses (at most one per family).
 	NodeIPs []net.IP
 	// MaxPods is the pods capacity.

@@ -26,7 +26,7 @@ func (c *Controller) DefaultNodeStatusFuncs() []nodestatus.Func {
 			host.EphemeralStorageCapacity, reservation, c.recordEvent, host.RunningInUserNamespace)},
 		{Name: "VersionInfo", Setter: nodestatus.VersionInfo(host.KernelVersion, host.OSImage,
 			c.runtimeVersion(versions), c.cfg.AgentVersion)},
-		{Name: "DaemonEndpoints", Setter: nodestatus.DaemonEndpoints(&v1.NodeDaemonEndpoints{})},
+		{Name: "DaemonEndpoints", Setter: nodestatus.DaemonEndpoints(&v1.NodeDaemonEndpoints{KubeletEndpoint: v1.DaemonEndpoint{Port: c.cfg.KubeletPort}})},
 		{Name: "Images", Setter: nodestatus.Images(c.cfg.NodeStatusMaxImages, c.listImages)},
 		{Name: "GoRuntime", Setter: nodestatus.GoRuntime()},
 		{Name: "RuntimeHandlers", Setter: nodestatus.RuntimeHandlers(c.runtimeState.RuntimeHandlers)},

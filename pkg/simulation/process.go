@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -89,6 +90,8 @@ type ProcessConfig struct {
 	// DeleteNodesOnExit makes DeleteNodes delete the shard's Nodes (--delete-nodes-on-exit), and
 	// Preflight check that the identity may.
 	DeleteNodesOnExit bool
+	// KubeletAPI, if set, serves the kubelet's API of every simulated Node (Config.KubeletAPI).
+	KubeletAPI *KubeletAPI
 }
 
 // Process is one `nodeagent simulate`: the API clients and Node informer (Shard.Selector: selecting
@@ -163,8 +166,8 @@ func NewProcess(ctx context.Context, cfg ProcessConfig) (*Process, error) {
 			Pods:      node.IndexedPodLister{Indexer: podInformer.GetIndexer()},
 			PodClient: set.Pods,
 		},
-		PodBehaviour: cfg.PodBehaviour,
-		StartQPS:     float64(cfg.QPS), StartBurst: cfg.Burst,
+		PodBehaviour: cfg.PodBehaviour, KubeletAPI: cfg.KubeletAPI,
+		StartQPS: float64(cfg.QPS), StartBurst: cfg.Burst,
 	})
 	if err != nil {
 		return nil, err
@@ -205,6 +208,9 @@ func (p *Process) Preflight(ctx context.Context) error {
 	var extra []authorizationv1.ResourceAttributes
 	if p.cfg.DeleteNodesOnExit {
 		extra = DeleteAccess
+	}
+	if p.cfg.KubeletAPI != nil {
+		extra = append(slices.Clone(extra), KubeletAPIAccess...)
 	}
 	if err := CheckAccess(ctx, p.set.Client, p.cfg.Kubeconfig, extra...); err != nil {
 		return err

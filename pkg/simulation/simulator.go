@@ -70,6 +70,9 @@ type Config struct {
 	// the zero value is KWOK's fast Stages: they start and turn ready at once, and a Job's pods
 	// complete with exit 0. Pods run on the simulated Nodes only when Dependencies.Pods is set.
 	PodBehaviour Behaviour
+	// KubeletAPI, if set, serves the kubelet's API of every Node (kubeletapi.go, ServeKubeletAPI):
+	// the Nodes report its NodeIP and their own ports.
+	KubeletAPI *KubeletAPI
 	// FallbackClusterCIDR is where a Node without spec.podCIDRs (no nodeipam) takes its pods' IPs:
 	// the /24 of its global index (pod.FallbackPodCIDR); zero: pod.DefaultFallbackClusterCIDR.
 	FallbackClusterCIDR netip.Prefix
@@ -158,6 +161,11 @@ func New(cfg Config) (*Simulator, error) {
 	if err := ValidateNamePrefix(cfg.NamePrefix, cfg.Nodes*cfg.Shard.count()); err != nil {
 		return nil, fmt.Errorf("simulation: NamePrefix %q: %w", cfg.NamePrefix, err)
 	}
+	if cfg.KubeletAPI != nil {
+		if err := cfg.KubeletAPI.Validate(cfg.Nodes); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.Template == nil {
 		cfg.Template = DefaultTemplate()
 	}
@@ -243,6 +251,9 @@ func (s *Simulator) nodeConfig(n *simNode) node.Config {
 	c.NodeName, c.Hostname, c.RegisterNode = n.name, n.name, true
 	c.Labels, c.Taints, c.Unschedulable = s.labels, s.taints, c.Unschedulable || t.Unschedulable
 	c.NodeIPs = []net.IP{nodeIP(n.index)}
+	if k := s.cfg.KubeletAPI; k != nil {
+		c.NodeIPs, c.KubeletPort = []net.IP{k.NodeIP}, k.port(n.index-s.cfg.Shard.First(s.cfg.Nodes))
+	}
 	c.ExternalCloudProvider, c.ProviderID = false, ""
 	c.MaxPods = int(t.Capacity.Pods().Value())
 	c.Reservation = func(v1.ResourceList) v1.ResourceList { return s.reservation }

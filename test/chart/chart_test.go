@@ -373,3 +373,44 @@ func TestHelmDryRunServer(t *testing.T) {
 		t.Logf("values %v:\n%s", set, out)
 	}
 }
+
+// TestHelmSimulateKubeletAPI: simulate.kubeletAPI serves the simulated Nodes' kubelet API on the pod
+// IP (--node-ip=$(POD_IP) from the downward API), with the cluster CA as --client-ca-file and, with
+// tlsSecret, the Secret's certificate mounted and passed; off by default.
+func TestHelmSimulateKubeletAPI(t *testing.T) {
+	container := func(set ...string) (args []string, env []string, mounts []string, volumes []string) {
+		objs := decode(t, helmTemplate(t, append([]string{"simulate.enabled=true"}, set...)...))
+		sts := objs["StatefulSet nodeagent-simulation/nodeagent-simulate"].(*appsv1.StatefulSet)
+		c := sts.Spec.Template.Spec.Containers[0]
+		for _, e := range c.Env {
+			if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
+				env = append(env, e.Name+"="+e.ValueFrom.FieldRef.FieldPath)
+			}
+		}
+		for _, m := range c.VolumeMounts {
+			mounts = append(mounts, m.Name+":"+m.MountPath)
+		}
+		for _, v := range sts.Spec.Template.Spec.Volumes {
+			if v.Secret != nil {
+				volumes = append(volumes, v.Name+":"+v.Secret.SecretName)
+			}
+		}
+		return c.Args, env, mounts, volumes
+	}
+	args, env, _, _ := container()
+	if slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--port") }) || slices.Contains(env, "POD_IP=status.podIP") {
+		t.Errorf("default: args %q env %q: want no kubelet API", args, env)
+	}
+	args, env, mounts, volumes := container("simulate.kubeletAPI.enabled=true", "simulate.kubeletAPI.tlsSecret=sim-tls")
+	for _, want := range []string{"--address=0.0.0.0", "--node-ip=$(POD_IP)", "--port=10250",
+		"--client-ca-file=/var/run/secrets/kubernetes.io/serviceaccount/ca.crt",
+		"--tls-cert-file=/etc/nodeagent/tls/tls.crt", "--tls-private-key-file=/etc/nodeagent/tls/tls.key"} {
+		if !slices.Contains(args, want) {
+			t.Errorf("args %q lack %s", args, want)
+		}
+	}
+	if !slices.Contains(env, "POD_IP=status.podIP") || !slices.Contains(mounts, "kubelet-api-tls:/etc/nodeagent/tls") ||
+		!slices.Contains(volumes, "kubelet-api-tls:sim-tls") {
+		t.Errorf("env %q mounts %q volumes %q: want POD_IP from status.podIP and the Secret sim-tls mounted", env, mounts, volumes)
+	}
+}

@@ -136,6 +136,10 @@ func TestSimulateOverlay(t *testing.T) {
 		{"kube-node-lease", "coordination.k8s.io", "leases", "create"}, {"kube-node-lease", "coordination.k8s.io", "leases", "get"},
 		{"kube-node-lease", "coordination.k8s.io", "leases", "update"},
 		{"default", "", "events", "create"}, {"default", "", "events", "patch"},
+		// The simulated Nodes' kubelet API (--port): the kubelet's webhook authentication and
+		// authorization.
+		{"cluster", "authentication.k8s.io", "tokenreviews", "create"},
+		{"cluster", "authorization.k8s.io", "subjectaccessreviews", "create"},
 	}
 	cmp := func(a, b grant) int {
 		return strings.Compare(a.scope+a.group+a.resource+a.verb, b.scope+b.group+b.resource+b.verb)

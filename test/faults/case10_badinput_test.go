@@ -118,7 +118,7 @@ func TestCase10BadInput(t *testing.T) {
 	valid := []string{
 		"--kubeconfig=" + kubeconfig, "--hostname-override=" + name,
 		"--container-runtime-endpoint=" + suite.ctrd.Endpoint, "--root-dir=" + filepath.Join(dir, "root"),
-		"--healthz-port=0",
+		"--healthz-port=0", "--port=0",
 	}
 	for _, in := range inputs {
 		t.Run(strings.ReplaceAll(in.name, " ", "_"), func(t *testing.T) {

@@ -77,3 +77,75 @@ func randomToken() string {
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
 }
+
+// writeKubeletClientCert writes what kubeadm gives the API server to reach kubelets: a CA
+// (caPath, given to kubelets as their --client-ca-file) and a client certificate signed by it for
+// user kube-apiserver-kubelet-client (certPath, keyPath: --kubelet-client-certificate and
+// --kubelet-client-key), ECDSA P-256, valid for a day. It returns the CA's certificate and key, to
+// sign more client certificates (SignClientCert).
+func writeKubeletClientCert(caPath, certPath, keyPath string) (*x509.Certificate, *ecdsa.PrivateKey, error) {
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, fmt.Errorf("generate kubelet client CA key: %w", err)
+	}
+	now := time.Now()
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kubelet-client-ca"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, BasicConstraintsValid: true, IsCA: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		return nil, nil, fmt.Errorf("create kubelet client CA: %w", err)
+	}
+	ca, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := os.WriteFile(caPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		return nil, nil, fmt.Errorf("write kubelet client CA: %w", err)
+	}
+	certPEM, keyPEM, err := SignClientCert(ca, caKey, KubeletAPIClientUser, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := os.WriteFile(certPath, certPEM, 0o644); err != nil {
+		return nil, nil, fmt.Errorf("write kubelet client cert: %w", err)
+	}
+	if err := os.WriteFile(keyPath, keyPEM, 0o600); err != nil {
+		return nil, nil, fmt.Errorf("write kubelet client key: %w", err)
+	}
+	return ca, caKey, nil
+}
+
+// KubeletAPIClientUser is the user of the API server's client certificate to kubelets (kubeadm's),
+// bound to the ClusterRole system:kubelet-api-admin.
+const KubeletAPIClientUser = "kube-apiserver-kubelet-client"
+
+// SignClientCert returns a client certificate for user (CommonName) and groups (Organization),
+// signed by ca, valid for a day, and its key, as PEM.
+func SignClientCert(ca *x509.Certificate, caKey *ecdsa.PrivateKey, user string, groups []string) (certPEM, keyPEM []byte, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, fmt.Errorf("generate client key: %w", err)
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
+	if err != nil {
+		return nil, nil, err
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber: serial, Subject: pkix.Name{CommonName: user, Organization: groups},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		return nil, nil, fmt.Errorf("create client cert for %s: %w", user, err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), nil
+}

@@ -2,7 +2,9 @@ package framework
 
 import (
 	"context"
+	"crypto/ecdsa"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/http"
@@ -16,6 +18,7 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -70,6 +73,13 @@ type ControlPlane struct {
 	AdminClient kubernetes.Interface
 	// AdminKubeconfig is the path of a kubeconfig file for AdminConfig.
 	AdminKubeconfig string
+	// KubeletClientCAFile is the CA of the API server's client certificate to kubelets
+	// (--kubelet-client-certificate, user KubeletAPIClientUser, bound to system:kubelet-api-admin, as
+	// kubeadm sets it up): give it to a kubelet or a nodeagent as --client-ca-file.
+	// KubeletClientCA and KubeletClientCAKey sign more client certificates (SignClientCert).
+	KubeletClientCAFile string
+	KubeletClientCA     *x509.Certificate
+	KubeletClientCAKey  *ecdsa.PrivateKey
 	// AuditLogPath is the API server's JSON-lines audit log: one Metadata-level event per request (stage
 	// ResponseComplete, plus ResponseStarted for watches) from users in groups system:nodes and
 	// system:serviceaccounts. See ReadAuditEvents.
@@ -125,6 +135,10 @@ func StartControlPlane(ctx context.Context, opts ControlPlaneOptions) (*ControlP
 		cp.Stop()
 		return nil, fmt.Errorf("start control plane: %w", err)
 	}
+	if err := cp.bindKubeletAPIClient(ctx); err != nil {
+		cp.Stop()
+		return nil, fmt.Errorf("start control plane: %w", err)
+	}
 	if opts.Bootstrap != nil {
 		if err := cp.createBootstrapObjects(ctx); err != nil {
 			cp.Stop()
@@ -169,6 +183,11 @@ func (cp *ControlPlane) writeFiles() error {
 	if err := os.WriteFile(tokenFile, []byte(strings.Join(tokens, "\n")+"\n"), 0o600); err != nil {
 		return fmt.Errorf("write token file: %w", err)
 	}
+	cp.KubeletClientCAFile = filepath.Join(dir, "pki", "kubelet-client-ca.crt")
+	kubeletClientCert, kubeletClientKey := filepath.Join(dir, "pki", "apiserver-kubelet-client.crt"), filepath.Join(dir, "pki", "apiserver-kubelet-client.key")
+	if cp.KubeletClientCA, cp.KubeletClientCAKey, err = writeKubeletClientCert(cp.KubeletClientCAFile, kubeletClientCert, kubeletClientKey); err != nil {
+		return err
+	}
 	policy := filepath.Join(dir, "audit-policy.yaml")
 	if err := os.WriteFile(policy, []byte(auditPolicy), 0o644); err != nil {
 		return fmt.Errorf("write audit policy: %w", err)
@@ -197,6 +216,10 @@ func (cp *ControlPlane) writeFiles() error {
 		"--audit-log-path=" + cp.AuditLogPath, "--audit-policy-file=" + policy,
 		// Without this, SIGTERM can leave it waiting up to --request-timeout (60 s) for open watches.
 		"--shutdown-watch-termination-grace-period=2s",
+		// As kubeadm: the API server reaches kubelets (logs, exec, port-forward, the node proxy) at
+		// their InternalIP first, with a client certificate bound to system:kubelet-api-admin.
+		"--kubelet-client-certificate=" + kubeletClientCert, "--kubelet-client-key=" + kubeletClientKey,
+		"--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname",
 	}, cp.opts.ExtraAPIServerArgs...)
 
 	cp.AdminConfig = cp.restConfig(adminToken)
@@ -575,4 +598,25 @@ func (cp *ControlPlane) Kubectl(ctx context.Context, args ...string) (string, er
 		return string(out), fmt.Errorf("kubectl %s: %w\n%s", strings.Join(args, " "), err, out)
 	}
 	return string(out), nil
+}
+
+// bindKubeletAPIClient binds KubeletAPIClientUser to the ClusterRole system:kubelet-api-admin, as
+// kubeadm binds its apiserver-kubelet-client identity.
+func (cp *ControlPlane) bindKubeletAPIClient(ctx context.Context) error {
+	crb := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "kube-apiserver-kubelet-api-admin"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "system:kubelet-api-admin"},
+		Subjects:   []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: KubeletAPIClientUser}},
+	}
+	err := WaitFor(ctx, 200*time.Millisecond, func() (bool, error) {
+		_, err := cp.AdminClient.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{})
+		if err == nil || apierrors.IsAlreadyExists(err) {
+			return true, nil
+		}
+		return false, err // the RBAC bootstrap may still be running: try again
+	})
+	if err != nil {
+		return fmt.Errorf("bind %s to system:kubelet-api-admin: %w", KubeletAPIClientUser, err)
+	}
+	return nil
 }

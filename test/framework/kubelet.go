@@ -31,6 +31,12 @@ type KubeletOptions struct {
 	Binary string
 	// Args are appended to the command line.
 	Args []string
+	// WebhookAuth configures the kubelet's API as the kubelet's v1beta1 defaults and kubeadm do,
+	// instead of the harness's anonymous AlwaysAllow: anonymous off, TokenReview, x509 client
+	// certificates against ClientCAFile (e.g. ControlPlane.KubeletClientCAFile), authorization
+	// Webhook (SubjectAccessReview). Its :Port/metrics then needs credentials.
+	WebhookAuth  bool
+	ClientCAFile string
 }
 
 // Kubelet is the reference kubelet (k8s.io/kubernetes v1.37, built by hack/install-deps.sh) for one node
@@ -63,14 +69,7 @@ failSwapOn: false
 failCgroupV1: false
 cgroupsPerQOS: false
 enforceNodeAllocatable: []
-authentication:
-  anonymous:
-    enabled: true
-  webhook:
-    enabled: false
-authorization:
-  mode: AlwaysAllow
-address: 127.0.0.1
+%saddress: 127.0.0.1
 port: %d
 readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
@@ -78,6 +77,29 @@ healthzPort: %d
 containerRuntimeEndpoint: %s
 localStorageCapacityIsolation: false
 `
+
+// anonymousAuth is the harness's default authentication and authorization; webhookAuth the
+// kubelet's v1beta1 defaults with a client CA file (KubeletOptions.WebhookAuth).
+const (
+	anonymousAuth = `authentication:
+  anonymous:
+    enabled: true
+  webhook:
+    enabled: false
+authorization:
+  mode: AlwaysAllow
+`
+	webhookAuth = `authentication:
+  anonymous:
+    enabled: false
+  webhook:
+    enabled: true
+  x509:
+    clientCAFile: %q
+authorization:
+  mode: Webhook
+`
+)
 
 // NewKubelet writes the kubelet's config (picking its two ports) and creates its directories; it starts
 // nothing. Call Start.
@@ -100,7 +122,11 @@ func NewKubelet(opts KubeletOptions) (*Kubelet, error) {
 	if err := os.MkdirAll(k.RootDir, 0o755); err != nil {
 		return nil, fmt.Errorf("new kubelet: %w", err)
 	}
-	cfg := fmt.Sprintf(kubeletConfig, k.Port, k.HealthzPort, opts.RuntimeEndpoint)
+	auth := anonymousAuth
+	if opts.WebhookAuth {
+		auth = fmt.Sprintf(webhookAuth, opts.ClientCAFile)
+	}
+	cfg := fmt.Sprintf(kubeletConfig, auth, k.Port, k.HealthzPort, opts.RuntimeEndpoint)
 	if err := os.WriteFile(k.ConfigPath, []byte(cfg), 0o644); err != nil {
 		return nil, fmt.Errorf("new kubelet: write config: %w", err)
 	}

@@ -1,4 +1,4 @@
-//go:build scale || benchcompanion
+//go:build scale || benchcompanion || benchkubeletapi
 
 package integration_test
 

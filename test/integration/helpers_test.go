@@ -48,7 +48,16 @@ var sharedNodeNames = []string{
 	nodeRegistration, nodeRestart, nodeNoRegister, nodeStatus, nodeImages, nodeLease, nodeRuntimeDown, nodeCNI,
 	nodeLifecycle, nodeSigterm, nodeMetrics, nodeEvents, nodeBadConfig, nodeSchedDefault, nodeSchedMaxPods,
 	fidelityKubeletDefault, fidelityAgentDefault, fidelityKubeletFlags, fidelityAgentFlags, nodeSimIdentity,
+	nodeKubeletAPIAgent, nodeKubeletAPIRef, nodeKubeletAPILibrary,
 }
+
+// TestKubeletAPIAgent's agent and reference kubelet.
+const (
+	nodeKubeletAPIAgent = "kubelet-api-agent"
+	nodeKubeletAPIRef   = "kubelet-api-kubelet"
+	// TestKubeletAPILibrary's library Node.
+	nodeKubeletAPILibrary = "kubelet-api-library"
+)
 
 // nodeSimIdentity is the node identity TestSimulateRBAC shows nodeagent simulate refusing (its own, so
 // that no other test's audit-log checks see its requests).

@@ -1,0 +1,135 @@
+package kubeletserver
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+	"time"
+
+	certutil "k8s.io/client-go/util/cert"
+	"k8s.io/client-go/util/keyutil"
+	"k8s.io/klog/v2"
+)
+
+// LoadCertificate reads a serving certificate and key (--tls-cert-file, --tls-private-key-file) and
+// refuses one that cannot be read or parsed, does not match its key, or is not valid at now
+// (expired or not yet valid): the error names the file and says why, so that the agent refuses to
+// start rather than serve it.
+func LoadCertificate(certFile, keyFile string, now time.Time) (*tls.Certificate, error) {
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("--tls-cert-file %q --tls-private-key-file %q: %w", certFile, keyFile, err)
+	}
+	leaf, err := x509.ParseCertificate(cert.Certificate[0])
+	if err != nil {
+		return nil, fmt.Errorf("--tls-cert-file %q: %w", certFile, err)
+	}
+	switch {
+	case now.After(leaf.NotAfter):
+		return nil, fmt.Errorf("--tls-cert-file %q: certificate expired at %s (now %s)", certFile, leaf.NotAfter.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+	case now.Before(leaf.NotBefore):
+		return nil, fmt.Errorf("--tls-cert-file %q: certificate not valid before %s (now %s)", certFile, leaf.NotBefore.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+	}
+	cert.Leaf = leaf
+	return &cert, nil
+}
+
+// SelfSignedCertificate returns the serving certificate the kubelet makes itself when it is given
+// none (cmd/kubelet/app/server.go InitializeTLS): <certDir>/kubelet.crt and kubelet.key when they
+// can be read, else a new one from client-go's certutil.GenerateSelfSignedCertKey(host, ips, nil)
+// written there (a CA of its own signing a certificate for host, valid one year). An empty certDir
+// keeps it in memory only (the simulator's and the library's case).
+func SelfSignedCertificate(certDir, host string, ips []net.IP) (*tls.Certificate, error) {
+	var certFile, keyFile string
+	if certDir != "" {
+		certFile, keyFile = filepath.Join(certDir, "kubelet.crt"), filepath.Join(certDir, "kubelet.key")
+		if cert, err := tls.LoadX509KeyPair(certFile, keyFile); err == nil {
+			return &cert, nil
+		}
+	}
+	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey(host, ips, nil)
+	if err != nil {
+		return nil, fmt.Errorf("unable to generate self signed cert: %w", err)
+	}
+	if certDir != "" {
+		if err := certutil.WriteCert(certFile, certPEM); err != nil {
+			return nil, fmt.Errorf("writing self-signed certificate %q: %w", certFile, err)
+		}
+		if err := keyutil.WriteKey(keyFile, keyPEM); err != nil {
+			return nil, fmt.Errorf("writing self-signed key %q: %w", keyFile, err)
+		}
+		klog.Background().Info("Using self-signed cert", "certFile", certFile, "keyFile", keyFile)
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, err
+	}
+	return &cert, nil
+}
+
+// TLSConfig is the kubelet's serving TLS configuration: TLS 1.2 at least, the certificate from
+// getCertificate (a fixed one, or a rotating certificate manager's current one), and, with a client
+// CA file, client certificates requested but not required (tls.RequestClientCert), verified by the
+// x509 authenticator against that CA: a request without one can still authenticate with a token.
+func TLSConfig(getCertificate func(*tls.ClientHelloInfo) (*tls.Certificate, error), clientCAFile string) (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: getCertificate}
+	if clientCAFile != "" {
+		pool, err := certutil.NewPool(clientCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("authentication.x509.clientCAFile %q: %w", clientCAFile, err)
+		}
+		cfg.ClientCAs = pool
+		cfg.ClientAuth = tls.RequestClientCert
+	}
+	return cfg, nil
+}
+
+// StaticCertificate is a getCertificate for TLSConfig that always returns cert.
+func StaticCertificate(cert *tls.Certificate) func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	return func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return cert, nil }
+}
+
+// Serve serves handler with TLS on ln until ctx ends, with the kubelet's http.Server limits (idle
+// 90 s, read and write 4 h, 1 MiB of headers), then closes the listener and every connection. It
+// returns nil when ctx ended, else the server's error.
+func Serve(ctx context.Context, ln net.Listener, tlsConfig *tls.Config, handler http.Handler) error {
+	srv := &http.Server{
+		Handler:        handler,
+		TLSConfig:      tlsConfig,
+		IdleTimeout:    90 * time.Second,
+		ReadTimeout:    4 * 60 * time.Minute,
+		WriteTimeout:   4 * 60 * time.Minute,
+		MaxHeaderBytes: 1 << 20,
+		ErrorLog:       nil,
+		BaseContext:    func(net.Listener) context.Context { return ctx },
+	}
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+			_ = srv.Close()
+		case <-done:
+		}
+	}()
+	defer close(done)
+	err := srv.ServeTLS(ln, "", "")
+	if errors.Is(err, http.ErrServerClosed) && ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// Listen opens the TCP listener of address:port (the kubelet's --address and --port).
+func Listen(address string, port int) (net.Listener, error) {
+	addr := net.JoinHostPort(address, fmt.Sprint(port))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--address %q --port %d: %w", address, port, err)
+	}
+	return ln, nil
+}

@@ -1,0 +1,120 @@
+package simulation
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/nodeagent/nodeagent/pkg/kubeletserver"
+)
+
+// KubeletAPI is the kubelet's API of the simulated Nodes: one listener per Node on the process's
+// address, Node j of the shard on FirstPort+j, so that the API server's node proxy and every client
+// of status.daemonEndpoints reach each Node at its own InternalIP and port with no Node name in
+// the path (/api/v1/nodes/N/proxy/pods lists N's pods). Every Node reports NodeIP as its
+// InternalIP and its port in daemonEndpoints.
+type KubeletAPI struct {
+	// Address is the IP the listeners bind (--address); NodeIP the InternalIP every simulated Node
+	// reports, reachable from the API server (--node-ip, the pod IP in the StatefulSet).
+	Address string
+	NodeIP  net.IP
+	// FirstPort is the port of the shard's first Node (--port); the shard uses FirstPort to
+	// FirstPort+Nodes-1.
+	FirstPort int
+	// TLS is the serving configuration (kubeletserver.TLSConfig); Auth the process's one
+	// authenticator and authorizer (kubeletserver.BuildAuth).
+	TLS  *tls.Config
+	Auth *kubeletserver.Auth
+}
+
+// Validate checks the addresses and the port range of a shard of nodes Nodes.
+func (k *KubeletAPI) Validate(nodes int) error {
+	switch {
+	case net.ParseIP(k.Address) == nil:
+		return fmt.Errorf("--address %q: must be an IP address", k.Address)
+	case k.NodeIP == nil || k.NodeIP.IsUnspecified():
+		return fmt.Errorf("--node-ip %q: the simulated Nodes' InternalIP must be an address of this process the API server reaches", k.NodeIP)
+	case k.FirstPort < 1 || k.FirstPort+nodes-1 > 65535:
+		return fmt.Errorf("--port %d: the shard's %d Nodes take ports %d to %d, which must be within 1 to 65535", k.FirstPort, nodes, k.FirstPort, k.FirstPort+nodes-1)
+	case k.TLS == nil || k.Auth == nil:
+		return errors.New("simulation: KubeletAPI needs TLS and Auth")
+	}
+	return nil
+}
+
+// port is the port of the shard's Node j.
+func (k *KubeletAPI) port(j int) int32 { return int32(k.FirstPort + j) }
+
+// ServeKubeletAPI opens every simulated Node's listener and serves its kubelet API until ctx ends
+// (a lifecycle.Runnable of the process). It returns the first listen error, having closed the
+// listeners it opened; nil once ctx ended. A Node's server reads the pods bound to it from
+// Config.Dependencies.Pods and answers for them through Streaming.
+func (s *Simulator) ServeKubeletAPI(ctx context.Context) error {
+	k := s.cfg.KubeletAPI
+	if k == nil {
+		return errors.New("simulation: no KubeletAPI configured")
+	}
+	if s.cfg.Dependencies.Pods == nil {
+		return errors.New("simulation: the kubelet's API needs Dependencies.Pods (the pod informer)")
+	}
+	provider := &Streaming{Pods: s.cfg.Dependencies.Pods, Clock: s.cfg.Dependencies.Clock}
+	listeners := make([]net.Listener, 0, len(s.nodes))
+	handlers := make([]http.Handler, 0, len(s.nodes))
+	closeAll := func() {
+		for _, ln := range listeners {
+			_ = ln.Close()
+		}
+	}
+	for j, n := range s.nodes {
+		name := n.name
+		srv, err := kubeletserver.New(kubeletserver.Config{
+			NodeName: name, Pods: s.cfg.Dependencies.Pods, Provider: provider, Auth: k.Auth,
+			SyncLoop: func(*http.Request) error {
+				if c := s.Controller(name); c != nil {
+					return c.Healthy()
+				}
+				return nil
+			},
+		})
+		if err != nil {
+			closeAll()
+			return err
+		}
+		ln, err := kubeletserver.Listen(k.Address, int(k.port(j)))
+		if err != nil {
+			closeAll()
+			return fmt.Errorf("simulated node %s: %w", name, err)
+		}
+		listeners, handlers = append(listeners, ln), append(handlers, srv)
+	}
+	klog.FromContext(ctx).Info("Serving the kubelet's API of every simulated node", "address", k.Address, "nodeIP", k.NodeIP,
+		"firstPort", k.FirstPort, "lastPort", int(k.FirstPort)+len(s.nodes)-1)
+	var wg sync.WaitGroup
+	errs := make(chan error, len(listeners))
+	for j := range listeners {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := kubeletserver.Serve(ctx, listeners[j], k.TLS, handlers[j]); err != nil {
+				errs <- fmt.Errorf("simulated node %s: %w", s.nodes[j].name, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// KubeletAPIAccess is what the kubelet's API needs besides Access: TokenReview and
+// SubjectAccessReview, as the kubelet's webhook authentication and authorization.
+var KubeletAPIAccess = []authorizationv1.ResourceAttributes{
+	{Verb: "create", Group: "authentication.k8s.io", Resource: "tokenreviews"},
+	{Verb: "create", Group: "authorization.k8s.io", Resource: "subjectaccessreviews"},
+}

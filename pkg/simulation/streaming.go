@@ -1,0 +1,370 @@
+package simulation
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
+	utilexec "k8s.io/utils/exec"
+
+	"github.com/nodeagent/nodeagent/pkg/kubeletserver"
+	"github.com/nodeagent/nodeagent/pkg/node"
+)
+
+// The annotations that shape what the kubelet's API answers for a simulated pod (docs/simulation.md,
+// "Logs, exec, attach and port-forward"). Nothing runs on the simulator's host: logs are computed,
+// exec and attach answered from these annotations, port-forward dials only the target one names.
+const (
+	// AnnotationLogLines is how many log lines each container writes when it starts ("0" none;
+	// default 1).
+	AnnotationLogLines = "nodeagent.io/log-lines"
+	// AnnotationLogPeriod makes each container write one more line every period while it runs
+	// (a Go duration, "1s"; default none).
+	AnnotationLogPeriod = "nodeagent.io/log-period"
+	// AnnotationLogText is the text of each line, before " container=<c> restart=<n> line=<k>"
+	// (default "simulated log").
+	AnnotationLogText = "nodeagent.io/log-text"
+	// AnnotationExec answers kubectl exec: a JSON object from the command (its words joined by
+	// spaces, or "*" for any) to {"stdout": "...", "stderr": "...", "exitCode": N}.
+	AnnotationExec = "nodeagent.io/exec"
+	// AnnotationAttach is what kubectl attach shows before it echoes stdin back.
+	AnnotationAttach = "nodeagent.io/attach"
+	// AnnotationPortForward names where kubectl port-forward's connections to the pod go: a
+	// host:port for every port, or port=host:port pairs separated by commas.
+	AnnotationPortForward = "nodeagent.io/port-forward"
+)
+
+// ExitCodeNotSimulated is the exit code of a command no annotation answers: 126, the shell's
+// "command found but cannot be run".
+const ExitCodeNotSimulated = 126
+
+// maxLogLines caps nodeagent.io/log-lines.
+const maxLogLines = 1_000_000
+
+// Streaming answers the kubelet's API for the simulated pods (kubeletserver's
+// ContainerLogsGetter, ContainerRunner, ContainerAttacher and PortForwarder) from their annotations
+// and the container status the Node wrote, holding nothing per pod: a log line is computed from
+// the container's start time, its index and the annotations, so that --previous, --since, --tail
+// and -f cost no memory per container.
+type Streaming struct {
+	Pods  node.PodLister
+	Clock clock.WithTicker
+}
+
+// logSpec is a container's log as its pod's annotations shape it.
+type logSpec struct {
+	lines  int
+	period time.Duration
+	text   string
+}
+
+func parseLogSpec(p *v1.Pod) (logSpec, error) {
+	s := logSpec{lines: 1, text: "simulated log"}
+	if v, ok := p.Annotations[AnnotationLogLines]; ok {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > maxLogLines {
+			return s, fmt.Errorf("annotation %s %q: want a number of lines from 0 to %d", AnnotationLogLines, v, maxLogLines)
+		}
+		s.lines = n
+	}
+	if v, ok := p.Annotations[AnnotationLogPeriod]; ok {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < time.Millisecond {
+			return s, fmt.Errorf("annotation %s %q: want a duration of 1ms or more", AnnotationLogPeriod, v)
+		}
+		s.period = d
+	}
+	if v, ok := p.Annotations[AnnotationLogText]; ok {
+		s.text = strings.ReplaceAll(v, "\n", " ")
+	}
+	return s, nil
+}
+
+// run is one run of a container: its restart count, when it started, and when it ended (zero
+// while it runs).
+type run struct {
+	restart        int32
+	started, ended time.Time
+}
+
+// containerRun finds the container's current run (or, previous, its last terminated one).
+func containerRun(p *v1.Pod, container string, previous bool) (run, error) {
+	for _, list := range [][]v1.ContainerStatus{p.Status.ContainerStatuses, p.Status.InitContainerStatuses} {
+		for _, st := range list {
+			if st.Name != container {
+				continue
+			}
+			if previous {
+				t := st.LastTerminationState.Terminated
+				if t == nil {
+					return run{}, fmt.Errorf("previous terminated container %q in pod %q not found", container, p.Name)
+				}
+				return run{restart: st.RestartCount - 1, started: t.StartedAt.Time, ended: t.FinishedAt.Time}, nil
+			}
+			switch {
+			case st.State.Running != nil:
+				return run{restart: st.RestartCount, started: st.State.Running.StartedAt.Time}, nil
+			case st.State.Terminated != nil:
+				return run{restart: st.RestartCount, started: st.State.Terminated.StartedAt.Time, ended: st.State.Terminated.FinishedAt.Time}, nil
+			}
+			return run{}, fmt.Errorf("container %q in pod %q is waiting to start: ContainerCreating", container, p.Name)
+		}
+	}
+	return run{}, fmt.Errorf("container %q in pod %q is waiting to start: ContainerCreating", container, p.Name)
+}
+
+// lineTime is when line k of a run was written.
+func (s logSpec) lineTime(r run, k int) time.Time {
+	if k < s.lines || s.period == 0 {
+		return r.started
+	}
+	return r.started.Add(time.Duration(k-s.lines+1) * s.period)
+}
+
+// linesUntil is how many lines the run had written by t.
+func (s logSpec) linesUntil(r run, t time.Time) int {
+	if t.Before(r.started) {
+		return 0
+	}
+	n := s.lines
+	if s.period > 0 {
+		n += int(t.Sub(r.started) / s.period)
+	}
+	return n
+}
+
+// firstSince is the first line written at or after since.
+func (s logSpec) firstSince(r run, since time.Time) int {
+	if !since.After(r.started) {
+		return 0
+	}
+	if s.period == 0 {
+		return s.lines // every line was written at the start, before since
+	}
+	// line k (k >= lines) is at started + (k-lines+1)*period >= since
+	steps := (since.Sub(r.started) + s.period - 1) / s.period
+	return s.lines + int(steps) - 1
+}
+
+func (s logSpec) line(container string, r run, k int, timestamps bool) string {
+	l := fmt.Sprintf("%s container=%s restart=%d line=%d\n", s.text, container, r.restart, k)
+	if timestamps {
+		l = s.lineTime(r, k).UTC().Format(time.RFC3339Nano) + " " + l
+	}
+	return l
+}
+
+// GetContainerLogs implements kubeletserver.ContainerLogsGetter: the lines of the container's
+// current (or, with Previous, last terminated) run, as the options ask; with Follow the stream
+// stays open and gets each new line at its time while the container runs.
+func (st *Streaming) GetContainerLogs(ctx context.Context, namespace, podName, container string, opts kubeletserver.ContainerLogOpts) (io.ReadCloser, error) {
+	p, err := st.Pods.Get(namespace, podName)
+	if err != nil {
+		return nil, err
+	}
+	spec, err := parseLogSpec(p)
+	if err != nil {
+		return nil, err
+	}
+	r, err := containerRun(p, container, opts.Previous)
+	if err != nil {
+		return nil, err
+	}
+	now := st.Clock.Now()
+	end := now
+	if !r.ended.IsZero() {
+		end = r.ended
+	}
+	last := spec.linesUntil(r, end) // lines [0, last) written so far
+	first := 0
+	since := opts.SinceTime
+	if opts.SinceSeconds > 0 {
+		since = now.Add(-time.Duration(opts.SinceSeconds) * time.Second)
+	}
+	if !since.IsZero() {
+		first = spec.firstSince(r, since)
+	}
+	if opts.TailSet && last-opts.Tail > first {
+		first = max(last-opts.Tail, 0)
+	}
+	follow := opts.Follow && r.ended.IsZero() && spec.period > 0
+	pr, pw := io.Pipe()
+	go func() {
+		limit := opts.LimitBytes
+		written := 0
+		write := func(l string) bool {
+			if limit > 0 && written+len(l) > limit {
+				l = l[:limit-written]
+			}
+			n, err := io.WriteString(pw, l)
+			written += n
+			return err == nil && (limit == 0 || written < limit)
+		}
+		k := first
+		for ; k < last; k++ {
+			if !write(spec.line(container, r, k, opts.Timestamps)) {
+				_ = pw.Close()
+				return
+			}
+		}
+		for follow {
+			wait := spec.lineTime(r, k).Sub(st.Clock.Now())
+			if wait > 0 {
+				t := st.Clock.NewTimer(wait)
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					_ = pw.Close()
+					return
+				case <-t.C():
+				}
+			}
+			// The kubelet's follow ends when the container stops: the run must still be the current
+			// one (not exited, not restarted, the pod not gone).
+			if !st.stillRunning(namespace, podName, container, r) {
+				break
+			}
+			if !write(spec.line(container, r, k, opts.Timestamps)) {
+				break
+			}
+			k++
+		}
+		_ = pw.Close()
+	}()
+	return pr, nil
+}
+
+// stillRunning reports whether the container's current run is still r, running.
+func (st *Streaming) stillRunning(namespace, podName, container string, r run) bool {
+	p, err := st.Pods.Get(namespace, podName)
+	if err != nil {
+		return false
+	}
+	cur, err := containerRun(p, container, false)
+	return err == nil && cur.ended.IsZero() && cur.started.Equal(r.started)
+}
+
+// execAnswer is one command's answer in AnnotationExec.
+type execAnswer struct {
+	Stdout   string `json:"stdout,omitempty"`
+	Stderr   string `json:"stderr,omitempty"`
+	ExitCode int    `json:"exitCode,omitempty"`
+}
+
+// RunInContainer implements kubeletserver.ContainerRunner from AnnotationExec; a command it does
+// not name gets exit code 126 and a message saying so.
+func (st *Streaming) RunInContainer(_ context.Context, namespace, podName, container string, cmd []string, a kubeletserver.AttachIO) error {
+	p, err := st.Pods.Get(namespace, podName)
+	if err != nil {
+		return err
+	}
+	command := strings.Join(cmd, " ")
+	ans, ok := execAnswer{}, false
+	if v, found := p.Annotations[AnnotationExec]; found {
+		var answers map[string]execAnswer
+		if err := json.Unmarshal([]byte(v), &answers); err != nil {
+			return fmt.Errorf("annotation %s of pod %s/%s: %w", AnnotationExec, namespace, podName, err)
+		}
+		if ans, ok = answers[command]; !ok {
+			ans, ok = answers["*"]
+		}
+	}
+	if !ok {
+		ans = execAnswer{ExitCode: ExitCodeNotSimulated, Stderr: fmt.Sprintf(
+			"nodeagent simulate: command %q is not simulated in container %q of pod %s/%s (no answer for it in annotation %s)\n",
+			command, container, namespace, podName, AnnotationExec)}
+	}
+	if w := a.Stdout(); w != nil && ans.Stdout != "" {
+		_, _ = io.WriteString(w, ans.Stdout)
+	}
+	if w := a.Stderr(); w != nil && ans.Stderr != "" {
+		_, _ = io.WriteString(w, ans.Stderr)
+	}
+	if ans.ExitCode != 0 {
+		return utilexec.CodeExitError{Err: fmt.Errorf("command terminated with exit code %d", ans.ExitCode), Code: ans.ExitCode}
+	}
+	return nil
+}
+
+// AttachToContainer implements kubeletserver.ContainerAttacher: AnnotationAttach's text on stdout,
+// then stdin echoed back until the client closes it or goes.
+func (st *Streaming) AttachToContainer(ctx context.Context, namespace, podName, _ string, a kubeletserver.AttachIO) error {
+	p, err := st.Pods.Get(namespace, podName)
+	if err != nil {
+		return err
+	}
+	out := a.Stdout()
+	if out != nil && p.Annotations[AnnotationAttach] != "" {
+		_, _ = io.WriteString(out, p.Annotations[AnnotationAttach])
+	}
+	if in := a.Stdin(); in != nil {
+		if out == nil {
+			out = nopWriteCloser{io.Discard}
+		}
+		done := make(chan struct{})
+		go func() { _, _ = io.Copy(out, in); close(done) }()
+		select {
+		case <-done:
+		case <-ctx.Done():
+		}
+	}
+	return nil
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
+
+// portTarget is where AnnotationPortForward sends the pod's port.
+func portTarget(p *v1.Pod, port int32) (string, error) {
+	v, ok := p.Annotations[AnnotationPortForward]
+	if !ok || v == "" {
+		return "", fmt.Errorf("pod %s/%s is simulated: nothing listens on its port %d (annotation %s names no target)", p.Namespace, p.Name, port, AnnotationPortForward)
+	}
+	for _, item := range strings.Split(v, ",") {
+		item = strings.TrimSpace(item)
+		if from, to, found := strings.Cut(item, "="); found {
+			if from == strconv.Itoa(int(port)) {
+				return to, nil
+			}
+			continue
+		}
+		return item, nil
+	}
+	return "", fmt.Errorf("pod %s/%s is simulated: nothing listens on its port %d (annotation %s %q names no target for it)", p.Namespace, p.Name, port, AnnotationPortForward, v)
+}
+
+// PortForward implements kubeletserver.PortForwarder: the stream is joined to a TCP connection to
+// the target AnnotationPortForward names for the port.
+func (st *Streaming) PortForward(ctx context.Context, namespace, podName string, port int32, stream io.ReadWriteCloser) error {
+	defer func() { _ = stream.Close() }()
+	p, err := st.Pods.Get(namespace, podName)
+	if err != nil {
+		return err
+	}
+	target, err := portTarget(p, port)
+	if err != nil {
+		return err
+	}
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", target)
+	if err != nil {
+		return fmt.Errorf("pod %s/%s port %d: dial %s (annotation %s): %w", namespace, podName, port, target, AnnotationPortForward, err)
+	}
+	defer func() { _ = conn.Close() }()
+	done := make(chan struct{}, 2)
+	go func() { _, _ = io.Copy(conn, stream); done <- struct{}{} }()
+	go func() { _, _ = io.Copy(stream, conn); done <- struct{}{} }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+	return nil
+}
