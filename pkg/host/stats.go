@@ -114,10 +114,10 @@ func (s *Stats) GetStatsSummary(ctx context.Context) (*statsv1alpha1.Summary, er
 	return &statsv1alpha1.Summary{Node: node, Pods: []statsv1alpha1.PodStats{}}, nil
 }
 
-// Collectors returns cadvisor's Prometheus collectors as the kubelet registers them for
+// CadvisorCollectors returns cadvisor's Prometheus collectors as the kubelet registers them for
 // /metrics/cadvisor: the machine collector and the container collector (the root cgroup only here;
 // no pod labels, as no container is a pod's).
-func (s *Stats) Collectors() []prometheus.Collector {
+func (s *Stats) CadvisorCollectors() []prometheus.Collector {
 	opts := cadvisorapi.RequestOptions{IdType: cadvisorapi.TypeName, Count: 1, Recursive: true}
 	return []prometheus.Collector{
 		metrics.NewPrometheusMachineCollector(s.m, includedMetrics),

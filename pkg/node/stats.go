@@ -1,6 +1,8 @@
 package node
 
 import (
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/nodeagent/nodeagent/pkg/resourcemetrics"
 )
 
@@ -20,3 +22,29 @@ type (
 	// MetricsResourceGetter is GetMetricsResource (/metrics/resource).
 	MetricsResourceGetter = resourcemetrics.MetricsResourceGetter
 )
+
+// CadvisorCollectorsGetter is a Host that serves the kubelet's /metrics/cadvisor: cadvisor's
+// Prometheus collectors (host.Stats for the agent's machine).
+type CadvisorCollectorsGetter interface {
+	CadvisorCollectors() []prometheus.Collector
+}
+
+// statsProvider returns what serves the Node's /stats/summary and /metrics/resource: the pod
+// provider when it implements StatsSummaryGetter or MetricsResourceGetter, else the Host when it
+// does (the agent's machine, no pods), else nil (501); and the Host's cadvisor collectors.
+func (c *Controller) statsProvider(provider any) (any, []prometheus.Collector) {
+	var stats any
+	for _, p := range []any{provider, c.cfg.Host} {
+		_, summary := p.(StatsSummaryGetter)
+		_, resource := p.(MetricsResourceGetter)
+		if summary || resource {
+			stats = p
+			break
+		}
+	}
+	var cadvisor []prometheus.Collector
+	if g, ok := c.cfg.Host.(CadvisorCollectorsGetter); ok {
+		cadvisor = g.CadvisorCollectors()
+	}
+	return stats, cadvisor
+}
