@@ -437,15 +437,6 @@ func (u *Usage) advanceLocked(key string, start, now time.Time, rate int64) uint
 	return a.cum
 }
 
-// Forget drops the Node's anchors and base (a Node deleted or stopped for good).
-func (u *Usage) Forget(nodeName string) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	delete(u.anchors, nodeName)
-	delete(u.anchors, nodeName+"/pods")
-	delete(u.nodes, nodeName)
-}
-
 func specContainer(p *v1.Pod, name string) *v1.Container {
 	for _, l := range [][]v1.Container{p.Spec.InitContainers, p.Spec.Containers} {
 		for i := range l {
