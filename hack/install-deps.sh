@@ -7,6 +7,9 @@
 #               alerting rules and runs a real Prometheus against a real agent), without its recommended
 #               exporters;
 #             - helm, built from hack/helm by hack/build-helm.sh (its own stamp) for the Helm chart's tests;
+#             - metrics-server, built from hack/metrics-server by hack/build-metrics-server.sh (its own
+#               stamp) for the resource metrics tests (kubectl top, the HorizontalPodAutoscaler); a module of
+#               its own so that it never makes hack/tools, and every pinned Kubernetes component, rebuild;
 #             - etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl,
 #               cloud-node-controller (k8s.io/cloud-provider's node controllers over its fake cloud) and
 #               kubemark (kubemark's hollow node: the kubelet over a fake runtime, a second pod reference);
@@ -153,4 +156,9 @@ fi
 # --- helm, pinned in hack/helm (a module of its own; stamp _output/bin/.helm.stamp) ---------------------------
 if [[ -z $skew && $set_name == test ]]; then
   "$ROOT/hack/build-helm.sh"
+fi
+
+# --- metrics-server, pinned in hack/metrics-server (a module of its own; stamp _output/bin/.metrics-server.stamp)
+if [[ -z $skew && $set_name == test ]]; then
+  "$ROOT/hack/build-metrics-server.sh"
 fi

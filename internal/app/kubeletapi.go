@@ -16,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/nodeagent/nodeagent/pkg/config"
+	"github.com/nodeagent/nodeagent/pkg/host"
 	"github.com/nodeagent/nodeagent/pkg/kubeletserver"
 	"github.com/nodeagent/nodeagent/pkg/lifecycle"
 	"github.com/nodeagent/nodeagent/pkg/node"
@@ -41,6 +42,8 @@ type kubeletAPI struct {
 	// onExpired records the Warning Event ServingCertificateExpired, once per expiry (reported).
 	onExpired func(message string)
 	reported  atomic.Bool
+	// stats is the machine's usage from cadvisor (nil in companion mode, where the kubelet serves it).
+	stats *host.Stats
 }
 
 // newKubeletAPI checks and builds what the agent's kubelet API needs before the Node's controller:
@@ -101,8 +104,14 @@ func newKubeletAPI(cfg *config.Completed, deps *Dependencies) (*kubeletAPI, erro
 	if err := inf.AddIndexers(node.PodIndexers()); err != nil {
 		return nil, err
 	}
-	return &kubeletAPI{address: c.Address, port: int(*c.Port), pods: pods, lister: node.IndexedPodLister{Indexer: inf.GetIndexer()},
-		auth: auth, tls: tlsConfig, serving: serving, getCertificate: getCertificate, now: deps.Clock.Now}, nil
+	k := &kubeletAPI{address: c.Address, port: int(*c.Port), pods: pods, lister: node.IndexedPodLister{Indexer: inf.GetIndexer()},
+		auth: auth, tls: tlsConfig, serving: serving, getCertificate: getCertificate, now: deps.Clock.Now}
+	if deps.Machine != nil {
+		if k.stats, err = host.NewStats(host.StatsConfig{NodeName: cfg.NodeName, RootDir: c.RootDir, Clock: deps.Clock}); err != nil {
+			return nil, err
+		}
+	}
+	return k, nil
 }
 
 // certificateError is the serving certificate's /healthz check: an error once the certificate
@@ -149,6 +158,9 @@ func (k *kubeletAPI) addTo(group *lifecycle.Group) {
 			k.serving.Stop()
 			return nil
 		}))
+	}
+	if k.stats != nil {
+		group.Add("cadvisor", lifecycle.RunnableFunc(k.stats.Run))
 	}
 	group.Add("kubelet API server", lifecycle.RunnableFunc(func(ctx context.Context) error {
 		ln, err := kubeletserver.Listen(k.address, k.port)

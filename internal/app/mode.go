@@ -93,7 +93,13 @@ func newNodeMode(cfg *config.Completed, deps *Dependencies) (*nodeMode, error) {
 	if kubelet != nil {
 		nodeDeps.Pods = kubelet.lister
 	}
-	ctrl, err := node.New(nodeConfig(cfg, deps), nodeDeps)
+	nc := nodeConfig(cfg, deps)
+	if kubelet != nil && kubelet.stats != nil {
+		// The kubelet API serves the machine's usage (/stats/summary, /metrics/resource,
+		// /metrics/cadvisor) from cadvisor's root cgroup.
+		nc.Host = machineStatsHost{machineHost{deps.Machine, deps.Eviction}, kubelet.stats}
+	}
+	ctrl, err := node.New(nc, nodeDeps)
 	if err != nil {
 		return nil, err
 	}

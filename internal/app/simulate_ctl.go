@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -41,6 +42,9 @@ type ctlOptions struct {
 	// pod (namespace/name) and podChange: a change of one of a pod's containers instead of a Node's.
 	pod       string
 	podChange simulation.ContainerChange
+	// usage (--cpu, --memory): a change of the simulated usage of the pod (its --container, or all)
+	// or of the Node's base usage.
+	usage simulation.UsageChange
 }
 
 // ctlChangeFlags are the flags of a Change, by field.
@@ -79,14 +83,19 @@ func newSimulateCtlCommand() *cobra.Command {
 	fs.Int32Var(&crash, "crash", 0, "With --pod: the container exits now with this code (1-255); its restart policy applies (CrashLoopBackOff).")
 	fs.BoolVar(&stopContainer, "stop-container", false, "With --pod: the container exits 0 now (Completed).")
 	fs.BoolVar(&containerReady, "container-ready", true, "With --pod: false makes the container not ready until set true again.")
+	fs.StringVar(&o.usage.CPU, "cpu", "", "Simulated CPU use from now on, a quantity (800m): with --pod, of each of its containers (or of --container); with NODE, the Node's base use besides its pods.")
+	fs.StringVar(&o.usage.Memory, "memory", "", "Simulated memory working set from now on, a quantity (300Mi): with --pod, of each of its containers (or of --container); with NODE, the Node's base besides its pods.")
 	cmd := &cobra.Command{
-		Use:   "ctl NODE [--runtime-ready=false|--network-ready=...|--memory-pressure=...|--disk-pressure=...|--pid-pressure=...|--stopped=...] | ctl --list | ctl --pod NS/NAME --container C [--crash=CODE|--stop-container|--container-ready=false]",
+		Use:   "ctl NODE [--runtime-ready=false|--network-ready=...|--memory-pressure=...|--disk-pressure=...|--pid-pressure=...|--stopped=...] | ctl --list | ctl --pod NS/NAME --container C [--crash=CODE|--stop-container|--container-ready=false] | ctl (NODE|--pod NS/NAME [--container C]) --cpu 800m --memory 300Mi",
 		Short: "Control a simulated Node of a sharded simulation from outside the cluster, through the API server's pod proxy",
 		Long: `ctl finds the shard that owns NODE (from its global index and the StatefulSet's --nodes per shard)
 and sends the change to that shard's pod through the API server's pod proxy
 (/api/v1/namespaces/<ns>/pods/<statefulset>-<I>[:<port>]/proxy/simulation/nodes/NODE); without a change it
 prints the Node's state. --list prints every shard's Nodes with a summary. --pod changes a container of a
-pod on a simulated Node (crash it, stop it, make it unready), through the shard of the pod's Node. The shards must run with
+pod on a simulated Node (crash it, stop it, make it unready), through the shard of the pod's Node. --cpu and
+--memory set the simulated usage (served as the kubelet's /stats/summary and /metrics/resource, which
+metrics-server, kubectl top and the HorizontalPodAutoscaler read) of a pod's containers, or a Node's base
+usage besides its pods, from now on. The shards must run with
 --control-allow-proxy (deploy/kubernetes/simulate does); the identity needs get on the StatefulSet and
 get/create on pods/proxy in the namespace.`,
 		Args:          cobra.MaximumNArgs(1),
@@ -108,11 +117,22 @@ get/create on pods/proxy in the namespace.`,
 				o.podChange.Ready = &containerReady
 			}
 			podFlags := o.podChange.Container != "" || o.podChange.Crash != nil || o.podChange.Stop != nil || o.podChange.Ready != nil
+			usage := o.usage.CPU != "" || o.usage.Memory != ""
+			o.usage.Container = o.podChange.Container
+			for _, q := range []struct{ flag, value string }{{"--cpu", o.usage.CPU}, {"--memory", o.usage.Memory}} {
+				if v, err := resource.ParseQuantity(q.value); q.value != "" && (err != nil || v.Sign() <= 0) {
+					return fmt.Errorf("%s %q: give a positive quantity such as 800m (cpu) or 300Mi (memory)", q.flag, q.value)
+				}
+			}
 			switch {
 			case o.pod != "" && (len(args) > 0 || o.list || !o.change.Empty()):
 				return errors.New("--pod: takes no NODE, --list or Node change flag")
-			case o.pod != "" && o.podChange.Container == "":
-				return errors.New("--pod: give the --container to change")
+			case usage && (o.podChange.Crash != nil || o.podChange.Stop != nil || o.podChange.Ready != nil):
+				return errors.New("--cpu and --memory: give them alone (with --container), not with --crash, --stop-container or --container-ready")
+			case usage && (o.list || !o.change.Empty()):
+				return errors.New("--cpu and --memory: take no --list or Node condition flag")
+			case o.pod != "" && o.podChange.Container == "" && !usage:
+				return errors.New("--pod: give the --container to change, or --cpu/--memory")
 			case o.pod == "" && podFlags:
 				return errors.New("--container, --crash, --stop-container and --container-ready need --pod NAMESPACE/NAME")
 			case o.pod != "":
@@ -253,6 +273,17 @@ func runSimulateCtl(ctx context.Context, out io.Writer, o *ctlOptions, node stri
 		if err != nil {
 			return fmt.Errorf("--pod %q: %w", o.pod, err)
 		}
+		if o.usage.CPU != "" || o.usage.Memory != "" {
+			body, err := json.Marshal(o.usage)
+			if err != nil {
+				return err
+			}
+			var st simulation.PodUsageState
+			if err := c.do(ctx, shard, "POST", "usage/pods/"+ns+"/"+name, body, &st); err != nil {
+				return err
+			}
+			return writeIndented(out, st)
+		}
 		body, err := json.Marshal(o.podChange)
 		if err != nil {
 			return err
@@ -280,6 +311,17 @@ func runSimulateCtl(ctx context.Context, out io.Writer, o *ctlOptions, node stri
 	shard, err := l.owner(node)
 	if err != nil {
 		return err
+	}
+	if o.usage.CPU != "" || o.usage.Memory != "" {
+		body, err := json.Marshal(o.usage)
+		if err != nil {
+			return err
+		}
+		var st simulation.NodeUsageState
+		if err := c.do(ctx, shard, "POST", "usage/nodes/"+node, body, &st); err != nil {
+			return err
+		}
+		return writeIndented(out, st)
 	}
 	var st simulation.NodeState
 	if o.change.Empty() {

@@ -237,6 +237,12 @@ func TestCtlBadInput(t *testing.T) {
 		{[]string{"simulate", "ctl", "--pod", "web", "--container=c", "--crash=2"}, `--pod "web": give NAMESPACE/NAME`},
 		{[]string{"simulate", "ctl", "sim-0001", "--pod", "default/web", "--container=c"}, "--pod: takes no NODE"},
 		{[]string{"simulate", "ctl", "sim-0001", "--crash=2"}, "need --pod NAMESPACE/NAME"},
+		{[]string{"simulate", "ctl", "--pod", "default/web", "--cpu=1", "--crash=2"}, "--cpu and --memory: give them alone (with --container)"},
+		{[]string{"simulate", "ctl", "--list", "--memory=1Gi"}, "--cpu and --memory: take no --list or Node condition flag"},
+		{[]string{"simulate", "ctl", "sim-0001", "--cpu=1", "--stopped"}, "--cpu and --memory: take no --list or Node condition flag"},
+		{[]string{"simulate", "ctl", "sim-0001", "--container=c", "--cpu=1"}, "need --pod NAMESPACE/NAME"},
+		{[]string{"simulate", "ctl", "sim-0001", "--cpu=fast"}, `--cpu "fast": give a positive quantity such as 800m (cpu) or 300Mi (memory)`},
+		{[]string{"simulate", "ctl", "--pod", "default/web", "--memory=-1Gi"}, `--memory "-1Gi": give a positive quantity`},
 	} {
 		code, out := runMain(t, tc.args)
 		if line := nodeagentLine(out); code != 1 || !strings.Contains(line, tc.want) {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -16,9 +17,12 @@ import (
 	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/apiserver/pkg/util/flushwriter"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/component-base/metrics"
 	"k8s.io/cri-streaming/pkg/streaming/portforward"
 	"k8s.io/cri-streaming/pkg/streaming/remotecommand"
 	"k8s.io/klog/v2"
+
+	"github.com/nodeagent/nodeagent/pkg/resourcemetrics"
 )
 
 // The CRI streaming server's defaults, which the kubelet's streaming sessions run under
@@ -47,12 +51,22 @@ type Config struct {
 	// healthy. Checks are more /healthz checks.
 	SyncLoop func(*http.Request) error
 	Checks   []healthz.HealthChecker
+	// Stats serves /stats/summary and /metrics/resource (resourcemetrics.Handlers): a
+	// resourcemetrics.StatsSummaryGetter and/or MetricsResourceGetter; nil: Provider's, if it
+	// implements them; a path without one answers 501.
+	Stats any
+	// CadvisorCollectors serve /metrics/cadvisor (cadvisor's Prometheus collectors, as the
+	// kubelet registers them); none: 501.
+	CadvisorCollectors []prometheus.Collector
 }
 
 // Server is the kubelet's API of one Node, an http.Handler (the kubelet's server.Server).
 type Server struct {
 	cfg     Config
 	handler http.Handler
+	// summary, resource and cadvisor serve /stats/summary, /metrics/resource and /metrics/cadvisor
+	// (cadvisor nil: 501).
+	summary, resource, cadvisor http.Handler
 }
 
 // New validates cfg and builds the Node's handler. It errors, naming the field, when NodeName,
@@ -67,6 +81,18 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("kubeletserver %q: Config.Auth (an authenticator and an authorizer) is required", cfg.NodeName)
 	}
 	s := &Server{cfg: cfg}
+	stats := cfg.Stats
+	if stats == nil {
+		stats = cfg.Provider
+	}
+	s.summary, s.resource = resourcemetrics.Handlers(cfg.NodeName, stats)
+	if len(cfg.CadvisorCollectors) > 0 {
+		r := metrics.NewKubeRegistry()
+		for _, c := range cfg.CadvisorCollectors {
+			r.RawMustRegister(c)
+		}
+		s.cadvisor = metrics.HandlerFor(r, metrics.HandlerOpts{ErrorHandling: metrics.ContinueOnError})
+	}
 	mux := http.NewServeMux()
 	syncLoop := cfg.SyncLoop
 	if syncLoop == nil {
@@ -125,6 +151,25 @@ func (rt *router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			uid = segs[3]
 		}
 		s.getRun(w, r, segs[1], segs[2], types.UID(uid), segs[len(segs)-1])
+	case len(segs) == 2 && segs[0] == "stats" && segs[1] == "summary":
+		if !getPost {
+			methodNotAllowed(w, "GET, POST")
+			return
+		}
+		s.summary.ServeHTTP(w, r)
+	case len(segs) == 2 && segs[0] == "metrics" && (segs[1] == "resource" || segs[1] == "cadvisor"):
+		if !get {
+			methodNotAllowed(w, http.MethodGet)
+			return
+		}
+		switch {
+		case segs[1] == "resource":
+			s.resource.ServeHTTP(w, r)
+		case s.cadvisor != nil:
+			s.cadvisor.ServeHTTP(w, r)
+		default:
+			s.notImplemented(w, "cadvisor metrics")
+		}
 	case segs[0] == "healthz":
 		rt.fallback.ServeHTTP(w, r)
 	default:

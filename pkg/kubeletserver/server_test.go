@@ -144,7 +144,7 @@ func TestServerPathsAndAuth(t *testing.T) {
 		{"portForward not implemented", "POST", "/portForward/ns/p", "admin", 501, `node "n1" does not implement PortForward`},
 		{"portForward uid mismatch", "POST", "/portForward/ns/p/bad", "admin", 404, "pod not found"},
 		{"attach not implemented", "POST", "/attach/ns/p/c?output=1", "admin", 501, `node "n1" does not implement AttachToContainer`},
-		{"unknown path", "GET", "/stats/summary", "admin", 404, "404 page not found\n"},
+		{"unknown path", "GET", "/stats/container", "admin", 404, "404 page not found\n"},
 		{"run not implemented", "POST", "/run/ns/p/c?cmd=ls", "admin", 501, `node "n1" does not implement RunInContainer`},
 		{"run GET", "GET", "/run/ns/p/c?cmd=ls", "admin", 404, "404 page not found\n"},
 	} {

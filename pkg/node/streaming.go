@@ -44,8 +44,10 @@ func (c *Controller) KubeletServer(auth *kubeletserver.Auth) (*kubeletserver.Ser
 	if c.cfg.Pods != nil {
 		provider = c.cfg.Pods
 	}
+	stats, cadvisor := c.statsProvider(provider)
 	return kubeletserver.New(kubeletserver.Config{
 		NodeName: c.cfg.NodeName, Pods: c.deps.Pods, Provider: provider, Auth: auth,
 		SyncLoop: func(*http.Request) error { return c.Healthy() },
+		Stats:    stats, CadvisorCollectors: cadvisor,
 	})
 }

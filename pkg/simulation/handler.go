@@ -254,6 +254,7 @@ func (s *Simulator) handler() http.Handler {
 			writeJSON(w, st)
 		}
 	})
+	s.installUsage(mux)
 	return mux
 }
 

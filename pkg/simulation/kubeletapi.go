@@ -74,8 +74,13 @@ func (s *Simulator) ServeKubeletAPI(ctx context.Context) error {
 	}
 	for j, n := range s.nodes {
 		name := n.name
+		stats, err := s.StatsSummary(name)
+		if err != nil {
+			closeAll()
+			return err
+		}
 		srv, err := kubeletserver.New(kubeletserver.Config{
-			NodeName: name, Pods: s.cfg.Dependencies.Pods, Provider: provider, Auth: k.Auth,
+			NodeName: name, Pods: s.cfg.Dependencies.Pods, Provider: provider, Auth: k.Auth, Stats: stats,
 			SyncLoop: func(*http.Request) error {
 				if c := s.Controller(name); c != nil {
 					return c.Healthy()

@@ -102,6 +102,9 @@ func (s *simPods) parseBehaviour(ctx context.Context, p *v1.Pod) {
 	if err != nil {
 		s.recorder.Event(p, v1.EventTypeWarning, "InvalidAnnotation", err.Error())
 	}
+	if err := UsageAnnotationsError(p); err != nil {
+		s.recorder.Event(p, v1.EventTypeWarning, "InvalidAnnotation", err.Error())
+	}
 	s.mu.Lock()
 	sp := s.pods[p.UID]
 	changed := sp != nil && !reflect.DeepEqual(sp.behaviour, b)

@@ -98,6 +98,7 @@ type Simulator struct {
 	reservation v1.ResourceList
 	extraFuncs  []nodestatus.Func
 	pods        *simPods // nil: the Nodes run no pods
+	usage       *Usage   // the Nodes' and their pods' simulated resource usage (usage.go)
 
 	restarts chan restart
 	done     chan struct{} // closed when Run has returned
@@ -214,6 +215,7 @@ func New(cfg Config) (*Simulator, error) {
 			s.pods.commands = &commands{limits: cfg.CommandLimits}
 		}
 	}
+	s.usage = NewUsage(cfg.Dependencies.Clock)
 	maps.Copy(s.labels, t.Labels)
 	maps.Copy(s.labels, cfg.Node.Labels)
 	s.labels[LabelSimulated] = "true"

@@ -457,6 +457,10 @@ func TestShards(t *testing.T) {
 		c := framework.NodeCondition(n, corev1.NodeMemoryPressure)
 		return c != nil && c.Status == corev1.ConditionFalse
 	})
+	// The Node's simulated usage (issue 37), through the same pod proxy.
+	if out, err := ctl("sim-0450", "--cpu=1", "--memory=1Gi"); err != nil || !strings.Contains(out, `"baseCPU": "1"`) || !strings.Contains(out, `"baseMemory": "1Gi"`) {
+		t.Errorf("ctl sim-0450 --cpu=1 --memory=1Gi: %v\n%s", err, out)
+	}
 	out, err = ctl("--list")
 	var list struct {
 		Summary struct{ Total, Running, Ready int }

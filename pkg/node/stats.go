@@ -1,0 +1,50 @@
+package node
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nodeagent/nodeagent/pkg/resourcemetrics"
+)
+
+// The optional interfaces a PodProvider implements to serve its Node's resource usage through the
+// kubelet's API, named as Virtual Kubelet's provider names them (see pkg/resourcemetrics for their
+// contracts):
+//
+//   - StatsSummaryGetter (GetStatsSummary): /stats/summary (a stats/v1alpha1 Summary), and
+//     /metrics/resource derived from it as the kubelet derives it (resourcemetrics.FromSummary);
+//   - MetricsResourceGetter (GetMetricsResource): /metrics/resource from the provider's own families.
+//
+// metrics-server (kubectl top, the HorizontalPodAutoscaler) scrapes /metrics/resource: a Node whose
+// CPU or memory is 0 is dropped by it. A path whose interface the provider lacks answers 501.
+type (
+	// StatsSummaryGetter is GetStatsSummary (/stats/summary, /metrics/resource).
+	StatsSummaryGetter = resourcemetrics.StatsSummaryGetter
+	// MetricsResourceGetter is GetMetricsResource (/metrics/resource).
+	MetricsResourceGetter = resourcemetrics.MetricsResourceGetter
+)
+
+// CadvisorCollectorsGetter is a Host that serves the kubelet's /metrics/cadvisor: cadvisor's
+// Prometheus collectors (host.Stats for the agent's machine).
+type CadvisorCollectorsGetter interface {
+	CadvisorCollectors() []prometheus.Collector
+}
+
+// statsProvider returns what serves the Node's /stats/summary and /metrics/resource: the pod
+// provider when it implements StatsSummaryGetter or MetricsResourceGetter, else the Host when it
+// does (the agent's machine, no pods), else nil (501); and the Host's cadvisor collectors.
+func (c *Controller) statsProvider(provider any) (any, []prometheus.Collector) {
+	var stats any
+	for _, p := range []any{provider, c.cfg.Host} {
+		_, summary := p.(StatsSummaryGetter)
+		_, resource := p.(MetricsResourceGetter)
+		if summary || resource {
+			stats = p
+			break
+		}
+	}
+	var cadvisor []prometheus.Collector
+	if g, ok := c.cfg.Host.(CadvisorCollectorsGetter); ok {
+		cadvisor = g.CadvisorCollectors()
+	}
+	return stats, cadvisor
+}
