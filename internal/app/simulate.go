@@ -16,7 +16,6 @@ import (
 	"github.com/nodeagent/nodeagent/pkg/config"
 	"github.com/nodeagent/nodeagent/pkg/lifecycle"
 	"github.com/nodeagent/nodeagent/pkg/node"
-	"github.com/nodeagent/nodeagent/pkg/pod"
 	"github.com/nodeagent/nodeagent/pkg/server"
 	"github.com/nodeagent/nodeagent/pkg/simulation"
 	"github.com/nodeagent/nodeagent/pkg/version"
@@ -272,12 +271,12 @@ func runSimulate(ctx context.Context, o *simulateOptions) error {
 			Labels: cfg.NodeLabels, Taints: taints, Unschedulable: !*cfg.RegisterSchedulable,
 			NodeStatusUpdateFrequency: cfg.NodeStatusUpdateFrequency.Duration, NodeStatusReportFrequency: cfg.NodeStatusReportFrequency.Duration,
 			NodeLeaseDurationSeconds: cfg.NodeLeaseDurationSeconds, NodeStatusMaxImages: *cfg.NodeStatusMaxImages,
-			AgentVersion: version.Get().GitVersion,
+			AgentVersion: version.Get().KubeletVersion(),
 		},
 		REST: restConfig, Kubeconfig: o.agent.Kubeconfig, QPS: *cfg.KubeAPIQPS, Burst: int(cfg.KubeAPIBurst),
 		EventQPS: o.eventQPS, EventBurst: int(o.eventBurst), PodQPS: o.podAPIQPS, PodBurst: int(o.podAPIBurst), Workers: o.workers, LeaseWorkers: o.leaseWorkers, PodWorkers: o.podWorkers,
-		PodBehaviour: pod.Behaviour{
-			Default:   pod.ContainerBehaviour{StartDelay: o.podStartDelay, ReadinessDelay: o.podReadinessDelay},
+		PodBehaviour: simulation.Behaviour{
+			Default:   simulation.ContainerBehaviour{StartDelay: o.podStartDelay, ReadinessDelay: o.podReadinessDelay},
 			StopDelay: o.podStopDelay,
 		},
 		ProcessStart: processStart, DeleteNodesOnExit: o.deleteNodesOnExit, KubeletAPI: kubeletAPI,

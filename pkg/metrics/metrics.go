@@ -34,6 +34,7 @@ type Metrics struct {
 	LeaseRenewDuration      *metrics.Histogram
 	LeaseRenewErrors        *metrics.CounterVec // reason
 	RuntimeStatusCalls      *metrics.CounterVec // result
+	PodStatusPatchErrors    *metrics.CounterVec // reason
 	RuntimeCondition        *metrics.GaugeVec   // condition: RuntimeReady, NetworkReady
 	NodeReady               *metrics.Gauge
 	NodeCondition           *metrics.GaugeVec // condition, status
@@ -87,6 +88,10 @@ func New(processStart time.Time) *Metrics {
 			Namespace: namespace, Name: "runtime_status_calls_total",
 			Help: "CRI RuntimeService.Status calls, by result: success or error.", StabilityLevel: metrics.ALPHA,
 		}, []string{"result"}),
+		PodStatusPatchErrors: metrics.NewCounterVec(&metrics.CounterOpts{
+			Namespace: namespace, Name: "pod_status_patch_errors_total",
+			Help: "PATCH pods/status requests the API server refused (4xx but NotFound and Conflict), by reason (the API status reason, e.g. RequestEntityTooLarge, Invalid).", StabilityLevel: metrics.ALPHA,
+		}, []string{"reason"}),
 		RuntimeCondition: metrics.NewGaugeVec(&metrics.GaugeOpts{
 			Namespace: namespace, Name: "runtime_condition",
 			Help: "1 when the runtime condition (RuntimeReady, NetworkReady) was true in the last CRI Status, else 0.", StabilityLevel: metrics.ALPHA,
@@ -117,7 +122,7 @@ func New(processStart time.Time) *Metrics {
 		}, []string{"node"}),
 	}
 	m.Registry.MustRegister(m.NodeStatusPatchDuration, m.NodeStatusPatchErrors, m.NodeStatusSyncs, m.RegistrationAttempts,
-		m.LeaseRenewDuration, m.LeaseRenewErrors, m.RuntimeStatusCalls, m.RuntimeCondition, m.NodeReady, m.NodeCondition,
+		m.LeaseRenewDuration, m.LeaseRenewErrors, m.RuntimeStatusCalls, m.PodStatusPatchErrors, m.RuntimeCondition, m.NodeReady, m.NodeCondition,
 		m.StartupDuration, m.LastStatusSync, m.BuildInfo, m.NodeName)
 	m.Registry.RawMustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	v := version.Get()
@@ -128,6 +133,11 @@ func New(processStart time.Time) *Metrics {
 // Handler serves the registry in the Prometheus text format.
 func (m *Metrics) Handler() http.Handler {
 	return metrics.HandlerFor(m.Registry, metrics.HandlerOpts{})
+}
+
+// ObservePodStatusRefused counts one pod status patch the API server refused, by reason.
+func (m *Metrics) ObservePodStatusRefused(reason string) {
+	m.PodStatusPatchErrors.WithLabelValues(reason).Inc()
 }
 
 // ObserveRegistrationAttempt counts one registration attempt by result: created, existing or error.
@@ -244,6 +254,9 @@ func (o ManyNodes) ObserveLeaseRenewal(d time.Duration) { o.m.ObserveLeaseRenewa
 
 // ObserveLeaseError counts one failed Lease call by reason.
 func (o ManyNodes) ObserveLeaseError(reason string) { o.m.ObserveLeaseError(reason) }
+
+// ObservePodStatusRefused counts one pod status patch the API server refused, by reason.
+func (o ManyNodes) ObservePodStatusRefused(reason string) { o.m.ObservePodStatusRefused(reason) }
 
 // ObserveRegistrationAttempt counts one registration attempt by result.
 func (o ManyNodes) ObserveRegistrationAttempt(result string) { o.m.ObserveRegistrationAttempt(result) }

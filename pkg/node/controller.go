@@ -41,7 +41,6 @@ import (
 	"github.com/nodeagent/nodeagent/pkg/lease"
 	"github.com/nodeagent/nodeagent/pkg/nodecache"
 	"github.com/nodeagent/nodeagent/pkg/nodestatus"
-	"github.com/nodeagent/nodeagent/pkg/pod"
 	"github.com/nodeagent/nodeagent/pkg/registration"
 	"github.com/nodeagent/nodeagent/pkg/statussync"
 )
@@ -91,6 +90,14 @@ type Observer interface {
 	ObserveSync(nodeName string, r statussync.SyncResult)
 	// ObserveRegistrationAttempt is called after each registration attempt: created, existing or error.
 	ObserveRegistrationAttempt(result string)
+}
+
+// PodObserver is an optional part of an Observer (metrics.Metrics implements it) for the Nodes that
+// run pods: told of each pod status write the API server refused.
+type PodObserver interface {
+	// ObservePodStatusRefused is called for each refused pod status patch, with the API's status
+	// reason (e.g. RequestEntityTooLarge, Invalid, Forbidden).
+	ObservePodStatusRefused(reason string)
 }
 
 // Config is one Node's completed configuration: parsed, validated, defaulted.
@@ -220,8 +227,9 @@ type Controller struct {
 	posted    *postedNode
 	lastPatch *statussync.SyncResult
 
-	// pods is what the Node keeps of its pods when it runs them (Config.Pods); nil otherwise.
-	pods *nodePods
+	// pods are the Node's pod workers when it runs pods (Config.Pods); nil otherwise: a Node without
+	// pods (the single agent on a host, a library Node without a PodProvider) pays one nil pointer.
+	pods *podWorkers
 
 	logger *klog.Logger // the workers' logger with the node's name, made at the first step
 	ready  chan struct{}
@@ -229,29 +237,6 @@ type Controller struct {
 	// The two Onces (12 bytes each) side by side: no padding (see TestControllerSize).
 	readyOnce sync.Once
 	doneOnce  sync.Once
-}
-
-// nodePods is what a Controller whose Node runs pods keeps of them, allocated by New only then: a
-// Node without pods (the single agent on a host, a library Node without a PodProvider) pays for it
-// one nil pointer.
-type nodePods struct {
-	// mu guards states, ipam, usage, counted, usageInit and each podState's ips.
-	mu sync.Mutex
-	// states are the pods bound to the Node as far as its pod steps know, by namespace/name; ipam
-	// gives them their IPs (made at the first pod that needs one).
-	states map[string]*podState
-	ipam   *pod.IPAllocator
-	// usage is what the Node's active pods hold, for admission, kept as they are admitted (counted,
-	// by UID) and stop (podStopped); usageInit says it was first filled from the pods the informer
-	// has (the pods admitted by an earlier run of the process are active too).
-	usage     pod.Usage
-	counted   map[types.UID]pod.UsageEntry
-	usageInit bool
-	// running counts the pod steps running now (Done waits for them); cancels cancel them (Stop), by
-	// the id beginPod gave each, lastID the last such id. Guarded by Controller.mu, not mu.
-	running int
-	cancels map[uint64]context.CancelFunc
-	lastID  uint64
 }
 
 // Validate checks what New needs of a Config without building anything: the Node's name, its Host
@@ -314,7 +299,7 @@ func New(cfg Config, deps Dependencies) (*Controller, error) {
 	}
 	c.registered.Store(!cfg.RegisterNode)
 	if cfg.Pods != nil {
-		c.pods = &nodePods{} // its maps made at the first pod
+		c.pods = &podWorkers{} // its maps made at the first pod
 	}
 	c.runtimeState = criruntime.NewState(deps.Clock, MaxWaitForContainerRuntime)
 	var err error
@@ -425,10 +410,7 @@ func (c *Controller) Stop() {
 	c.stopped = true
 	running := false
 	if c.pods != nil {
-		running = c.pods.running > 0
-		for _, cancel := range c.pods.cancels {
-			cancel()
-		}
+		running = c.pods.stop()
 	}
 	for _, cancel := range c.cancel {
 		if cancel != nil {
@@ -497,7 +479,7 @@ func (c *Controller) end(step Step) (stopped bool) {
 
 // closeDoneIfIdle closes Done when no step of the stopped Node runs; c.mu held.
 func (c *Controller) closeDoneIfIdle() {
-	if c.pods != nil && c.pods.running > 0 {
+	if c.pods != nil && !c.pods.idle() {
 		return
 	}
 	for _, cancel := range c.cancel {
@@ -508,39 +490,21 @@ func (c *Controller) closeDoneIfIdle() {
 	c.doneOnce.Do(func() { close(c.done) })
 }
 
-// beginPod starts a pod step: false when the Node is stopped or runs no pods (the item is a no-op). Its context ends
-// with the timeout or when the Node stops.
-func (c *Controller) beginPod(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.stopped || c.pods == nil {
+// beginPod starts a sync of pod key: false when the Node is stopped or runs no pods (the item is a
+// no-op). Its context ends with the timeout, when the Node stops, or when the pod's deletion arrives
+// during a SyncPod; end ends it.
+func (c *Controller) beginPod(ctx context.Context, key string, timeout time.Duration) (context.Context, func(), bool) {
+	if c.pods == nil {
 		return nil, nil, false
 	}
-	if c.logger == nil {
-		l := klog.FromContext(ctx).WithValues("node", c.cfg.NodeName)
-		c.logger = &l
-	}
-	if c.pods.cancels == nil {
-		c.pods.cancels = map[uint64]context.CancelFunc{}
-	}
-	c.pods.running++
-	c.pods.lastID++
-	id := c.pods.lastID
-	stepCtx, cancel := context.WithTimeout(klog.NewContext(ctx, *c.logger), timeout)
-	c.pods.cancels[id] = cancel
-	return stepCtx, func() {
-		cancel()
-		c.mu.Lock()
-		delete(c.pods.cancels, id)
-		c.mu.Unlock()
-	}, true
+	return c.pods.begin(ctx, c.cfg.NodeName, key, timeout)
 }
 
-// endPod ends a pod step and reports whether the Node has been stopped meanwhile.
+// endPod reports, after a pod sync ended, whether the Node has been stopped meanwhile; a stopped
+// Node closes Done once none of its steps and syncs runs.
 func (c *Controller) endPod() (stopped bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.pods.running--
 	if !c.stopped {
 		return false
 	}

@@ -3,7 +3,9 @@ package node_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
@@ -26,6 +28,7 @@ import (
 // IPs, writes their status and deletes them.
 type podRunner struct {
 	mu      sync.Mutex
+	pods    map[types.UID]*v1.Pod
 	started map[types.UID]time.Time
 	stopped map[types.UID]time.Time
 }
@@ -33,8 +36,15 @@ type podRunner struct {
 func (r *podRunner) CreatePod(_ context.Context, p *v1.Pod) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.pods[p.UID] = p
 	r.started[p.UID] = time.Now()
 	return nil
+}
+
+func (r *podRunner) GetPods(context.Context) ([]*v1.Pod, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Collect(maps.Values(r.pods)), nil
 }
 
 func (r *podRunner) UpdatePod(context.Context, *v1.Pod) error { return nil }
@@ -45,6 +55,7 @@ func (r *podRunner) DeletePod(_ context.Context, p *v1.Pod) error {
 	if p.DeletionTimestamp != nil {
 		r.stopped[p.UID] = time.Now()
 	} else {
+		delete(r.pods, p.UID)
 		delete(r.started, p.UID)
 		delete(r.stopped, p.UID)
 	}
@@ -82,7 +93,7 @@ func Example_pods() {
 		NodeStatusUpdateFrequency: 10 * time.Second, NodeStatusReportFrequency: 5 * time.Minute,
 		NodeLeaseDurationSeconds: 40, AgentVersion: "v1.37.2-example",
 		Host: host{}, Runtime: containerRuntime{},
-		Pods: &podRunner{started: map[types.UID]time.Time{}, stopped: map[types.UID]time.Time{}},
+		Pods: &podRunner{pods: map[types.UID]*v1.Pod{}, started: map[types.UID]time.Time{}, stopped: map[types.UID]time.Time{}},
 		// Without kube-controller-manager's nodeipam, the pod IPs come from here.
 		FallbackPodCIDR: netip.MustParsePrefix("10.244.7.0/24"),
 	}, node.Dependencies{

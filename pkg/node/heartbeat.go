@@ -96,7 +96,7 @@ func (c *Controller) heartbeatFailed(reason string, start time.Time) {
 	c.mu.Lock()
 	s := c.queue
 	c.mu.Unlock()
-	if s == nil || s.heartbeats.Failed(start) {
+	if s == nil || s.outage.heartbeats.Failed(start) {
 		c.cache.MarkStale(reason)
 	}
 }
@@ -107,7 +107,7 @@ func (c *Controller) heartbeatSucceeded() {
 	c.mu.Lock()
 	s := c.queue
 	c.mu.Unlock()
-	if s != nil && s.heartbeats.Succeeded() {
+	if s != nil && s.outage.heartbeats.Succeeded() {
 		s.recovered()
 	}
 }
@@ -128,8 +128,42 @@ func (c *Controller) closeAllConns() {
 	s := c.queue
 	c.mu.Unlock()
 	if s != nil {
-		s.closeAllConns()
+		s.outage.closeAllConns()
 	}
+}
+
+// outagePolicy is what a process does about its heartbeats as a whole, for all its Nodes alike: it
+// tracks them (Heartbeats) and closes every API connection (QueueConfig.CloseAllConns, the kubelet's
+// closeAllConns) on a Node's repeated heartbeat failure only while they fail as a whole, at most once
+// per closeAllConnsMinInterval. Recovery (every Node re-syncs) is the Queue's, which knows the Nodes.
+type outagePolicy struct {
+	heartbeats *Heartbeats
+	clock      clock.PassiveClock
+	closeAll   func() // nil: nothing to close
+
+	mu        sync.Mutex
+	lastClose time.Time
+}
+
+func newOutagePolicy(clk clock.PassiveClock, closeAll func()) *outagePolicy {
+	return &outagePolicy{heartbeats: newHeartbeats(clk), clock: clk, closeAll: closeAll}
+}
+
+// closeAllConns closes every API connection when the process's heartbeats fail as a whole, at most
+// once per closeAllConnsMinInterval.
+func (o *outagePolicy) closeAllConns() {
+	if o.closeAll == nil || !o.heartbeats.Outage() {
+		return
+	}
+	o.mu.Lock()
+	now := o.clock.Now()
+	if !o.lastClose.IsZero() && now.Sub(o.lastClose) < closeAllConnsMinInterval {
+		o.mu.Unlock()
+		return
+	}
+	o.lastClose = now
+	o.mu.Unlock()
+	o.closeAll()
 }
 
 // duplicate runs when another agent, other, renewed this Node's Lease after this process started and

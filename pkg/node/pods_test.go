@@ -36,6 +36,7 @@ type fakePods struct {
 	mu      sync.Mutex
 	calls   []string
 	stopped map[types.UID]bool
+	running []*v1.Pod // what GetPods returns
 }
 
 func (f *fakePods) record(call string, p *v1.Pod) {
@@ -72,6 +73,14 @@ func (f *fakePods) GetPodStatus(_ context.Context, p *v1.Pod) (PodRuntimeStatus,
 		cs = append(cs, s)
 	}
 	return PodRuntimeStatus{Status: &pod.RuntimeStatus{Sandbox: pod.SandboxReady, Containers: cs}}, nil
+}
+
+// GetPods returns the pods of the calls' record that were created and not forgotten: none here but
+// those a test adds to running.
+func (f *fakePods) GetPods(context.Context) ([]*v1.Pod, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.running), nil
 }
 
 func (f *fakePods) Calls() []string {
@@ -347,7 +356,7 @@ func TestPodStepIdempotentAndForgotten(t *testing.T) {
 	if got, want := e.provider.Calls(), []string{"create a", "delete a"}; !slices.Equal(got, want) {
 		t.Errorf("provider calls %q, want %q", got, want)
 	}
-	if n := e.ctrl.pods.ipam.Allocated(); n != 0 {
+	if n := e.ctrl.pods.resources.allocatedIPs(); n != 0 {
 		t.Errorf("%d pod IPs still allocated after the pod left, want 0", n)
 	}
 }
@@ -531,7 +540,7 @@ func TestPodStepLaterPasses(t *testing.T) {
 				t.Fatal(r.err)
 			}
 			if tc.writtenRV != 0 {
-				e.ctrl.podState("default/a").writtenRV = tc.writtenRV
+				e.ctrl.pods.statuses["default/a"].writtenRV = tc.writtenRV
 			}
 			written := first
 			if p, err := e.client.CoreV1().Pods("default").Get(ctx, "a", metav1.GetOptions{}); err == nil {

@@ -77,30 +77,29 @@ type QueueConfig struct {
 	Coalesce time.Duration
 }
 
-// Queue runs the steps of every Node of a process on two client-go work queues (delaying and
-// rate-limited, keyed by Node and step) served by a bounded pool of workers: one queue for the
-// Lease steps, one for the others. No Node has a goroutine or a timer of its own. Build with
-// NewQueue, add controllers with Start (before or while Run runs), run with Run.
+// Queue runs the steps of every Node of a process on client-go work queues (delaying and
+// rate-limited) served by bounded pools of workers: one queue for the Lease steps, one for the other
+// Node steps, one for the pods of the Nodes that run pods. No Node has a goroutine or a timer of its
+// own. Build with NewQueue, add controllers with Start (before or while Run runs), run with Run.
+//
+// Its other jobs have types of their own: the process's heartbeat and outage policy (outagePolicy,
+// over Heartbeats), the routing of the pod informer's events to the Nodes (podRouter), and the
+// liveness of its pools (liveness).
 //
 // It follows KWOK's node lease controller (one delaying queue, a worker pool) and controller-runtime's
 // controllers (a rate-limited work queue, Forget on success).
 type Queue struct {
-	cfg        QueueConfig
-	queues     [2]workqueue.TypedRateLimitingInterface[stepKey] // [0] Lease, [1] the others
-	pods       workqueue.TypedRateLimitingInterface[podKey]
-	heartbeats *Heartbeats
+	cfg    QueueConfig
+	queues [2]workqueue.TypedRateLimitingInterface[stepKey] // [0] Lease, [1] the others
+	pods   workqueue.TypedRateLimitingInterface[podKey]
+
+	outage *outagePolicy
+	router podRouter
+	alive  *liveness
 
 	mu          sync.Mutex
 	controllers map[*Controller]struct{}
-	byName      map[string]*Controller // the running controllers of Nodes that run pods
 	running     bool
-	lastClose   time.Time
-
-	// alive records, per queue, when a worker last finished an item; the liveness probe item is
-	// added to each queue every livenessPeriod, so a queue whose workers are all stuck shows.
-	aliveMu   sync.Mutex
-	lastServe [2]time.Time
-	probeKey  [2]stepKey
 }
 
 // NewQueue validates cfg and builds the queues. It starts nothing.
@@ -126,24 +125,22 @@ func NewQueue(cfg QueueConfig) (*Queue, error) {
 	if cfg.Coalesce < 0 {
 		return nil, fmt.Errorf("node: QueueConfig.Coalesce %s must not be negative", cfg.Coalesce)
 	}
-	s := &Queue{cfg: cfg, controllers: map[*Controller]struct{}{}, byName: map[string]*Controller{}}
-	s.heartbeats = newHeartbeats(cfg.Clock)
+	s := &Queue{cfg: cfg, controllers: map[*Controller]struct{}{}}
+	s.outage = newOutagePolicy(cfg.Clock, cfg.CloseAllConns)
+	s.alive = newLiveness(cfg.Clock, cfg.StepTimeout)
 	for i, name := range []string{"node_lease", "node_steps"} {
 		limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[stepKey](registrationBackoff, registrationMaxBackoff)
 		s.queues[i] = workqueue.NewTypedRateLimitingQueueWithConfig(limiter,
 			workqueue.TypedRateLimitingQueueConfig[stepKey]{Name: name, Clock: cfg.Clock})
-		s.probeKey[i] = stepKey{c: nil, step: Step(i)}
 	}
 	s.pods = workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[podKey](podBackoff, podMaxBackoff),
 		workqueue.TypedRateLimitingQueueConfig[podKey]{Name: "node_pods", Clock: cfg.Clock})
-	now := cfg.Clock.Now()
-	s.lastServe = [2]time.Time{now, now}
 	return s, nil
 }
 
 // Heartbeats returns the process's heartbeat tracker: whether its heartbeats fail as a whole.
-func (s *Queue) Heartbeats() *Heartbeats { return s.heartbeats }
+func (s *Queue) Heartbeats() *Heartbeats { return s.outage.heartbeats }
 
 // Len returns how many controllers the queue runs.
 func (s *Queue) Len() int {
@@ -168,10 +165,10 @@ func (s *Queue) Start(c *Controller) error {
 	}
 	s.mu.Lock()
 	s.controllers[c] = struct{}{}
-	if c.pods != nil {
-		s.byName[c.cfg.NodeName] = c
-	}
 	s.mu.Unlock()
+	if c.pods != nil {
+		s.router.add(c)
+	}
 	c.deps.Recorder.Eventf(c.EventRef(), v1.EventTypeNormal, "Starting", "Starting nodeagent.")
 	for _, step := range c.StartupSteps() {
 		s.add(c, step)
@@ -186,10 +183,8 @@ func (s *Queue) Start(c *Controller) error {
 func (s *Queue) remove(c *Controller) {
 	s.mu.Lock()
 	delete(s.controllers, c)
-	if s.byName[c.cfg.NodeName] == c {
-		delete(s.byName, c.cfg.NodeName)
-	}
 	s.mu.Unlock()
+	s.router.remove(c)
 	for step := range numSteps {
 		s.queue(step).Forget(stepKey{c, step})
 	}
@@ -210,7 +205,7 @@ func (s *Queue) Run(ctx context.Context) error {
 	s.running = true
 	s.mu.Unlock()
 	logger := klog.FromContext(ctx)
-	logger.V(2).Info("Starting node step queue", "workers", s.cfg.Workers, "leaseWorkers", s.cfg.LeaseWorkers)
+	logger.V(2).Info("Starting node step queue", "workers", s.cfg.Workers, "leaseWorkers", s.cfg.LeaseWorkers, "podWorkers", s.cfg.PodWorkers)
 
 	var wg sync.WaitGroup
 	for i, n := range []int{s.cfg.LeaseWorkers, s.cfg.Workers} {
@@ -221,8 +216,9 @@ func (s *Queue) Run(ctx context.Context) error {
 				}
 			})
 		}
-		q.Add(s.probeKey[i])
+		q.Add(stepKey{c: nil, step: Step(i)}) // the pool's liveness probe
 	}
+	s.pods.Add(podKey{}) // the pod pool's liveness probe
 	for range s.cfg.PodWorkers {
 		wg.Go(func() {
 			for s.processNextPod(ctx) {
@@ -245,9 +241,6 @@ func (s *Queue) Run(ctx context.Context) error {
 	return nil
 }
 
-// livenessPeriod is how often the probe item goes through each queue.
-const livenessPeriod = 5 * time.Second
-
 // processNext takes one item from q and runs it; false once q is shut down.
 func (s *Queue) processNext(ctx context.Context, qi int) bool {
 	q := s.queues[qi]
@@ -256,19 +249,16 @@ func (s *Queue) processNext(ctx context.Context, qi int) bool {
 		return false
 	}
 	defer q.Done(key)
+	p := pool(qi)     // queues[0] is poolLease, queues[1] poolSteps
 	if key.c == nil { // the liveness probe
-		s.aliveMu.Lock()
-		s.lastServe[qi] = s.cfg.Clock.Now()
-		s.aliveMu.Unlock()
+		s.alive.served(p)
 		if ctx.Err() == nil {
 			q.AddAfter(key, livenessPeriod)
 		}
 		return true
 	}
 	s.runStep(ctx, qi, key)
-	s.aliveMu.Lock()
-	s.lastServe[qi] = s.cfg.Clock.Now()
-	s.aliveMu.Unlock()
+	s.alive.served(p)
 	return true
 }
 
@@ -322,7 +312,14 @@ func (s *Queue) processNextPod(ctx context.Context) bool {
 		return false
 	}
 	defer s.pods.Done(key)
-	stepCtx, cancel, ok := key.c.beginPod(ctx, s.cfg.StepTimeout)
+	defer s.alive.served(poolPods)
+	if key.c == nil { // the liveness probe
+		if ctx.Err() == nil {
+			s.pods.AddAfter(key, livenessPeriod)
+		}
+		return true
+	}
+	stepCtx, cancel, ok := key.c.beginPod(ctx, key.key, s.cfg.StepTimeout)
 	if !ok {
 		s.pods.Forget(key)
 		return true
@@ -349,48 +346,16 @@ func (s *Queue) processNextPod(ctx context.Context) bool {
 }
 
 // PodEventHandler returns the handler of the process's pod informer: each pod added, changed or
-// deleted is queued for the running Controller of its Node (spec.nodeName), if that Node runs pods.
-func (s *Queue) PodEventHandler() cache.ResourceEventHandler {
-	queue := func(obj any) {
-		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = d.Obj
-		}
-		p, ok := obj.(*v1.Pod)
-		if !ok || p.Spec.NodeName == "" {
-			return
-		}
-		s.mu.Lock()
-		c := s.byName[p.Spec.NodeName]
-		s.mu.Unlock()
-		if c != nil {
-			c.addPod(p.Namespace + "/" + p.Name)
-		}
-	}
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc:    queue,
-		UpdateFunc: func(_, obj any) { queue(obj) },
-		DeleteFunc: queue,
-	}
-}
+// deleted is routed to the running Controller of its Node (spec.nodeName), if that Node runs pods
+// (podRouter).
+func (s *Queue) PodEventHandler() cache.ResourceEventHandler { return s.router.handler() }
 
 // Alive reports whether the queue's workers are serving their queues: nil while a worker of each
-// queue finished an item within the last bound (3 liveness periods plus a step timeout: a worker may
-// be in one step for that long). It says nothing of the API server or the runtime: a step that
-// fails, or waits in backoff, has been served. It is the systemd watchdog's and /healthz syncloop's
-// test, as the kubelet's syncloop check tests its own loop.
-func (s *Queue) Alive() error {
-	bound := 3*livenessPeriod + s.cfg.StepTimeout
-	now := s.cfg.Clock.Now()
-	s.aliveMu.Lock()
-	defer s.aliveMu.Unlock()
-	var errs []error
-	for i, name := range []string{"lease", "node step"} {
-		if age := now.Sub(s.lastServe[i]); age > bound {
-			errs = append(errs, fmt.Errorf("no %s worker has finished an item for %s (bound %s): every worker is stuck", name, age.Round(time.Second), bound))
-		}
-	}
-	return errors.Join(errs...)
-}
+// pool (Lease, Node steps, pods) finished an item within the last bound (3 liveness periods plus a
+// step timeout: a worker may be in one step for that long). It says nothing of the API server or the
+// runtime: a step that fails, or waits in backoff, has been served. It is the systemd watchdog's and
+// /healthz syncloop's test, as the kubelet's syncloop check tests its own loop.
+func (s *Queue) Alive() error { return s.alive.check() }
 
 // recovered runs when the process's heartbeats succeed again after an outage: every Node reads its
 // Node from the API server for a while and re-syncs its status at once and twice more (see
@@ -406,21 +371,4 @@ func (s *Queue) snapshot() []*Controller {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Collect(maps.Keys(s.controllers))
-}
-
-// closeAllConns closes every API connection when the process's heartbeats fail as a whole, at most
-// once per closeAllConnsMinInterval.
-func (s *Queue) closeAllConns() {
-	if s.cfg.CloseAllConns == nil || !s.heartbeats.Outage() {
-		return
-	}
-	s.mu.Lock()
-	now := s.cfg.Clock.Now()
-	if !s.lastClose.IsZero() && now.Sub(s.lastClose) < closeAllConnsMinInterval {
-		s.mu.Unlock()
-		return
-	}
-	s.lastClose = now
-	s.mu.Unlock()
-	s.cfg.CloseAllConns()
 }

@@ -201,24 +201,24 @@ func TestCloseAllConnsOnlyInAnOutage(t *testing.T) {
 		time.Sleep(time.Second)
 		s.Heartbeats().Succeeded() // another Node's heartbeat succeeded after ours started
 		s.Heartbeats().Failed(start)
-		s.closeAllConns()
+		s.outage.closeAllConns()
 		if closes != 0 {
 			t.Fatalf("closed while other heartbeats succeed")
 		}
 		time.Sleep(time.Second)
 		s.Heartbeats().Failed(time.Now().Add(-time.Millisecond))
-		s.closeAllConns()
-		s.closeAllConns()
+		s.outage.closeAllConns()
+		s.outage.closeAllConns()
 		if closes != 1 {
 			t.Fatalf("%d closes in an outage, want 1", closes)
 		}
 		time.Sleep(9 * time.Second)
-		s.closeAllConns()
+		s.outage.closeAllConns()
 		if closes != 1 {
 			t.Errorf("%d closes within 10 s, want 1", closes)
 		}
 		time.Sleep(time.Second)
-		s.closeAllConns()
+		s.outage.closeAllConns()
 		if closes != 2 {
 			t.Errorf("%d closes after 10 s in the outage, want 2", closes)
 		}

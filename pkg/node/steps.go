@@ -185,6 +185,7 @@ func (c *Controller) statusStep(ctx context.Context) result {
 		next = spreadAfterLate(prev, now, c.cfg.NodeStatusUpdateFrequency, next)
 	}
 	res := result{after: c.nextStatusSync(c.deps.Clock.Now(), next)}
+	c.wakeEvictionManager()
 	if c.registrar == nil {
 		res.wake = c.startFastUpdate(now)
 	}
@@ -216,7 +217,7 @@ func (c *Controller) nextStatusSync(now time.Time, next time.Duration) time.Dura
 	s := c.queue
 	c.mu.Unlock()
 	if s != nil {
-		if d, ok := s.heartbeats.NextResync(now); ok && d < next {
+		if d, ok := s.outage.heartbeats.NextResync(now); ok && d < next {
 			return d
 		}
 	}

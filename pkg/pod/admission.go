@@ -356,7 +356,7 @@ func podHostPorts(pod *v1.Pod) []hostPort {
 		}
 	}
 	for i := range pod.Spec.InitContainers {
-		if isSidecar(&pod.Spec.InitContainers[i]) {
+		if IsRestartableInitContainer(&pod.Spec.InitContainers[i]) {
 			add(&pod.Spec.InitContainers[i])
 		}
 	}
@@ -383,7 +383,7 @@ func hostPortsConflict(pod *v1.Pod, u *Usage) bool {
 	return false
 }
 
-// isSidecar is podutil.IsRestartableInitContainer: an init container with restartPolicy Always.
-func isSidecar(c *v1.Container) bool {
+// IsRestartableInitContainer mirrors podutil.IsRestartableInitContainer: a sidecar, an init container with restartPolicy Always.
+func IsRestartableInitContainer(c *v1.Container) bool {
 	return c.RestartPolicy != nil && *c.RestartPolicy == v1.ContainerRestartPolicyAlways
 }

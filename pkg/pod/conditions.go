@@ -67,7 +67,7 @@ func ContainersReadyCondition(pod *v1.Pod, statuses []v1.ContainerStatus, phase 
 		}
 	}
 	for i := range pod.Spec.InitContainers {
-		if isSidecar(&pod.Spec.InitContainers[i]) {
+		if IsRestartableInitContainer(&pod.Spec.InitContainers[i]) {
 			check(&pod.Spec.InitContainers[i])
 		}
 	}
@@ -149,7 +149,7 @@ func InitializedCondition(pod *v1.Pod, statuses []v1.ContainerStatus, phase v1.P
 			continue
 		}
 		done := s.Ready
-		if isSidecar(ct) {
+		if IsRestartableInitContainer(ct) {
 			done = s.Started != nil && *s.Started
 		}
 		if !done {

@@ -7,13 +7,12 @@
 //     RuntimeStatus (the runtime's and prober's view); StatusPatch turns it into the status manager's
 //     strategic-merge patch with the UID precondition, nil when nothing changed.
 //   - IPAllocator: pod IPs from a Node's spec.podCIDRs as CNI host-local hands them out.
-//   - Simulate: the simulated runtime's RuntimeStatus at a time and the next time it changes;
-//     PodBehaviour reads the nodeagent.io/ annotations.
 //
-// A sync of one pod on a simulated Node reads:
+// The runtime's view comes from elsewhere: a library's PodProvider, or the simulated runtime
+// (pkg/simulation: Simulate, PodBehaviour). A sync of one pod on a simulated Node reads:
 //
-//	b, err := pod.PodBehaviour(p, defaults)            // err: emit an Event, b has the defaults
-//	rt, next := pod.Simulate(p, &b, &pod.SimInput{StartTime: start, RuntimeName: "containerd",
+//	b, err := simulation.PodBehaviour(p, defaults)     // err: emit an Event, b has the defaults
+//	rt, next := simulation.Simulate(p, &b, &simulation.SimInput{StartTime: start, RuntimeName: "containerd",
 //		PodIPs: ips, HostIPs: hostIPs, Overrides: overrides[p.UID]}, now)
 //	status, err := pod.GenerateStatus(p, rt, now)
 //	patch, err := pod.StatusPatch(p.UID, &p.Status, &status)

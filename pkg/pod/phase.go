@@ -21,7 +21,7 @@ func Phase(pod *v1.Pod, statuses []v1.ContainerStatus, podIsTerminal, podHasInit
 	spec := &pod.Spec
 	var pendingSidecars, pendingInit, failedInitNotRestartable int
 	for _, c := range spec.InitContainers {
-		if isSidecar(&c) {
+		if IsRestartableInitContainer(&c) {
 			continue
 		}
 		s, ok := findStatus(statuses, c.Name)
@@ -34,12 +34,12 @@ func Phase(pod *v1.Pod, statuses []v1.ContainerStatus, podIsTerminal, podHasInit
 			pendingInit++
 		case s.State.Terminated != nil:
 			if code := s.State.Terminated.ExitCode; code != 0 &&
-				!(containerShouldRestart(&c, spec, code) || s.State.Terminated.Reason == reasonRestartingAll) {
+				!(ContainerShouldRestart(&c, spec, code) || s.State.Terminated.Reason == reasonRestartingAll) {
 				failedInitNotRestartable++
 			}
 		case s.State.Waiting != nil:
 			if t := s.LastTerminationState.Terminated; t != nil {
-				if t.ExitCode != 0 && !(containerShouldRestart(&c, spec, t.ExitCode) || t.Reason == reasonRestartingAll) {
+				if t.ExitCode != 0 && !(ContainerShouldRestart(&c, spec, t.ExitCode) || t.Reason == reasonRestartingAll) {
 					failedInitNotRestartable++
 				}
 			} else {
@@ -52,7 +52,7 @@ func Phase(pod *v1.Pod, statuses []v1.ContainerStatus, podIsTerminal, podHasInit
 
 	var unknown, running, waiting, stopped, stoppedNotRestartable, succeeded int
 	for _, c := range spec.InitContainers {
-		if !isSidecar(&c) {
+		if !IsRestartableInitContainer(&c) {
 			continue
 		}
 		s, ok := findStatus(statuses, c.Name)
@@ -103,7 +103,7 @@ func Phase(pod *v1.Pod, statuses []v1.ContainerStatus, podIsTerminal, podHasInit
 			continue
 		}
 		stopped++
-		if !(containerShouldRestart(&c, spec, t.ExitCode) || t.Reason == reasonRestartingAll) {
+		if !(ContainerShouldRestart(&c, spec, t.ExitCode) || t.Reason == reasonRestartingAll) {
 			stoppedNotRestartable++
 		}
 	}
@@ -135,9 +135,9 @@ func Phase(pod *v1.Pod, statuses []v1.ContainerStatus, podIsTerminal, podHasInit
 	}
 }
 
-// containerShouldRestart mirrors podutil.ContainerShouldRestart: the container's restart rules, then its
+// ContainerShouldRestart mirrors podutil.ContainerShouldRestart: the container's restart rules, then its
 // restartPolicy, then the pod's (Always when unset).
-func containerShouldRestart(c *v1.Container, spec *v1.PodSpec, exitCode int32) bool {
+func ContainerShouldRestart(c *v1.Container, spec *v1.PodSpec, exitCode int32) bool {
 	if c.RestartPolicy != nil {
 		for _, rule := range c.RestartPolicyRules {
 			if rule.ExitCodes == nil || !exitCodeMatches(rule.ExitCodes, exitCode) {
@@ -202,14 +202,14 @@ func CheckContainerStateTransition(oldStatus, newStatus *v1.PodStatus, spec *v1.
 				}
 				continue
 			}
-			if kind == "init container" && isSidecar(&specs[i]) {
+			if kind == "init container" && IsRestartableInitContainer(&specs[i]) {
 				continue
 			}
 			code := o.State.Terminated.ExitCode
 			if code != 0 && spec.RestartPolicy == v1.RestartPolicyOnFailure {
 				continue
 			}
-			if containerShouldRestart(&specs[i], spec, code) {
+			if ContainerShouldRestart(&specs[i], spec, code) {
 				continue
 			}
 			for _, n := range news {

@@ -131,6 +131,25 @@ func ContainerID(runtimeName, id string) string {
 // and pod resources are the spec's (the kubelet reads running containers' from the CRI and cgroups);
 // no allocatedResourcesStatus, user or stopSignal.
 func GenerateStatus(pod *v1.Pod, rt *RuntimeStatus, now time.Time) (v1.PodStatus, error) {
+	return generateStatus(pod, rt, now, nil)
+}
+
+// Evict is a pod sync handler's request that the pod be failed (the kubelet's
+// lifecycle.ShouldEvictResponse: its active deadline, the eviction manager): Reason and Message of the
+// Failed phase.
+type Evict struct {
+	Reason, Message string
+}
+
+// GenerateEvictedStatus is GenerateStatus for a pod a pod sync handler fails: as generateAPIPodStatus
+// overrides them, the phase is Failed with e's reason and message, before the conditions are generated
+// (Ready and ContainersReady False PodFailed) and the status manager's merge (which keeps the old phase
+// while a container may run).
+func GenerateEvictedStatus(pod *v1.Pod, rt *RuntimeStatus, now time.Time, e Evict) (v1.PodStatus, error) {
+	return generateStatus(pod, rt, now, &e)
+}
+
+func generateStatus(pod *v1.Pod, rt *RuntimeStatus, now time.Time, evict *Evict) (v1.PodStatus, error) {
 	old := pod.Status
 	hasInit := len(pod.Spec.InitContainers) > 0
 	s := v1.PodStatus{QOSClass: PodQOS(pod)}
@@ -171,6 +190,12 @@ func GenerateStatus(pod *v1.Pod, rt *RuntimeStatus, now time.Time) (v1.PodStatus
 	}
 	if s.Phase == old.Phase {
 		s.Reason, s.Message = old.Reason, old.Message
+	}
+	if evict != nil {
+		s.Phase, s.Reason, s.Message = v1.PodFailed, evict.Reason, evict.Message
+		if isTerminal(old.Phase) {
+			s.Phase = old.Phase // pods are not allowed to transition out of terminal phases
+		}
 	}
 
 	applyProber(pod, rt, &s)
@@ -467,7 +492,7 @@ func applyProber(pod *v1.Pod, rt *RuntimeStatus, s *v1.PodStatus) {
 		vs, vr := flags(rt.InitContainers, c.Name)
 		started := c.State.Running != nil && vs
 		c.Started = &started
-		if j := slices.IndexFunc(pod.Spec.InitContainers, func(x v1.Container) bool { return x.Name == c.Name }); j >= 0 && !isSidecar(&pod.Spec.InitContainers[j]) {
+		if j := slices.IndexFunc(pod.Spec.InitContainers, func(x v1.Container) bool { return x.Name == c.Name }); j >= 0 && !IsRestartableInitContainer(&pod.Spec.InitContainers[j]) {
 			c.Ready = c.State.Terminated != nil && c.State.Terminated.ExitCode == 0
 			continue
 		}
@@ -526,7 +551,7 @@ func hasPodInitialized(pod *v1.Pod) bool {
 		return false
 	}
 	c, s := &pod.Spec.InitContainers[l-1], pod.Status.InitContainerStatuses[l-1]
-	if isSidecar(c) {
+	if IsRestartableInitContainer(c) {
 		return s.State.Running != nil && s.Started != nil && *s.Started
 	}
 	if t := s.LastTerminationState.Terminated; t != nil && t.ExitCode == 0 {

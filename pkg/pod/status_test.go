@@ -420,3 +420,30 @@ func TestTerminatedStatus(t *testing.T) {
 		})
 	}
 }
+
+// TestGenerateEvictedStatus: a pod a sync handler fails (its active deadline) is Failed with the
+// handler's reason and message, and its conditions are those of a Failed pod (PodFailed, not
+// PodCompleted), as generateAPIPodStatus overrides the phase before it generates them.
+func TestGenerateEvictedStatus(t *testing.T) {
+	p := basePod(v1.RestartPolicyNever, "c")
+	p.Status.StartTime = &metav1.Time{Time: t0}
+	p.Status.Phase = v1.PodRunning
+	rt := &RuntimeStatus{RuntimeName: "containerd", Sandbox: SandboxNotReady, PodIPs: ip, HostIPs: host, Terminal: true,
+		Containers: []ContainerStatus{{Name: "c", ID: "id-c", Image: "docker.io/library/busybox:latest", ImageID: "img",
+			State: ContainerState{Terminated: &Terminated{ExitCode: 0, Reason: ReasonCompleted, StartedAt: t0, FinishedAt: t0.Add(3 * time.Second)}}}}}
+	s, err := GenerateEvictedStatus(p, rt, t0.Add(4*time.Second), Evict{Reason: "DeadlineExceeded", Message: "Pod was active on the node longer than the specified deadline"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Phase != v1.PodFailed || s.Reason != "DeadlineExceeded" {
+		t.Errorf("phase %s reason %q, want Failed DeadlineExceeded", s.Phase, s.Reason)
+	}
+	for _, c := range s.Conditions {
+		if (c.Type == v1.PodReady || c.Type == v1.ContainersReady) && c.Reason != "PodFailed" {
+			t.Errorf("%s reason %q, want PodFailed", c.Type, c.Reason)
+		}
+		if c.Type == v1.PodInitialized && c.Reason != "" {
+			t.Errorf("Initialized reason %q, want none", c.Reason)
+		}
+	}
+}

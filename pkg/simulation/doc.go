@@ -29,5 +29,12 @@
 // (StopForeignNodes). ControlHandler admits the control API through the API server's pod proxy;
 // Process.DeleteNodes removes the shard's Nodes on a clean exit.
 //
-// Pods bound to simulated Nodes are not run: nothing here watches pods.
+// Pods bound to simulated Nodes run as a kubelet runs them, on the pod workers of pkg/node (each
+// Node's Config.Pods; admission, the pod lifecycle SyncPod → TerminatingPod → TerminatedPod, the
+// status writes, the eviction manager): what this package adds is the container runtime behind them,
+// simulated (Simulate: a pure function of the pod, its start, its behaviour and the time; PodBehaviour
+// reads the nodeagent.io/ annotations; probes.go the probe annotations), which records the kubelet's
+// container Events (podevents.go), and the control API's per-pod overrides (SetPodContainer). The
+// process's pod informer is routed to the Nodes by Queue.PodEventHandler. docs/simulation.md ("Pods")
+// lists every annotation and every intended difference from the kubelet.
 package simulation

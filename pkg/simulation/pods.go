@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,13 +21,13 @@ import (
 )
 
 // simPods is the simulated Nodes' node.PodProvider, one for the whole process: each pod's containers
-// are pod.Simulate over the pod's start, its behaviour (pod.PodBehaviour: the nodeagent.io/
+// are Simulate over the pod's start, its behaviour (PodBehaviour: the nodeagent.io/
 // annotations over the simulation's default) and the control API's overrides. It holds, per pod
 // created and not yet forgotten, its start time, its behaviour (parsed when the pod is created and
 // again only when its annotations change, not at every pass) and its overrides; nothing runs in the
 // background: the view at any time is computed when asked, with the time of its next change.
 type simPods struct {
-	defaults    pod.Behaviour
+	defaults    Behaviour
 	runtimeName string
 	recorder    record.EventRecorder
 	clock       clock.Clock
@@ -36,16 +37,26 @@ type simPods struct {
 }
 
 type simPod struct {
-	start     time.Time
-	stopping  bool      // DeletePod was called with a deletionTimestamp
-	stopSeen  time.Time // when: the delete request as Simulate places it within its second
-	behaviour pod.Behaviour
-	overrides pod.Overrides
+	// namespace, name and node are the pod's (strings shared with the informer's copy), for GetPods.
+	namespace, name, node string
+	start                 time.Time
+	stopping              bool      // DeletePod was called with a deletionTimestamp
+	stopSeen              time.Time // when: the delete request as Simulate places it within its second
+	behaviour             Behaviour
+	overrides             Overrides
+	// seen is the view of its containers last told in Events (containerEvents).
+	seen []containerSeen
+	// ephemeralStarts are when each ephemeral container was first seen (SimInput.EphemeralStarts).
+	ephemeralStarts map[string]time.Time
+	// baseline is the containers' history Simulate goes on from (SimInput.Baseline): the pod's status
+	// when the record was made for a pod that ran before (the simulator restarted), or the view before
+	// its behaviour last changed; nil: none.
+	baseline *Baseline
 }
 
 var _ node.PodProvider = (*simPods)(nil)
 
-func newSimPods(defaults pod.Behaviour, runtimeName string, recorder record.EventRecorder, clk clock.Clock) *simPods {
+func newSimPods(defaults Behaviour, runtimeName string, recorder record.EventRecorder, clk clock.Clock) *simPods {
 	return &simPods{defaults: defaults, runtimeName: runtimeName, recorder: recorder, clock: clk, pods: map[types.UID]*simPod{}}
 }
 
@@ -67,10 +78,24 @@ func (s *simPods) UpdatePod(_ context.Context, p *v1.Pod) error {
 }
 
 // parseBehaviour sets the pod's behaviour from its annotations, telling a bad one in a Warning Event.
+//
+// A pod it runs already whose behaviour changes keeps its history: the view just before the change is its
+// Baseline, and the new behaviour applies from now on (restartCount never jumps, startedAt never moves
+// back).
 func (s *simPods) parseBehaviour(p *v1.Pod) {
-	b, err := pod.PodBehaviour(p, s.defaults)
+	b, err := PodBehaviour(p, s.defaults)
 	if err != nil {
 		s.recorder.Event(p, v1.EventTypeWarning, "InvalidAnnotation", err.Error())
+	}
+	s.mu.Lock()
+	sp := s.pods[p.UID]
+	changed := sp != nil && !reflect.DeepEqual(sp.behaviour, b)
+	s.mu.Unlock()
+	if changed {
+		_, rt, _, now := s.view(p)
+		s.mu.Lock()
+		sp.baseline = BaselineFromView(rt, now)
+		s.mu.Unlock()
 	}
 	s.entry(p, &b)
 }
@@ -79,25 +104,51 @@ func (s *simPods) parseBehaviour(p *v1.Pod) {
 // grace period) the first time, with a deletionTimestamp; forgets it otherwise.
 func (s *simPods) DeletePod(_ context.Context, p *v1.Pod) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if sp := s.pods[p.UID]; sp != nil && p.DeletionTimestamp != nil && !sp.stopping {
 		sp.stopping, sp.stopSeen = true, s.clock.Now()
+		events := killingEvents(p, sp.seen)
+		s.mu.Unlock()
+		s.record(events)
 		return nil
 	}
 	delete(s.pods, p.UID)
+	s.mu.Unlock()
 	return nil
 }
 
-// GetPodStatus returns Simulate's view of the pod now, with the behaviour parsed at its creation or
-// last annotation change, and the time to its next change.
-func (s *simPods) GetPodStatus(_ context.Context, p *v1.Pod) (node.PodRuntimeStatus, error) {
-	sp := s.entry(p, nil)
+// GetPods returns the pods the simulated runtime runs, with their namespace, name, UID and
+// spec.nodeName only. It forgets every pod when the process ends: after a restart it returns none.
+func (s *simPods) GetPods(context.Context) ([]*v1.Pod, error) {
 	s.mu.Lock()
-	b := sp.behaviour
-	in := pod.SimInput{StartTime: sp.start, RuntimeName: s.runtimeName, Overrides: sp.overrides, DeletionSeen: sp.stopSeen}
+	defer s.mu.Unlock()
+	out := make([]*v1.Pod, 0, len(s.pods))
+	for uid, sp := range s.pods {
+		out = append(out, &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: sp.namespace, Name: sp.name, UID: uid},
+			Spec: v1.PodSpec{NodeName: sp.node}})
+	}
+	return out, nil
+}
+
+// record records events.
+func (s *simPods) record(events []podEvent) {
+	for _, e := range events {
+		s.recorder.Event(e.ref, e.eventType, e.reason, e.message)
+	}
+}
+
+// GetPodStatus returns Simulate's view of the pod now, with the behaviour parsed at its creation or
+// last annotation change, and the time to its next change; what changed since the view before is
+// told in the kubelet's container Events (containerEvents).
+func (s *simPods) GetPodStatus(_ context.Context, p *v1.Pod) (node.PodRuntimeStatus, error) {
+	sp, rt, next, now := s.view(p)
+	s.mu.Lock()
+	if sp.seen == nil {
+		sp.seen = seenInStatus(p)
+	}
+	events, seen := containerEvents(p, rt, sp.seen)
+	sp.seen = seen
 	s.mu.Unlock()
-	now := s.clock.Now()
-	rt, next := pod.Simulate(p, &b, &in, now)
+	s.record(events)
 	r := node.PodRuntimeStatus{Status: rt}
 	if !next.IsZero() {
 		r.RecheckAfter = max(next.Sub(now), time.Millisecond)
@@ -105,12 +156,34 @@ func (s *simPods) GetPodStatus(_ context.Context, p *v1.Pod) (node.PodRuntimeSta
 	return r, nil
 }
 
+// view returns Simulate's view of the pod now and the time of its next change, with the pod's record.
+func (s *simPods) view(p *v1.Pod) (*simPod, *pod.RuntimeStatus, time.Time, time.Time) {
+	sp := s.entry(p, nil)
+	now := s.clock.Now()
+	s.mu.Lock()
+	for i := range p.Spec.EphemeralContainers {
+		name := p.Spec.EphemeralContainers[i].Name
+		if _, ok := sp.ephemeralStarts[name]; !ok {
+			if sp.ephemeralStarts == nil {
+				sp.ephemeralStarts = map[string]time.Time{}
+			}
+			sp.ephemeralStarts[name] = now
+		}
+	}
+	b := sp.behaviour
+	in := SimInput{StartTime: sp.start, RuntimeName: s.runtimeName, Overrides: sp.overrides, DeletionSeen: sp.stopSeen,
+		EphemeralStarts: sp.ephemeralStarts, Baseline: sp.baseline}
+	s.mu.Unlock()
+	rt, next := Simulate(p, &b, &in, now)
+	return sp, rt, next, now
+}
+
 // entry returns the pod's record, made when absent: started at its status.startTime (an earlier run of
 // the simulator started it) or now. A behaviour b given replaces the record's; without one, a new
 // record gets the behaviour of the pod's annotations, parsed here without an Event (a pod that this
 // process asks the status of without having created it: terminal, or being deleted, when the
 // simulator started; CreatePod tells of bad annotations).
-func (s *simPods) entry(p *v1.Pod, b *pod.Behaviour) *simPod {
+func (s *simPods) entry(p *v1.Pod, b *Behaviour) *simPod {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sp := s.pods[p.UID]
@@ -119,9 +192,10 @@ func (s *simPods) entry(p *v1.Pod, b *pod.Behaviour) *simPod {
 		if p.Status.StartTime != nil {
 			start = p.Status.StartTime.Time
 		}
-		sp = &simPod{start: start}
+		sp = &simPod{namespace: p.Namespace, name: p.Name, node: p.Spec.NodeName, start: start,
+			baseline: BaselineFromStatus(p, s.clock.Now())}
 		if b == nil { // rare (see above): parsed under the lock
-			sp.behaviour, _ = pod.PodBehaviour(p, s.defaults)
+			sp.behaviour, _ = PodBehaviour(p, s.defaults)
 		}
 		s.pods[p.UID] = sp
 	}
@@ -229,10 +303,18 @@ func (s *Simulator) SetPodContainer(namespace, name string, c ContainerChange) (
 	if c.Crash != nil && (*c.Crash < 1 || *c.Crash > 255) {
 		return PodState{}, fmt.Errorf("%w: crash %d: an exit code from 1 to 255", ErrBadChange, *c.Crash)
 	}
+	if c.Stop != nil && !*c.Stop {
+		return PodState{}, fmt.Errorf("%w: stop false changes nothing: a stopped container is started again only by its restart policy", ErrBadChange)
+	}
+	if c.Crash != nil || c.Stop != nil {
+		if state := s.pods.containerState(p, c.Container); state != "running" {
+			return PodState{}, fmt.Errorf("%w: container %q of pod %s/%s is %s, not running: nothing to crash or stop", ErrBadChange, c.Container, namespace, name, state)
+		}
+	}
 	now := s.cfg.Dependencies.Clock.Now()
-	s.pods.override(p, c.Container, func(o *pod.ContainerOverride) {
+	s.pods.override(p, c.Container, func(o *ContainerOverride) {
 		if c.Crash != nil {
-			o.Crashes = append(o.Crashes, pod.Crash{At: now, ExitCode: *c.Crash})
+			o.Crashes = append(o.Crashes, Crash{At: now, ExitCode: *c.Crash})
 		}
 		if c.Stop != nil && *c.Stop {
 			o.StopAt = now
@@ -262,16 +344,37 @@ func hasContainer(p *v1.Pod, name string) bool {
 }
 
 // override changes the control API's override of one container of p.
-func (s *simPods) override(p *v1.Pod, container string, change func(*pod.ContainerOverride)) {
+func (s *simPods) override(p *v1.Pod, container string, change func(*ContainerOverride)) {
 	sp := s.entry(p, nil)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if sp.overrides == nil {
-		sp.overrides = pod.Overrides{}
+		sp.overrides = Overrides{}
 	}
 	o := sp.overrides[container]
 	change(&o)
 	sp.overrides[container] = o
+}
+
+// containerState returns what container name of p does now: running, waiting, terminated, or "not
+// started" when the runtime has no status for it yet.
+func (s *simPods) containerState(p *v1.Pod, name string) string {
+	_, rt, _, _ := s.view(p)
+	for _, l := range [][]pod.ContainerStatus{rt.InitContainers, rt.Containers} {
+		for _, cs := range l {
+			if cs.Name != name {
+				continue
+			}
+			switch {
+			case cs.State.Running != nil:
+				return "running"
+			case cs.State.Terminated != nil:
+				return "terminated"
+			}
+			return "waiting"
+		}
+	}
+	return "not started"
 }
 
 // state returns p's PodState.

@@ -2,17 +2,20 @@ package simulation
 
 import (
 	"context"
+	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	testingclock "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 
 	"github.com/nodeagent/nodeagent/pkg/node"
-	"github.com/nodeagent/nodeagent/pkg/pod"
 )
 
 // TestSimPodsBehaviour: a pod's behaviour annotations are read when it is created and again when
@@ -73,14 +76,14 @@ func TestSimPodsBehaviour(t *testing.T) {
 			start := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
 			clk := testingclock.NewFakeClock(start)
 			recorder := record.NewFakeRecorder(10)
-			s := newSimPods(pod.Behaviour{}, "fakeRuntime", recorder, clk)
+			s := newSimPods(Behaviour{}, "fakeRuntime", recorder, clk)
 			p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "uid-p"},
 				Spec: v1.PodSpec{NodeName: "sim-0000", Containers: []v1.Container{{Name: "c", Image: "app:1"}}}}
 			for i, st := range tc.steps {
 				p = p.DeepCopy() // as the informer hands a changed pod: a new object
 				p.Annotations = nil
 				if st.delay != "" {
-					p.Annotations = map[string]string{pod.AnnotationReadinessDelay: st.delay}
+					p.Annotations = map[string]string{AnnotationReadinessDelay: st.delay}
 				}
 				var err error
 				switch st.call {
@@ -101,9 +104,11 @@ func TestSimPodsBehaviour(t *testing.T) {
 				if err != nil {
 					t.Fatalf("step %d (%s): %v", i, st.call, err)
 				}
-				var events []string
+				var events []string // the container Events (podevents_test.go) left out
 				for len(recorder.Events) > 0 {
-					events = append(events, <-recorder.Events)
+					if e := <-recorder.Events; strings.Contains(e, "InvalidAnnotation") {
+						events = append(events, e)
+					}
 				}
 				var want []string
 				if st.wantEvent != "" {
@@ -114,5 +119,44 @@ func TestSimPodsBehaviour(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSetPodContainerRefusesNoOps: the control API refuses, naming why, a change that would do nothing:
+// {"stop": false}, and a crash or stop of a container that is not running (not started yet, or exited).
+func TestSetPodContainerRefusesNoOps(t *testing.T) {
+	start := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	clk := testingclock.NewFakeClock(start)
+	pods := cache.NewIndexer(cache.MetaNamespaceKeyFunc, node.PodIndexers())
+	p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "uid-p",
+		Annotations: map[string]string{AnnotationStartDelay + ".late": "1h", AnnotationRunDuration + ".done": "0s"}},
+		Spec: v1.PodSpec{NodeName: "sim-0000", RestartPolicy: v1.RestartPolicyNever,
+			Containers: []v1.Container{{Name: "c", Image: "app:1"}, {Name: "late", Image: "app:1"}, {Name: "done", Image: "app:1"}}}}
+	if err := pods.Add(p); err != nil {
+		t.Fatal(err)
+	}
+	s := &Simulator{pods: newSimPods(Behaviour{}, "containerd", record.NewFakeRecorder(100), clk),
+		byName: map[string]*simNode{"sim-0000": {name: "sim-0000"}}}
+	s.cfg.Dependencies.Pods = node.IndexedPodLister{Indexer: pods}
+	s.cfg.Dependencies.Clock = clk
+	if err := s.pods.CreatePod(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		change  ContainerChange
+		wantErr string // "" for accepted
+	}{
+		{change: ContainerChange{Container: "c", Stop: ptr.To(false)}, wantErr: "stop false changes nothing"},
+		{change: ContainerChange{Container: "late", Crash: ptr.To[int32](1)}, wantErr: `container "late" of pod ns/p is waiting, not running`},
+		{change: ContainerChange{Container: "done", Stop: ptr.To(true)}, wantErr: `container "done" of pod ns/p is terminated, not running`},
+		{change: ContainerChange{Container: "c", Crash: ptr.To[int32](1)}},
+	} {
+		_, err := s.SetPodContainer("ns", "p", tc.change)
+		switch {
+		case tc.wantErr == "" && err != nil:
+			t.Errorf("%+v: %v, want accepted", tc.change, err)
+		case tc.wantErr != "" && (!errors.Is(err, ErrBadChange) || !strings.Contains(err.Error(), tc.wantErr)):
+			t.Errorf("%+v: error %v, want ErrBadChange with %q", tc.change, err, tc.wantErr)
+		}
 	}
 }

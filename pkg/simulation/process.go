@@ -28,7 +28,6 @@ import (
 	"github.com/nodeagent/nodeagent/pkg/lifecycle"
 	"github.com/nodeagent/nodeagent/pkg/metrics"
 	"github.com/nodeagent/nodeagent/pkg/node"
-	"github.com/nodeagent/nodeagent/pkg/pod"
 	"github.com/nodeagent/nodeagent/pkg/version"
 )
 
@@ -85,7 +84,7 @@ type ProcessConfig struct {
 	// PodWorkers sizes the queue's pod pool (--pod-workers); 0: DefaultPodWorkersFor(Nodes).
 	PodWorkers int
 	// PodBehaviour is the simulated pods' default behaviour (Config.PodBehaviour).
-	PodBehaviour pod.Behaviour
+	PodBehaviour Behaviour
 	// ProcessStart is when the process started (metrics, /debug/nodestatus).
 	ProcessStart time.Time
 	// DeleteNodesOnExit makes DeleteNodes delete the shard's Nodes (--delete-nodes-on-exit), and

@@ -66,10 +66,10 @@ type Config struct {
 	// rate limiter. Default 50 and 100, the agent's --kube-api-qps and --kube-api-burst.
 	StartQPS   float64
 	StartBurst int
-	// PodBehaviour is how the simulated pods' containers behave without annotations (pod.PodBehaviour);
+	// PodBehaviour is how the simulated pods' containers behave without annotations (PodBehaviour);
 	// the zero value is KWOK's fast Stages: they start and turn ready at once, and a Job's pods
 	// complete with exit 0. Pods run on the simulated Nodes only when Dependencies.Pods is set.
-	PodBehaviour pod.Behaviour
+	PodBehaviour Behaviour
 	// KubeletAPI, if set, serves the kubelet's API of every Node (kubeletapi.go, ServeKubeletAPI):
 	// the Nodes report its NodeIP and their own ports.
 	KubeletAPI *KubeletAPI
@@ -339,7 +339,8 @@ var ErrUnknownNode = errors.New("no such simulated node")
 // Change is what the control API changes on one simulated Node; nil fields are left as they are.
 type Change struct {
 	// RuntimeReady and NetworkReady are the RuntimeReady and NetworkReady conditions the Node's CRI
-	// fake answers to Status from now on (the poller sees them within its 5 s period).
+	// fake answers to Status from now on; a change polls the runtime at once (the periodic poll is every
+	// SimulatedRuntimePollPeriod).
 	RuntimeReady *bool `json:"runtimeReady,omitempty"`
 	NetworkReady *bool `json:"networkReady,omitempty"`
 	// MemoryPressure, DiskPressure and PIDPressure are what the Node's host answers the pressure setters;

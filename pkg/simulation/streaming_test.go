@@ -29,14 +29,14 @@ func (o onePod) Get(ns, name string) (*v1.Pod, error) {
 }
 func (o onePod) OnNode(string) ([]*v1.Pod, error) { return []*v1.Pod{o.p}, nil }
 
-var logT0 = time.Date(2026, 11, 27, 8, 0, 0, 0, time.UTC)
+var streamT0 = time.Date(2026, 11, 27, 8, 0, 0, 0, time.UTC)
 
 func logPod(ann map[string]string) *v1.Pod {
 	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", Annotations: ann},
 		Status: v1.PodStatus{ContainerStatuses: []v1.ContainerStatus{{Name: "c", RestartCount: 1,
-			State: v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: metav1.NewTime(logT0.Add(time.Minute))}},
+			State: v1.ContainerState{Running: &v1.ContainerStateRunning{StartedAt: metav1.NewTime(streamT0.Add(time.Minute))}},
 			LastTerminationState: v1.ContainerState{Terminated: &v1.ContainerStateTerminated{
-				StartedAt: metav1.NewTime(logT0), FinishedAt: metav1.NewTime(logT0.Add(30 * time.Second))}},
+				StartedAt: metav1.NewTime(streamT0), FinishedAt: metav1.NewTime(streamT0.Add(30 * time.Second))}},
 		}}}}
 }
 
@@ -52,8 +52,8 @@ func readLogs(t *testing.T, st *Streaming, opts kubeletserver.ContainerLogOpts) 
 
 func TestStreamingLogs(t *testing.T) {
 	ann := map[string]string{AnnotationLogLines: "2", AnnotationLogPeriod: "10s", AnnotationLogText: "hello"}
-	// now: 25 s into the current run (started logT0+1m): lines 0,1 at start, 2 at +10s, 3 at +20s.
-	clk := testingclock.NewFakeClock(logT0.Add(time.Minute + 25*time.Second))
+	// now: 25 s into the current run (started streamT0+1m): lines 0,1 at start, 2 at +10s, 3 at +20s.
+	clk := testingclock.NewFakeClock(streamT0.Add(time.Minute + 25*time.Second))
 	st := &Streaming{Pods: onePod{logPod(ann)}, Clock: clk}
 	line := func(restart, k int) string {
 		return "hello container=c restart=" + string(rune('0'+restart)) + " line=" + string(rune('0'+k)) + "\n"
@@ -70,7 +70,7 @@ func TestStreamingLogs(t *testing.T) {
 		{"since 10s", kubeletserver.ContainerLogOpts{SinceSeconds: 10}, line(1, 3)},
 		{"since 15s", kubeletserver.ContainerLogOpts{SinceSeconds: 15}, line(1, 2) + line(1, 3)},
 		{"limit bytes", kubeletserver.ContainerLogOpts{LimitBytes: 5}, "hello"},
-		// previous run: started logT0, ended logT0+30s: lines 0,1 then +10s, +20s, +30s.
+		// previous run: started streamT0, ended streamT0+30s: lines 0,1 then +10s, +20s, +30s.
 		{"previous", kubeletserver.ContainerLogOpts{Previous: true}, line(0, 0) + line(0, 1) + line(0, 2) + line(0, 3) + line(0, 4)},
 		{"timestamps", kubeletserver.ContainerLogOpts{Tail: 1, TailSet: true, Timestamps: true}, "2026-11-27T08:01:20Z " + line(1, 3)},
 	} {
@@ -98,7 +98,7 @@ func (b *bufIO) Resize() <-chan kubeletserver.TermSize { return nil }
 
 func TestStreamingExec(t *testing.T) {
 	st := &Streaming{Pods: onePod{logPod(map[string]string{AnnotationExec: `{"date": {"stdout": "today\n"}, "false": {"stderr": "no\n", "exitCode": 1}}`})},
-		Clock: testingclock.NewFakeClock(logT0)}
+		Clock: testingclock.NewFakeClock(streamT0)}
 	for _, tc := range []struct {
 		cmd            []string
 		stdout, stderr string

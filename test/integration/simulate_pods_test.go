@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/nodeagent/nodeagent/pkg/version"
 	"github.com/nodeagent/nodeagent/test/framework"
 )
 
@@ -111,6 +112,10 @@ func TestSimulatePods(t *testing.T) {
 	byName := map[string]*corev1.Node{}
 	for i := range nodeList.Items {
 		byName[nodeList.Items[i].Name] = &nodeList.Items[i]
+		// The kubelet version the simulated Nodes mirror, as the agent's Node says it (issue 35 Low).
+		if got := nodeList.Items[i].Status.NodeInfo.KubeletVersion; !strings.HasPrefix(got, version.KubernetesVersion+"+nodeagent.") {
+			t.Errorf("Node %s: kubeletVersion %q, want %s+nodeagent.<version>", nodeList.Items[i].Name, got, version.KubernetesVersion)
+		}
 	}
 	seen := map[string]string{}
 	for i := range pods.Items {
@@ -187,6 +192,9 @@ func TestSimulatePods(t *testing.T) {
 	}
 	if code, _, _ := sim.postPath(ctx, "pods/"+ns+"/"+target.Name, `{"container":"nope","crash":2}`); code != 400 {
 		t.Errorf("a container that does not exist: %d, want 400", code)
+	}
+	if code, body, _ := sim.postPath(ctx, "pods/"+ns+"/"+target.Name, `{"container":"web","stop":false}`); code != 400 || !strings.Contains(body, "changes nothing") {
+		t.Errorf(`{"stop":false}: %d %s, want 400 saying it changes nothing`, code, body)
 	}
 	seen[p.Status.PodIP] = p.Name
 
@@ -427,7 +435,11 @@ func podCondition(p *corev1.Pod, t corev1.PodConditionType) *corev1.PodCondition
 //     rescheduled on the healthy Nodes, and the Deployment is Available again;
 //   - started again, the Node's DaemonSet pod is Ready again within a status period (KWOK issue 1464:
 //     KWOK leaves it not Ready) and the evicted pods it still had are stopped and gone;
-//   - `kubectl drain` of one Node honours a PodDisruptionBudget and empties it of the Deployment's pods.
+//   - `kubectl drain` of one Node honours a PodDisruptionBudget and empties it of the Deployment's pods;
+//   - a Node deleted with pods bound registers again, and its new pods get addresses of its new pod CIDR
+//     (issue 35 H2, checkPodIPsAfterNodeDeleted).
+//
+// The Deployment's pods have a plain init container without annotations (issue 35 H1: they stayed Init:0/1).
 func TestSimulatePodsNodeLifecycle(t *testing.T) {
 	t.Parallel()
 	const (
@@ -471,7 +483,9 @@ func TestSimulatePodsNodeLifecycle(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
 		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](10), Selector: &metav1.LabelSelector{MatchLabels: webLabels},
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: webLabels}, Spec: corev1.PodSpec{
-				Containers: container,
+				// A plain init container, no annotation (issue 35 H1: it ran for ever, Init:0/1).
+				InitContainers: []corev1.Container{{Name: "init", Image: "registry.example/app:1", Command: []string{"sh", "-c", "true"}}},
+				Containers:     container,
 				Tolerations: []corev1.Toleration{
 					{Key: corev1.TaintNodeUnreachable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](5)},
 					{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To[int64](5)},
@@ -564,6 +578,78 @@ func TestSimulatePodsNodeLifecycle(t *testing.T) {
 		}
 		return nil
 	})
+
+	checkPodIPsAfterNodeDeleted(ctx, t, admin, ns, prefix+"0003")
+}
+
+// checkPodIPsAfterNodeDeleted is issue 35's H2: `kubectl delete node` with pods bound; the Node
+// registers again and nodeipam gives it a pod CIDR anew. Pods started on it afterwards get addresses of
+// its current spec.podCIDR (not of the old one, which nodeipam may give another Node), and no two
+// pods of the namespace that are not terminal share an address.
+func checkPodIPsAfterNodeDeleted(ctx context.Context, t *testing.T, admin kubernetes.Interface, ns, name string) {
+	t.Helper()
+	old, err := admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	var node *corev1.Node
+	err = framework.WaitFor(wctx, 500*time.Millisecond, func() (bool, error) {
+		n, err := admin.CoreV1().Nodes().Get(wctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil // not registered again yet
+		}
+		node = n
+		return n.UID != old.UID && n.Spec.PodCIDR != "", nil
+	})
+	if err != nil {
+		t.Fatalf("Node %s not registered again with a pod CIDR after its deletion: %v", name, err)
+	}
+	cidr := netip.MustParsePrefix(node.Spec.PodCIDR)
+	t.Logf("Node %s registered again: podCIDR %s, was %s", name, cidr, old.Spec.PodCIDR)
+	for i := range 3 {
+		if _, err := admin.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("after-delete-%d", i), Namespace: ns},
+			Spec:       corev1.PodSpec{NodeName: name, Containers: []corev1.Container{{Name: "c", Image: "registry.example/app:1"}}},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var last string
+	err = framework.WaitFor(wctx, 500*time.Millisecond, func() (bool, error) {
+		pods, err := admin.CoreV1().Pods(ns).List(wctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		owner, running := map[string]string{}, 0
+		for _, p := range pods.Items {
+			if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || p.Status.PodIP == "" {
+				continue
+			}
+			if o, dup := owner[p.Status.PodIP]; dup {
+				return false, fmt.Errorf("pods %s and %s share %s: %w", o, p.Name, p.Status.PodIP, framework.ErrStop)
+			}
+			owner[p.Status.PodIP] = p.Spec.NodeName + "/" + p.Name
+			if !strings.HasPrefix(p.Name, "after-delete-") {
+				continue
+			}
+			if ip := netip.MustParseAddr(p.Status.PodIP); !cidr.Contains(ip) {
+				return false, fmt.Errorf("pod %s got %s, not of its Node's podCIDR %s (was %s): %w", p.Name, ip, cidr, old.Spec.PodCIDR, framework.ErrStop)
+			}
+			if p.Status.Phase == corev1.PodRunning {
+				running++
+			}
+		}
+		last = fmt.Sprintf("%d of 3 Running", running)
+		return running == 3, nil
+	})
+	if err != nil {
+		t.Fatalf("pods bound after the Node registered again (%s): %v", last, err)
+	}
 }
 
 // daemonPodOn returns the DaemonSet "agent"'s pod on node, or nil.

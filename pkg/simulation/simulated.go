@@ -1,11 +1,13 @@
-package pod
+package simulation
 
 import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/nodeagent/nodeagent/pkg/pod"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -31,8 +33,9 @@ import (
 //	                                          this is a crash loop: restartCount grows, CrashLoopBackOff
 //	                                          with the kubelet's back-off (10 s doubling to 5 min, reset
 //	                                          when a run lasted 10 min)
-//	nodeagent.io/image-pull-error: "not found"  the image pull fails with this message: ErrImagePull,
-//	                                          then ImagePullBackOff with the same back-off
+//	nodeagent.io/image-pull-error: "not found"  the image pull fails with this message (its first
+//	                                          MaxImagePullErrorBytes): ErrImagePull, then
+//	                                          ImagePullBackOff with the same back-off
 //	nodeagent.io/stop-delay: 3s               from a delete to the containers stopped (exit 0); at or
 //	                                          beyond the grace period they are killed (exit 137)
 const (
@@ -55,6 +58,15 @@ const (
 	errImagePullShown = time.Second
 )
 
+// annotationPrefix is the prefix of the simulated behaviour's annotations: a pod's key with it that
+// is none of them is told as a bad annotation (a typo would otherwise be ignored).
+const annotationPrefix = "nodeagent.io/"
+
+// MaxImagePullErrorBytes bounds the message of a simulated image pull error (the annotation's value is
+// cut there): a runtime's pull errors are a few hundred bytes, and the message is written in the pod's
+// status twice and in its Events, where a long one would make the API server refuse the writes (413).
+const MaxImagePullErrorBytes = 1024
+
 // ErrBadAnnotation is wrapped by Behaviour's errors: an annotation whose value does not parse.
 var ErrBadAnnotation = errors.New("bad annotation")
 
@@ -66,6 +78,9 @@ type ContainerBehaviour struct {
 	ExitCode    int32
 	// ImagePullError, when set, is the message every pull of its image fails with.
 	ImagePullError string
+	// Readiness, Liveness and Startup are what its probes answer (probes.go), for the probes its spec
+	// has.
+	Readiness, Liveness, Startup ProbeBehaviour
 }
 
 // Behaviour is how a simulated pod behaves: Default for every container, PerContainer by name on top.
@@ -89,9 +104,9 @@ func (b *Behaviour) For(name string) ContainerBehaviour {
 // for pods owned by a Job, then the pod's annotations on top. Errors (errors.Join of one per bad
 // annotation, each wrapping ErrBadAnnotation and naming the key and the value): the returned behaviour
 // then has the default for those keys, so that the caller can emit an Event and go on.
-func PodBehaviour(pod *v1.Pod, def Behaviour) (Behaviour, error) {
+func PodBehaviour(p *v1.Pod, def Behaviour) (Behaviour, error) {
 	b := Behaviour{Default: def.Default, StopDelay: def.StopDelay}
-	for _, o := range pod.OwnerReferences {
+	for _, o := range p.OwnerReferences {
 		if o.Kind == "Job" && b.Default.RunDuration == nil {
 			zero := time.Duration(0)
 			b.Default.RunDuration = &zero
@@ -131,22 +146,63 @@ func PodBehaviour(pod *v1.Pod, def Behaviour) (Behaviour, error) {
 			}
 			c.ExitCode = int32(n)
 		case AnnotationImagePullError:
-			c.ImagePullError = value
+			c.ImagePullError = value[:min(len(value), MaxImagePullErrorBytes)]
+		case AnnotationReadinessProbe, AnnotationLivenessProbe, AnnotationStartupProbe:
+			pb, ok := parseProbe(value)
+			if !ok {
+				bad(key, value, "is not pass, fail, fail-after:<duration>, pass-after:<duration> or flap:<duration>")
+				return
+			}
+			switch field {
+			case AnnotationReadinessProbe:
+				c.Readiness = pb
+			case AnnotationLivenessProbe:
+				c.Liveness = pb
+			default:
+				c.Startup = pb
+			}
 		}
 	}
-	fields := []string{AnnotationStartDelay, AnnotationReadinessDelay, AnnotationRunDuration, AnnotationExitCode, AnnotationImagePullError}
+	fields := []string{AnnotationStartDelay, AnnotationReadinessDelay, AnnotationRunDuration, AnnotationExitCode, AnnotationImagePullError,
+		AnnotationReadinessProbe, AnnotationLivenessProbe, AnnotationStartupProbe}
 	// Pod-wide keys first, then per-container ones on top of the pod-wide result.
 	for _, f := range fields {
-		if v, ok := pod.Annotations[f]; ok {
+		if v, ok := p.Annotations[f]; ok {
 			apply(&b.Default, f, f, v)
 		}
 	}
-	if v, ok := pod.Annotations[AnnotationStopDelay]; ok {
+	if v, ok := p.Annotations[AnnotationStopDelay]; ok {
 		if d, ok := duration(AnnotationStopDelay, v); ok {
 			b.StopDelay = d
 		}
 	}
-	for key, v := range pod.Annotations {
+	containers := map[string]bool{}
+	for _, l := range [][]v1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+		for _, c := range l {
+			containers[c.Name] = true
+		}
+	}
+	for i := range p.Spec.EphemeralContainers {
+		containers[p.Spec.EphemeralContainers[i].Name] = true
+	}
+	for key, v := range p.Annotations {
+		if !strings.HasPrefix(key, annotationPrefix) || key == AnnotationStopDelay || slices.Contains(fields, key) {
+			continue
+		}
+		known := false
+		for _, f := range fields {
+			if name, ok := strings.CutPrefix(key, f+"."); ok {
+				known = true
+				if !containers[name] {
+					bad(key, v, fmt.Sprintf("names no container of the pod (%q)", name))
+				}
+			}
+		}
+		if !known {
+			bad(key, v, "is not a nodeagent.io/ pod annotation (known: "+strings.Join(append(slices.Clone(fields), AnnotationStopDelay), ", ")+", each but stop-delay with an optional .<container>)")
+		}
+	}
+	for key, v := range p.Annotations {
 		for _, f := range fields {
 			name, ok := strings.CutPrefix(key, f+".")
 			if !ok {
@@ -194,11 +250,85 @@ type SimInput struct {
 	RuntimeName     string
 	PodIPs, HostIPs []netip.Addr
 	Overrides       Overrides
+	// Baseline, when set, is the containers' history up to Baseline.At as it was (a status already
+	// written, or the view before a change of behaviour): Simulate goes on from there instead of
+	// computing the whole history again from StartTime with the behaviour now.
+	Baseline *Baseline
+	// EphemeralStarts are when each ephemeral container (by name) was first seen in the pod's spec:
+	// it runs from then; one not there is not started yet.
+	EphemeralStarts map[string]time.Time
 	// DeletionSeen places the delete request within its second: deletionTimestamp − grace is only
 	// known to the second (the API's times are), so a pod deleted in the second it started would
 	// otherwise seem deleted before its containers started, which the status already written says
 	// they did. The request is taken at DeletionSeen, kept within that second.
 	DeletionSeen time.Time
+}
+
+// Baseline is the containers' history up to At: what a simulator restarted finds in the pod's status
+// (the control API's crashes and stops included), or the view just before the pod's behaviour
+// annotations changed. From At on, the behaviour now applies: a run in progress keeps its start (its
+// run duration counts from it, but it does not end before At), a container that exited is restarted
+// as its restart policy says, with the back-off of a crash loop when it had exited before.
+type Baseline struct {
+	At time.Time
+	// Containers are the init, regular and ephemeral containers' states at At, by name; a container
+	// not there has no history yet.
+	Containers map[string]pod.ContainerStatus
+}
+
+// BaselineFromStatus returns the Baseline of the container statuses the pod's status shows (an earlier
+// run of the simulator wrote them), at at; nil when it shows none.
+func BaselineFromStatus(p *v1.Pod, at time.Time) *Baseline {
+	var b *Baseline
+	for _, l := range [][]v1.ContainerStatus{p.Status.InitContainerStatuses, p.Status.ContainerStatuses, p.Status.EphemeralContainerStatuses} {
+		for _, cs := range l {
+			c := pod.ContainerStatus{Name: cs.Name, RestartCount: cs.RestartCount, Ready: cs.Ready, Started: cs.Started != nil && *cs.Started}
+			switch st := cs.State; {
+			case st.Running != nil:
+				c.State.Running = &pod.Running{StartedAt: st.Running.StartedAt.Time}
+			case st.Terminated != nil:
+				c.State.Terminated = apiTerminated(st.Terminated)
+			default:
+				c.State.Waiting = &pod.Waiting{}
+				if st.Waiting != nil {
+					c.State.Waiting.Reason = st.Waiting.Reason
+				}
+			}
+			if t := cs.LastTerminationState.Terminated; t != nil {
+				c.LastTerminated = apiTerminated(t)
+			}
+			if c.State.Waiting != nil && c.LastTerminated == nil && c.RestartCount == 0 {
+				continue // never ran: no history
+			}
+			if b == nil {
+				b = &Baseline{At: at, Containers: map[string]pod.ContainerStatus{}}
+			}
+			b.Containers[cs.Name] = c
+		}
+	}
+	return b
+}
+
+// BaselineFromView returns the Baseline of a view Simulate gave at at.
+func BaselineFromView(rt *pod.RuntimeStatus, at time.Time) *Baseline {
+	b := &Baseline{At: at, Containers: map[string]pod.ContainerStatus{}}
+	for _, l := range [][]pod.ContainerStatus{rt.InitContainers, rt.Containers, rt.EphemeralContainers} {
+		for _, cs := range l {
+			if cs.State.Running == nil && cs.State.Terminated == nil && cs.LastTerminated == nil {
+				continue // not run yet
+			}
+			b.Containers[cs.Name] = cs
+		}
+	}
+	return b
+}
+
+func apiTerminated(t *v1.ContainerStateTerminated) *pod.Terminated {
+	id := t.ContainerID
+	if _, hex, ok := strings.Cut(id, "://"); ok {
+		id = hex
+	}
+	return &pod.Terminated{ExitCode: t.ExitCode, Reason: t.Reason, Message: t.Message, StartedAt: t.StartedAt.Time, FinishedAt: t.FinishedAt.Time, ID: id}
 }
 
 // Simulate returns the simulated runtime's view of pod at now, given its behaviour b, and the next time
@@ -209,15 +339,15 @@ type SimInput struct {
 // regular containers after all of them; a container that exited is restarted as its restart policy
 // says, after the kubelet's crash-loop back-off; on deletion (deletionTimestamp set) every container
 // stops at the delete request plus b.StopDelay, capped by the grace period, and the view is Terminal.
-func Simulate(pod *v1.Pod, b *Behaviour, in *SimInput, now time.Time) (*RuntimeStatus, time.Time) {
-	rt := &RuntimeStatus{RuntimeName: in.RuntimeName, Sandbox: SandboxReady, PodIPs: in.PodIPs, HostIPs: in.HostIPs}
-	sim := simulation{pod: pod, b: b, in: in, now: now}
-	if pod.DeletionTimestamp != nil {
+func Simulate(p *v1.Pod, b *Behaviour, in *SimInput, now time.Time) (*pod.RuntimeStatus, time.Time) {
+	rt := &pod.RuntimeStatus{RuntimeName: in.RuntimeName, Sandbox: pod.SandboxReady, PodIPs: in.PodIPs, HostIPs: in.HostIPs}
+	sim := simulation{pod: p, b: b, in: in, now: now}
+	if p.DeletionTimestamp != nil {
 		grace := time.Duration(0)
-		if pod.DeletionGracePeriodSeconds != nil {
-			grace = time.Duration(*pod.DeletionGracePeriodSeconds) * time.Second
+		if p.DeletionGracePeriodSeconds != nil {
+			grace = time.Duration(*p.DeletionGracePeriodSeconds) * time.Second
 		}
-		requested := pod.DeletionTimestamp.Add(-grace)
+		requested := p.DeletionTimestamp.Add(-grace)
 		if seen := in.DeletionSeen; !seen.IsZero() && seen.After(requested) {
 			// The request was in [requested, requested+1s), and not after it was seen.
 			requested = requested.Add(min(seen.Sub(requested), time.Second-time.Nanosecond))
@@ -234,9 +364,9 @@ func Simulate(pod *v1.Pod, b *Behaviour, in *SimInput, now time.Time) (*RuntimeS
 	}
 	t := in.StartTime // when the next container may start
 	initDone := true
-	for i := range pod.Spec.InitContainers {
-		c := &pod.Spec.InitContainers[i]
-		cs, doneAt, ok := sim.container(c, t, true, isSidecar(c))
+	for i := range p.Spec.InitContainers {
+		c := &p.Spec.InitContainers[i]
+		cs, doneAt, ok := sim.container(c, t, true, pod.IsRestartableInitContainer(c))
 		rt.InitContainers = append(rt.InitContainers, cs)
 		if !ok {
 			initDone = false
@@ -245,10 +375,24 @@ func Simulate(pod *v1.Pod, b *Behaviour, in *SimInput, now time.Time) (*RuntimeS
 		t = doneAt
 	}
 	if initDone {
-		for i := range pod.Spec.Containers {
-			cs, _, _ := sim.container(&pod.Spec.Containers[i], t, false, false)
+		for i := range p.Spec.Containers {
+			cs, _, _ := sim.container(&p.Spec.Containers[i], t, false, false)
 			rt.Containers = append(rt.Containers, cs)
 		}
+	}
+	// Ephemeral containers (kubectl debug) run from when the runtime was first asked about them, once:
+	// the kubelet never restarts them.
+	for i := range p.Spec.EphemeralContainers {
+		ec := p.Spec.EphemeralContainers[i]
+		from, ok := in.EphemeralStarts[ec.Name]
+		if !ok {
+			continue
+		}
+		c := v1.Container(ec.EphemeralContainerCommon)
+		never := v1.ContainerRestartPolicyNever
+		c.RestartPolicy = &never
+		cs, _, _ := sim.container(&c, from, false, false)
+		rt.EphemeralContainers = append(rt.EphemeralContainers, cs)
 	}
 	return rt, sim.next
 }
@@ -263,6 +407,23 @@ type simulation struct {
 	stopCode int32
 }
 
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// baseline returns the baseline of container name, if any.
+func (s *simulation) baseline(name string) (pod.ContainerStatus, bool) {
+	if s.in.Baseline == nil {
+		return pod.ContainerStatus{}, false
+	}
+	cs, ok := s.in.Baseline.Containers[name]
+	return cs, ok
+}
+
 // note records a future change.
 func (s *simulation) note(t time.Time) {
 	if t.After(s.now) && (s.next.IsZero() || t.Before(s.next)) {
@@ -272,7 +433,7 @@ func (s *simulation) note(t time.Time) {
 
 // container returns the view of container c allowed to start at from, and, for an init container,
 // when the next one may start (ok false: not yet, or never).
-func (s *simulation) container(c *v1.Container, from time.Time, isInit, sidecar bool) (ContainerStatus, time.Time, bool) {
+func (s *simulation) container(c *v1.Container, from time.Time, isInit, sidecar bool) (pod.ContainerStatus, time.Time, bool) {
 	cb := s.b.For(c.Name)
 	if isInit && !sidecar && cb.RunDuration == nil {
 		// An init container runs to completion: without a run duration of its own it exits 0 as soon
@@ -283,31 +444,64 @@ func (s *simulation) container(c *v1.Container, from time.Time, isInit, sidecar 
 	}
 	ov := s.in.Overrides[c.Name]
 	image := NormalizeImage(c.Image)
-	cs := ContainerStatus{Name: c.Name, Image: image}
+	cs := pod.ContainerStatus{Name: c.Name, Image: image}
 	start := from.Add(cb.StartDelay)
-	if !s.stopAt.IsZero() && !start.Before(s.stopAt) && !s.now.Before(s.stopAt) {
+	_, hasHistory := s.baseline(c.Name)
+	if !s.stopAt.IsZero() && !start.Before(s.stopAt) && !s.now.Before(s.stopAt) && !hasHistory {
 		return cs, time.Time{}, false // deleted before it started: never created
 	}
-	if cb.ImagePullError != "" {
+	if cb.ImagePullError != "" && !hasHistory {
 		s.imagePull(&cs, c, cb, from)
 		return cs, time.Time{}, false
 	}
 	cs.ImageID = ImageID(image)
-	if s.now.Before(start) {
-		cs.State = ContainerState{Waiting: &Waiting{}} // not created yet: ContainerCreating / PodInitializing
+	if s.now.Before(start) && !hasHistory {
+		cs.State = pod.ContainerState{Waiting: &pod.Waiting{}} // not created yet: ContainerCreating / PodInitializing
 		s.note(start)
 		if !s.stopAt.IsZero() {
 			s.note(s.stopAt)
 		}
 		return cs, time.Time{}, false
 	}
-	var last *Terminated
+	var last *pod.Terminated
 	var lastRestart time.Time // when the back-off was last advanced
 	backOff := time.Duration(0)
+	restarts0 := int32(0)
+	var floor time.Time // the baseline's time: nothing of the history before it is simulated again
+	if bl, ok := s.baseline(c.Name); ok {
+		floor, restarts0, last = s.in.Baseline.At, bl.RestartCount, bl.LastTerminated
+		if last != nil {
+			backOff, lastRestart = InitialBackOff, floor // in a crash loop: its next restart backs off
+		}
+		switch {
+		case bl.State.Running != nil:
+			start = bl.State.Running.StartedAt // the run in progress goes on
+		case bl.State.Terminated != nil:
+			term := bl.State.Terminated
+			restart := pod.ContainerShouldRestart(c, &s.pod.Spec, term.ExitCode)
+			if isInit && !sidecar {
+				restart = term.ExitCode != 0 && restart
+			}
+			if !restart || s.stopAt.Before(floor) && !s.stopAt.IsZero() {
+				cs.RestartCount, cs.ID = bl.RestartCount, term.ID
+				cs.State, cs.LastTerminated = pod.ContainerState{Terminated: term}, bl.LastTerminated
+				if isInit && !sidecar && term.ExitCode == 0 {
+					return cs, term.FinishedAt, true
+				}
+				return cs, time.Time{}, false
+			}
+			last, restarts0, start = term, restarts0+1, later(floor, start)
+		default: // waiting: to start, or in a back-off
+			if last != nil {
+				restarts0++
+			}
+			start = later(floor, start)
+		}
+	}
 	crashes, stoppedByAPI := 0, false // each crash, and the stop, ends one run only
 	forced := func(runStart, end time.Time) (time.Time, int32, string, bool) {
-		for crashes < len(ov.Crashes) && ov.Crashes[crashes].At.Before(runStart) {
-			crashes++ // came while the container was not running: nothing to end
+		for crashes < len(ov.Crashes) && (ov.Crashes[crashes].At.Before(runStart) || ov.Crashes[crashes].At.Before(floor)) {
+			crashes++ // came while the container was not running, or is history already: nothing to end
 		}
 		if crashes < len(ov.Crashes) {
 			if c := ov.Crashes[crashes]; end.IsZero() || c.At.Before(end) {
@@ -316,42 +510,59 @@ func (s *simulation) container(c *v1.Container, from time.Time, isInit, sidecar 
 				if code == 0 {
 					code = 1
 				}
-				return c.At, code, ReasonError, true
+				return c.At, code, pod.ReasonError, true
 			}
 		}
-		if !stoppedByAPI && !ov.StopAt.IsZero() && !ov.StopAt.Before(runStart) && (end.IsZero() || ov.StopAt.Before(end)) {
+		if !stoppedByAPI && !ov.StopAt.IsZero() && !ov.StopAt.Before(runStart) && !ov.StopAt.Before(floor) && (end.IsZero() || ov.StopAt.Before(end)) {
 			stoppedByAPI = true
-			return ov.StopAt, 0, ReasonCompleted, true
+			return ov.StopAt, 0, pod.ReasonCompleted, true
 		}
 		return time.Time{}, 0, "", false
 	}
-	for restarts := int32(0); ; restarts++ {
+	for restarts := restarts0; ; restarts++ {
 		cs.RestartCount = restarts
 		cs.ID = containerRuntimeID(s.pod, c.Name, restarts)
 		var end time.Time
-		code, reason := cb.ExitCode, ReasonCompleted
+		code, reason := cb.ExitCode, pod.ReasonCompleted
 		if cb.RunDuration != nil {
 			end = start.Add(*cb.RunDuration)
+			if end.Before(floor) {
+				end = floor // a run that the new behaviour ends earlier ends at the change
+			}
 		}
 		if code != 0 {
-			reason = ReasonError
+			reason = pod.ReasonError
+		}
+		startedAt, probeKill := runProbes(c, cb, start)
+		if !probeKill.IsZero() && (end.IsZero() || probeKill.Before(end)) {
+			end, code, reason = probeKill, 137, pod.ReasonError // killed by the kubelet: a liveness or startup probe failed
 		}
 		if fe, fc, fr, ok := forced(start, end); ok {
 			end, code, reason = fe, fc, fr
 		}
 		if !s.stopAt.IsZero() && (end.IsZero() || s.stopAt.Before(end)) {
-			end, code, reason = s.stopAt, s.stopCode, ReasonCompleted
+			end, code, reason = s.stopAt, s.stopCode, pod.ReasonCompleted
 			if code != 0 {
-				reason = ReasonError
+				reason = pod.ReasonError
 			}
 		}
 		if end.IsZero() || s.now.Before(end) { // running now
-			cs.State = ContainerState{Running: &Running{StartedAt: start}}
+			cs.State = pod.ContainerState{Running: &pod.Running{StartedAt: start}}
 			cs.LastTerminated = last
-			cs.Started = true
+			cs.Started = !startedAt.IsZero() && !s.now.Before(startedAt)
+			if !cs.Started && !startedAt.IsZero() {
+				s.note(startedAt)
+			}
 			readyAt := start.Add(cb.ReadinessDelay)
-			cs.Ready = !s.now.Before(readyAt) && !ov.Unready
+			cs.Ready = cs.Started && !s.now.Before(readyAt) && !ov.Unready
 			s.note(readyAt)
+			if c.ReadinessProbe != nil && cs.Started {
+				rp := newSimProbe(c.ReadinessProbe, cb.Readiness, start, false)
+				rp.gate = startedAt
+				ready, change := rp.resultAt(s.now)
+				cs.Ready = cs.Ready && ready
+				s.note(change)
+			}
 			if !end.IsZero() {
 				s.note(end)
 			}
@@ -360,16 +571,16 @@ func (s *simulation) container(c *v1.Container, from time.Time, isInit, sidecar 
 			}
 			return cs, time.Time{}, false
 		}
-		term := &Terminated{ExitCode: code, Reason: reason, StartedAt: start, FinishedAt: end, ID: cs.ID}
+		term := &pod.Terminated{ExitCode: code, Reason: reason, StartedAt: start, FinishedAt: end, ID: cs.ID}
 		stopped := !s.stopAt.IsZero() && !end.Before(s.stopAt)
 		// A regular init container that exited 0 is never run again; one that failed is, unless the
 		// pod's restartPolicy is Never (kubelet's computeInitContainerActions).
-		restart := !stopped && containerShouldRestart(c, &s.pod.Spec, code)
+		restart := !stopped && pod.ContainerShouldRestart(c, &s.pod.Spec, code)
 		if isInit && !sidecar {
-			restart = !stopped && code != 0 && containerShouldRestart(c, &s.pod.Spec, code)
+			restart = !stopped && code != 0 && pod.ContainerShouldRestart(c, &s.pod.Spec, code)
 		}
 		if !restart {
-			cs.State = ContainerState{Terminated: term}
+			cs.State = pod.ContainerState{Terminated: term}
 			cs.LastTerminated = last
 			if isInit && !sidecar && code == 0 && !stopped {
 				return cs, end, true // an init container that succeeded: the next one may start
@@ -387,12 +598,12 @@ func (s *simulation) container(c *v1.Container, from time.Time, isInit, sidecar 
 		}
 		restartAt := end.Add(delay)
 		if !s.stopAt.IsZero() && !restartAt.Before(s.stopAt) && !s.now.Before(s.stopAt) {
-			cs.State = ContainerState{Terminated: term} // deleted while backing off: not restarted
+			cs.State = pod.ContainerState{Terminated: term} // deleted while backing off: not restarted
 			cs.LastTerminated = last
 			return cs, time.Time{}, false
 		}
 		if s.now.Before(restartAt) {
-			cs.State = ContainerState{Waiting: &Waiting{Reason: ReasonCrashLoopBackOff,
+			cs.State = pod.ContainerState{Waiting: &pod.Waiting{Reason: pod.ReasonCrashLoopBackOff,
 				Message: fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s(%s)", delay, c.Name, s.pod.Name, s.pod.Namespace, s.pod.UID)}}
 			cs.LastTerminated = term
 			s.note(restartAt)
@@ -402,16 +613,35 @@ func (s *simulation) container(c *v1.Container, from time.Time, isInit, sidecar 
 		last = term
 		start = restartAt
 		if restarts > 10000 { // a guard: a run duration of 0 restarting for ever, over weeks
-			cs.State = ContainerState{Waiting: &Waiting{Reason: ReasonCrashLoopBackOff}}
+			cs.State = pod.ContainerState{Waiting: &pod.Waiting{Reason: pod.ReasonCrashLoopBackOff}}
 			return cs, time.Time{}, false
 		}
 	}
 }
 
+// runProbes returns, for a run of container c started at start, when it is started (its startup
+// probe's first success; start without one; zero: never) and when a probe failure kills it (its startup
+// probe's failure, or its liveness probe's once started; zero: never).
+func runProbes(c *v1.Container, cb ContainerBehaviour, start time.Time) (startedAt, killAt time.Time) {
+	startedAt = start
+	if c.StartupProbe != nil {
+		sp := newSimProbe(c.StartupProbe, cb.Startup, start, false)
+		if startedAt = sp.succeedsAt(); startedAt.IsZero() {
+			return time.Time{}, sp.failsAt()
+		}
+	}
+	if c.LivenessProbe != nil {
+		lp := newSimProbe(c.LivenessProbe, cb.Liveness, start, true)
+		lp.gate = startedAt
+		killAt = lp.failsAt()
+	}
+	return startedAt, killAt
+}
+
 // imagePull sets cs to the kubelet's view of a container whose image pulls fail: attempts at from and
 // then after the image back-off (10 s doubling to 5 min), ErrImagePull with the pull's message for a
 // moment after each attempt, ImagePullBackOff "Back-off pulling image ..." in between.
-func (s *simulation) imagePull(cs *ContainerStatus, c *v1.Container, cb ContainerBehaviour, from time.Time) {
+func (s *simulation) imagePull(cs *pod.ContainerStatus, c *v1.Container, cb ContainerBehaviour, from time.Time) {
 	if s.now.Before(from) {
 		s.note(from)
 		return
@@ -423,18 +653,18 @@ func (s *simulation) imagePull(cs *ContainerStatus, c *v1.Container, cb Containe
 		backOff = min(backOff*2, MaxBackOff)
 	}
 	if s.now.Before(attempt.Add(errImagePullShown)) {
-		cs.State = ContainerState{Waiting: &Waiting{Reason: ReasonErrImagePull, Message: pullMsg}}
+		cs.State = pod.ContainerState{Waiting: &pod.Waiting{Reason: pod.ReasonErrImagePull, Message: pullMsg}}
 		s.note(attempt.Add(errImagePullShown))
 		return
 	}
-	cs.State = ContainerState{Waiting: &Waiting{Reason: ReasonImagePullBackOff,
-		Message: fmt.Sprintf("Back-off pulling image %q: %s: %s", c.Image, ReasonErrImagePull, pullMsg)}}
+	cs.State = pod.ContainerState{Waiting: &pod.Waiting{Reason: pod.ReasonImagePullBackOff,
+		Message: fmt.Sprintf("Back-off pulling image %q: %s: %s", c.Image, pod.ReasonErrImagePull, pullMsg)}}
 	s.note(attempt.Add(backOff))
 }
 
 // containerRuntimeID is a stable 64-hex-digit ID, as containerd's, for a container's restarts-th run.
-func containerRuntimeID(pod *v1.Pod, name string, restarts int32) string {
-	sum := sha256.Sum256(fmt.Appendf(nil, "%s/%s/%d", pod.UID, name, restarts))
+func containerRuntimeID(p *v1.Pod, name string, restarts int32) string {
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s/%s/%d", p.UID, name, restarts))
 	return hex.EncodeToString(sum[:])
 }
 

@@ -1,8 +1,11 @@
-package pod
+package simulation
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"github.com/nodeagent/nodeagent/pkg/pod"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -10,12 +13,30 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/record"
+	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 )
 
+var (
+	t0      = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	simHost = []netip.Addr{netip.MustParseAddr("192.168.0.10")}
+	simIP   = []netip.Addr{netip.MustParseAddr("10.244.0.2")}
+)
+
+// basePod is a pod named p in ns with one container (busybox) per name.
+func basePod(restart v1.RestartPolicy, names ...string) *v1.Pod {
+	p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "uid-1", Generation: 1},
+		Spec: v1.PodSpec{RestartPolicy: restart, NodeName: "machine1"}}
+	for _, n := range names {
+		p.Spec.Containers = append(p.Spec.Containers, v1.Container{Name: n, Image: "busybox"})
+	}
+	return p
+}
+
 // simState renders the first regular (or, when there is none, the last init) container as
 // "State/Reason restarts=N ready=B".
-func simState(rt *RuntimeStatus) string {
+func simState(rt *pod.RuntimeStatus) string {
 	list := rt.Containers
 	if len(list) == 0 {
 		list = rt.InitContainers[len(rt.InitContainers)-1:]
@@ -141,7 +162,7 @@ func TestSimulate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			in := &SimInput{StartTime: start.Add(tc.startAt), RuntimeName: "containerd", PodIPs: ip, HostIPs: host, Overrides: tc.overrides}
+			in := &SimInput{StartTime: start.Add(tc.startAt), RuntimeName: "containerd", PodIPs: simIP, HostIPs: simHost, Overrides: tc.overrides}
 			if tc.seen != 0 {
 				in.DeletionSeen = start.Add(tc.seen)
 			}
@@ -157,7 +178,7 @@ func TestSimulate(t *testing.T) {
 				t.Errorf("next change %v, want %v", next, wantNext)
 			}
 			// The view always makes a status.
-			if _, err := GenerateStatus(p, rt, start.Add(tc.at)); err != nil {
+			if _, err := pod.GenerateStatus(p, rt, start.Add(tc.at)); err != nil {
 				t.Errorf("GenerateStatus: %v", err)
 			}
 		})
@@ -188,7 +209,7 @@ func TestSimulateInitContainersComplete(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rt, _ := Simulate(p, &b, &SimInput{StartTime: t0, RuntimeName: "containerd", PodIPs: ip, HostIPs: host}, t0.Add(tc.at))
+			rt, _ := Simulate(p, &b, &SimInput{StartTime: t0, RuntimeName: "containerd", PodIPs: simIP, HostIPs: simHost}, t0.Add(tc.at))
 			var got []string
 			for _, cs := range rt.InitContainers {
 				switch {
@@ -230,9 +251,23 @@ func TestSimulateCrashLoopMessageAndIDs(t *testing.T) {
 	if first.Containers[0].ID == c.ID {
 		t.Errorf("a restarted container has the same ID as the first run")
 	}
-	s, _ := GenerateStatus(p, rt, t0.Add(5*time.Second))
+	s, _ := pod.GenerateStatus(p, rt, t0.Add(5*time.Second))
 	if cs := s.ContainerStatuses[0]; cs.RestartCount != 1 || cs.LastTerminationState.Terminated.ContainerID != "containerd://"+c.ID || cs.Image != "docker.io/library/busybox:latest" {
 		t.Errorf("status %+v", cs)
+	}
+}
+
+// TestPodBehaviourBoundsPullError: an image pull error annotation of 200 KB (a status the API server
+// would refuse, 413) is cut to MaxImagePullErrorBytes.
+func TestPodBehaviourBoundsPullError(t *testing.T) {
+	p := basePod(v1.RestartPolicyAlways, "c")
+	p.Annotations = map[string]string{AnnotationImagePullError: strings.Repeat("e", 200<<10)}
+	b, err := PodBehaviour(p, Behaviour{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(b.For("c").ImagePullError); n != MaxImagePullErrorBytes {
+		t.Errorf("image pull error of %d bytes, want %d", n, MaxImagePullErrorBytes)
 	}
 }
 
@@ -265,5 +300,166 @@ func TestNormalizeImage(t *testing.T) {
 	}
 	if got := ImageID("docker.io/library/busybox:1.36"); !strings.HasPrefix(got, "docker.io/library/busybox@sha256:") {
 		t.Errorf("ImageID = %q", got)
+	}
+}
+
+// TestSimulateProbes: a container's probes (from its spec) answer as their annotation says, with the
+// kubelet's prober semantics: the first probe initialDelaySeconds after the start, then every
+// periodSeconds; readiness not ready until it succeeds and not ready again after failureThreshold
+// failures; a startup probe gates started and readiness; a liveness (or startup) failure kills the
+// container (exit 137), restarted by its policy.
+func TestSimulateProbes(t *testing.T) {
+	readiness := &v1.Probe{InitialDelaySeconds: 5, PeriodSeconds: 10, FailureThreshold: 3, SuccessThreshold: 1}
+	liveness := &v1.Probe{PeriodSeconds: 10, FailureThreshold: 3, SuccessThreshold: 1}
+	startup := &v1.Probe{PeriodSeconds: 5, FailureThreshold: 5, SuccessThreshold: 1}
+	for _, tc := range []struct {
+		name                         string
+		readiness, liveness, startup *v1.Probe
+		annotations                  map[string]string
+		at                           time.Duration
+		want                         string
+		wantStarted                  bool
+		wantLastExit                 int32 // of lastState.terminated; 0 for none
+	}{
+		{name: "readiness passes: not ready before its first probe", readiness: readiness, at: 4 * time.Second, want: "Running restarts=0", wantStarted: true},
+		{name: "readiness passes: ready at its first probe", readiness: readiness, at: 5 * time.Second, want: "Running restarts=0 ready", wantStarted: true},
+		{name: "readiness fails: never ready", readiness: readiness, annotations: map[string]string{AnnotationReadinessProbe: "fail"},
+			at: time.Hour, want: "Running restarts=0", wantStarted: true},
+		{name: "readiness fails after 30s: ready until the 3rd failure", readiness: readiness, annotations: map[string]string{AnnotationReadinessProbe: "fail-after:30s"},
+			at: 54 * time.Second, want: "Running restarts=0 ready", wantStarted: true},
+		{name: "readiness fails after 30s: unready at the 3rd failure", readiness: readiness, annotations: map[string]string{AnnotationReadinessProbe: "fail-after:30s"},
+			at: 55 * time.Second, want: "Running restarts=0", wantStarted: true},
+		{name: "startup passes after 12s: not started before", startup: startup, readiness: readiness, annotations: map[string]string{AnnotationStartupProbe: "pass-after:12s"},
+			at: 14 * time.Second, want: "Running restarts=0"},
+		{name: "startup passes after 12s: started, readiness probed from then", startup: startup, readiness: readiness, annotations: map[string]string{AnnotationStartupProbe: "pass-after:12s"},
+			at: 15 * time.Second, want: "Running restarts=0 ready", wantStarted: true},
+		{name: "liveness fails after 20s: running until the 3rd failure", liveness: liveness, annotations: map[string]string{AnnotationLivenessProbe: "fail-after:20s"},
+			at: 39 * time.Second, want: "Running restarts=0 ready", wantStarted: true},
+		{name: "liveness fails after 20s: killed and restarted", liveness: liveness, annotations: map[string]string{AnnotationLivenessProbe: "fail-after:20s"},
+			at: 41 * time.Second, want: "Running restarts=1 ready", wantStarted: true, wantLastExit: 137},
+		{name: "startup fails: killed at its 5th failure", startup: startup, annotations: map[string]string{AnnotationStartupProbe: "fail"},
+			at: 21 * time.Second, want: "Running restarts=1", wantLastExit: 137},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := basePod(v1.RestartPolicyAlways, "c")
+			p.Annotations = tc.annotations
+			c := &p.Spec.Containers[0]
+			c.ReadinessProbe, c.LivenessProbe, c.StartupProbe = tc.readiness, tc.liveness, tc.startup
+			b, err := PodBehaviour(p, Behaviour{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rt, _ := Simulate(p, &b, &SimInput{StartTime: t0, RuntimeName: "containerd"}, t0.Add(tc.at))
+			if got := simState(rt); got != tc.want {
+				t.Errorf("at %s: %s, want %s", tc.at, got, tc.want)
+			}
+			cs := rt.Containers[0]
+			if cs.Started != tc.wantStarted {
+				t.Errorf("at %s: started %v, want %v", tc.at, cs.Started, tc.wantStarted)
+			}
+			var lastExit int32
+			if cs.LastTerminated != nil {
+				lastExit = cs.LastTerminated.ExitCode
+			}
+			if lastExit != tc.wantLastExit {
+				t.Errorf("at %s: last exit %d, want %d", tc.at, lastExit, tc.wantLastExit)
+			}
+		})
+	}
+}
+
+// TestProbeAnnotationErrors: a probe annotation that does not parse is told, naming the key and value.
+func TestProbeAnnotationErrors(t *testing.T) {
+	for _, v := range []string{"sometimes", "fail-after", "flap:-1s", "pass:3s"} {
+		p := basePod(v1.RestartPolicyAlways, "c")
+		p.Annotations = map[string]string{AnnotationLivenessProbe + ".c": v}
+		if _, err := PodBehaviour(p, Behaviour{}); !errors.Is(err, ErrBadAnnotation) || !strings.Contains(err.Error(), v) {
+			t.Errorf("%q: error %v, want ErrBadAnnotation naming the value", v, err)
+		}
+	}
+}
+
+// TestPodBehaviourUnknownKeys: a nodeagent.io/ annotation that is none of the behaviour's (a typo), or a
+// per-container key naming no container of the pod, is told, naming the key; other prefixes are not ours.
+func TestPodBehaviourUnknownKeys(t *testing.T) {
+	p := basePod(v1.RestartPolicyAlways, "c")
+	p.Annotations = map[string]string{
+		"nodeagent.io/exitcode":           "1",
+		AnnotationRunDuration + ".worker": "1s",
+		AnnotationRunDuration + ".c":      "1s",
+		"example.com/exitcode":            "1",
+	}
+	_, err := PodBehaviour(p, Behaviour{})
+	if !errors.Is(err, ErrBadAnnotation) {
+		t.Fatalf("error %v, want ErrBadAnnotation", err)
+	}
+	for _, want := range []string{`nodeagent.io/exitcode: "1" is not a nodeagent.io/ pod annotation`, `nodeagent.io/run-duration.worker: "1s" names no container of the pod ("worker")`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v, want it to say %s", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "example.com") || strings.Contains(err.Error(), "run-duration.c") {
+		t.Errorf("error %v names a key that is fine", err)
+	}
+}
+
+// TestSimulateBaselineAfterRestart: a simulator restarted goes on from the history the pod's status shows
+// (issue 35 M2): a container crashed through the control API (an override the new process does not have)
+// stays restarted once, running since its restart, its last state the crash; it does not come back as
+// its first run with the ID of its own last state, nor does its startedAt move back.
+func TestSimulateBaselineAfterRestart(t *testing.T) {
+	p := basePod(v1.RestartPolicyAlways, "c")
+	b, _ := PodBehaviour(p, Behaviour{})
+	in := &SimInput{StartTime: t0, RuntimeName: "containerd", Overrides: Overrides{"c": {Crashes: []Crash{{At: t0.Add(3 * time.Second), ExitCode: 2}}}}}
+	rt, _ := Simulate(p, &b, in, t0.Add(10*time.Second))
+	status, err := pod.GenerateStatus(p, rt, t0.Add(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	written := p.DeepCopy()
+	written.Status = status
+
+	// The process restarts at 20 s: no overrides, the status as written.
+	at := t0.Add(20 * time.Second)
+	again := &SimInput{StartTime: t0, RuntimeName: "containerd", Baseline: BaselineFromStatus(written, at)}
+	rt2, _ := Simulate(written, &b, again, t0.Add(30*time.Second))
+	cs := rt2.Containers[0]
+	if cs.RestartCount != 1 || cs.State.Running == nil || !cs.State.Running.StartedAt.Equal(t0.Add(3*time.Second)) {
+		t.Errorf("after the restart: %+v, want restartCount 1, running since the restart at 3 s", cs)
+	}
+	if cs.LastTerminated == nil || cs.LastTerminated.ExitCode != 2 || cs.ID == cs.LastTerminated.ID {
+		t.Errorf("after the restart: last %+v, ID %s; want the crash (exit 2), another container's ID", cs.LastTerminated, cs.ID)
+	}
+}
+
+// TestSimPodsBehaviourChangeKeepsHistory: behaviour annotations added to a running pod apply from then
+// on (issue 35 Low): a run duration added after 100 s ends the run in progress at once, and the
+// container restarts once, not 0→N restarts at once, its startedAt never before its last finishedAt.
+func TestSimPodsBehaviourChangeKeepsHistory(t *testing.T) {
+	clk := testingclock.NewFakeClock(t0)
+	s := newSimPods(Behaviour{}, "containerd", record.NewFakeRecorder(100), clk)
+	p := basePod(v1.RestartPolicyAlways, "c")
+	ctx := context.Background()
+	if err := s.CreatePod(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	clk.SetTime(t0.Add(100 * time.Second))
+	if r, _ := s.GetPodStatus(ctx, p); r.Status.Containers[0].State.Running == nil {
+		t.Fatal("not running before the change")
+	}
+	p = p.DeepCopy()
+	p.Annotations = map[string]string{AnnotationRunDuration: "10s", AnnotationExitCode: "1"}
+	if err := s.UpdatePod(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	clk.SetTime(t0.Add(101 * time.Second))
+	r, _ := s.GetPodStatus(ctx, p)
+	cs := r.Status.Containers[0]
+	if cs.RestartCount != 1 || cs.State.Running == nil || cs.LastTerminated == nil {
+		t.Fatalf("after the change: %+v, want restarted once and running", cs)
+	}
+	if cs.State.Running.StartedAt.Before(cs.LastTerminated.FinishedAt) || !cs.LastTerminated.FinishedAt.Equal(t0.Add(100*time.Second)) {
+		t.Errorf("running since %s, last finished %s: want the run in progress ended at the change (100 s), the next after it",
+			cs.State.Running.StartedAt.Sub(t0), cs.LastTerminated.FinishedAt.Sub(t0))
 	}
 }

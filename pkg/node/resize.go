@@ -1,0 +1,159 @@
+package node
+
+import (
+	"encoding/json"
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodeagent/nodeagent/pkg/pod"
+)
+
+// The kubelet's resize Event reasons (pkg/kubelet/events).
+const (
+	ReasonResizeDeferred  = "ResizeDeferred"
+	ReasonResizeStarted   = "ResizeStarted"
+	ReasonResizeCompleted = "ResizeCompleted"
+)
+
+// resizeOutcome is what the allocation manager made of a pod's resources at one sync.
+type resizeOutcome struct {
+	// allocated is the pod with the resources allocated to it: p itself unless a resize is deferred.
+	allocated *v1.Pod
+	// started: a resize was admitted now; deferred: the predicate admission's message of a resize
+	// that does not fit ("" when none is pending).
+	started  bool
+	deferred string
+}
+
+// resize is the kubelet's allocation manager (handlePodResourcesResize) for an admitted pod whose
+// containers' resources may have changed in place: a change that fits beside the other pods' allocations
+// is allocated (its part of the admission's usage changes); one that does not is Deferred with the
+// predicate admission's message, the pod keeping its allocation; tried again at every sync.
+func (r *podResources) resize(key string, node *v1.Node, p *v1.Pod) resizeOutcome {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h := r.byKey[key]
+	if h == nil || h.uid != p.UID || !h.counted {
+		return resizeOutcome{allocated: p}
+	}
+	if h.allocated == nil || sameResources(h.allocated, p) {
+		h.allocated = p
+		return resizeOutcome{allocated: p}
+	}
+	if node == nil {
+		return resizeOutcome{allocated: withResources(p, h.allocated), deferred: "the Node is not known"}
+	}
+	r.usage.Remove(h.usage)
+	res := pod.AdmitWith(node, p, &r.usage)
+	if res.Admit {
+		h.usage, h.allocated = r.usage.Add(p), p
+		return resizeOutcome{allocated: p, started: true}
+	}
+	h.usage = r.usage.Add(h.allocated)
+	return resizeOutcome{allocated: withResources(p, h.allocated), deferred: res.Message}
+}
+
+// sameResources reports whether a and b ask the same resources of every container and of the pod.
+func sameResources(a, b *v1.Pod) bool {
+	if !apiequality.Semantic.DeepEqual(a.Spec.Resources, b.Spec.Resources) ||
+		len(a.Spec.Containers) != len(b.Spec.Containers) || len(a.Spec.InitContainers) != len(b.Spec.InitContainers) {
+		return false
+	}
+	for i := range a.Spec.Containers {
+		if !apiequality.Semantic.DeepEqual(a.Spec.Containers[i].Resources, b.Spec.Containers[i].Resources) {
+			return false
+		}
+	}
+	for i := range a.Spec.InitContainers {
+		if !apiequality.Semantic.DeepEqual(a.Spec.InitContainers[i].Resources, b.Spec.InitContainers[i].Resources) {
+			return false
+		}
+	}
+	return true
+}
+
+// withResources returns a copy of p with the resources of allocated (the allocation manager's
+// UpdatePodFromAllocation).
+func withResources(p, allocated *v1.Pod) *v1.Pod {
+	out := p.DeepCopy()
+	out.Spec.Resources = allocated.Spec.Resources.DeepCopy()
+	byName := map[string]v1.ResourceRequirements{}
+	for _, c := range append(append([]v1.Container{}, allocated.Spec.InitContainers...), allocated.Spec.Containers...) {
+		byName[c.Name] = c.Resources
+	}
+	for _, l := range [][]v1.Container{out.Spec.InitContainers, out.Spec.Containers} {
+		for i := range l {
+			if r, ok := byName[l[i].Name]; ok {
+				l[i].Resources = *r.DeepCopy()
+			}
+		}
+	}
+	return out
+}
+
+// resizeMessage is the kubelet's podResizeMessage (events/resize.go): prefix, then the spec's resources
+// as JSON, with the generation and the error.
+func resizeMessage(p *v1.Pod, prefix, errMsg string) string {
+	type containerAllocation struct {
+		Name      string                  `json:"name"`
+		Resources v1.ResourceRequirements `json:"resources,omitempty"`
+	}
+	summary := struct {
+		InitContainers []containerAllocation `json:"initContainers,omitempty"`
+		Containers     []containerAllocation `json:"containers,omitempty"`
+		Generation     int64                 `json:"generation"`
+		Error          string                `json:"error,omitempty"`
+	}{Generation: p.Generation, Error: errMsg}
+	for _, c := range p.Spec.InitContainers {
+		summary.InitContainers = append(summary.InitContainers, containerAllocation{Name: c.Name, Resources: c.Resources})
+	}
+	for _, c := range p.Spec.Containers {
+		summary.Containers = append(summary.Containers, containerAllocation{Name: c.Name, Resources: c.Resources})
+	}
+	b, err := json.Marshal(summary)
+	if err != nil {
+		return prefix
+	}
+	return fmt.Sprintf("%s: %s", prefix, b)
+}
+
+// setResizePending sets the PodResizePending condition of a deferred resize on status (Deferred, the
+// message, the pod's generation), keeping its transition time when it is unchanged in p's status.
+func setResizePending(p *v1.Pod, status *v1.PodStatus, message string, now metav1.Time) {
+	cond := v1.PodCondition{Type: v1.PodResizePending, Status: v1.ConditionTrue, Reason: v1.PodReasonDeferred,
+		Message: message, ObservedGeneration: p.Generation, LastTransitionTime: now}
+	for _, c := range p.Status.Conditions {
+		if c.Type == v1.PodResizePending && c.Status == cond.Status && c.Reason == cond.Reason {
+			cond.LastTransitionTime = c.LastTransitionTime
+		}
+	}
+	conds := make([]v1.PodCondition, 0, len(status.Conditions)+1)
+	for _, c := range status.Conditions {
+		if c.Type != v1.PodResizePending {
+			conds = append(conds, c)
+		}
+	}
+	status.Conditions = append(conds, cond)
+}
+
+// resizePod runs the allocation manager on a running pod (podResources.resize) and tells what it did
+// in the kubelet's Events: ResizeStarted then ResizeCompleted for a resize admitted (the provider is told
+// at once, UpdatePod), a Warning ResizeDeferred once per generation for one deferred. It returns the pod
+// with its allocated resources (p itself unless a resize is deferred), and whether the allocation changed.
+func (c *Controller) resizePod(key string, p *v1.Pod, st *podSyncStatus) (*v1.Pod, bool) {
+	node, _ := c.deps.NodeLister.Get(c.cfg.NodeName)
+	out := c.pods.resources.resize(key, node, p)
+	st.resizePending = out.deferred
+	switch {
+	case out.started:
+		c.deps.Recorder.Event(p, v1.EventTypeNormal, ReasonResizeStarted, resizeMessage(p, "Pod resize started", ""))
+		c.deps.Recorder.Event(p, v1.EventTypeNormal, ReasonResizeCompleted, resizeMessage(p, "Pod resize completed", ""))
+	case out.deferred != "" && st.resizeToldGen != p.Generation:
+		st.resizeToldGen = p.Generation
+		c.deps.Recorder.Event(p, v1.EventTypeWarning, ReasonResizeDeferred, resizeMessage(p, "Pod resize "+v1.PodReasonDeferred, out.deferred))
+	}
+	return out.allocated, out.started
+}
