@@ -13,7 +13,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apiserver/pkg/authentication/request/bearertoken"
 	"k8s.io/apiserver/pkg/authentication/token/tokenfile"
 	"k8s.io/apiserver/pkg/authentication/user"
@@ -26,11 +25,26 @@ import (
 	"github.com/nodeagent/nodeagent/pkg/kubeletserver"
 	"github.com/nodeagent/nodeagent/pkg/node"
 	"github.com/nodeagent/nodeagent/pkg/nodecache"
+	"github.com/nodeagent/nodeagent/pkg/pod"
 )
 
-// logsProvider is a PodProvider that also implements node.ContainerLogsGetter (Virtual Kubelet's
-// GetContainerLogs): kubectl logs reaches it through the API server and the Node's kubelet API.
-type logsProvider struct{ podRunner }
+// logsProvider is a PodProvider whose containers run from their creation on, and that also
+// implements node.ContainerLogsGetter (Virtual Kubelet's GetContainerLogs): kubectl logs reaches it
+// through the API server and the Node's kubelet API.
+type logsProvider struct{ started time.Time }
+
+func (*logsProvider) CreatePod(context.Context, *v1.Pod) error   { return nil }
+func (*logsProvider) UpdatePod(context.Context, *v1.Pod) error   { return nil }
+func (*logsProvider) DeletePod(context.Context, *v1.Pod) error   { return nil }
+func (*logsProvider) GetPods(context.Context) ([]*v1.Pod, error) { return nil, nil }
+func (p *logsProvider) GetPodStatus(_ context.Context, v *v1.Pod) (node.PodRuntimeStatus, error) {
+	st := &pod.RuntimeStatus{RuntimeName: "example", Sandbox: pod.SandboxReady}
+	for _, c := range v.Spec.Containers {
+		st.Containers = append(st.Containers, pod.ContainerStatus{Name: c.Name, ID: string(v.UID) + "-" + c.Name, ImageID: "sha256:0",
+			Started: true, Ready: true, State: pod.ContainerState{Running: &pod.Running{StartedAt: p.started}}})
+	}
+	return node.PodRuntimeStatus{Status: st}, nil
+}
 
 func (*logsProvider) GetContainerLogs(_ context.Context, namespace, pod, container string, opts node.ContainerLogOpts) (io.ReadCloser, error) {
 	lines := []string{"starting", "listening on :80", "ready"}
@@ -58,7 +72,7 @@ func Example_kubectlLogs() {
 		NodeName: "example-node", RegisterNode: true, MaxPods: 110,
 		NodeStatusUpdateFrequency: 10 * time.Second, NodeStatusReportFrequency: 5 * time.Minute,
 		NodeLeaseDurationSeconds: 40, AgentVersion: "v1.37.2-example",
-		Host: host{}, Runtime: containerRuntime{}, Pods: &logsProvider{podRunner{started: map[types.UID]time.Time{}, stopped: map[types.UID]time.Time{}}},
+		Host: host{}, Runtime: containerRuntime{}, Pods: &logsProvider{started: time.Now()},
 		FallbackPodCIDR: netip.MustParsePrefix("10.244.7.0/24"),
 		KubeletPort:     int32(ln.Addr().(*net.TCPAddr).Port), // status.daemonEndpoints.kubeletEndpoint.Port
 	}, node.Dependencies{

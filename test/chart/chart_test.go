@@ -183,7 +183,7 @@ func compare(t *testing.T, got, want map[string]runtime.Object) {
 // TestHelmLint: helm lint --strict with the default values and with every part enabled.
 func TestHelmLint(t *testing.T) {
 	root, bin := tools(t)
-	for _, set := range [][]string{nil, {"simulate.enabled=true,monitoring.prometheusRule.enabled=true,monitoring.podMonitors.enabled=true,monitoring.dashboard.enabled=true"}} {
+	for _, set := range [][]string{nil, {"simulate.enabled=true,simulate.kubeletAPI.enabled=true,simulate.kubeletAPI.tlsSecret=sim-tls,monitoring.prometheusRule.enabled=true,monitoring.podMonitors.enabled=true,monitoring.dashboard.enabled=true"}} {
 		args := []string{"lint", "--strict", chartDir}
 		for _, s := range set {
 			args = append(args, "--set", s)
