@@ -284,6 +284,22 @@ func TestPodBehaviourErrors(t *testing.T) {
 	}
 }
 
+// TestPodBehaviourOtherAnnotations: the nodeagent.io/ annotations read elsewhere (the kubelet API's
+// answers, Streaming; the resource usage) are not told as unknown, a typo is.
+func TestPodBehaviourOtherAnnotations(t *testing.T) {
+	p := basePod(v1.RestartPolicyAlways, "c")
+	p.Annotations = map[string]string{AnnotationLogLines: "3", AnnotationLogPeriod: "1s", AnnotationLogText: "x",
+		AnnotationExec: `{"*":{"exitCode":0}}`, AnnotationAttach: "hi", AnnotationPortForward: "127.0.0.1:80",
+		AnnotationCPUUsage: "100m", AnnotationMemoryUsage + ".c": "10Mi"}
+	if _, err := PodBehaviour(p, Behaviour{}); err != nil {
+		t.Errorf("known annotations told as bad: %v", err)
+	}
+	p.Annotations["nodeagent.io/log-line"] = "3"
+	if _, err := PodBehaviour(p, Behaviour{}); !errors.Is(err, ErrBadAnnotation) || !strings.Contains(err.Error(), "nodeagent.io/log-line:") {
+		t.Errorf("a typo: error %v, want one naming nodeagent.io/log-line", err)
+	}
+}
+
 func TestNormalizeImage(t *testing.T) {
 	for in, want := range map[string]string{
 		"busybox":                     "docker.io/library/busybox:latest",

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -40,6 +41,13 @@ const (
 	// host:port for every port, or port=host:port pairs separated by commas.
 	AnnotationPortForward = "nodeagent.io/port-forward"
 )
+
+// streamingAnnotations are the annotations above: pod-wide only (no .<container> form).
+var streamingAnnotations = []string{AnnotationLogLines, AnnotationLogPeriod, AnnotationLogText, AnnotationExec, AnnotationAttach, AnnotationPortForward}
+
+// IsStreamingAnnotation reports whether key is one of the annotations of the kubelet's API's answers,
+// which PodBehaviour leaves to Streaming.
+func IsStreamingAnnotation(key string) bool { return slices.Contains(streamingAnnotations, key) }
 
 // ExitCodeNotSimulated is the exit code of a command no annotation answers: 126, the shell's
 // "command found but cannot be run".
