@@ -45,7 +45,9 @@ func TestSimulatePodsPressureEviction(t *testing.T) {
 	sim := startSimulator(t, "--kubeconfig="+cp.AdminKubeconfig, "--nodes=1", "--node-name-prefix="+prefix)
 	waitNodesReady(ctx, t, admin, sim, 1, 2*time.Minute)
 
-	mem := func(q string) corev1.ResourceList { return corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(q)} }
+	mem := func(q string) corev1.ResourceList {
+		return corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(q)}
+	}
 	cpu := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}
 	newPod := func(name string, requests corev1.ResourceList, priority int32) *corev1.Pod {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: corev1.PodSpec{
