@@ -8,9 +8,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
 	"github.com/nodeagent/nodeagent/test/framework"
 )
@@ -49,9 +49,20 @@ func TestSimulatePodsPressureEviction(t *testing.T) {
 		return corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(q)}
 	}
 	cpu := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}
+	// The pods' priorities, through PriorityClasses (the Priority admission plugin sets spec.priority).
+	for _, v := range []int32{1000, 2000, 3000, 5000} {
+		pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p%d", v)}, Value: v}
+		if _, err := admin.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	newPod := func(name string, requests corev1.ResourceList, priority int32) *corev1.Pod {
+		class := ""
+		if priority != 0 {
+			class = fmt.Sprintf("p%d", priority)
+		}
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: corev1.PodSpec{
-			NodeName: node, Priority: ptr.To(priority),
+			NodeName: node, PriorityClassName: class,
 			Containers: []corev1.Container{{Name: "c", Image: "registry.example/app:1", Resources: corev1.ResourceRequirements{Requests: requests}}},
 		}}
 	}
