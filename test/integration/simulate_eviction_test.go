@@ -18,9 +18,10 @@ import (
 // TestSimulatePodsPressureEviction (issue 35 M5): memory pressure set on a simulated Node through the
 // control API, with the real node-lifecycle (the memory-pressure taint), taint-eviction and disruption
 // controllers running: the Node's eviction manager evicts as the kubelet's does, one pod every 10 s,
-// the BestEffort pod first (Failed, Evicted, "The node was low on resource: memory. ", DisruptionTarget
-// TerminationByKubelet), then the Burstable pod without a memory request, then, among the pods within
-// their requests, the lowest priority; a new BestEffort pod bound to the Node by name is rejected
+// the pods over their memory requests first whatever their priority (with no usage measured: those that
+// request no memory, BestEffort or not), by priority among them, then those within their requests by
+// priority (Failed, Evicted, "The node was low on resource: memory. ", DisruptionTarget
+// TerminationByKubelet); a new BestEffort pod bound to the Node by name is rejected
 // ("The node had condition: [MemoryPressure]. "), a Burstable one admitted.
 func TestSimulatePodsPressureEviction(t *testing.T) {
 	t.Parallel()
@@ -70,8 +71,8 @@ func TestSimulatePodsPressureEviction(t *testing.T) {
 	pods := []*corev1.Pod{
 		newPod("within-high", mem("64Mi"), 1000),
 		newPod("within-low", mem("64Mi"), 0),
-		newPod("cpu-only", cpu, 2000),
-		newPod("besteffort", nil, 5000),
+		newPod("cpu-only", cpu, 5000),
+		newPod("besteffort", nil, 2000),
 	}
 	for _, p := range pods {
 		if _, err := admin.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
