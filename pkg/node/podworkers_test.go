@@ -581,7 +581,10 @@ func TestPodResize(t *testing.T) {
 // however often it is queued (every status sync of a Node under pressure queues it).
 func TestEvictionOnePerPeriod(t *testing.T) {
 	started := metav1.NewTime(time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC))
-	admitted := func(p *v1.Pod) { p.Status.StartTime = &started; p.Spec.Containers[0].Resources = v1.ResourceRequirements{} }
+	admitted := func(p *v1.Pod) {
+		p.Status.StartTime = &started
+		p.Spec.Containers[0].Resources = v1.ResourceRequirements{}
+	}
 	e := newPodEnv(t, testPod("a", "100m", admitted), testPod("b", "100m", admitted))
 	e.ctrl.cfg.Host = pressureHost{}
 	ctx := t.Context()
