@@ -211,21 +211,19 @@ type Controller struct {
 	// with RegisterNode false.
 	registered atomic.Bool
 
+	// mu guards the Controller's run (stopped, queue, started, cancel, lastEnd, logger) and its
+	// start-up (startup). What its syncs saw is nodeSeen's, its pods' podWorkers'.
 	mu      sync.Mutex
 	stopped bool // next to mu: no padding (see TestControllerSize)
 	queue   *Queue
 	startup startupState
 	// cancel cancels each running step's context (nil when the step is not running); lastEnd is when
-	// each step last finished, for Healthy only.
+	// each step last finished (the clock's Unix nanoseconds; 0: never), for Healthy only.
 	cancel  [numSteps]context.CancelFunc
-	lastEnd [numSteps]time.Time
-	// duplicates are the other agents seen renewing this Node's Lease.
-	duplicates map[string]bool
-	firstReady time.Time // when a sync first found the Node Ready
-	// posted is what the last successful sync left on the Node: its UID and conditions (not the
-	// whole Node, which the informer holds already); nil before.
-	posted    *postedNode
-	lastPatch *statussync.SyncResult
+	lastEnd [numSteps]int64
+
+	// seen is what the Node's syncs and Lease renewals saw, with its own lock.
+	seen nodeSeen
 
 	// pods are the Node's pod workers when it runs pods (Config.Pods); nil otherwise: a Node without
 	// pods (the single agent on a host, a library Node without a PodProvider) pays one nil pointer.
@@ -469,7 +467,7 @@ func (c *Controller) end(step Step) (stopped bool) {
 	defer c.mu.Unlock()
 	c.cancel[step]()
 	c.cancel[step] = nil
-	c.lastEnd[step] = c.deps.Clock.Now()
+	c.lastEnd[step] = c.deps.Clock.Now().UnixNano()
 	if !c.stopped {
 		return false
 	}
@@ -534,24 +532,24 @@ func (c *Controller) observeSync(r statussync.SyncResult) {
 	if r.Time.IsZero() {
 		return
 	}
-	c.mu.Lock()
+	c.seen.mu.Lock()
 	if r.Patched {
 		kept := r
 		kept.Node = nil
-		c.lastPatch = &kept
+		c.seen.lastPatch = &kept
 	}
 	posted := false
 	if r.Node != nil {
 		// Not copied: r.Node is the informer's copy or an API answer, both read-only to everyone
 		// (client-go's rule for informer objects; the syncer copies before it changes a Node), so the
 		// conditions are shared with the informer's store most of the time instead of held twice.
-		c.posted = &postedNode{uid: r.Node.UID, conditions: r.Node.Status.Conditions}
+		c.seen.posted = &postedNode{uid: r.Node.UID, conditions: r.Node.Status.Conditions}
 		posted = true
-		if c.firstReady.IsZero() && nodeReady(r.Node) {
-			c.firstReady = r.Time
+		if c.seen.firstReady.IsZero() && nodeReady(r.Node) {
+			c.seen.firstReady = r.Time
 		}
 	}
-	c.mu.Unlock()
+	c.seen.mu.Unlock()
 	switch {
 	case r.Result == statussync.ResultPatched:
 		c.heartbeatSucceeded()
@@ -581,11 +579,11 @@ func (c *Controller) recordEvent(eventType, reason, message string) {
 // kubelet, which resolves the UID once, a Node deleted and registered again gets the new UID.
 func (c *Controller) EventRef() *v1.ObjectReference {
 	ref := &v1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: c.cfg.NodeName}
-	c.mu.Lock()
-	if c.posted != nil {
-		ref.UID = c.posted.uid
+	c.seen.mu.Lock()
+	if c.seen.posted != nil {
+		ref.UID = c.seen.posted.uid
 	}
-	c.mu.Unlock()
+	c.seen.mu.Unlock()
 	return ref
 }
 
@@ -608,9 +606,23 @@ func (c *Controller) RuntimeState() *criruntime.State { return c.runtimeState }
 // Posted reports whether a status has been posted since start: a successful sync, or a Node created at
 // registration (whose status came from the setters).
 func (c *Controller) Posted() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.posted != nil
+	c.seen.mu.Lock()
+	defer c.seen.mu.Unlock()
+	return c.seen.posted != nil
+}
+
+// nodeSeen is what a Controller's syncs and Lease renewals saw of its Node: what the last successful
+// sync posted, when the Node was first Ready, and the other agents seen renewing its Lease. Its own lock;
+// the steps that see write it, Status, EventRef and Posted read it.
+type nodeSeen struct {
+	mu sync.Mutex
+	// duplicates are the other agents seen renewing this Node's Lease.
+	duplicates map[string]bool
+	firstReady time.Time // when a sync first found the Node Ready
+	// posted is what the last successful sync left on the Node: its UID and conditions (not the
+	// whole Node, which the informer holds already); nil before.
+	posted    *postedNode
+	lastPatch *statussync.SyncResult
 }
 
 // postedNode is what the Controller keeps of the Node a sync posted. Its conditions are read-only

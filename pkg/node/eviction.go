@@ -58,6 +58,10 @@ func (c *Controller) evictionStep(ctx context.Context) result {
 	if len(conds) == 0 {
 		return result{after: never}
 	}
+	now := c.deps.Clock.Now()
+	if wait := c.pods.nextEviction(now); wait > 0 {
+		return result{after: wait} // at most one eviction per monitoring period, whoever queued this step
+	}
 	resource := pod.PressureResource(conds[0])
 	all, err := c.deps.Pods.OnNode(c.cfg.NodeName)
 	if err != nil {
@@ -81,6 +85,7 @@ func (c *Controller) evictionStep(ctx context.Context) result {
 	c.deps.Recorder.Event(victim, v1.EventTypeWarning, pod.ReasonEvicted, msg)
 	key := victim.Namespace + "/" + victim.Name
 	c.pods.requestEviction(key, &evictResponse{reason: pod.ReasonEvicted, message: msg, gracePeriod: &evictionGracePeriod, disruptionTarget: true})
+	c.pods.evicted(now)
 	c.addPod(key)
 	return result{after: EvictionMonitoringPeriod}
 }

@@ -171,13 +171,13 @@ func (o *outagePolicy) closeAllConns() {
 // and status. It records a Warning Event once per other agent; Status().Problems and the /readyz
 // check say it while it lasts.
 func (c *Controller) duplicate(other string) {
-	c.mu.Lock()
-	seen := c.duplicates[other]
-	if c.duplicates == nil {
-		c.duplicates = map[string]bool{}
+	c.seen.mu.Lock()
+	seen := c.seen.duplicates[other]
+	if c.seen.duplicates == nil {
+		c.seen.duplicates = map[string]bool{}
 	}
-	c.duplicates[other] = true
-	c.mu.Unlock()
+	c.seen.duplicates[other] = true
+	c.seen.mu.Unlock()
 	if !seen {
 		c.recordEvent(v1.EventTypeWarning, "DuplicateNodeAgent", fmt.Sprintf(
 			"Another agent (%s) renews the Lease of node %s: two agents run with one node name and overwrite each other's Lease and status", other, c.cfg.NodeName))

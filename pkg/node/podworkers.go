@@ -64,6 +64,8 @@ type podWorkers struct {
 	// evictions are the pods the eviction manager evicts, by namespace/name, until their worker
 	// takes them (evictionStep, then the pod's sync).
 	evictions map[string]*evictResponse
+	// lastEviction is when the eviction manager last evicted a pod of the Node.
+	lastEviction time.Time
 	// stopped is set when the Node stops: no sync starts, every running one is cancelled.
 	stopped bool
 	// volumesForbidden: the identity may not read ConfigMaps or Secrets (missingVolume).
@@ -176,6 +178,24 @@ func (w *podWorkers) requestEviction(key string, e *evictResponse) {
 		w.evictions = map[string]*evictResponse{}
 	}
 	w.evictions[key] = e
+}
+
+// nextEviction returns how long after now the eviction manager may evict again: 0 when a monitoring
+// period has passed since its last eviction.
+func (w *podWorkers) nextEviction(now time.Time) time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.lastEviction.IsZero() {
+		return 0
+	}
+	return max(0, w.lastEviction.Add(EvictionMonitoringPeriod).Sub(now))
+}
+
+// evicted records an eviction at now.
+func (w *podWorkers) evicted(now time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.lastEviction = now
 }
 
 // takeEviction returns the eviction of pod key requested, if any, and forgets it.

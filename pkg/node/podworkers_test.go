@@ -576,3 +576,32 @@ func TestPodResize(t *testing.T) {
 		t.Errorf("Events %q, want ResizeStarted, ResizeCompleted", ev)
 	}
 }
+
+// TestEvictionOnePerPeriod: the eviction manager evicts at most one pod per EvictionMonitoringPeriod,
+// however often it is queued (every status sync of a Node under pressure queues it).
+func TestEvictionOnePerPeriod(t *testing.T) {
+	started := metav1.NewTime(time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC))
+	admitted := func(p *v1.Pod) {
+		p.Status.StartTime = &started
+		p.Spec.Containers[0].Resources = v1.ResourceRequirements{}
+	}
+	e := newPodEnv(t, testPod("a", "100m", admitted), testPod("b", "100m", admitted))
+	e.ctrl.cfg.Host = pressureHost{}
+	ctx := t.Context()
+	if r := e.ctrl.evictionStep(ctx); r.after != EvictionMonitoringPeriod {
+		t.Fatalf("first run: again after %s, want %s", r.after, EvictionMonitoringPeriod)
+	}
+	r := e.ctrl.evictionStep(ctx) // queued again at once, e.g. by a status sync
+	if r.after <= 0 || r.after > EvictionMonitoringPeriod {
+		t.Errorf("second run at once: again after %s, want within the period", r.after)
+	}
+	evicting := 0
+	for _, k := range []string{"default/a", "default/b"} {
+		if e.ctrl.pods.evicting(k) {
+			evicting++
+		}
+	}
+	if evicting != 1 {
+		t.Errorf("%d pods evicted by two runs within one period, want 1", evicting)
+	}
+}

@@ -98,18 +98,18 @@ func (c *Controller) Status() Status {
 	if !st.Runtime.LastRuntimeSync.IsZero() {
 		st.Runtime.Age = now.Sub(st.Runtime.LastRuntimeSync)
 	}
-	c.mu.Lock()
-	if c.posted != nil {
-		st.Conditions = slices.Clone(c.posted.conditions)
+	c.seen.mu.Lock()
+	if c.seen.posted != nil {
+		st.Conditions = slices.Clone(c.seen.posted.conditions)
 		for i := range st.Conditions {
 			if st.Conditions[i].Type == v1.NodeReady {
 				st.Ready = &st.Conditions[i]
 			}
 		}
 	}
-	st.FirstReadyAt = c.firstReady
-	st.LastPatch = c.lastPatch
-	c.mu.Unlock()
+	st.FirstReadyAt = c.seen.firstReady
+	st.LastPatch = c.seen.lastPatch
+	c.seen.mu.Unlock()
 	st.Problems = c.problems(now, st)
 	return st
 }
@@ -188,8 +188,14 @@ func (c *Controller) Late() error {
 // its sync loop's iterations. Before Start it is nil.
 func (c *Controller) Healthy() error {
 	c.mu.Lock()
-	s, stopped, lastEnd, start := c.queue, c.stopped, c.lastEnd, c.started
+	s, stopped, ends, start := c.queue, c.stopped, c.lastEnd, c.started
 	c.mu.Unlock()
+	var lastEnd [numSteps]time.Time
+	for i, n := range ends {
+		if n != 0 {
+			lastEnd[i] = time.Unix(0, n)
+		}
+	}
 	if s == nil || stopped {
 		return nil
 	}

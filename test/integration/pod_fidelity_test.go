@@ -102,7 +102,7 @@ type podFidScenario struct {
 	pod func(node string) *corev1.Pod
 	// job runs the pod through a real Job (kube-controller-manager's job controller).
 	job bool
-	// final: "ready" (Running, Ready True) or a terminal phase.
+	// final: "ready" (Running, Ready True), "running" (Running, started, Ready False) or a terminal phase.
 	final string
 	// gate: the test sets podFidGate True once the containers are ready.
 	gate bool
@@ -146,6 +146,10 @@ func podFidScenarios() []podFidScenario {
 		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("20m"), corev1.ResourceMemory: resource.MustParse("32Mi")}}
 	withResources := func(c corev1.Container, r corev1.ResourceRequirements) corev1.Container {
 		c.Resources = r
+		return c
+	}
+	withProbe := func(c corev1.Container, p *corev1.Probe) corev1.Container {
+		c.ReadinessProbe = p
 		return c
 	}
 	withVolume := func(c corev1.Container, volume string) corev1.Container {
@@ -193,6 +197,14 @@ func podFidScenarios() []podFidScenario {
 			pod: base("deadline", nil, corev1.PodSpec{
 				ActiveDeadlineSeconds: ptr.To[int64](3), RestartPolicy: corev1.RestartPolicyNever,
 				Containers: []corev1.Container{podFidContainer("main")},
+			})},
+		{name: "readiness probe fails", final: "running",
+			hollowSkip: "the hollow node's prober manager is a fake that marks every regular container ready: no probe runs there",
+			pod: base("unready", map[string]string{simulation.AnnotationReadinessProbe: "fail"}, corev1.PodSpec{
+				Containers: []corev1.Container{withProbe(podFidContainer("main"), &corev1.Probe{
+					ProbeHandler:  corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"/podimage", "--exit-after=1ms", "--exit-code=1"}}},
+					PeriodSeconds: 1, FailureThreshold: 1, SuccessThreshold: 1, TimeoutSeconds: 1,
+				})},
 			})},
 		{name: "readiness gate", final: "ready", gate: true,
 			pod: base("gated", nil, corev1.PodSpec{
@@ -497,6 +509,13 @@ func waitPodFinal(ctx context.Context, t *testing.T, client kubernetes.Interface
 				return false, fmt.Errorf("pod %s/%s is %s, want the stage %q: %w", ns, p.Name, p.Status.Phase, stage, framework.ErrStop)
 			}
 			return statusSummary(&p.Status) == stage, nil
+		case sc.final == "running": // Running, started, not ready (a readiness probe that fails)
+			if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+				return false, fmt.Errorf("pod %s/%s is %s, want Running: %w", ns, p.Name, p.Status.Phase, framework.ErrStop)
+			}
+			cs := p.Status.ContainerStatuses
+			return p.Status.Phase == corev1.PodRunning && len(cs) > 0 && cs[0].Started != nil && *cs[0].Started &&
+				ready != nil && ready.Status == corev1.ConditionFalse, nil
 		case sc.final == "ready":
 			if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 				return false, fmt.Errorf("pod %s/%s is %s, want Running and Ready: %w", ns, p.Name, p.Status.Phase, framework.ErrStop)
