@@ -43,10 +43,10 @@ esac
 
 // TestInstallDepsSets: hack/install-deps.sh builds for `make up` (--for up) only etcd, kube-apiserver,
 // kube-controller-manager and kubectl, for the simulation (--for simulate) kube-scheduler too, and by
-// default (make test, make tools) everything with helm; each binary only when it is missing or was built
+// default (make test, make tools) everything with helm and metrics-server; each binary only when it is missing or was built
 // from another hack/tools (its own stamp), and the stamp of an older install-deps.sh that built all eight
 // at once (.tools.stamp) still counts. It runs a copy of the scripts over a stand-in hack/tools and
-// hack/helm with a fake go, so it builds nothing real. The Debian packages are checked as usual (make
+// hack/helm and hack/metrics-server with a fake go, so it builds nothing real. The Debian packages are checked as usual (make
 // test's `tools` installed them).
 func TestInstallDepsSets(t *testing.T) {
 	root, err := framework.RepoRoot()
@@ -55,10 +55,10 @@ func TestInstallDepsSets(t *testing.T) {
 	}
 	repo := t.TempDir()
 	bin := filepath.Join(repo, "_output", "bin")
-	for _, f := range []string{"hack/install-deps.sh", "hack/build-helm.sh", "hack/lib/stamp.sh"} {
+	for _, f := range []string{"hack/install-deps.sh", "hack/build-helm.sh", "hack/build-metrics-server.sh", "hack/lib/stamp.sh"} {
 		writeFile(t, filepath.Join(repo, f), readFile(t, filepath.Join(root, f)), 0o755)
 	}
-	for _, mod := range []string{"hack/tools", "hack/helm"} {
+	for _, mod := range []string{"hack/tools", "hack/helm", "hack/metrics-server"} {
 		writeFile(t, filepath.Join(repo, mod, "go.mod"), "module example.com/"+filepath.Base(mod)+"\n", 0o644)
 		writeFile(t, filepath.Join(repo, mod, "go.sum"), "", 0o644)
 	}
@@ -99,7 +99,7 @@ func TestInstallDepsSets(t *testing.T) {
 		{name: "make up on an empty _output/bin", args: []string{"--for", "up"}, built: []string{upSet}},
 		{name: "make up again", args: []string{"--for", "up"}},
 		{name: "the simulation adds kube-scheduler", args: []string{"--for", "simulate"}, built: []string{"kube-scheduler"}},
-		{name: "make test builds the rest and helm", built: []string{"kubelet cloud-node-controller kubemark", "helm"}},
+		{name: "make test builds the rest, helm and metrics-server", built: []string{"kubelet cloud-node-controller kubemark", "helm", "metrics-server"}},
 		{name: "make test again", built: nil},
 		{name: "only the stamp of an older install-deps.sh", before: func() {
 			m, _ := filepath.Glob(filepath.Join(bin, ".tools.*.stamp"))
