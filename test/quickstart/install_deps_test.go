@@ -43,11 +43,11 @@ esac
 
 // TestInstallDepsSets: hack/install-deps.sh builds for `make up` (--for up) only etcd, kube-apiserver,
 // kube-controller-manager and kubectl, for the simulation (--for simulate) kube-scheduler too, and by
-// default (make test, make tools) everything with helm and metrics-server; each binary only when it is missing or was built
-// from another hack/tools (its own stamp), and the stamp of an older install-deps.sh that built all eight
-// at once (.tools.stamp) still counts. It runs a copy of the scripts over a stand-in hack/tools and
-// hack/helm and hack/metrics-server with a fake go, so it builds nothing real. The Debian packages are checked as usual (make
-// test's `tools` installed them).
+// default (make test, make tools) everything with helm and metrics-server; each binary only when it is
+// missing or was built from another hack/tools (its own stamp), and the stamp of an older install-deps.sh
+// that built all eight at once (.tools.stamp) still counts. It runs a copy of the scripts over a stand-in
+// hack/tools, hack/helm and hack/metrics-server with a fake go, so it builds nothing real. The Debian
+// packages are checked as usual (make test's `tools` installed them).
 func TestInstallDepsSets(t *testing.T) {
 	root, err := framework.RepoRoot()
 	if err != nil {
