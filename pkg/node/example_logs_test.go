@@ -13,6 +13,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/authentication/request/bearertoken"
 	"k8s.io/apiserver/pkg/authentication/token/tokenfile"
 	"k8s.io/apiserver/pkg/authentication/user"
@@ -118,11 +119,12 @@ func Example_kubectlLogs() {
 	if _, err := client.CoreV1().Pods("default").Create(ctx, web, metav1.CreateOptions{}); err != nil {
 		panic(err)
 	}
-	for { // the informer sees the pod
-		if _, err := podInformer.GetIndexer().ByIndex(node.PodNodeNameIndex, "example-node"); err == nil && len(podInformer.GetIndexer().List()) == 1 {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
+	// The informer sees the pod.
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		pods, err := podInformer.GetIndexer().ByIndex(node.PodNodeNameIndex, "example-node")
+		return err == nil && len(pods) == 1, nil
+	}); err != nil {
+		panic(err)
 	}
 
 	// What the API server sends for `kubectl logs web --tail=2`.

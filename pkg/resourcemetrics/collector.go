@@ -71,7 +71,7 @@ func FromSummary(g StatsSummaryGetter) MetricsResourceGetter {
 }
 
 // resourceMetricsCollector is the kubelet's resourceMetricsCollector over a StatsSummaryGetter,
-// reading its ctx (the kubelet's reads context.TODO()).
+// reading the ctx of the one call it is made for (FromSummary); the kubelet's reads a background context.
 type resourceMetricsCollector struct {
 	metrics.BaseStableCollector
 	ctx      context.Context
