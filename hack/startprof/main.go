@@ -36,7 +36,8 @@ func main() {
 	v := flag.Int("v", 2, "nodeagent's -v")
 	prof := flag.Bool("prof", true, "write a start-up trace and CPU profile of each start to the directory")
 	bins := flag.String("bins", "", "comma-separated nodeagent binaries to alternate, copied to "+
-		"$NODEAGENT_BINARY before each start (default: the one framework.BuildAgent builds)")
+		"$NODEAGENT_BINARY before each start (default: the one framework.BuildAgent builds); "+
+		"PATH@K=V[@K=V...] also sets those environment variables for that binary's starts")
 	flag.Parse()
 	ctx := context.Background()
 	os.RemoveAll(*dir)
@@ -67,7 +68,8 @@ func main() {
 		bin := ""
 		if len(binList) > 0 {
 			bin = binList[i%len(binList)]
-			b, err := os.ReadFile(bin)
+			path, _, _ := strings.Cut(bin, "@")
+			b, err := os.ReadFile(path)
 			if err != nil {
 				panic(err)
 			}
@@ -100,20 +102,30 @@ func main() {
 			env = []string{"NODEAGENT_STARTUP_TRACE=" + filepath.Join(*dir, fmt.Sprintf("trace-%02d.out", i)),
 				"NODEAGENT_STARTUP_CPUPROFILE=" + filepath.Join(*dir, fmt.Sprintf("cpu-%02d.pprof", i))}
 		}
+		if _, kvs, ok := strings.Cut(bin, "@"); ok {
+			env = append(env, strings.Split(kvs, "@")...)
+		}
 		adir := filepath.Join(*dir, fmt.Sprintf("agent-%02d", i))
+		// The Ready event's time is taken as it arrives, not after StartAgent returns (which waits
+		// for the agent's HTTP server, polling every 50 ms), as make bench takes it.
+		readyAt := make(chan time.Time, 1)
+		go func() {
+			for ev := range w.ResultChan() {
+				now := time.Now()
+				if nd, ok := ev.Object.(*corev1.Node); ok && ev.Type != watch.Deleted && framework.IsReady(nd) {
+					readyAt <- now
+					return
+				}
+			}
+			close(readyAt)
+		}()
 		start := time.Now()
 		a, err := framework.StartAgent(ctx, framework.AgentOptions{Dir: adir, NodeName: node, Kubeconfig: cp.KubeconfigFor(node),
 			RuntimeEndpoint: ctrd.Endpoint, Env: env, Args: []string{fmt.Sprintf("-v=%d", *v)}})
 		if err != nil {
 			panic(err)
 		}
-		var at time.Time
-		for ev := range w.ResultChan() {
-			if nd, ok := ev.Object.(*corev1.Node); ok && ev.Type != watch.Deleted && framework.IsReady(nd) {
-				at = time.Now()
-				break
-			}
-		}
+		at := <-readyAt
 		w.Stop()
 		d := at.Sub(start)
 		fmt.Printf("start %2d %s: Ready after %v (pid %d, log %s)\n", i, bin, d.Round(100*time.Microsecond), a.PID, a.LogPath)

@@ -13,6 +13,7 @@ import (
 	logsapi "k8s.io/component-base/logs/api/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/nodeagent/nodeagent/internal/startgc"
 	"github.com/nodeagent/nodeagent/pkg/config"
 	"github.com/nodeagent/nodeagent/pkg/lifecycle"
 	"github.com/nodeagent/nodeagent/pkg/node"
@@ -152,6 +153,9 @@ status, write Leases in kube-node-lease, Events); it is checked at start.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// The start-up pause of the collector (internal/startgc) is for one Node's time to Ready;
+			// thousands of Nodes' first second may allocate past its bound, so it ends here.
+			startgc.Release()
 			o.agent.Flags = fs
 			return runSimulate(cmd.Context(), o)
 		},
