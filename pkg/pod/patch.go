@@ -4,11 +4,15 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	"k8s.io/utils/ptr"
+
+	"github.com/nodeagent/nodeagent/internal/apiequal"
 )
 
 // StatusPatch returns the strategic-merge patch that takes oldStatus to newStatus for the pod with uid,
@@ -19,16 +23,282 @@ import (
 // allocates nothing (a pass over a pod that changed nothing costs one comparison), then, for statuses
 // equal only once serialized, by the patch being empty. Send it with
 // Pods(ns).Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status").
-// Errors name the pod's UID and wrap the marshalling or patch error.
+//
+// The patch is built from the fields that changed (statusFields), not from two whole statuses: what
+// the kubelet's CreateTwoWayMergePatch of the two would say, field by field (TestStatusPatchAgrees holds
+// the two to the same content on table cases and random statuses). Errors name the pod's UID and wrap
+// the marshalling or patch error.
 func StatusPatch(uid types.UID, oldStatus, newStatus *v1.PodStatus) ([]byte, error) {
 	if StatusEqual(oldStatus, newStatus) {
 		return nil, nil
 	}
-	return statusPatch(uid, oldStatus, newStatus)
+	status := map[string]json.RawMessage{}
+	for i := range statusFields {
+		f := &statusFields[i]
+		if f.equal(oldStatus, newStatus) {
+			continue
+		}
+		var err error
+		switch {
+		case f.name == "conditions" && sameConditionTypes(oldStatus.Conditions, newStatus.Conditions):
+			err = conditionsPatch(status, oldStatus.Conditions, newStatus.Conditions)
+		case f.merge:
+			err = mergeFieldPatch(status, oldStatus, newStatus, f.copy)
+		default:
+			err = replaceFieldPatch(status, f.name, f.value(oldStatus), f.value(newStatus))
+		}
+		if err != nil {
+			return nil, fmt.Errorf("status patch of pod %s, field %s: %w", uid, f.name, err)
+		}
+	}
+	if len(status) == 0 {
+		return nil, nil // equal once serialized (e.g. times within the same second)
+	}
+	patch, err := json.Marshal(struct {
+		Metadata struct {
+			UID types.UID `json:"uid"`
+		} `json:"metadata"`
+		Status map[string]json.RawMessage `json:"status"`
+	}{Metadata: struct {
+		UID types.UID `json:"uid"`
+	}{uid}, Status: status})
+	if err != nil {
+		return nil, fmt.Errorf("status patch of pod %s: %w", uid, err)
+	}
+	return patch, nil
 }
 
-// statusPatch is StatusPatch without the StatusEqual shortcut: the patch built and compared with the
-// empty one.
+// statusField is one field of PodStatus as the strategic merge patch treats it: a value the patch
+// replaces when it changed (scalars, times, lists without a patch strategy: the container statuses),
+// or one it merges (lists with a merge key, maps and structs: diffed as CreateTwoWayMergePatch diffs
+// them, on that field alone).
+type statusField struct {
+	name  string // the JSON name
+	merge bool
+	// equal reports whether the field is the same in both (semantically; false may still serialize alike).
+	equal func(a, b *v1.PodStatus) bool
+	// value is the field's value to marshal, nil when omitempty leaves it out (replaced fields).
+	value func(s *v1.PodStatus) any
+	// copy sets the field of dst from src (merged fields).
+	copy func(dst, src *v1.PodStatus)
+}
+
+// statusFields are PodStatus's fields in its order. TestStatusFieldsCoverPodStatus fails when
+// PodStatus gains one.
+var statusFields = []statusField{
+	{name: "observedGeneration", equal: func(a, b *v1.PodStatus) bool { return a.ObservedGeneration == b.ObservedGeneration },
+		value: func(s *v1.PodStatus) any { return omitZero(s.ObservedGeneration) }},
+	{name: "phase", equal: func(a, b *v1.PodStatus) bool { return a.Phase == b.Phase },
+		value: func(s *v1.PodStatus) any { return omitZero(s.Phase) }},
+	{name: "conditions", merge: true, equal: func(a, b *v1.PodStatus) bool { return slices.EqualFunc(a.Conditions, b.Conditions, conditionEqual) },
+		copy: func(d, s *v1.PodStatus) { d.Conditions = s.Conditions }},
+	{name: "message", equal: func(a, b *v1.PodStatus) bool { return a.Message == b.Message },
+		value: func(s *v1.PodStatus) any { return omitZero(s.Message) }},
+	{name: "reason", equal: func(a, b *v1.PodStatus) bool { return a.Reason == b.Reason },
+		value: func(s *v1.PodStatus) any { return omitZero(s.Reason) }},
+	{name: "nominatedNodeName", equal: func(a, b *v1.PodStatus) bool { return a.NominatedNodeName == b.NominatedNodeName },
+		value: func(s *v1.PodStatus) any { return omitZero(s.NominatedNodeName) }},
+	{name: "hostIP", equal: func(a, b *v1.PodStatus) bool { return a.HostIP == b.HostIP },
+		value: func(s *v1.PodStatus) any { return omitZero(s.HostIP) }},
+	{name: "hostIPs", merge: true, equal: func(a, b *v1.PodStatus) bool { return slices.Equal(a.HostIPs, b.HostIPs) },
+		copy: func(d, s *v1.PodStatus) { d.HostIPs = s.HostIPs }},
+	{name: "podIP", equal: func(a, b *v1.PodStatus) bool { return a.PodIP == b.PodIP },
+		value: func(s *v1.PodStatus) any { return omitZero(s.PodIP) }},
+	{name: "podIPs", merge: true, equal: func(a, b *v1.PodStatus) bool { return slices.Equal(a.PodIPs, b.PodIPs) },
+		copy: func(d, s *v1.PodStatus) { d.PodIPs = s.PodIPs }},
+	{name: "startTime", equal: func(a, b *v1.PodStatus) bool { return a.StartTime.Equal(b.StartTime) },
+		value: func(s *v1.PodStatus) any { return omitNil(s.StartTime) }},
+	{name: "initContainerStatuses", equal: func(a, b *v1.PodStatus) bool {
+		return containerStatusesEqual(a.InitContainerStatuses, b.InitContainerStatuses)
+	}, value: func(s *v1.PodStatus) any { return omitEmpty(s.InitContainerStatuses) }},
+	{name: "containerStatuses", equal: func(a, b *v1.PodStatus) bool {
+		return containerStatusesEqual(a.ContainerStatuses, b.ContainerStatuses)
+	}, value: func(s *v1.PodStatus) any { return omitEmpty(s.ContainerStatuses) }},
+	{name: "qosClass", equal: func(a, b *v1.PodStatus) bool { return a.QOSClass == b.QOSClass },
+		value: func(s *v1.PodStatus) any { return omitZero(s.QOSClass) }},
+	{name: "ephemeralContainerStatuses", equal: func(a, b *v1.PodStatus) bool {
+		return containerStatusesEqual(a.EphemeralContainerStatuses, b.EphemeralContainerStatuses)
+	}, value: func(s *v1.PodStatus) any { return omitEmpty(s.EphemeralContainerStatuses) }},
+	{name: "resize", equal: func(a, b *v1.PodStatus) bool { return a.Resize == b.Resize },
+		value: func(s *v1.PodStatus) any { return omitZero(s.Resize) }},
+	{name: "resourceClaimStatuses", merge: true, equal: func(a, b *v1.PodStatus) bool {
+		return slices.EqualFunc(a.ResourceClaimStatuses, b.ResourceClaimStatuses, func(x, y v1.PodResourceClaimStatus) bool {
+			return x.Name == y.Name && ptr.Equal(x.ResourceClaimName, y.ResourceClaimName)
+		})
+	}, copy: func(d, s *v1.PodStatus) { d.ResourceClaimStatuses = s.ResourceClaimStatuses }},
+	{name: "extendedResourceClaimStatus", merge: true, equal: func(a, b *v1.PodStatus) bool {
+		return apiequal.Ptr(a.ExtendedResourceClaimStatus, b.ExtendedResourceClaimStatus)
+	}, copy: func(d, s *v1.PodStatus) { d.ExtendedResourceClaimStatus = s.ExtendedResourceClaimStatus }},
+	{name: "allocatedResources", merge: true, equal: func(a, b *v1.PodStatus) bool {
+		return apiequal.ResourceList(a.AllocatedResources, b.AllocatedResources)
+	}, copy: func(d, s *v1.PodStatus) { d.AllocatedResources = s.AllocatedResources }},
+	{name: "resources", merge: true, equal: func(a, b *v1.PodStatus) bool { return resourcesEqual(a.Resources, b.Resources) },
+		copy: func(d, s *v1.PodStatus) { d.Resources = s.Resources }},
+	{name: "nodeAllocatableResourceClaimStatuses", merge: true, equal: func(a, b *v1.PodStatus) bool {
+		return apiequal.Slice(a.NodeAllocatableResourceClaimStatuses, b.NodeAllocatableResourceClaimStatuses)
+	}, copy: func(d, s *v1.PodStatus) {
+		d.NodeAllocatableResourceClaimStatuses = s.NodeAllocatableResourceClaimStatuses
+	}},
+	{name: "volumeHealth", equal: func(a, b *v1.PodStatus) bool { return apiequal.Slice(a.VolumeHealth, b.VolumeHealth) },
+		value: func(s *v1.PodStatus) any { return omitEmpty(s.VolumeHealth) }},
+}
+
+// omitZero, omitNil and omitEmpty return nil where the field's omitempty leaves it out of the JSON.
+func omitZero[T comparable](v T) any {
+	var zero T
+	if v == zero {
+		return nil
+	}
+	return v
+}
+
+func omitNil(t *metav1.Time) any {
+	if t == nil {
+		return nil
+	}
+	return t
+}
+
+func omitEmpty[T any](s []T) any {
+	if len(s) == 0 {
+		return nil
+	}
+	return s
+}
+
+// replaceFieldPatch sets status[name] to the new value, or to null when omitempty leaves it out, unless
+// both serialize alike (CreateTwoWayMergePatch's replace: a value added, changed or removed).
+func replaceFieldPatch(status map[string]json.RawMessage, name string, oldValue, newValue any) error {
+	var oldJSON, newJSON []byte
+	var err error
+	if oldValue != nil {
+		if oldJSON, err = json.Marshal(oldValue); err != nil {
+			return err
+		}
+	}
+	if newValue != nil {
+		if newJSON, err = json.Marshal(newValue); err != nil {
+			return err
+		}
+	}
+	switch {
+	case oldValue == nil && newValue == nil, oldValue != nil && newValue != nil && bytes.Equal(oldJSON, newJSON):
+		return nil
+	case newValue == nil:
+		status[name] = json.RawMessage("null")
+	default:
+		status[name] = newJSON
+	}
+	return nil
+}
+
+// sameConditionTypes reports whether a and b list the same condition types in the same order, each
+// once: the common case of a status sync, whose patch conditionsPatch builds.
+func sameConditionTypes(a, b []v1.PodCondition) bool {
+	if len(a) != len(b) || len(a) == 0 {
+		return false
+	}
+	for i := range a {
+		if a[i].Type != b[i].Type {
+			return false
+		}
+		for j := range i {
+			if a[j].Type == a[i].Type {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// conditionsPatch adds to status the conditions' patch when both lists have the same types in the
+// same order, as CreateTwoWayMergePatch makes it for a list merged by type: "$setElementOrder/conditions"
+// (every type, in order) and, in that order, each changed condition as its type and the fields that
+// changed (null for one omitempty now leaves out). Nothing when no condition changed once serialized.
+func conditionsPatch(status map[string]json.RawMessage, oldConds, newConds []v1.PodCondition) error {
+	var changed []json.RawMessage
+	for i := range newConds {
+		o, n := &oldConds[i], &newConds[i]
+		fields := map[string]json.RawMessage{}
+		for _, f := range []struct {
+			name     string
+			old, new any
+		}{
+			{"observedGeneration", omitZero(o.ObservedGeneration), omitZero(n.ObservedGeneration)},
+			{"status", o.Status, n.Status},
+			{"lastProbeTime", &o.LastProbeTime, &n.LastProbeTime},
+			{"lastTransitionTime", &o.LastTransitionTime, &n.LastTransitionTime},
+			{"reason", omitZero(o.Reason), omitZero(n.Reason)},
+			{"message", omitZero(o.Message), omitZero(n.Message)},
+		} {
+			if err := replaceFieldPatch(fields, f.name, f.old, f.new); err != nil {
+				return err
+			}
+		}
+		if len(fields) == 0 {
+			continue
+		}
+		typ, err := json.Marshal(n.Type)
+		if err != nil {
+			return err
+		}
+		fields["type"] = typ
+		b, err := json.Marshal(fields)
+		if err != nil {
+			return err
+		}
+		changed = append(changed, b)
+	}
+	if len(changed) == 0 {
+		return nil
+	}
+	order := make([]struct {
+		Type v1.PodConditionType `json:"type"`
+	}, len(newConds))
+	for i := range newConds {
+		order[i].Type = newConds[i].Type
+	}
+	var err error
+	if status["$setElementOrder/conditions"], err = json.Marshal(order); err != nil {
+		return err
+	}
+	status["conditions"], err = json.Marshal(changed)
+	return err
+}
+
+// mergeFieldPatch adds to status what CreateTwoWayMergePatch says for one merged field (set by copy
+// into otherwise empty statuses): the field's patch and its directives ($setElementOrder/<name>).
+func mergeFieldPatch(status map[string]json.RawMessage, oldStatus, newStatus *v1.PodStatus, copy func(dst, src *v1.PodStatus)) error {
+	var o, n v1.Pod
+	copy(&o.Status, oldStatus)
+	copy(&n.Status, newStatus)
+	oldData, err := json.Marshal(&o)
+	if err != nil {
+		return err
+	}
+	newData, err := json.Marshal(&n)
+	if err != nil {
+		return err
+	}
+	p, err := strategicpatch.CreateTwoWayMergePatch(oldData, newData, v1.Pod{})
+	if err != nil {
+		return err
+	}
+	var fields struct {
+		Status map[string]json.RawMessage `json:"status"`
+	}
+	if err := json.Unmarshal(p, &fields); err != nil {
+		return err
+	}
+	for k, v := range fields.Status {
+		status[k] = v
+	}
+	return nil
+}
+
+// statusPatch is the patch as it was built before StatusPatch built it field by field, and as the
+// kubelet builds it: both statuses marshalled whole and diffed by CreateTwoWayMergePatch. Tests hold
+// StatusPatch to it.
 func statusPatch(uid types.UID, oldStatus, newStatus *v1.PodStatus) ([]byte, error) {
 	oldData, err := json.Marshal(v1.Pod{Status: *oldStatus})
 	if err != nil {

@@ -1,0 +1,219 @@
+package pod
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
+
+	"github.com/nodeagent/nodeagent/internal/apiequal/apiequaltest"
+)
+
+// wholeStatusPatch is StatusPatch as it was, and as the kubelet's status manager writes: nothing when
+// the statuses are semantically equal, else both statuses marshalled and diffed whole.
+func wholeStatusPatch(old, new *v1.PodStatus) ([]byte, error) {
+	if StatusEqual(old, new) {
+		return nil, nil
+	}
+	return statusPatch("uid-1", old, new)
+}
+
+// comparePatches fails t unless got and want (two patches of old) have the same content, and apply
+// to old to the same status.
+func comparePatches(t *testing.T, name string, old, new *v1.PodStatus, got, want []byte, exact bool) {
+	t.Helper()
+	if (got == nil) != (want == nil) {
+		t.Fatalf("%s: StatusPatch = %s, the whole-status patch %s", name, got, want)
+	}
+	if got == nil {
+		return
+	}
+	var g, w any
+	if err := json.Unmarshal(got, &g); err != nil {
+		t.Fatalf("%s: StatusPatch %s: %v", name, got, err)
+	}
+	if err := json.Unmarshal(want, &w); err != nil {
+		t.Fatal(err)
+	}
+	if exact && !reflect.DeepEqual(g, w) {
+		t.Fatalf("%s: StatusPatch\n%s\nthe whole-status patch\n%s", name, got, want)
+	}
+	oldPod, err := json.Marshal(v1.Pod{Status: *old})
+	if err != nil {
+		t.Fatal(err)
+	}
+	apply := func(patch []byte) v1.PodStatus {
+		b, err := strategicpatch.StrategicMergePatch(oldPod, patch, v1.Pod{})
+		if err != nil {
+			t.Fatalf("%s: apply %s: %v", name, patch, err)
+		}
+		var p v1.Pod
+		if err := json.Unmarshal(b, &p); err != nil {
+			t.Fatal(err)
+		}
+		return p.Status
+	}
+	if gs, ws := apply(got), apply(want); !apiequality.Semantic.DeepEqual(gs, ws) {
+		t.Fatalf("%s: StatusPatch %s applied gives\n%#v\nthe whole-status patch %s gives\n%#v", name, got, gs, want, ws)
+	}
+}
+
+// withoutEqualFields returns patch without the fields of PodStatus that are semantically equal in old
+// and new (and their directives): the whole-status patch sends those when they serialize differently
+// (a quantity in another format, an empty list for a nil one), a no-op StatusPatch leaves out.
+func withoutEqualFields(t *testing.T, patch []byte, old, new *v1.PodStatus) any {
+	t.Helper()
+	var p map[string]any
+	if err := json.Unmarshal(patch, &p); err != nil {
+		t.Fatal(err)
+	}
+	status, _ := p["status"].(map[string]any)
+	for i := range statusFields {
+		if f := &statusFields[i]; f.equal(old, new) {
+			delete(status, f.name)
+			delete(status, "$setElementOrder/"+f.name)
+		}
+	}
+	if len(status) == 0 {
+		delete(p, "status")
+	}
+	return p
+}
+
+// TestStatusPatchAgreesOnRandomStatuses: StatusPatch, built from the fields that changed, against the
+// whole-status patch on random statuses and copies with up to three fields changed at any depth: the
+// same content but for fields semantically equal in both, and the same status once applied.
+func TestStatusPatchAgreesOnRandomStatuses(t *testing.T) {
+	var patches, sameAsWhole int
+	apiequaltest.Pairs[v1.PodStatus](2500, 3, func(i int, old, new *v1.PodStatus) bool {
+		got, err := StatusPatch("uid-1", old, new)
+		if err != nil {
+			t.Fatalf("case %d: %v", i, err)
+		}
+		want, err := wholeStatusPatch(old, new)
+		if err != nil {
+			t.Fatalf("case %d: %v", i, err)
+		}
+		if got == nil && want != nil {
+			// Only semantically equal fields changed their serialization.
+			if w := withoutEqualFields(t, want, old, new); len(w.(map[string]any)) != 1 {
+				t.Fatalf("case %d: StatusPatch made no patch, the whole-status patch %s", i, want)
+			}
+			return true
+		}
+		comparePatches(t, "random case", old, new, got, want, false)
+		if got == nil {
+			return true
+		}
+		patches++
+		var g, w any
+		_ = json.Unmarshal(got, &g)
+		_ = json.Unmarshal(want, &w)
+		if reflect.DeepEqual(g, w) {
+			sameAsWhole++
+		} else if w := withoutEqualFields(t, want, old, new); !reflect.DeepEqual(g, w) {
+			t.Fatalf("case %d: StatusPatch\n%s\nthe whole-status patch\n%s", i, got, want)
+		}
+		return !t.Failed()
+	})
+	t.Logf("%d patches, %d of them the whole-status patch's content exactly", patches, sameAsWhole)
+	if patches < 1500 {
+		t.Errorf("only %d of 2500 pairs gave a patch: the generator tests too little", patches)
+	}
+}
+
+// TestStatusPatchAgreesOnPodLives: the patches of a pod's life as GenerateStatus writes it (pending,
+// running, ready, a container crashed and restarted, terminated, evicted; the informer's copy, through
+// JSON, as the old status) are exactly the whole-status patch's content.
+func TestStatusPatchAgreesOnPodLives(t *testing.T) {
+	generated, informer := runningStatus(t)
+	crashed := generated.DeepCopy()
+	crashed.ContainerStatuses[1].Ready = false
+	crashed.ContainerStatuses[1].RestartCount = 1
+	crashed.ContainerStatuses[1].LastTerminationState = v1.ContainerState{Terminated: &v1.ContainerStateTerminated{
+		ExitCode: 2, Reason: "Error", StartedAt: *generated.StartTime, FinishedAt: *generated.StartTime}}
+	for i := range crashed.Conditions {
+		if c := &crashed.Conditions[i]; c.Type == v1.PodReady || c.Type == v1.ContainersReady {
+			c.Status, c.Reason = v1.ConditionFalse, "ContainersNotReady"
+		}
+	}
+	evicted := generated.DeepCopy()
+	evicted.Phase, evicted.Reason, evicted.Message = v1.PodFailed, "Evicted", "The node was low on resource: memory."
+	evicted.Conditions = append(evicted.Conditions, v1.PodCondition{Type: v1.DisruptionTarget, Status: v1.ConditionTrue,
+		Reason: "TerminationByKubelet", LastTransitionTime: *generated.StartTime})
+	noIPs := generated.DeepCopy()
+	noIPs.PodIP, noIPs.PodIPs = "", nil
+	pending := v1.PodStatus{Phase: v1.PodPending, QOSClass: generated.QOSClass}
+	for _, tc := range []struct {
+		name     string
+		old, new *v1.PodStatus
+	}{
+		{"first status of a running pod", &pending, &generated},
+		{"unchanged", &informer, &generated},
+		{"a container crashed", &informer, crashed},
+		{"back from the crash", crashed, &generated},
+		{"evicted", &informer, evicted},
+		{"IPs released", &informer, noIPs},
+		{"phase only", &v1.PodStatus{Phase: v1.PodPending}, &v1.PodStatus{Phase: v1.PodRunning}},
+		{"everything removed", &informer, &v1.PodStatus{}},
+	} {
+		got, err := StatusPatch("uid-1", tc.old, tc.new)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		want, err := wholeStatusPatch(tc.old, tc.new)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		comparePatches(t, tc.name, tc.old, tc.new, got, want, true)
+	}
+}
+
+// TestStatusFieldsCoverPodStatus fails when PodStatus gains a field statusFields does not name.
+func TestStatusFieldsCoverPodStatus(t *testing.T) {
+	typ := reflect.TypeFor[v1.PodStatus]()
+	if typ.NumField() != len(statusFields) {
+		t.Fatalf("PodStatus has %d fields, statusFields %d", typ.NumField(), len(statusFields))
+	}
+	for i := range statusFields {
+		name, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
+		if name != statusFields[i].name {
+			t.Errorf("PodStatus field %d is %q, statusFields has %q", i, name, statusFields[i].name)
+		}
+		if (statusFields[i].value == nil) == (statusFields[i].copy == nil) || statusFields[i].merge != (statusFields[i].copy != nil) {
+			t.Errorf("statusFields %q: a replaced field has value, a merged one copy", statusFields[i].name)
+		}
+	}
+}
+
+// BenchmarkStatusPatch: a container crashed (the container statuses and two conditions change), as
+// StatusPatch builds the patch, against the whole statuses marshalled and diffed.
+func BenchmarkStatusPatch(b *testing.B) {
+	generated, informer := runningStatus(b)
+	crashed := generated.DeepCopy()
+	crashed.ContainerStatuses[1].Ready = false
+	crashed.ContainerStatuses[1].RestartCount = 1
+	for i := range crashed.Conditions {
+		if c := &crashed.Conditions[i]; c.Type == v1.PodReady || c.Type == v1.ContainersReady {
+			c.Status, c.Reason = v1.ConditionFalse, "ContainersNotReady"
+		}
+	}
+	for _, bc := range []struct {
+		name  string
+		patch func(uid types.UID, old, new *v1.PodStatus) ([]byte, error)
+	}{{"from the fields that changed", StatusPatch}, {"whole statuses", statusPatch}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if p, err := bc.patch("uid-1", &informer, crashed); p == nil || err != nil {
+					b.Fatal(string(p), err)
+				}
+			}
+		})
+	}
+}
