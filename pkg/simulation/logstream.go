@@ -240,6 +240,10 @@ func (s logSpec) appendLine(b []byte, container string, r run, k int, timestamps
 		b = s.lineTime(r, k).UTC().AppendFormat(b, time.RFC3339Nano)
 		b = append(b, ' ')
 	}
+	if s.from != nil {
+		b = append(b, s.from.lines[k%len(s.from.lines)]...)
+		return append(b, '\n')
+	}
 	b = append(b, s.text...)
 	b = append(b, " container="...)
 	b = append(b, container...)

@@ -43,7 +43,7 @@ const (
 )
 
 // streamingAnnotations are the annotations above: pod-wide only (no .<container> form).
-var streamingAnnotations = []string{AnnotationLogLines, AnnotationLogPeriod, AnnotationLogText, AnnotationExec, AnnotationAttach, AnnotationPortForward}
+var streamingAnnotations = []string{AnnotationLogLines, AnnotationLogPeriod, AnnotationLogText, AnnotationLogConfigMap, AnnotationExec, AnnotationAttach, AnnotationPortForward}
 
 // IsStreamingAnnotation reports whether key is one of the annotations of the kubelet's API's answers,
 // which PodBehaviour leaves to Streaming.
@@ -64,6 +64,11 @@ const maxLogLines = 1_000_000
 type Streaming struct {
 	Pods  node.PodLister
 	Clock clock.WithTicker
+	// ConfigMaps reads the ConfigMaps of AnnotationLogConfigMap; nil: a pod that names one gets
+	// an error for its log.
+	ConfigMaps ConfigMapGetter
+	// configMapLines shares the lines of each ConfigMap among the streams reading it.
+	configMapLines logLinesCache
 	// follow is the clock every follow stream waits on.
 	follow followClock
 }
@@ -73,6 +78,8 @@ type logSpec struct {
 	lines  int
 	period time.Duration
 	text   string
+	// from, when set, are the lines of AnnotationLogConfigMap: line k is from.lines[k % len].
+	from *logLines
 }
 
 func parseLogSpec(p *v1.Pod) (logSpec, error) {
@@ -175,6 +182,14 @@ func (st *Streaming) GetContainerLogs(ctx context.Context, namespace, podName, c
 	spec, err := parseLogSpec(p)
 	if err != nil {
 		return nil, err
+	}
+	if v, ok := p.Annotations[AnnotationLogConfigMap]; ok {
+		if spec.from, err = st.configMapLines.configMapLines(ctx, st.ConfigMaps, namespace, v); err != nil {
+			return nil, err
+		}
+		if _, set := p.Annotations[AnnotationLogLines]; !set {
+			spec.lines = len(spec.from.lines)
+		}
 	}
 	r, err := containerRun(p, container, opts.Previous)
 	if err != nil {
