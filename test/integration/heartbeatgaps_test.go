@@ -27,7 +27,10 @@ import (
 //     sync runs every 10 s, so no sync goes unseen).
 //
 // A gap over the longest interval the kubelet intends (10.4 s) by more than late is a heartbeat late by
-// that much.
+// that much. The Lease renewal is sliding, as the kubelet's (wait.JitterUntil with sliding): the next
+// renewal is timed from the end of the previous write, so an interval also holds that write's
+// latency, the API server's; leaseOwn subtracts it (as the watch saw it: from renewTime to the
+// event's arrival, an upper bound), leaving the interval and what the simulator itself added.
 type heartbeatGaps struct {
 	prefix string
 	mu     sync.Mutex
@@ -35,36 +38,46 @@ type heartbeatGaps struct {
 	status gapSet
 }
 
-// gapSet is the last time seen per Node and every gap between consecutive times.
+// gapSet is the last heartbeat seen per Node and every interval between consecutive ones: as
+// recorded (gaps), and without the previous heartbeat's write latency (own).
 type gapSet struct {
-	last map[string]time.Time
+	last map[string]beat
 	gaps []time.Duration
-	// worst is the Node of the longest gap, and when that gap ended.
+	own  []time.Duration
+	// worstNode is the Node of the longest interval, worstEnd when it ended.
 	worstNode string
 	worstEnd  time.Time
 }
 
-func (g *gapSet) add(node string, t time.Time) {
+// beat is one heartbeat: when the Node stamped it, and how long it took to reach the API server
+// and the watch (an upper bound of its write's latency; 0 when unknown).
+type beat struct {
+	at  time.Time
+	lag time.Duration
+}
+
+func (g *gapSet) add(node string, b beat) {
 	if g.last == nil {
-		g.last = map[string]time.Time{}
+		g.last = map[string]beat{}
 	}
 	prev, ok := g.last[node]
-	if ok && !t.After(prev) {
+	if ok && !b.at.After(prev.at) {
 		return
 	}
-	g.last[node] = t
+	g.last[node] = b
 	if !ok {
 		return
 	}
-	d := t.Sub(prev)
+	d := b.at.Sub(prev.at)
 	if len(g.gaps) == 0 || d > slices.Max(g.gaps) {
-		g.worstNode, g.worstEnd = node, t
+		g.worstNode, g.worstEnd = node, b.at
 	}
 	g.gaps = append(g.gaps, d)
+	g.own = append(g.own, d-max(prev.lag, 0))
 }
 
-// gapStats summarises a gapSet: how many gaps, the 99th percentile and the longest, and how many
-// were over limit.
+// gapStats summarises intervals: how many, the 99th percentile and the longest, and how many were
+// over Limit.
 type gapStats struct {
 	N         int
 	P99, Max  time.Duration
@@ -80,12 +93,12 @@ func (s gapStats) String() string {
 		s.WorstEnd.UTC().Format("15:04:05.000"), s.Over, s.Limit)
 }
 
-func (g *gapSet) stats(limit time.Duration) gapStats {
-	st := gapStats{N: len(g.gaps), Limit: limit, WorstNode: g.worstNode, WorstEnd: g.worstEnd}
+func summarise(gaps []time.Duration, limit time.Duration) gapStats {
+	st := gapStats{N: len(gaps), Limit: limit}
 	if st.N == 0 {
 		return st
 	}
-	sorted := slices.Clone(g.gaps)
+	sorted := slices.Clone(gaps)
 	slices.Sort(sorted)
 	st.P99, st.Max = sorted[(len(sorted)*99)/100], sorted[len(sorted)-1]
 	for _, d := range sorted {
@@ -94,6 +107,13 @@ func (g *gapSet) stats(limit time.Duration) gapStats {
 		}
 	}
 	return st
+}
+
+// stats summarises the intervals as recorded and without the write latency, over limit.
+func (g *gapSet) stats(limit time.Duration) (recorded, own gapStats) {
+	recorded = summarise(g.gaps, limit)
+	recorded.WorstNode, recorded.WorstEnd = g.worstNode, g.worstEnd
+	return recorded, summarise(g.own, limit)
 }
 
 // heartbeatIntervalMax is the longest interval the kubelet's Lease renewal and status sync intend:
@@ -112,7 +132,7 @@ func watchHeartbeats(ctx context.Context, t *testing.T, client kubernetes.Interf
 		t.Fatal(err)
 	}
 	for i := range list.Items {
-		g.addLease(&list.Items[i])
+		g.addLease(&list.Items[i], time.Time{})
 	}
 	w, err := leases.Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
 	if err != nil {
@@ -132,7 +152,7 @@ func watchHeartbeats(ctx context.Context, t *testing.T, client kubernetes.Interf
 					return
 				}
 				if l, isLease := ev.Object.(*coordinationv1.Lease); isLease && ev.Type == watch.Modified {
-					g.addLease(l)
+					g.addLease(l, time.Now())
 				}
 			}
 		}
@@ -154,13 +174,18 @@ func watchHeartbeats(ctx context.Context, t *testing.T, client kubernetes.Interf
 	return g
 }
 
-func (g *heartbeatGaps) addLease(l *coordinationv1.Lease) {
+// addLease records a Lease seen at arrived (zero: in the first List, its latency unknown).
+func (g *heartbeatGaps) addLease(l *coordinationv1.Lease, arrived time.Time) {
 	if !strings.HasPrefix(l.Name, g.prefix) || l.Spec.RenewTime == nil {
 		return
 	}
+	b := beat{at: l.Spec.RenewTime.Time}
+	if !arrived.IsZero() {
+		b.lag = arrived.Sub(b.at)
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.lease.add(l.Name, l.Spec.RenewTime.Time)
+	g.lease.add(l.Name, b)
 }
 
 // pollStatus reads every simulated Node's lastSync once.
@@ -189,14 +214,18 @@ func (g *heartbeatGaps) pollStatus(ctx context.Context, simBase string) {
 	defer g.mu.Unlock()
 	for _, n := range list.Nodes {
 		if strings.HasPrefix(n.Name, g.prefix) && !n.LastSync.IsZero() {
-			g.status.add(n.Name, n.LastSync)
+			g.status.add(n.Name, beat{at: n.LastSync})
 		}
 	}
 }
 
-// stats returns the Lease and status intervals, each counted over heartbeatIntervalMax+late.
-func (g *heartbeatGaps) stats(late time.Duration) (lease, status gapStats) {
+// stats returns the Lease intervals as the Leases record them and without each previous write's
+// latency (leaseOwn: what the simulator's own scheduling adds), and the status sync intervals (the
+// sync's own time, stamped at its end), each counted over heartbeatIntervalMax+late.
+func (g *heartbeatGaps) stats(late time.Duration) (lease, leaseOwn, status gapStats) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.lease.stats(heartbeatIntervalMax + late), g.status.stats(heartbeatIntervalMax + late)
+	lease, leaseOwn = g.lease.stats(heartbeatIntervalMax + late)
+	status, _ = g.status.stats(heartbeatIntervalMax + late)
+	return lease, leaseOwn, status
 }
