@@ -105,11 +105,17 @@ func TestKubeletAPILoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	clients := make([]*http.Client, nodes)
+	transports := make([]*http.Transport, nodes)
+	closeConns := func() {
+		for _, tr := range transports {
+			tr.CloseIdleConnections()
+		}
+	}
+	defer closeConns()
 	for i := range clients {
-		tr := &http.Transport{TLSClientConfig: &tls.Config{Certificates: []tls.Certificate{apiCert}, InsecureSkipVerify: true}, //nolint:gosec // the Nodes' self-signed certificates, as the API server does
+		transports[i] = &http.Transport{TLSClientConfig: &tls.Config{Certificates: []tls.Certificate{apiCert}, InsecureSkipVerify: true}, //nolint:gosec // the Nodes' self-signed certificates, as the API server does
 			ForceAttemptHTTP2: true}
-		clients[i] = &http.Client{Transport: tr}
-		t.Cleanup(tr.CloseIdleConnections)
+		clients[i] = &http.Client{Transport: transports[i]}
 	}
 	sctx, stopStreams := context.WithCancel(ctx)
 	defer stopStreams()
@@ -192,9 +198,10 @@ func TestKubeletAPILoad(t *testing.T) {
 			all, d>>10, d/int64(all)>>10, heapPerStream>>10)
 	}
 
-	// The streams end: the simulator gets its goroutines back.
+	// The streams end, and the connections: the simulator gets its goroutines back.
 	stopStreams()
 	wg.Wait()
+	closeConns()
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	err = framework.WaitFor(wctx, time.Second, func() (bool, error) {
