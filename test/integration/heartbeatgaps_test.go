@@ -88,9 +88,12 @@ type gapStats struct {
 }
 
 func (s gapStats) String() string {
-	return fmt.Sprintf("%d intervals, p99 %v, longest %v (%s, ending %s), %d over %v",
-		s.N, s.P99.Round(10*time.Millisecond), s.Max.Round(10*time.Millisecond), s.WorstNode,
-		s.WorstEnd.UTC().Format("15:04:05.000"), s.Over, s.Limit)
+	worst := ""
+	if s.WorstNode != "" {
+		worst = fmt.Sprintf(" (%s, ending %s)", s.WorstNode, s.WorstEnd.UTC().Format("15:04:05.000"))
+	}
+	return fmt.Sprintf("%d intervals, p99 %v, longest %v%s, %d over %v",
+		s.N, s.P99.Round(10*time.Millisecond), s.Max.Round(10*time.Millisecond), worst, s.Over, s.Limit)
 }
 
 func summarise(gaps []time.Duration, limit time.Duration) gapStats {

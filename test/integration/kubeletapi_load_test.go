@@ -155,7 +155,6 @@ func TestKubeletAPILoad(t *testing.T) {
 		})
 		return nil
 	}
-	parallel(t, streams, 20, open)
 	for i := range viaAPIServer {
 		rc, err := admin.CoreV1().Pods(ns).GetLogs(fmt.Sprintf("logs-%d", i), &corev1.PodLogOptions{Follow: true, TailLines: ptrTo(int64(10))}).Stream(sctx)
 		if err != nil {
@@ -167,6 +166,7 @@ func TestKubeletAPILoad(t *testing.T) {
 			received.Add(n)
 		})
 	}
+	parallel(t, streams, 20, open)
 	t.Logf("%d streams open (%d to the Nodes' listeners, %d of them never read; %d through the API server)", streams+viaAPIServer, streams, neverRead, viaAPIServer)
 
 	// Held open: every Node's heartbeats as they record them.
@@ -174,12 +174,10 @@ func TestKubeletAPILoad(t *testing.T) {
 	gaps := watchHeartbeats(hctx, t, admin, "load-", sim.base)
 	time.Sleep(hold)
 	stopWatch()
-	during := simRuntimeStats(ctx, t, sim.base)
 	leaseSt, leaseOwn, statusSt := gaps.stats(late)
 	t.Logf("Lease renewTime intervals: %v", leaseSt)
 	t.Logf("Lease renewTime intervals less the previous write's latency: %v", leaseOwn)
 	t.Logf("status sync intervals: %v", statusSt)
-	t.Logf("simulator before the streams: %v; with %d streams open: %v; %d bytes of lines read", before, streams+viaAPIServer, during, received.Load())
 	if leaseSt.N < nodes || statusSt.N < nodes {
 		t.Errorf("%d Lease and %d status intervals seen over %v, want at least one per Node (%d)", leaseSt.N, statusSt.N, hold, nodes)
 	}
@@ -189,6 +187,8 @@ func TestKubeletAPILoad(t *testing.T) {
 	if statusSt.Over > 0 {
 		t.Errorf("%d status syncs came later than %v (%v)", statusSt.Over, statusSt.Limit, statusSt)
 	}
+	during := simRuntimeStats(ctx, t, sim.base)
+	t.Logf("simulator before the streams: %v; with %d streams open: %v", before, streams+viaAPIServer, during)
 	all := streams + viaAPIServer
 	if d := during.goroutines - before.goroutines; float64(d) > goroutinesPerStream*float64(all) {
 		t.Errorf("%d streams added %d goroutines to the simulator, want at most %.1f a stream", all, d, goroutinesPerStream)
@@ -202,6 +202,7 @@ func TestKubeletAPILoad(t *testing.T) {
 	stopStreams()
 	wg.Wait()
 	closeConns()
+	t.Logf("%d bytes of log lines read over the streams", received.Load())
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	err = framework.WaitFor(wctx, time.Second, func() (bool, error) {
