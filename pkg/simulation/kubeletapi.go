@@ -10,6 +10,8 @@ import (
 	"sync"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/nodeagent/nodeagent/pkg/kubeletserver"
@@ -65,6 +67,11 @@ func (s *Simulator) ServeKubeletAPI(ctx context.Context) error {
 		return errors.New("simulation: the kubelet's API needs Dependencies.Pods (the pod informer)")
 	}
 	provider := &Streaming{Pods: s.cfg.Dependencies.Pods, Clock: s.cfg.Dependencies.Clock}
+	if c := s.cfg.Dependencies.Client; c != nil {
+		provider.ConfigMaps = func(ctx context.Context, namespace, name string) (*v1.ConfigMap, error) {
+			return c.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
+		}
+	}
 	listeners := make([]net.Listener, 0, len(s.nodes))
 	handlers := make([]http.Handler, 0, len(s.nodes))
 	closeAll := func() {

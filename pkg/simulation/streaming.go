@@ -43,7 +43,7 @@ const (
 )
 
 // streamingAnnotations are the annotations above: pod-wide only (no .<container> form).
-var streamingAnnotations = []string{AnnotationLogLines, AnnotationLogPeriod, AnnotationLogText, AnnotationExec, AnnotationAttach, AnnotationPortForward}
+var streamingAnnotations = []string{AnnotationLogLines, AnnotationLogPeriod, AnnotationLogText, AnnotationLogConfigMap, AnnotationExec, AnnotationAttach, AnnotationPortForward}
 
 // IsStreamingAnnotation reports whether key is one of the annotations of the kubelet's API's answers,
 // which PodBehaviour leaves to Streaming.
@@ -60,10 +60,17 @@ const maxLogLines = 1_000_000
 // ContainerLogsGetter, ContainerRunner, ContainerAttacher and PortForwarder) from their annotations
 // and the container status the Node wrote, holding nothing per pod: a log line is computed from
 // the container's start time, its index and the annotations, so that --previous, --since, --tail
-// and -f cost no memory per container.
+// and -f cost no memory per container, and a log stream is bounded whatever it asks (logStream).
 type Streaming struct {
 	Pods  node.PodLister
 	Clock clock.WithTicker
+	// ConfigMaps reads the ConfigMaps of AnnotationLogConfigMap; nil: a pod that names one gets
+	// an error for its log.
+	ConfigMaps ConfigMapGetter
+	// configMapLines shares the lines of each ConfigMap among the streams reading it.
+	configMapLines logLinesCache
+	// follow is the clock every follow stream waits on.
+	follow followClock
 }
 
 // logSpec is a container's log as its pod's annotations shape it.
@@ -71,6 +78,8 @@ type logSpec struct {
 	lines  int
 	period time.Duration
 	text   string
+	// from, when set, are the lines of AnnotationLogConfigMap: line k is from.lines[k % len].
+	from *logLines
 }
 
 func parseLogSpec(p *v1.Pod) (logSpec, error) {
@@ -161,17 +170,10 @@ func (s logSpec) firstSince(r run, since time.Time) int {
 	return s.lines + int(steps) - 1
 }
 
-func (s logSpec) line(container string, r run, k int, timestamps bool) string {
-	l := fmt.Sprintf("%s container=%s restart=%d line=%d\n", s.text, container, r.restart, k)
-	if timestamps {
-		l = s.lineTime(r, k).UTC().Format(time.RFC3339Nano) + " " + l
-	}
-	return l
-}
-
 // GetContainerLogs implements kubeletserver.ContainerLogsGetter: the lines of the container's
 // current (or, with Previous, last terminated) run, as the options ask; with Follow the stream
-// stays open and gets each new line at its time while the container runs.
+// stays open while the container runs, as the kubelet's, and gets each new line at its time (within
+// followTick). The stream is a logStream: it runs on the caller's goroutine and ends when ctx ends.
 func (st *Streaming) GetContainerLogs(ctx context.Context, namespace, podName, container string, opts kubeletserver.ContainerLogOpts) (io.ReadCloser, error) {
 	p, err := st.Pods.Get(namespace, podName)
 	if err != nil {
@@ -180,6 +182,14 @@ func (st *Streaming) GetContainerLogs(ctx context.Context, namespace, podName, c
 	spec, err := parseLogSpec(p)
 	if err != nil {
 		return nil, err
+	}
+	if v, ok := p.Annotations[AnnotationLogConfigMap]; ok {
+		if spec.from, err = st.configMapLines.configMapLines(ctx, st.ConfigMaps, namespace, v); err != nil {
+			return nil, err
+		}
+		if _, set := p.Annotations[AnnotationLogLines]; !set {
+			spec.lines = len(spec.from.lines)
+		}
 	}
 	r, err := containerRun(p, container, opts.Previous)
 	if err != nil {
@@ -202,51 +212,9 @@ func (st *Streaming) GetContainerLogs(ctx context.Context, namespace, podName, c
 	if opts.TailSet && last-opts.Tail > first {
 		first = max(last-opts.Tail, 0)
 	}
-	follow := opts.Follow && r.ended.IsZero() && spec.period > 0
-	pr, pw := io.Pipe()
-	go func() {
-		limit := opts.LimitBytes
-		written := 0
-		write := func(l string) bool {
-			if limit > 0 && written+len(l) > limit {
-				l = l[:limit-written]
-			}
-			n, err := io.WriteString(pw, l)
-			written += n
-			return err == nil && (limit == 0 || written < limit)
-		}
-		k := first
-		for ; k < last; k++ {
-			if !write(spec.line(container, r, k, opts.Timestamps)) {
-				_ = pw.Close()
-				return
-			}
-		}
-		for follow {
-			wait := spec.lineTime(r, k).Sub(st.Clock.Now())
-			if wait > 0 {
-				t := st.Clock.NewTimer(wait)
-				select {
-				case <-ctx.Done():
-					t.Stop()
-					_ = pw.Close()
-					return
-				case <-t.C():
-				}
-			}
-			// The kubelet's follow ends when the container stops: the run must still be the current
-			// one (not exited, not restarted, the pod not gone).
-			if !st.stillRunning(namespace, podName, container, r) {
-				break
-			}
-			if !write(spec.line(container, r, k, opts.Timestamps)) {
-				break
-			}
-			k++
-		}
-		_ = pw.Close()
-	}()
-	return pr, nil
+	return &logStream{st: st, namespace: namespace, pod: podName, container: container, spec: spec, run: r,
+		timestamps: opts.Timestamps, follow: opts.Follow && r.ended.IsZero(), next: first, last: last,
+		limit: opts.LimitBytes, done: ctx.Done(), closed: make(chan struct{})}, nil
 }
 
 // stillRunning reports whether the container's current run is still r, running.

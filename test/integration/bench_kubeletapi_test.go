@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -33,6 +34,7 @@ func TestBenchKubeletAPI(t *testing.T) {
 	firstPort := envInt(t, "BENCH_KUBELET_API_PORT", 15000)
 	streams := envInt(t, "BENCH_KUBELET_API_STREAMS", 100)
 	window := envDuration(t, "BENCH_KUBELET_API_WINDOW", time.Minute)
+	profileDir := os.Getenv("BENCH_KUBELET_API_PROFILE") // a CPU, heap and goroutine profile of each window here
 	runs := os.Getenv("BENCH_KUBELET_API_RUNS")
 	if runs == "" {
 		runs = "without,with"
@@ -48,12 +50,15 @@ func TestBenchKubeletAPI(t *testing.T) {
 			cp := framework.StartTestControlPlane(ctx, t, framework.ControlPlaneOptions{Dir: filepath.Join(t.TempDir(), "cp")})
 			args := []string{"--kubeconfig=" + cp.AdminKubeconfig, "--nodes=" + strconv.Itoa(nodes), "--node-name-prefix=bench-"}
 			if withAPI {
+				if profileDir != "" {
+					args = append(args, "--enable-profiling-handler")
+				}
 				args = append(args, "--address="+ip, "--node-ip="+ip, "--port="+strconv.Itoa(firstPort), "--client-ca-file="+cp.KubeletClientCAFile)
 			}
 			start := time.Now()
 			sim := startSimulator(t, args...)
-			err := framework.WaitFor(ctx, time.Second, func() (bool, error) {
-				list, err := cp.AdminClient.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+			err := framework.WaitFor(ctx, time.Duration(max(1, nodes/2000))*time.Second, func() (bool, error) {
+				list, err := cp.AdminClient.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
 				if err != nil {
 					return false, err
 				}
@@ -78,8 +83,21 @@ func TestBenchKubeletAPI(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				// Every 5 s over the window: the oldest Lease renewTime of the simulated Nodes (renewed
-				// every 10 s: a Lease older than 11 s is late by a second or more).
+				m0, _ := framework.ScrapeMetrics(ctx, nil, sim.base+"/metrics")
+				// The heartbeats over the window, from what they record (heartbeatGaps): every Lease's
+				// renewTime from a watch and every Node's last status sync from the simulator.
+				wctx, stop := context.WithCancel(ctx)
+				statusFrom := sim.base
+				if nodes > 2000 {
+					statusFrom = "" // GET /simulation/nodes every 2 s would cost the simulator more than what is measured
+				}
+				gaps := watchHeartbeats(wctx, t, cp.AdminClient, "bench-", statusFrom)
+				if profileDir != "" {
+					profile(t, sim.base, profileDir, strings.ReplaceAll(what, " ", "_"), window/2)
+				}
+				// Every 5 s over the window: the oldest Lease renewTime of the simulated Nodes, read
+				// through a List (renewed every 10 s: a Lease older than 11 s is late by a second or
+				// more, or the List was slow).
 				var oldest time.Duration
 				late := 0
 				for end := time.Now().Add(window); time.Now().Before(end); time.Sleep(5 * time.Second) {
@@ -99,8 +117,24 @@ func TestBenchKubeletAPI(t *testing.T) {
 						}
 					}
 				}
+				stop()
 				after, _ := framework.ReadProcCPU(sim.pid)
 				t.Logf("RESULT %s, %s: oldest Lease renewTime seen %v ago; %d samples of a Lease older than 11 s", name, what, oldest.Round(100*time.Millisecond), late)
+				for _, l := range []time.Duration{600 * time.Millisecond, time.Second} {
+					leaseSt, leaseOwn, statusSt := gaps.stats(l)
+					t.Logf("RESULT %s, %s: Lease renewTime intervals: %v", name, what, leaseSt)
+					t.Logf("RESULT %s, %s: Lease renewTime intervals less the previous write's latency: %v", name, what, leaseOwn)
+					t.Logf("RESULT %s, %s: status sync intervals: %v", name, what, statusSt)
+				}
+				if m1, err := framework.ScrapeMetrics(ctx, nil, sim.base+"/metrics"); err == nil && m0 != nil {
+					n := m1.Value("nodeagent_lease_renew_duration_seconds_count", nil) - m0.Value("nodeagent_lease_renew_duration_seconds_count", nil)
+					sum := m1.Value("nodeagent_lease_renew_duration_seconds_sum", nil) - m0.Value("nodeagent_lease_renew_duration_seconds_sum", nil)
+					slow := n - (m1.Value("nodeagent_lease_renew_duration_seconds_bucket", map[string]string{"le": "0.512"}) - m0.Value("nodeagent_lease_renew_duration_seconds_bucket", map[string]string{"le": "0.512"}))
+					if n > 0 {
+						t.Logf("RESULT %s, %s: %d Lease writes, mean %v, %d over 512 ms; goroutines %v", name, what, int(n),
+							time.Duration(sum/n*float64(time.Second)).Round(time.Millisecond), int(slow), m1.Value("go_goroutines", nil))
+					}
+				}
 				st, _ := framework.ReadProcStats(sim.pid)
 				t.Logf("RESULT %s, %s: RSS %.1f MiB, fds %d (sockets %d), threads %d, CPU %.1f%% of a core over %v",
 					name, what, float64(st.RSS)/(1<<20), st.FDs, st.Sockets, st.Threads, 100*(after-before).Seconds()/window.Seconds(), window)
@@ -161,4 +195,29 @@ func TestBenchKubeletAPI(t *testing.T) {
 			t.Logf("RESULT %d bytes of logs received over the streams", total)
 		})
 	}
+}
+
+// profile starts, in the background, a CPU profile of seconds of the simulator at base and, after it,
+// saves a heap and a goroutine profile, into dir/<what>.{cpu,heap,goroutine}.pprof.
+func profile(t *testing.T, base, dir, what string, seconds time.Duration) {
+	get := func(path, file string) {
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Logf("profile %s: %v", path, err)
+			return
+		}
+		defer resp.Body.Close()
+		f, err := os.Create(filepath.Join(dir, what+"."+file+".pprof"))
+		if err != nil {
+			t.Logf("profile %s: %v", path, err)
+			return
+		}
+		defer f.Close()
+		_, _ = io.Copy(f, resp.Body)
+	}
+	go func() {
+		get(fmt.Sprintf("/debug/pprof/profile?seconds=%d", int(seconds.Seconds())), "cpu")
+		get("/debug/pprof/heap", "heap")
+		get("/debug/pprof/goroutine", "goroutine")
+	}()
 }
