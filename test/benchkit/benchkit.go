@@ -246,6 +246,13 @@ func (t *LeaseTracker) Record(on bool) {
 	t.recording = on
 }
 
+// Reset forgets the intervals recorded so far (for a tracker that records several windows).
+func (t *LeaseTracker) Reset() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.got = nil
+}
+
 // Intervals returns the intervals recorded, sorted.
 func (t *LeaseTracker) Intervals() []time.Duration {
 	t.mu.Lock()

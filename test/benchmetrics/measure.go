@@ -219,6 +219,9 @@ func measure(ctx context.Context, o options, sys string) (*result, error) {
 
 	p0 := time.Now()
 	want := o.nodes * o.podsPerNode
+	if err := cp.CreateNamespace(ctx, benchNamespace); err != nil { // its default service account
+		return nil, err
+	}
 	if err := createPods(ctx, client, names, o.podsPerNode); err != nil {
 		return nil, err
 	}
@@ -306,6 +309,7 @@ func measureWindow(ctx context.Context, o options, sys string, pids map[string]i
 		return w, err
 	}
 	start := time.Now()
+	leases.Reset()
 	leases.Record(true)
 	var rssSum, msSum int64
 	var samples int64
@@ -586,10 +590,14 @@ func scrapeMetricsServer(ctx context.Context, url, token string) (*msMetrics, er
 			return nil, errors.New("metrics-server /metrics: no " + name)
 		}
 		for _, s := range f.Metric {
+			inf := false
 			for _, bk := range s.GetHistogram().GetBucket() {
 				h[bk.GetUpperBound()] += float64(bk.GetCumulativeCount())
+				inf = inf || math.IsInf(bk.GetUpperBound(), 1)
 			}
-			h[math.Inf(1)] += float64(s.GetHistogram().GetSampleCount())
+			if !inf { // the text format's le="+Inf" bucket is the sample count
+				h[math.Inf(1)] += float64(s.GetHistogram().GetSampleCount())
+			}
 		}
 	}
 	if f, ok := fams["metrics_server_kubelet_request_total"]; ok {
