@@ -263,9 +263,9 @@ func (p *simProbe) indexAtOrAfter(x time.Time) int64 {
 // probe's success). It is computed from the times alone, without a pass over each probe but for a
 // flap whose half-period is shorter than the probe period.
 func (p *simProbe) count(from, until time.Time) (ok, failed uint64) {
-	lo := max(int64(p.firstProbe()), p.indexAtOrAfter(from.Add(time.Nanosecond)))
-	if from.IsZero() {
-		lo = int64(p.firstProbe())
+	lo := int64(p.firstProbe())
+	if !from.IsZero() {
+		lo = max(lo, p.indexAtOrAfter(from.Add(time.Nanosecond)))
 	}
 	end := p.indexAtOrAfter(until.Add(time.Nanosecond)) // one past the last probe at or before until
 	if end <= lo {

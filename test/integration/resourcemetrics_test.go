@@ -36,8 +36,16 @@ import (
 // TestResourceMetrics (issue 37): an unmodified metrics-server v0.8.0, registered through the
 // aggregation layer (kubeadm's front-proxy flags, the APIService v1beta1.metrics.k8s.io), scrapes
 // the agent's Node (its host's usage from cadvisor) and the simulated Nodes of two shards:
-//   - kubectl top nodes lists the three with non-zero CPU and memory, kubectl top pods every
-//     simulated pod;
+//   - kubectl top nodes lists the three and a library Node (pkg/node in this process, its provider's
+//     GetStatsSummary: libStatsProvider) with non-zero CPU and memory, kubectl top pods every
+//     simulated pod and the library Node's at its provider's figures;
+//   - the shapes against the reference kubelet (on the same host, its own containerd): the Node's
+//     /metrics/resource, /metrics/cadvisor and Summary against the agent's; a pod's /metrics/resource
+//     series and its Summary element against the same pod on a simulated Node, the reference kubelet
+//     running it in a real container (podMetricsIntendedDifferences, podSummaryIntendedDifferences);
+//   - /metrics/probes: the simulated Node's families those of the reference kubelet probing the real
+//     container, its count of the simulated readiness probes what the time since the container started
+//     gives; the agent's the kubelet's empty registry, 401 without credentials;
 //   - a pod whose usage annotation does not parse gets a Warning Event InvalidAnnotation naming it;
 //   - a real HorizontalPodAutoscaler (kube-controller-manager's horizontalpodautoscaling
 //     controller, downscale stabilization shortened to 20 s by its flag) at 50 % CPU on a Deployment
@@ -84,10 +92,12 @@ func TestResourceMetrics(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(kdir) })
 	// Its own containerd, with the test image a real pod of the shapes' comparison runs.
+	imported := time.Now()
 	kctrd := startContainerd(t, true)
 	if err := kctrd.ImportPodImages(sctx, t.TempDir()); err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("the reference kubelet's containerd with the test image in %v", time.Since(imported).Round(10*time.Millisecond))
 	ref := framework.StartTestKubelet(sctx, t, framework.KubeletOptions{Dir: kdir, NodeName: refNode,
 		Kubeconfig: cp.KubeconfigFor(refNode), RuntimeEndpoint: kctrd.Endpoint})
 	shards := make([]*shardProcess, 2)
@@ -102,7 +112,9 @@ func TestResourceMetrics(t *testing.T) {
 			"--client-ca-file=" + cp.KubeletClientCAFile}, nil, ctl)
 	}
 	// A library Node (pkg/node in this process) whose provider implements GetStatsSummary.
+	libStarted := time.Now()
 	startLibraryNode(sctx, t, cp, libNode, newLibStatsProvider())
+	t.Logf("the library Node Ready in %v", time.Since(libStarted).Round(10*time.Millisecond))
 	nodes := []string{agentNode, "ms-0000", "ms-0001", libNode}
 	for _, n := range nodes {
 		framework.WaitReady(sctx, t, admin, n, 2*time.Minute)
