@@ -131,6 +131,15 @@ bench-scale: tools kwok
 bench-pods: tools kwok
 	$(GO) run ./test/benchpods $(BENCH_PODS_ARGS)
 
+.PHONY: bench-metrics
+## bench-metrics: resource metrics at scale (issue 37): 1000 Nodes x 10 running pods of nodeagent simulate, then of
+## KWOK v0.8.0 with kwokctl's metrics-usage configuration, each on a fresh control plane, scraped by metrics-server
+## v0.8.0 every 15 s: the process's CPU and RSS without and with metrics-server, Lease p50/p99, metrics-server's
+## scrape latency p50/p99 (its own histogram). Two windows of 3 min (BENCH_METRICS_ARGS="--duration 5m" to change);
+## about 25 min. Writes the bench-metrics section of BENCHMARKS.md. Not part of make test.
+bench-metrics: tools kwok
+	$(GO) run ./test/benchmetrics $(BENCH_METRICS_ARGS)
+
 .PHONY: e2e-sig-apps
 ## e2e-sig-apps: Kubernetes' own sig-apps conformance specs (k8s.io/kubernetes/test/e2e v1.37.2, built with
 ## `go test -c`, and its ginkgo CLI, pinned in hack/e2e, into _output/e2e) with E2E_FOCUS (default

@@ -22,6 +22,7 @@ import (
 	"k8s.io/cri-streaming/pkg/streaming/remotecommand"
 	"k8s.io/klog/v2"
 
+	"github.com/nodeagent/nodeagent/pkg/probemetrics"
 	"github.com/nodeagent/nodeagent/pkg/resourcemetrics"
 )
 
@@ -58,6 +59,9 @@ type Config struct {
 	// CadvisorCollectors serve /metrics/cadvisor (cadvisor's Prometheus collectors, as the
 	// kubelet registers them); none: 501.
 	CadvisorCollectors []prometheus.Collector
+	// Probes serves /metrics/probes (probemetrics.Handler): the counts of the Node's probes; nil:
+	// the kubelet's registry with no prober worker (process_start_time_seconds only).
+	Probes probemetrics.Getter
 }
 
 // Server is the kubelet's API of one Node, an http.Handler (the kubelet's server.Server).
@@ -67,6 +71,8 @@ type Server struct {
 	// summary, resource and cadvisor serve /stats/summary, /metrics/resource and /metrics/cadvisor
 	// (cadvisor nil: 501).
 	summary, resource, cadvisor http.Handler
+	// probes serves /metrics/probes.
+	probes http.Handler
 }
 
 // New validates cfg and builds the Node's handler. It errors, naming the field, when NodeName,
@@ -86,6 +92,7 @@ func New(cfg Config) (*Server, error) {
 		stats = cfg.Provider
 	}
 	s.summary, s.resource = resourcemetrics.Handlers(cfg.NodeName, stats)
+	s.probes = probemetrics.Handler(cfg.Probes)
 	if len(cfg.CadvisorCollectors) > 0 {
 		r := metrics.NewKubeRegistry()
 		for _, c := range cfg.CadvisorCollectors {
@@ -157,7 +164,7 @@ func (rt *router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		s.summary.ServeHTTP(w, r)
-	case len(segs) == 2 && segs[0] == "metrics" && (segs[1] == "resource" || segs[1] == "cadvisor"):
+	case len(segs) == 2 && segs[0] == "metrics" && (segs[1] == "resource" || segs[1] == "cadvisor" || segs[1] == "probes"):
 		if !get {
 			methodNotAllowed(w, http.MethodGet)
 			return
@@ -165,6 +172,8 @@ func (rt *router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case segs[1] == "resource":
 			s.resource.ServeHTTP(w, r)
+		case segs[1] == "probes":
+			s.probes.ServeHTTP(w, r)
 		case s.cadvisor != nil:
 			s.cadvisor.ServeHTTP(w, r)
 		default:

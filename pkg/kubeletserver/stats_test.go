@@ -25,7 +25,8 @@ func (statsProvider) GetStatsSummary(context.Context) (*statsv1alpha1.Summary, e
 
 // TestServerStats: /stats/summary and /metrics/resource from the provider's GetStatsSummary (501
 // without it), /metrics/cadvisor from the collectors (501 without), authorized as the kubelet's
-// nodes/stats and nodes/metrics.
+// nodes/stats and nodes/metrics; /metrics/probes (nodes/metrics) without a probemetrics.Getter is the
+// kubelet's registry with no prober worker.
 func TestServerStats(t *testing.T) {
 	with := newTestServer(t, statsProvider{})
 	without := newTestServer(t, &logsOnly{})
@@ -50,7 +51,9 @@ func TestServerStats(t *testing.T) {
 		{name: "no GetStatsSummary", method: "GET", path: "/stats/summary", token: "admin", without: true, code: 501, body: `node "n1" does not implement GetStatsSummary`},
 		{name: "no GetMetricsResource", method: "GET", path: "/metrics/resource", token: "admin", without: true, code: 501, body: `node "n1" does not implement GetMetricsResource`},
 		{name: "no cadvisor", method: "GET", path: "/metrics/cadvisor", token: "admin", code: 501, body: `node "n1" does not implement cadvisor metrics`},
-		{name: "probes", method: "GET", path: "/metrics/probes", token: "admin", code: 404, body: "404 page not found"},
+		{name: "probes, no prober", method: "GET", path: "/metrics/probes", token: "admin", code: 200, body: "process_start_time_seconds"},
+		{name: "viewer on probes", method: "GET", path: "/metrics/probes", token: "viewer", code: 403, body: "subresource(s)=[metrics]"},
+		{name: "probes POST", method: "POST", path: "/metrics/probes", token: "admin", code: 405, body: "Method Not Allowed"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ts := with

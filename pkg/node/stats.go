@@ -3,6 +3,7 @@ package node
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/nodeagent/nodeagent/pkg/probemetrics"
 	"github.com/nodeagent/nodeagent/pkg/resourcemetrics"
 )
 
@@ -21,6 +22,9 @@ type (
 	StatsSummaryGetter = resourcemetrics.StatsSummaryGetter
 	// MetricsResourceGetter is GetMetricsResource (/metrics/resource).
 	MetricsResourceGetter = resourcemetrics.MetricsResourceGetter
+	// ProbeCountsGetter is GetProbeCounts (/metrics/probes: the kubelet's prober_probe_total and
+	// prober_probe_duration_seconds from the provider's counts of its containers' probes).
+	ProbeCountsGetter = probemetrics.Getter
 )
 
 // CadvisorCollectorsGetter is a Host that serves the kubelet's /metrics/cadvisor: cadvisor's

@@ -30,9 +30,12 @@ type (
 // KubeletServer returns the kubelet's API for this Node (kubeletserver.Server): /healthz with the
 // Controller's Healthy as its syncloop check, /pods from Dependencies.Pods, and the container paths
 // served by Config.Pods' optional interfaces (ContainerLogsGetter, ContainerRunner,
-// ContainerAttacher, PortForwarder). auth is the process's one kubeletserver.BuildAuth. Serve it
-// with kubeletserver.Serve on the address and port the Node gives in Config.KubeletPort. It errors
-// when the Node has no pod lister (Dependencies.Pods) or auth is nil.
+// ContainerAttacher, PortForwarder), /stats/summary, /metrics/resource and /metrics/cadvisor as
+// statsProvider says, and /metrics/probes from Config.Pods' GetProbeCounts (ProbeCountsGetter;
+// without it, the kubelet's registry with no prober worker: process_start_time_seconds only). auth
+// is the process's one kubeletserver.BuildAuth. Serve it with kubeletserver.Serve on the address and
+// port the Node gives in Config.KubeletPort. It errors when the Node has no pod lister
+// (Dependencies.Pods) or auth is nil.
 func (c *Controller) KubeletServer(auth *kubeletserver.Auth) (*kubeletserver.Server, error) {
 	if c.deps.Pods == nil {
 		return nil, fmt.Errorf("node %q: the kubelet's API needs Dependencies.Pods (the pod informer's lister)", c.cfg.NodeName)
@@ -45,9 +48,10 @@ func (c *Controller) KubeletServer(auth *kubeletserver.Auth) (*kubeletserver.Ser
 		provider = c.cfg.Pods
 	}
 	stats, cadvisor := c.statsProvider(provider)
+	probes, _ := provider.(ProbeCountsGetter) // none: the kubelet's registry with no prober worker
 	return kubeletserver.New(kubeletserver.Config{
 		NodeName: c.cfg.NodeName, Pods: c.deps.Pods, Provider: provider, Auth: auth,
 		SyncLoop: func(*http.Request) error { return c.Healthy() },
-		Stats:    stats, CadvisorCollectors: cadvisor,
+		Stats:    stats, CadvisorCollectors: cadvisor, Probes: probes,
 	})
 }

@@ -86,8 +86,13 @@ func (s *Simulator) ServeKubeletAPI(ctx context.Context) error {
 			closeAll()
 			return err
 		}
+		probes, err := s.ProbeCounts(name)
+		if err != nil {
+			closeAll()
+			return err
+		}
 		srv, err := kubeletserver.New(kubeletserver.Config{
-			NodeName: name, Pods: s.cfg.Dependencies.Pods, Provider: provider, Auth: k.Auth, Stats: stats,
+			NodeName: name, Pods: s.cfg.Dependencies.Pods, Provider: provider, Auth: k.Auth, Stats: stats, Probes: probes,
 			SyncLoop: func(*http.Request) error {
 				if c := s.Controller(name); c != nil {
 					return c.Healthy()

@@ -1,10 +1,12 @@
 package simulation
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +20,7 @@ import (
 
 	"github.com/nodeagent/nodeagent/pkg/node"
 	"github.com/nodeagent/nodeagent/pkg/pod"
+	"github.com/nodeagent/nodeagent/pkg/probemetrics"
 )
 
 // simPods is the simulated Nodes' node.PodProvider, one for the whole process: each pod's containers
@@ -54,6 +57,10 @@ type simPod struct {
 	// when the record was made for a pod that ran before (the simulator restarted), or the view before
 	// its behaviour last changed; nil: none.
 	baseline *Baseline
+	// probeBase are the probes its containers ran up to the baseline's time, when the baseline is the
+	// view before a change of behaviour (none before a simulator's restart: the kubelet's counters
+	// start again at 0 when it restarts); the probes since are simulated again at each count.
+	probeBase probeTallies
 	// cmds holds the outcome of each container run its command decided (memoized: a run is
 	// interpreted once, when it starts), under its own lock, held while a run is interpreted.
 	cmdsMu sync.Mutex
@@ -110,9 +117,12 @@ func (s *simPods) parseBehaviour(ctx context.Context, p *v1.Pod) {
 	changed := sp != nil && !reflect.DeepEqual(sp.behaviour, b)
 	s.mu.Unlock()
 	if changed {
-		_, rt, _, now := s.view(ctx, p)
+		_, rt, _, now, tally := s.viewWith(ctx, p, hasProbe(p))
 		s.mu.Lock()
 		sp.baseline = BaselineFromView(rt, now)
+		if tally != nil {
+			sp.probeBase = tally
+		}
 		s.mu.Unlock()
 	}
 	s.entry(p, &b)
@@ -178,6 +188,13 @@ func (s *simPods) GetPodStatus(ctx context.Context, p *v1.Pod) (node.PodRuntimeS
 // Each container run that starts is interpreted from its command (when interpretation is on), once,
 // bounded by ctx and the sandbox's limits.
 func (s *simPods) view(ctx context.Context, p *v1.Pod) (*simPod, *pod.RuntimeStatus, time.Time, time.Time) {
+	sp, rt, next, now, _ := s.viewWith(ctx, p, false)
+	return sp, rt, next, now
+}
+
+// viewWith is view, with the probes the containers ran since the record was made (the record's
+// probeBase and those since its baseline, simulateProbes) when probes is true (nil otherwise).
+func (s *simPods) viewWith(ctx context.Context, p *v1.Pod, probes bool) (*simPod, *pod.RuntimeStatus, time.Time, time.Time, probeTallies) {
 	sp := s.entry(p, nil)
 	now := s.clock.Now()
 	s.mu.Lock()
@@ -191,6 +208,11 @@ func (s *simPods) view(ctx context.Context, p *v1.Pod) (*simPod, *pod.RuntimeSta
 		}
 	}
 	b := sp.behaviour
+	var base probeTallies
+	if probes {
+		base = probeTallies{}
+		base.add(sp.probeBase)
+	}
 	in := SimInput{StartTime: sp.start, RuntimeName: s.runtimeName, Overrides: sp.overrides, DeletionSeen: sp.stopSeen,
 		EphemeralStarts: sp.ephemeralStarts, Baseline: sp.baseline}
 	s.mu.Unlock()
@@ -199,8 +221,39 @@ func (s *simPods) view(ctx context.Context, p *v1.Pod) (*simPod, *pod.RuntimeSta
 			return s.commandRun(ctx, p, sp, c, restarts, start)
 		}
 	}
+	if probes {
+		rt, next, tally := simulateProbes(p, &b, &in, now)
+		tally.add(base)
+		return sp, rt, next, now, tally
+	}
 	rt, next := Simulate(p, &b, &in, now)
-	return sp, rt, next, now
+	return sp, rt, next, now, nil
+}
+
+// probeCounts returns the probes pod p's containers ran since this process created its record (the
+// probe counts the kubelet's prober workers keep for a pod): the record's probeBase and those since
+// its baseline, simulated again now. None for a pod without a probe or without a record (not created
+// by the Node yet, or forgotten).
+func (s *simPods) probeCounts(ctx context.Context, p *v1.Pod) []probemetrics.Count {
+	if !hasProbe(p) {
+		return nil
+	}
+	s.mu.Lock()
+	_, ok := s.pods[p.UID]
+	s.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	_, _, _, _, tally := s.viewWith(ctx, p, true)
+	out := make([]probemetrics.Count, 0, len(tally))
+	for k, v := range tally {
+		out = append(out, probemetrics.Count{ProbeType: k.probeType, Namespace: p.Namespace, Pod: p.Name, PodUID: string(p.UID),
+			Container: k.container, Successful: v.successful, Failed: v.failed})
+	}
+	slices.SortFunc(out, func(a, b probemetrics.Count) int {
+		return cmp.Or(strings.Compare(a.Container, b.Container), strings.Compare(a.ProbeType, b.ProbeType))
+	})
+	return out
 }
 
 // hasCommand reports whether a container or init container of p has a command, or is the pause image

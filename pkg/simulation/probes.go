@@ -227,3 +227,139 @@ func probeFailedMessage(p *v1.Probe) string {
 	}
 	return "command failed with exit code 1"
 }
+
+// probeKey names one probe of one container: its name and the probe type (probemetrics.Readiness,
+// Liveness or Startup).
+type probeKey struct{ container, probeType string }
+
+// probeTally is how many probes of one probe of one container answered success and failure.
+type probeTally struct{ successful, failed uint64 }
+
+// probeTallies are the probes a pod's containers ran, by container and probe type.
+type probeTallies map[probeKey]probeTally
+
+// add adds o's counts to t.
+func (t probeTallies) add(o probeTallies) {
+	for k, v := range o {
+		c := t[k]
+		c.successful += v.successful
+		c.failed += v.failed
+		t[k] = c
+	}
+}
+
+// indexAtOrAfter is the index of the first probe at or after x (0 when x is before the first one).
+func (p *simProbe) indexAtOrAfter(x time.Time) int64 {
+	d := x.Sub(p.start.Add(p.delay))
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + p.period - 1) / p.period)
+}
+
+// count returns how many of the probes after from (zero: since the first) and at or before until
+// answered success and failure: the probes the kubelet's prober worker runs on the container's
+// ticker, initialDelaySeconds after it started, every periodSeconds, none before the gate (a startup
+// probe's success). It is computed from the times alone, without a pass over each probe but for a
+// flap whose half-period is shorter than the probe period.
+func (p *simProbe) count(from, until time.Time) (ok, failed uint64) {
+	lo := int64(p.firstProbe())
+	if !from.IsZero() {
+		lo = max(lo, p.indexAtOrAfter(from.Add(time.Nanosecond)))
+	}
+	end := p.indexAtOrAfter(until.Add(time.Nanosecond)) // one past the last probe at or before until
+	if end <= lo {
+		return 0, 0
+	}
+	n := uint64(end - lo)
+	clamp := func(k int64) int64 { return min(max(k, lo), end) }
+	switch p.b.Mode {
+	case ProbePass:
+		return n, 0
+	case ProbeFail:
+		return 0, n
+	case ProbeFailAfter:
+		ok = uint64(clamp(p.indexAtOrAfter(p.start.Add(p.b.After))) - lo)
+		return ok, n - ok
+	case ProbePassAfter:
+		ok = uint64(end - clamp(p.indexAtOrAfter(p.start.Add(p.b.After))))
+		return ok, n - ok
+	}
+	// Flap: success in the even half-periods [2jA, (2j+1)A) since the start.
+	first, last := p.probeTime(int(lo)), p.probeTime(int(end-1))
+	if half := p.b.After; int64(last.Sub(first)/(2*half)) > int64(n) {
+		for k := lo; k < end; k++ {
+			if p.b.succeeds(p.start, p.probeTime(int(k))) {
+				ok++
+			}
+		}
+		return ok, n - ok
+	}
+	for j := int64(first.Sub(p.start) / (2 * p.b.After)); ; j++ {
+		on := p.start.Add(time.Duration(2*j) * p.b.After)
+		if on.After(last) {
+			break
+		}
+		ok += uint64(clamp(p.indexAtOrAfter(on.Add(p.b.After))) - clamp(p.indexAtOrAfter(on)))
+	}
+	return ok, n - ok
+}
+
+// tallyRun adds to s.tally the probes container c's run ran: the run started at start, was started
+// (its startup probe's success; start without one; zero: never) at startedAt, and ended at end (zero:
+// running). Only probes after floor (the baseline's time; zero: none) count: those before it are the
+// pod record's probeBase. As the kubelet's worker: the startup probe runs until the container is
+// started, the liveness and readiness probes from then on, none while it is not running.
+func (s *simulation) tallyRun(c *v1.Container, cb ContainerBehaviour, start, startedAt, end, floor time.Time) {
+	until := s.now
+	if !end.IsZero() && end.Before(until) {
+		until = end
+	}
+	add := func(probeType string, ok, failed uint64) {
+		if ok+failed == 0 {
+			return
+		}
+		k := probeKey{c.Name, probeType}
+		t := s.tally[k]
+		t.successful += ok
+		t.failed += failed
+		s.tally[k] = t
+	}
+	if c.StartupProbe != nil {
+		sp := newSimProbe(c.StartupProbe, cb.Startup, start, false)
+		last := until
+		if !startedAt.IsZero() && startedAt.Before(last) {
+			last = startedAt
+		}
+		ok, failed := sp.count(floor, last)
+		add("Startup", ok, failed)
+	}
+	if startedAt.IsZero() {
+		return
+	}
+	for _, pr := range []struct {
+		probe     *v1.Probe
+		b         ProbeBehaviour
+		probeType string
+	}{{c.LivenessProbe, cb.Liveness, "Liveness"}, {c.ReadinessProbe, cb.Readiness, "Readiness"}} {
+		if pr.probe == nil {
+			continue
+		}
+		p := newSimProbe(pr.probe, pr.b, start, false)
+		p.gate = startedAt
+		ok, failed := p.count(floor, until)
+		add(pr.probeType, ok, failed)
+	}
+}
+
+// hasProbe reports whether a container of p has a probe.
+func hasProbe(p *v1.Pod) bool {
+	for _, l := range [][]v1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+		for i := range l {
+			if l[i].StartupProbe != nil || l[i].LivenessProbe != nil || l[i].ReadinessProbe != nil {
+				return true
+			}
+		}
+	}
+	return false
+}

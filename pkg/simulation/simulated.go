@@ -366,8 +366,21 @@ func apiTerminated(t *v1.ContainerStateTerminated) *pod.Terminated {
 // run, without a stop delay given: as its process would, Behaviour.StopDelaySet), and the view is
 // Terminal once all have stopped.
 func Simulate(p *v1.Pod, b *Behaviour, in *SimInput, now time.Time) (*pod.RuntimeStatus, time.Time) {
+	return simulate(p, b, in, now, nil)
+}
+
+// simulateProbes is Simulate that also returns the probes the containers ran after in.Baseline's time
+// (since the pod started without one) up to now (tallyRun).
+func simulateProbes(p *v1.Pod, b *Behaviour, in *SimInput, now time.Time) (*pod.RuntimeStatus, time.Time, probeTallies) {
+	tally := probeTallies{}
+	rt, next := simulate(p, b, in, now, tally)
+	return rt, next, tally
+}
+
+// simulate is Simulate, adding each run's probes to tally when it is not nil.
+func simulate(p *v1.Pod, b *Behaviour, in *SimInput, now time.Time, tally probeTallies) (*pod.RuntimeStatus, time.Time) {
 	rt := &pod.RuntimeStatus{RuntimeName: in.RuntimeName, Sandbox: pod.SandboxReady, PodIPs: in.PodIPs, HostIPs: in.HostIPs}
-	sim := simulation{pod: p, b: b, in: in, now: now}
+	sim := simulation{pod: p, b: b, in: in, now: now, tally: tally}
 	if p.DeletionTimestamp != nil {
 		grace := time.Duration(0)
 		if p.DeletionGracePeriodSeconds != nil {
@@ -448,6 +461,8 @@ type simulation struct {
 	killAt   time.Time
 	killCode int32
 	lastStop time.Time
+	// tally, when not nil, gets the probes each container run ran (tallyRun).
+	tally probeTallies
 }
 
 // later returns the later of a and b.
@@ -603,6 +618,9 @@ func (s *simulation) container(c *v1.Container, from time.Time, isInit, sidecar 
 			if end.After(s.lastStop) {
 				s.lastStop = end
 			}
+		}
+		if s.tally != nil {
+			s.tallyRun(c, cb, start, startedAt, end, floor)
 		}
 		if end.IsZero() || s.now.Before(end) { // running now
 			cs.State = pod.ContainerState{Running: &pod.Running{StartedAt: start}}

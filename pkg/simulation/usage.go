@@ -376,6 +376,7 @@ func (u *Usage) podStatsLocked(p *v1.Pod, now time.Time) (ps statsv1alpha1.PodSt
 		ps.StartTime = *p.Status.StartTime
 	}
 	var cum uint64
+	podLimit := int64(0) // the sum of the running containers' memory limits; -1: one has none
 	for _, st := range append(append([]v1.ContainerStatus(nil), p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
 		if st.State.Running == nil {
 			continue
@@ -386,11 +387,20 @@ func (u *Usage) podStatsLocked(p *v1.Pod, now time.Time) (ps statsv1alpha1.PodSt
 		}
 		cpu0, mem0, _ := ContainerUsage(p, c)
 		cn := containerAt(st.State.Running.StartedAt.Time, now, cpu0, mem0, c.Name, changes)
+		limit := int64(0)
+		if q := c.Resources.Limits.Memory(); q != nil {
+			limit = q.Value()
+		}
+		if limit > 0 && podLimit >= 0 {
+			podLimit += limit
+		} else {
+			podLimit = -1
+		}
 		ps.Containers = append(ps.Containers, statsv1alpha1.ContainerStats{
 			Name: c.Name, StartTime: st.State.Running.StartedAt,
 			CPU:    cpuStats(ts, cn.rate, cn.cum),
-			Memory: memoryStats(ts, cn.memory, nil),
-			Swap:   &statsv1alpha1.SwapStats{Time: ts, SwapUsageBytes: ptr.To[uint64](0)},
+			Memory: limitedMemoryStats(ts, cn.memory, limit),
+			Swap:   &statsv1alpha1.SwapStats{Time: ts, SwapUsageBytes: ptr.To[uint64](0), SwapAvailableBytes: ptr.To[uint64](0)},
 		})
 		rate, memory, cum = rate+cn.rate, memory+cn.memory, cum+cn.cum
 	}
@@ -398,8 +408,8 @@ func (u *Usage) podStatsLocked(p *v1.Pod, now time.Time) (ps statsv1alpha1.PodSt
 		return ps, 0, 0, false
 	}
 	ps.CPU = cpuStats(ts, rate, cum)
-	ps.Memory = memoryStats(ts, memory, nil)
-	ps.Swap = &statsv1alpha1.SwapStats{Time: ts, SwapUsageBytes: ptr.To[uint64](0)}
+	ps.Memory = limitedMemoryStats(ts, memory, max(podLimit, 0))
+	ps.Swap = &statsv1alpha1.SwapStats{Time: ts, SwapUsageBytes: ptr.To[uint64](0), SwapAvailableBytes: ptr.To[uint64](0)}
 	return ps, rate, memory, true
 }
 
@@ -457,6 +467,18 @@ func memoryStats(ts metav1.Time, workingSet int64, capacity *int64) *statsv1alph
 		RSSBytes: ptr.To(uint64(workingSet)), PageFaults: ptr.To[uint64](0), MajorPageFaults: ptr.To[uint64](0), PSI: &statsv1alpha1.PSIStats{}}
 	if capacity != nil && *capacity >= workingSet {
 		m.AvailableBytes = ptr.To(uint64(*capacity - workingSet))
+	}
+	return m
+}
+
+// limitedMemoryStats is memoryStats of a container or pod whose memory limit is limit (0: none), its
+// availableBytes as containerd's CRI reports a container's (getAvailableBytes): the limit − the
+// working set, 0 without a limit.
+func limitedMemoryStats(ts metav1.Time, workingSet, limit int64) *statsv1alpha1.MemoryStats {
+	m := memoryStats(ts, workingSet, nil)
+	m.AvailableBytes = ptr.To[uint64](0)
+	if limit > workingSet {
+		m.AvailableBytes = ptr.To(uint64(limit - workingSet))
 	}
 	return m
 }

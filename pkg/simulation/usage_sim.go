@@ -12,6 +12,7 @@ import (
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	"github.com/nodeagent/nodeagent/pkg/config"
+	"github.com/nodeagent/nodeagent/pkg/probemetrics"
 	"github.com/nodeagent/nodeagent/pkg/resourcemetrics"
 )
 
@@ -25,6 +26,31 @@ func (s *Simulator) StatsSummary(name string) (resourcemetrics.StatsSummaryGette
 	}
 	return resourcemetrics.StatsSummaryFunc(func(context.Context) (*statsv1alpha1.Summary, error) {
 		return s.summary(name)
+	}), nil
+}
+
+// ProbeCounts returns the simulated Node's probemetrics.Getter (its /metrics/probes): the probes the
+// containers of its pods ran, as the kubelet's prober workers count them (prober_probe_total), computed
+// from the simulated probes' times and answers (simulateProbes) when read, since this process made
+// each pod's record. Nil when the Nodes run no pods (the kubelet's registry with no prober worker). It
+// errors with ErrUnknownNode for a name that is none of this simulator's Nodes.
+func (s *Simulator) ProbeCounts(name string) (probemetrics.Getter, error) {
+	if _, ok := s.byName[name]; !ok {
+		return nil, fmt.Errorf("%w %q", ErrUnknownNode, name)
+	}
+	if s.pods == nil || s.cfg.Dependencies.Pods == nil {
+		return nil, nil
+	}
+	return probemetrics.GetterFunc(func(ctx context.Context) ([]probemetrics.Count, error) {
+		pods, err := s.cfg.Dependencies.Pods.OnNode(name)
+		if err != nil {
+			return nil, fmt.Errorf("pods on node %q: %w", name, err)
+		}
+		var out []probemetrics.Count
+		for _, p := range pods {
+			out = append(out, s.pods.probeCounts(ctx, p)...)
+		}
+		return out, nil
 	}), nil
 }
 

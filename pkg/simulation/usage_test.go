@@ -3,6 +3,7 @@ package simulation
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -265,5 +266,46 @@ func TestSimPodsUsageAnnotationEvent(t *testing.T) {
 	}
 	if len(rec.Events) != 0 {
 		t.Errorf("event %q for good annotations", <-rec.Events)
+	}
+}
+
+// TestUsageAvailableBytes: a pod's and a container's memory.availableBytes are containerd's (the memory
+// limit − the working set, 0 without a limit; the pod's limit the sum of its containers' when all have
+// one), their swapAvailableBytes 0, as the reference kubelet reports them.
+func TestUsageAvailableBytes(t *testing.T) {
+	t0 := time.Date(2026, 11, 27, 7, 0, 0, 0, time.UTC)
+	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "sim-node-0000", CreationTimestamp: metav1.Time{Time: t0}}}
+	usage := map[string]string{AnnotationMemoryUsage: "20Mi"}
+	for _, tc := range []struct {
+		name       string
+		containers []v1.Container
+		want       []uint64 // the containers', then the pod's
+	}{
+		{name: "no limits", containers: []v1.Container{withResources("a", nil, nil), withResources("b", nil, nil)}, want: []uint64{0, 0, 0}},
+		{name: "one limit", containers: []v1.Container{withResources("a", nil, rl("1", "100Mi")), withResources("b", nil, nil)},
+			want: []uint64{80 << 20, 0, 0}},
+		{name: "all limited", containers: []v1.Container{withResources("a", nil, rl("1", "100Mi")), withResources("b", nil, rl("1", "50Mi"))},
+			want: []uint64{80 << 20, 30 << 20, 110 << 20}},
+		{name: "over the limit", containers: []v1.Container{withResources("a", nil, rl("1", "10Mi"))}, want: []uint64{0, 0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u := NewUsage(clocktesting.NewFakeClock(t0.Add(time.Minute)))
+			sum := u.Summary(node, []*v1.Pod{running(usagePod(usage, tc.containers...), t0)})
+			if len(sum.Pods) != 1 {
+				t.Fatalf("%d pods, want 1", len(sum.Pods))
+			}
+			ps := sum.Pods[0]
+			var got []uint64
+			for _, c := range ps.Containers {
+				got = append(got, *c.Memory.AvailableBytes)
+				if c.Swap.SwapAvailableBytes == nil || *c.Swap.SwapAvailableBytes != 0 {
+					t.Errorf("container %s: swapAvailableBytes %v, want 0", c.Name, c.Swap.SwapAvailableBytes)
+				}
+			}
+			got = append(got, *ps.Memory.AvailableBytes)
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("availableBytes %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

@@ -53,6 +53,12 @@ func AdminServiceAccount(ctx context.Context, cp *framework.ControlPlane, namesp
 // taint kwok.x-k8s.io/node=fake, label type=kwok, no status (KWOK's node-initialize stage fills it in).
 // Eight creates at a time.
 func CreateKWOKNodes(ctx context.Context, client kubernetes.Interface, n int) error {
+	return CreateKWOKNodesAnnotated(ctx, client, n, nil)
+}
+
+// CreateKWOKNodesAnnotated is CreateKWOKNodes with more annotations on each Node: annotations(name), when
+// not nil (e.g. metrics.k8s.io/resource-metrics-path, which metrics-server reads for KWOK's Nodes).
+func CreateKWOKNodesAnnotated(ctx context.Context, client kubernetes.Interface, n int, annotations func(name string) map[string]string) error {
 	names := make(chan string)
 	errs := make(chan error, 8)
 	var wg sync.WaitGroup
@@ -69,6 +75,9 @@ func CreateKWOKNodes(ctx context.Context, client kubernetes.Interface, n int) er
 							"kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64", "kubernetes.io/role": "agent"},
 					},
 					Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: KWOKAnnotation, Value: "fake", Effect: corev1.TaintEffectNoSchedule}}},
+				}
+				if annotations != nil {
+					maps.Copy(node.Annotations, annotations(name))
 				}
 				if _, err := client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
 					errs <- fmt.Errorf("create node %s: %w", name, err)
@@ -235,6 +244,13 @@ func (t *LeaseTracker) Record(on bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.recording = on
+}
+
+// Reset forgets the intervals recorded so far (for a tracker that records several windows).
+func (t *LeaseTracker) Reset() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.got = nil
 }
 
 // Intervals returns the intervals recorded, sorted.

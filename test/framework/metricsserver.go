@@ -112,9 +112,12 @@ func HostIP() (net.IP, error) {
 // registered as v1beta1.metrics.k8s.io through the aggregation layer.
 type MetricsServer struct {
 	p *process
-	// LogPath is its log file.
-	LogPath string
+	// LogPath is its log file; URL its HTTPS address (https://<HostIP>:<port>: /metrics, /readyz).
+	LogPath, URL string
 }
+
+// PID is its process ID.
+func (m *MetricsServer) PID() int { return m.p.pid() }
 
 // StartMetricsServer starts metrics-server v0.8.0 with the flags of its release manifest
 // (components.yaml: --cert-dir, --secure-port, --kubelet-preferred-address-types=InternalIP,
@@ -144,7 +147,7 @@ func StartMetricsServer(ctx context.Context, cp *ControlPlane, dir string, extra
 	if err != nil {
 		return nil, err
 	}
-	ms := &MetricsServer{p: p, LogPath: logPath}
+	ms := &MetricsServer{p: p, LogPath: logPath, URL: "https://" + net.JoinHostPort(ip.String(), strconv.Itoa(port))}
 	if err := registerMetricsAPI(ctx, cp, ip, port); err != nil {
 		ms.Stop()
 		return nil, fmt.Errorf("start metrics-server: %w (log: %s)", err, tail(logPath, 20))

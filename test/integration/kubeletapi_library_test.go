@@ -102,74 +102,9 @@ func (*libProvider) RunInContainer(_ context.Context, _, _, _ string, cmd []stri
 func TestKubeletAPILibrary(t *testing.T) {
 	t.Parallel()
 	e := shared(t)
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
+	ctx := t.Context()
 	const name, ns = nodeKubeletAPILibrary, "kubelet-api-library"
-	client, err := kubernetes.NewForConfig(e.cp.NodeConfig(name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ip := hostAddress(t)
-	ln, err := kubeletserver.Listen(ip, framework.FreePort())
-	if err != nil {
-		t.Fatal(err)
-	}
-	nodes := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
-	}))
-	pods := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", name).String()
-	}))
-	podInformer := pods.Core().V1().Pods().Informer()
-	if err := podInformer.AddIndexers(node.PodIndexers()); err != nil {
-		t.Fatal(err)
-	}
-	ctrl, err := node.New(node.Config{
-		NodeName: name, RegisterNode: true, MaxPods: 110, NodeIPs: []net.IP{net.ParseIP(ip)},
-		NodeStatusUpdateFrequency: 10 * time.Second, NodeStatusReportFrequency: 5 * time.Minute, NodeLeaseDurationSeconds: 40,
-		AgentVersion: "v1.37.2-library", Host: libHost{}, Runtime: libRuntime{}, Pods: &libProvider{started: time.Now()},
-		FallbackPodCIDR: netip.MustParsePrefix("10.244.99.0/24"), KubeletPort: int32(ln.Addr().(*net.TCPAddr).Port),
-	}, node.Dependencies{
-		Client: client, HeartbeatClient: client, NodeLister: nodes.Core().V1().Nodes().Lister(),
-		Cache: nodecache.New(clock.RealClock{}), Recorder: &record.FakeRecorder{},
-		Pods: node.IndexedPodLister{Indexer: podInformer.GetIndexer()},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := podInformer.AddEventHandler(ctrl.PodEventHandler()); err != nil {
-		t.Fatal(err)
-	}
-	// The kubelet's defaults, and the CA of the API server's client certificate to kubelets.
-	authn := kubeletserver.DefaultAuthentication()
-	authn.X509.ClientCAFile = e.cp.KubeletClientCAFile
-	auth, err := kubeletserver.BuildAuth(client, authn, kubeletserver.DefaultAuthorization())
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := ctrl.KubeletServer(auth)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := kubeletserver.SelfSignedCertificate("", ip, []net.IP{net.ParseIP(ip)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tlsConfig, err := kubeletserver.TLSConfig(kubeletserver.StaticCertificate(cert), e.cp.KubeletClientCAFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- kubeletserver.Serve(ctx, ln, tlsConfig, srv) }()
-	go func() { _ = auth.Run(ctx) }()
-	nodes.Start(ctx.Done())
-	pods.Start(ctx.Done())
-	nodes.WaitForCacheSync(ctx.Done())
-	pods.WaitForCacheSync(ctx.Done())
-	ran := make(chan error, 1)
-	go func() { ran <- ctrl.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-ran; <-served })
-	framework.WaitReady(ctx, t, e.cp.AdminClient, name, time.Minute)
+	startLibraryNode(ctx, t, e.cp, name, &libProvider{started: time.Now()})
 
 	if err := e.cp.CreateNamespace(ctx, ns); err != nil {
 		t.Fatal(err)
@@ -179,7 +114,7 @@ func TestKubeletAPILibrary(t *testing.T) {
 	if _, err := e.cp.AdminClient.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	err = framework.WaitFor(ctx, 300*time.Millisecond, func() (bool, error) {
+	err := framework.WaitFor(ctx, 300*time.Millisecond, func() (bool, error) {
 		got, err := e.cp.AdminClient.CoreV1().Pods(ns).Get(ctx, "lib", metav1.GetOptions{})
 		return err == nil && got.Status.Phase == corev1.PodRunning, err
 	})
@@ -209,4 +144,78 @@ func TestKubeletAPILibrary(t *testing.T) {
 	if err != nil || len(list.Items) != 1 || list.Items[0].Name != "lib" {
 		t.Errorf("node proxy /pods: %d pods, %v; want [lib]: %.300s", len(list.Items), err, out)
 	}
+}
+
+// startLibraryNode runs a library Node (pkg/node in this process, as TestKubeletAPILibrary describes
+// it) named name, with cp's node identity of that name, on this host's address with its kubelet API
+// (Controller.KubeletServer: the kubelet's default authentication and authorization, the API server's
+// client CA), its pods served by provider, until the test ends; it returns once the Node is Ready.
+func startLibraryNode(ctx context.Context, t *testing.T, cp *framework.ControlPlane, name string, provider node.PodProvider) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	client, err := kubernetes.NewForConfig(cp.NodeConfig(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ip := hostAddress(t)
+	ln, err := kubeletserver.Listen(ip, framework.FreePort())
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
+	}))
+	pods := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", name).String()
+	}))
+	podInformer := pods.Core().V1().Pods().Informer()
+	if err := podInformer.AddIndexers(node.PodIndexers()); err != nil {
+		t.Fatal(err)
+	}
+	ctrl, err := node.New(node.Config{
+		NodeName: name, RegisterNode: true, MaxPods: 110, NodeIPs: []net.IP{net.ParseIP(ip)},
+		NodeStatusUpdateFrequency: 10 * time.Second, NodeStatusReportFrequency: 5 * time.Minute, NodeLeaseDurationSeconds: 40,
+		AgentVersion: "v1.37.2-library", Host: libHost{}, Runtime: libRuntime{}, Pods: provider,
+		FallbackPodCIDR: netip.MustParsePrefix("10.244.99.0/24"), KubeletPort: int32(ln.Addr().(*net.TCPAddr).Port),
+	}, node.Dependencies{
+		Client: client, HeartbeatClient: client, NodeLister: nodes.Core().V1().Nodes().Lister(),
+		Cache: nodecache.New(clock.RealClock{}), Recorder: &record.FakeRecorder{},
+		Pods: node.IndexedPodLister{Indexer: podInformer.GetIndexer()},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := podInformer.AddEventHandler(ctrl.PodEventHandler()); err != nil {
+		t.Fatal(err)
+	}
+	// The kubelet's defaults, and the CA of the API server's client certificate to kubelets.
+	authn := kubeletserver.DefaultAuthentication()
+	authn.X509.ClientCAFile = cp.KubeletClientCAFile
+	auth, err := kubeletserver.BuildAuth(client, authn, kubeletserver.DefaultAuthorization())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := ctrl.KubeletServer(auth)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := kubeletserver.SelfSignedCertificate("", ip, []net.IP{net.ParseIP(ip)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tlsConfig, err := kubeletserver.TLSConfig(kubeletserver.StaticCertificate(cert), cp.KubeletClientCAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- kubeletserver.Serve(ctx, ln, tlsConfig, srv) }()
+	go func() { _ = auth.Run(ctx) }()
+	nodes.Start(ctx.Done())
+	pods.Start(ctx.Done())
+	nodes.WaitForCacheSync(ctx.Done())
+	pods.WaitForCacheSync(ctx.Done())
+	ran := make(chan error, 1)
+	go func() { ran <- ctrl.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-ran; <-served })
+	framework.WaitReady(ctx, t, cp.AdminClient, name, time.Minute)
 }

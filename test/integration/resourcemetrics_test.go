@@ -11,8 +11,10 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,16 +25,27 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 	"k8s.io/utils/ptr"
 
+	"github.com/nodeagent/nodeagent/pkg/node"
 	"github.com/nodeagent/nodeagent/test/framework"
 )
 
 // TestResourceMetrics (issue 37): an unmodified metrics-server v0.8.0, registered through the
 // aggregation layer (kubeadm's front-proxy flags, the APIService v1beta1.metrics.k8s.io), scrapes
 // the agent's Node (its host's usage from cadvisor) and the simulated Nodes of two shards:
-//   - kubectl top nodes lists the three with non-zero CPU and memory, kubectl top pods every
-//     simulated pod;
+//   - kubectl top nodes lists the three and a library Node (pkg/node in this process, its provider's
+//     GetStatsSummary: libStatsProvider) with non-zero CPU and memory, kubectl top pods every
+//     simulated pod and the library Node's at its provider's figures;
+//   - the shapes against the reference kubelet (on the same host, its own containerd): the Node's
+//     /metrics/resource, /metrics/cadvisor and Summary against the agent's; a pod's /metrics/resource
+//     series and its Summary element against the same pod on a simulated Node, the reference kubelet
+//     running it in a real container (podMetricsIntendedDifferences, podSummaryIntendedDifferences);
+//   - /metrics/probes: the simulated Node's families those of the reference kubelet probing the real
+//     container, its count of the simulated readiness probes what the time since the container started
+//     gives; the agent's the kubelet's empty registry, 401 without credentials;
 //   - a pod whose usage annotation does not parse gets a Warning Event InvalidAnnotation naming it;
 //   - a real HorizontalPodAutoscaler (kube-controller-manager's horizontalpodautoscaling
 //     controller, downscale stabilization shortened to 20 s by its flag) at 50 % CPU on a Deployment
@@ -51,9 +64,9 @@ func TestResourceMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const agentNode, refNode = "metrics-agent", "metrics-kubelet"
+	const agentNode, refNode, libNode = "metrics-agent", "metrics-kubelet", "metrics-library"
 	cp := framework.StartTestControlPlane(sctx, t, framework.ControlPlaneOptions{
-		Dir: filepath.Join(dir, "cp"), NodeNames: []string{agentNode, refNode}, ControllerManager: true,
+		Dir: filepath.Join(dir, "cp"), NodeNames: []string{agentNode, refNode, libNode}, ControllerManager: true,
 		ExtraAPIServerArgs: frontProxy,
 		ExtraControllerManagerArgs: []string{"--controllers=nodelifecycle,ttl,deployment,replicaset,horizontalpodautoscaling",
 			"--horizontal-pod-autoscaler-sync-period=5s", "--horizontal-pod-autoscaler-downscale-stabilization=20s"},
@@ -78,18 +91,31 @@ func TestResourceMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(kdir) })
+	// Its own containerd, with the test image a real pod of the shapes' comparison runs.
+	imported := time.Now()
+	kctrd := startContainerd(t, true)
+	if err := kctrd.ImportPodImages(sctx, t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the reference kubelet's containerd with the test image in %v", time.Since(imported).Round(10*time.Millisecond))
 	ref := framework.StartTestKubelet(sctx, t, framework.KubeletOptions{Dir: kdir, NodeName: refNode,
-		Kubeconfig: cp.KubeconfigFor(refNode), RuntimeEndpoint: e.ctrd.Endpoint})
+		Kubeconfig: cp.KubeconfigFor(refNode), RuntimeEndpoint: kctrd.Endpoint})
 	shards := make([]*shardProcess, 2)
+	simPorts := make([]int, len(shards)) // each shard's one Node's kubelet API
 	for i := range shards {
 		ctl := framework.FreePort()
+		simPorts[i] = framework.FreePort()
 		shards[i] = startShard(t, i, []string{"simulate", "--kubeconfig=" + cp.AdminKubeconfig, "--nodes=1", "--shards=2",
 			"--shard-index=" + strconv.Itoa(i), "--node-name-prefix=ms-", "--healthz-bind-address=127.0.0.1",
 			"--healthz-port=" + strconv.Itoa(ctl),
-			"--address=" + ip, "--node-ip=" + ip, "--port=" + strconv.Itoa(framework.FreePort()),
+			"--address=" + ip, "--node-ip=" + ip, "--port=" + strconv.Itoa(simPorts[i]),
 			"--client-ca-file=" + cp.KubeletClientCAFile}, nil, ctl)
 	}
-	nodes := []string{agentNode, "ms-0000", "ms-0001"}
+	// A library Node (pkg/node in this process) whose provider implements GetStatsSummary.
+	libStarted := time.Now()
+	startLibraryNode(sctx, t, cp, libNode, newLibStatsProvider())
+	t.Logf("the library Node Ready in %v", time.Since(libStarted).Round(10*time.Millisecond))
+	nodes := []string{agentNode, "ms-0000", "ms-0001", libNode}
 	for _, n := range nodes {
 		framework.WaitReady(sctx, t, admin, n, 2*time.Minute)
 	}
@@ -123,6 +149,30 @@ func TestResourceMetrics(t *testing.T) {
 			Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}}}}
 	if _, err := admin.CoreV1().Pods(ns).Create(ctx, bad, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
+	}
+	// The library Node's pod; the same pod with a readiness probe on the reference kubelet (a real
+	// container) and on a simulated Node, for the shapes of the pod's series.
+	const libNS, refNS, simNS = "metrics-lib", "metrics-ref", "metrics-sim"
+	for _, n := range []string{libNS, refNS, simNS} {
+		if err := cp.CreateNamespace(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lib := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "lib", Namespace: libNS},
+		Spec: corev1.PodSpec{NodeName: libNode, Containers: []corev1.Container{{Name: "c", Image: "example"}}}}
+	if _, err := admin.CoreV1().Pods(libNS).Create(ctx, lib, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, side := range []struct{ ns, node string }{{refNS, refNode}, {simNS, "ms-0000"}} {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "shape", Namespace: side.ns},
+			Spec: corev1.PodSpec{NodeName: side.node, AutomountServiceAccountToken: ptr.To(false),
+				Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+				Containers: []corev1.Container{{Name: "app", Image: framework.PodImage, ImagePullPolicy: corev1.PullIfNotPresent,
+					ReadinessProbe: &corev1.Probe{PeriodSeconds: 2, ProbeHandler: corev1.ProbeHandler{
+						Exec: &corev1.ExecAction{Command: []string{"/podimage", "--exit-after=1ms", "--exit-code=0"}}}}}}}}
+		if _, err := admin.CoreV1().Pods(side.ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	kubectl := func(args ...string) (string, error) {
@@ -200,32 +250,49 @@ func TestResourceMetrics(t *testing.T) {
 			t.Fatalf("kubectl top pods: %v (last %s)", err, last)
 		}
 		t.Logf("kubectl top pods: %s", last)
+		// The library Node's pod: its provider's 40m and 32Mi.
+		err = framework.WaitFor(sctx, 2*time.Second, func() (bool, error) {
+			rows, err := top("pods", "-n", libNS)
+			if err != nil {
+				return false, err
+			}
+			last = fmt.Sprint(rows)
+			r, ok := rows["lib"]
+			return ok && r[0] >= 39 && r[0] <= 41 && r[1] == libPodMemory, nil
+		})
+		if err != nil {
+			t.Fatalf("kubectl top pods -n %s: %v (last %s), want lib at 40m and 32Mi", libNS, err, last)
+		}
+		t.Logf("kubectl top pods -n %s: %s", libNS, last)
 	})
 
-	t.Run("shapes against the reference kubelet", func(t *testing.T) {
-		insecure := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-		get := func(url string, token string) ([]byte, error) {
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-			if err != nil {
-				return nil, err
-			}
-			if token != "" {
-				req.Header.Set("Authorization", "Bearer "+token)
-			}
-			resp, err := insecure.Do(req)
-			if err != nil {
-				return nil, err
-			}
-			defer resp.Body.Close()
-			b, err := io.ReadAll(resp.Body)
-			if err == nil && resp.StatusCode != http.StatusOK {
-				err = fmt.Errorf("%s: %d %s", url, resp.StatusCode, b)
-			}
-			return b, err
+	// get reads a kubelet API path, with token as a bearer token unless empty.
+	insecure := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	get := func(url string, token string) ([]byte, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return nil, err
 		}
-		refBase := "https://127.0.0.1:" + strconv.Itoa(ref.Port)
-		agentBase := "https://" + net.JoinHostPort(ip, strconv.Itoa(agentPort))
-		token := cp.AdminConfig.BearerToken
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := insecure.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err == nil && resp.StatusCode != http.StatusOK {
+			err = fmt.Errorf("%s: %d %s", url, resp.StatusCode, b)
+		}
+		return b, err
+	}
+	refBase := "https://127.0.0.1:" + strconv.Itoa(ref.Port)
+	agentBase := "https://" + net.JoinHostPort(ip, strconv.Itoa(agentPort))
+	simBase := "https://" + net.JoinHostPort(ip, strconv.Itoa(simPorts[0])) // ms-0000
+	token := cp.AdminConfig.BearerToken
+
+	t.Run("shapes against the reference kubelet", func(t *testing.T) {
 		// /metrics/resource: the same families (name, help, type), label names, and timestamps on
 		// the same samples.
 		shape := func(body []byte) (map[string]string, error) {
@@ -270,7 +337,14 @@ func TestResourceMetrics(t *testing.T) {
 		if err != nil {
 			t.Fatalf("/metrics/resource: %v", err)
 		}
+		// The reference kubelet runs a pod (compared with a simulated Node's below), the agent none.
+		podFamily := func(name string) bool {
+			return strings.HasPrefix(name, "container_") || strings.HasPrefix(name, "pod_")
+		}
 		for name, want := range refShape {
+			if podFamily(name) {
+				continue
+			}
 			if got := agentShape[name]; got != want {
 				t.Errorf("/metrics/resource %s: agent %q, reference kubelet %q", name, got, want)
 			}
@@ -359,7 +433,7 @@ func TestResourceMetrics(t *testing.T) {
 			t.Fatal(err)
 		}
 		for p := range refPaths {
-			if !agentPaths[p] && !strings.HasPrefix(p, ".node.systemContainers[]") {
+			if !agentPaths[p] && !strings.HasPrefix(p, ".node.systemContainers[]") && !strings.HasPrefix(p, ".pods[]") {
 				t.Errorf("/stats/summary: the reference kubelet has %s, the agent not", p)
 			}
 		}
@@ -369,6 +443,130 @@ func TestResourceMetrics(t *testing.T) {
 			}
 		}
 		t.Logf("/stats/summary?only_cpu_and_memory=true fields: kubelet %d, agent %d", len(refPaths), len(agentPaths))
+	})
+
+	t.Run("pod shapes against the reference kubelet", func(t *testing.T) {
+		// The pod "shape" Ready on both Nodes: its readiness probe passed.
+		for _, n := range []string{refNS, simNS} {
+			err := framework.WaitFor(sctx, time.Second, func() (bool, error) {
+				p, err := admin.CoreV1().Pods(n).Get(ctx, "shape", metav1.GetOptions{})
+				if err != nil {
+					return false, err
+				}
+				for _, c := range p.Status.Conditions {
+					if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+						return true, nil
+					}
+				}
+				return false, nil
+			})
+			if err != nil {
+				t.Fatalf("pod %s/shape not Ready: %v", n, err)
+			}
+		}
+		// /metrics/resource: the pod_* and container_* families of the pod's series: help, type, label
+		// names, timestamps.
+		var refS, simS map[string]string
+		err := framework.WaitFor(sctx, time.Second, func() (bool, error) {
+			rb, err := get(refBase+"/metrics/resource", "")
+			if err != nil {
+				return false, err
+			}
+			sb, err := get(simBase+"/metrics/resource", token)
+			if err != nil {
+				return false, err
+			}
+			if refS, err = podSeriesShapes(rb, refNS, "shape"); err != nil {
+				return false, err
+			}
+			if simS, err = podSeriesShapes(sb, simNS, "shape"); err != nil {
+				return false, err
+			}
+			// The kubelet's stats need a housekeeping pass after the container started.
+			return refS["container_cpu_usage_seconds_total"] != "" && refS["pod_cpu_usage_seconds_total"] != "" && simS["container_cpu_usage_seconds_total"] != "", nil
+		})
+		if err != nil {
+			t.Fatalf("/metrics/resource of the pods: %v (kubelet %v, simulated %v)", err, refS, simS)
+		}
+		compareShapes(t, "/metrics/resource", refS, simS, podMetricsIntendedDifferences)
+		t.Logf("/metrics/resource pod and container families: kubelet %d, simulated %d", len(refS), len(simS))
+
+		// /stats/summary?only_cpu_and_memory=true: the fields of the pod's element of pods[].
+		rb, err := get(refBase+"/stats/summary?only_cpu_and_memory=true", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sb, err := get(simBase+"/stats/summary?only_cpu_and_memory=true", token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		refP, err := summaryPodPaths(rb, refNS, "shape")
+		if err != nil {
+			t.Fatal(err)
+		}
+		simP, err := summaryPodPaths(sb, simNS, "shape")
+		if err != nil {
+			t.Fatal(err)
+		}
+		compareShapes(t, "/stats/summary pods[]", refP, simP, podSummaryIntendedDifferences)
+		t.Logf("/stats/summary?only_cpu_and_memory=true pod fields: kubelet %d, simulated %d", len(refP), len(simP))
+	})
+
+	t.Run("probe metrics", func(t *testing.T) {
+		// The simulated Node counts what its simulated prober ran; its families are the reference
+		// kubelet's (whose prober ran the real pod's exec probe).
+		var refS, simS map[string]string
+		var simBody []byte
+		err := framework.WaitFor(sctx, time.Second, func() (bool, error) {
+			rb, err := get(refBase+"/metrics/probes", "")
+			if err != nil {
+				return false, err
+			}
+			if simBody, err = get(simBase+"/metrics/probes", token); err != nil {
+				return false, err
+			}
+			if refS, err = podSeriesShapes(rb, refNS, "shape"); err != nil {
+				return false, err
+			}
+			if simS, err = podSeriesShapes(simBody, simNS, "shape"); err != nil {
+				return false, err
+			}
+			return refS["prober_probe_total"] != "" && simS["prober_probe_total"] != "", nil
+		})
+		if err != nil {
+			t.Fatalf("/metrics/probes: %v (kubelet %v, simulated %v)", err, refS, simS)
+		}
+		compareShapes(t, "/metrics/probes", refS, simS, nil)
+		// Every 2 s since the container started, all successful: at least one, and as many as the
+		// periods since (the scrape within the last one).
+		p, err := admin.CoreV1().Pods(simNS).Get(ctx, "shape", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := fmt.Sprintf(`prober_probe_total{container="app",namespace=%q,pod="shape",pod_uid=%q,probe_type="Readiness",result="successful"} `, simNS, p.UID)
+		var n int
+		for _, l := range strings.Split(string(simBody), "\n") {
+			if v, ok := strings.CutPrefix(l, want); ok {
+				n, _ = strconv.Atoi(v)
+			}
+		}
+		started := p.Status.ContainerStatuses[0].State.Running.StartedAt.Time
+		if max := int(time.Since(started)/(2*time.Second)) + 2; n < 1 || n > max {
+			t.Errorf("simulated readiness probes: %d successful, want 1 to %d (%s since the container started): %s", n, max, time.Since(started), simBody)
+		}
+		// The agent runs no pods: the kubelet's registry with no prober worker, authorized as
+		// nodes/metrics.
+		ab, err := get(agentBase+"/metrics/probes", token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(ab), "process_start_time_seconds") || strings.Contains(string(ab), "prober_") {
+			t.Errorf("the agent's /metrics/probes: %s, want process_start_time_seconds only", ab)
+		}
+		if _, err := get(agentBase+"/metrics/probes", ""); err == nil || !strings.Contains(err.Error(), ": 401 ") {
+			t.Errorf("the agent's /metrics/probes without credentials: %v, want 401", err)
+		}
+		t.Logf("/metrics/probes: the simulated Node's %d readiness probes of shape; families the kubelet's: %v", n, simS)
 	})
 
 	t.Run("bad annotation", func(t *testing.T) {
@@ -517,4 +715,188 @@ func TestResourceMetrics(t *testing.T) {
 		}
 		t.Logf("scale in: replicas went %v, %v after the load went down", seen, time.Since(lowered).Round(time.Second))
 	})
+}
+
+// podMetricsIntendedDifferences and podSummaryIntendedDifferences are the pod's /metrics/resource
+// families and /stats/summary fields where a simulated Node's differ from the reference kubelet's on
+// purpose, with the reason (docs/simulation.md "Metrics" lists the same); TestResourceMetrics fails on
+// any other difference and on one listed that no longer shows.
+// A key ending in "*" stands for every key with that prefix.
+var (
+	podMetricsIntendedDifferences = map[string]string{}
+	podSummaryIntendedDifferences = map[string]string{
+		".cpu.psi.*": summaryPSIReason, ".memory.psi.*": summaryPSIReason,
+		".containers[].cpu.psi.*": summaryPSIReason, ".containers[].memory.psi.*": summaryPSIReason,
+	}
+)
+
+const summaryPSIReason = "pressure stall information: a simulated pod reports it (0) as the kubelet does on cgroup v2 " +
+	"(KubeletPSI, on by default since v1.34); the reference kubelet here runs on cgroup v1, which has no PSI"
+
+// podSeriesShapes returns, per metric family of a Prometheus text body with a series labelled
+// namespace ns and pod name, "help | type | label names | timestamp": the shape of the pod's series.
+func podSeriesShapes(body []byte, ns, name string) (map[string]string, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(strings.NewReader(string(body)))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for fname, f := range fams {
+		for _, m := range f.Metric {
+			labels := map[string]string{}
+			var names []string
+			for _, l := range m.Label {
+				labels[l.GetName()] = l.GetValue()
+				names = append(names, l.GetName())
+			}
+			if labels["namespace"] != ns || labels["pod"] != name {
+				continue
+			}
+			sort.Strings(names)
+			out[fname] = fmt.Sprintf("%s | %s | labels %v | timestamp %v", f.GetHelp(), f.GetType(), names, m.TimestampMs != nil)
+		}
+	}
+	return out, nil
+}
+
+// summaryPodPaths returns the JSON paths of the leaves of the pods[] element of a Summary whose
+// podRef is ns/name ("[]" for an array's elements).
+func summaryPodPaths(body []byte, ns, name string) (map[string]string, error) {
+	var sum struct {
+		Pods []map[string]any `json:"pods"`
+	}
+	if err := json.Unmarshal(body, &sum); err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	var walk func(prefix string, v any)
+	walk = func(prefix string, v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, c := range x {
+				walk(prefix+"."+k, c)
+			}
+		case []any:
+			for _, c := range x {
+				walk(prefix+"[]", c)
+			}
+		default:
+			out[prefix] = "present"
+		}
+	}
+	for _, p := range sum.Pods {
+		if ref, ok := p["podRef"].(map[string]any); ok && ref["namespace"] == ns && ref["name"] == name {
+			walk("", p)
+			return out, nil
+		}
+	}
+	return nil, fmt.Errorf("no pod %s/%s in the Summary: %.500s", ns, name, body)
+}
+
+// compareShapes fails t on every key whose value differs between the reference kubelet's shapes
+// (ref) and the simulated Node's (sim), unless intended lists it with its reason; and on a key of
+// intended that shows no difference (the list is stale).
+func compareShapes(t *testing.T, what string, ref, sim map[string]string, intended map[string]string) {
+	t.Helper()
+	keys := map[string]bool{}
+	for k := range ref {
+		keys[k] = true
+	}
+	for k := range sim {
+		keys[k] = true
+	}
+	listed := func(k string) (string, bool) {
+		for i := range intended {
+			if i == k || strings.HasSuffix(i, "*") && strings.HasPrefix(k, strings.TrimSuffix(i, "*")) {
+				return i, true
+			}
+		}
+		return "", false
+	}
+	shown := map[string]bool{}
+	for k := range keys {
+		r, s := ref[k], sim[k]
+		i, ok := listed(k)
+		switch {
+		case r != s && !ok:
+			t.Errorf("%s %s: simulated %q, reference kubelet %q", what, k, s, r)
+		case r != s:
+			shown[i] = true
+		case ok && !strings.HasSuffix(i, "*"):
+			t.Errorf("%s %s: listed as an intended difference, but the same on both (%q)", what, k, r)
+		}
+	}
+	for i := range intended {
+		if !shown[i] {
+			t.Errorf("%s %s: listed as an intended difference, but none shows", what, i)
+		}
+	}
+}
+
+// The library Node's usage: libNodeCPU and libNodeMemory besides its pods, each running container
+// libPodCPU (nanocores, whole millicores) and libPodMemory.
+const (
+	libNodeCPU, libNodeMemory = 100_000_000, 256 << 20
+	libPodCPU, libPodMemory   = 40_000_000, 32 << 20
+)
+
+// libStatsProvider is libProvider (TestKubeletAPILibrary's) with Virtual Kubelet's GetStatsSummary, as a
+// library user writes one: the pods it was given (CreatePod, DeletePod), each container running since
+// the provider's start, cumulative CPU counters growing at the constant rates since then.
+type libStatsProvider struct {
+	*libProvider
+	mu   sync.Mutex
+	pods map[types.UID]*corev1.Pod
+}
+
+var _ node.StatsSummaryGetter = (*libStatsProvider)(nil)
+
+func newLibStatsProvider() *libStatsProvider {
+	return &libStatsProvider{libProvider: &libProvider{started: time.Now()}, pods: map[types.UID]*corev1.Pod{}}
+}
+
+func (p *libStatsProvider) CreatePod(_ context.Context, v *corev1.Pod) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.pods[v.UID] = v
+	return nil
+}
+
+func (p *libStatsProvider) DeletePod(_ context.Context, v *corev1.Pod) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.pods, v.UID)
+	return nil
+}
+
+// GetStatsSummary is the Node's Summary now: the kubelet's shape with CPU and memory only (what
+// metrics-server reads through /metrics/resource).
+func (p *libStatsProvider) GetStatsSummary(context.Context) (*statsv1alpha1.Summary, error) {
+	now := time.Now().Truncate(time.Millisecond) // the precision of /metrics/resource's timestamps
+	ts, since := metav1.NewTime(now), uint64(now.Sub(p.started))
+	cpu := func(rate uint64) *statsv1alpha1.CPUStats {
+		return &statsv1alpha1.CPUStats{Time: ts, UsageNanoCores: ptr.To(rate), UsageCoreNanoSeconds: ptr.To(rate / 1e6 * since / 1e3)}
+	}
+	mem := func(b uint64) *statsv1alpha1.MemoryStats {
+		return &statsv1alpha1.MemoryStats{Time: ts, WorkingSetBytes: ptr.To(b), UsageBytes: ptr.To(b), RSSBytes: ptr.To(b)}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	sum := &statsv1alpha1.Summary{Pods: []statsv1alpha1.PodStats{}}
+	nodeCPU, nodeMem := uint64(libNodeCPU), uint64(libNodeMemory)
+	for _, v := range p.pods {
+		ps := statsv1alpha1.PodStats{PodRef: statsv1alpha1.PodReference{Name: v.Name, Namespace: v.Namespace, UID: string(v.UID)},
+			StartTime: metav1.NewTime(p.started)}
+		for _, c := range v.Spec.Containers {
+			ps.Containers = append(ps.Containers, statsv1alpha1.ContainerStats{Name: c.Name, StartTime: metav1.NewTime(p.started),
+				CPU: cpu(libPodCPU), Memory: mem(libPodMemory)})
+		}
+		n := uint64(len(v.Spec.Containers))
+		ps.CPU, ps.Memory = cpu(n*libPodCPU), mem(n*libPodMemory)
+		sum.Pods = append(sum.Pods, ps)
+		nodeCPU, nodeMem = nodeCPU+n*libPodCPU, nodeMem+n*libPodMemory
+	}
+	sum.Node = statsv1alpha1.NodeStats{NodeName: "metrics-library", StartTime: metav1.NewTime(p.started), CPU: cpu(nodeCPU), Memory: mem(nodeMem)}
+	return sum, nil
 }
