@@ -583,6 +583,9 @@ func TestPodFidelity(t *testing.T) {
 			t.Logf("status writes from creation to the final state: kubelet %d (audit: %s), simulated %d; hollow node %d to %s (audit: %s)",
 				kw, audit, sw, hw, cmp.Or(sc.hollowStage, "the final state"), hollowAudit)
 			t.Logf("kubelet's writes: %s", writes.summary(final[podFidKubeletNS].UID))
+			if kc, sc := writes.withCondition(final[podFidKubeletNS].UID, corev1.PodResizeInProgress), writes.withCondition(final[podFidSimNS].UID, corev1.PodResizeInProgress); kc+sc > 0 {
+				t.Logf("writes with PodResizeInProgress: kubelet %d, simulated %d (the simulated runtime applies a resize at once: docs/simulation.md)", kc, sc)
+			}
 			t.Logf("simulated writes: %s", writes.summary(final[podFidSimNS].UID))
 			t.Logf("hollow node's writes: %s", writes.summary(final[podFidHollowNS].UID))
 			hollowCell := strconv.Itoa(hw)
@@ -807,6 +810,19 @@ func (c *statusWriteCounter) stage(uid types.UID, summary string) (*corev1.PodSt
 		}
 	}
 	return nil, false
+}
+
+// withCondition returns how many of a pod's counted writes have a condition of type t.
+func (c *statusWriteCounter) withCondition(uid types.UID, t corev1.PodConditionType) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, s := range c.statuses[uid] {
+		if findPodCondition(s.Conditions, t) != nil {
+			n++
+		}
+	}
+	return n
 }
 
 // firstStage returns the status of the first counted write of a pod whose statusSummary is summary, if any.
