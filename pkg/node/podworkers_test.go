@@ -546,7 +546,18 @@ func TestPodResize(t *testing.T) {
 		}
 	}
 	if pending == nil || pending.Reason != "Deferred" || pending.Message != "Node didn't have enough resource: cpu, requested: 2000, used: 0, capacity: 1000" || pending.ObservedGeneration != 2 {
-		t.Errorf("PodResizePending %+v, want True Deferred with the admission's message, generation 2", pending)
+		t.Fatalf("PodResizePending %+v, want True Deferred with the admission's message, generation 2", pending)
+	}
+	// Where the kubelet's generateAPIPodStatus puts it: before its own conditions; with a lastProbeTime.
+	var order []string
+	for _, c := range p.Status.Conditions {
+		order = append(order, string(c.Type))
+	}
+	if got, want := strings.Join(order, ","), "PodResizePending,PodReadyToStartContainers,Initialized,Ready,ContainersReady,PodScheduled"; got != want {
+		t.Errorf("conditions %s, want %s", got, want)
+	}
+	if pending.LastProbeTime.IsZero() || !pending.LastProbeTime.Equal(&pending.LastTransitionTime) {
+		t.Errorf("PodResizePending lastProbeTime %v, want the deferral's time %v", pending.LastProbeTime, pending.LastTransitionTime)
 	}
 	if got := p.Status.ContainerStatuses[0].AllocatedResources[v1.ResourceCPU]; got.String() != "500m" {
 		t.Errorf("allocatedResources cpu %s, want the allocated 500m", got.String())

@@ -3,6 +3,7 @@ package node
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -121,22 +122,40 @@ func resizeMessage(p *v1.Pod, prefix, errMsg string) string {
 }
 
 // setResizePending sets the PodResizePending condition of a deferred resize on status (Deferred, the
-// message, the pod's generation), keeping its transition time when it is unchanged in p's status.
+// message, the pod's generation), keeping its transition time when it is unchanged in p's status, where
+// generateAPIPodStatus (kubelet_pods.go) puts the status manager's resize conditions: after the conditions
+// of other writers, before the kubelet's own (PodReadyToStartContainers, Initialized, Ready, ...). Its
+// lastProbeTime is when it was deferred: the kubelet's status manager (updatedPodResizeCondition) sets it
+// at each retry of the allocation manager (every 3 min, and when pods come and go), where this one keeps
+// it, so that the retries every PodSyncBackOff write nothing new.
 func setResizePending(p *v1.Pod, status *v1.PodStatus, message string, now metav1.Time) {
 	cond := v1.PodCondition{Type: v1.PodResizePending, Status: v1.ConditionTrue, Reason: v1.PodReasonDeferred,
-		Message: message, ObservedGeneration: p.Generation, LastTransitionTime: now}
+		Message: message, ObservedGeneration: p.Generation, LastTransitionTime: now, LastProbeTime: now}
 	for _, c := range p.Status.Conditions {
 		if c.Type == v1.PodResizePending && c.Status == cond.Status && c.Reason == cond.Reason {
 			cond.LastTransitionTime = c.LastTransitionTime
+			if !c.LastProbeTime.IsZero() {
+				cond.LastProbeTime = c.LastProbeTime
+			}
 		}
 	}
 	conds := make([]v1.PodCondition, 0, len(status.Conditions)+1)
+	at := -1
 	for _, c := range status.Conditions {
-		if c.Type != v1.PodResizePending {
-			conds = append(conds, c)
+		switch c.Type {
+		case v1.PodResizePending:
+			continue
+		case v1.PodReadyToStartContainers, v1.PodInitialized, v1.PodReady, v1.ContainersReady, v1.PodScheduled:
+			if at < 0 {
+				at = len(conds)
+			}
 		}
+		conds = append(conds, c)
 	}
-	status.Conditions = append(conds, cond)
+	if at < 0 {
+		at = len(conds)
+	}
+	status.Conditions = slices.Insert(conds, at, cond)
 }
 
 // resizePod runs the allocation manager on a running pod (podResources.resize) and tells what it did

@@ -3,6 +3,7 @@ package simulation
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -29,6 +30,8 @@ type containerSeen struct {
 	restarts                int32
 	created, running, ready bool
 	reason                  string
+	// readinessFailed is the time of the last failed readiness probe told (zero: none).
+	readinessFailed time.Time
 }
 
 // podEvent is one Event to record.
@@ -43,9 +46,12 @@ type podEvent struct {
 // imagePullPolicy Always), the container created and started (Created, Started) at each run; a failed
 // pull (Pulling, Failed "Failed to pull image ...", Failed "Error: ErrImagePull"), the back-off after it
 // (BackOff "Back-off pulling image ...", Failed "Error: ImagePullBackOff"); a restart held back
-// (BackOff "Back-off restarting failed container ..."). Several runs between two views are told once.
-// It returns the view to keep.
-func containerEvents(p *v1.Pod, rt *pod.RuntimeStatus, seen []containerSeen) ([]podEvent, []containerSeen) {
+// (BackOff "Back-off restarting failed container ..."); a readiness probe that failed since the view
+// before (Unhealthy "Readiness probe failed: ...", as the kubelet's prober records at every failed
+// probe, whether or not it changes the container's readiness; readinessFailed, when set, gives the time
+// of the last failed readiness probe of a container running since start). Several runs or probes between
+// two views are told once. It returns the view to keep.
+func containerEvents(p *v1.Pod, rt *pod.RuntimeStatus, seen []containerSeen, readinessFailed func(c *v1.Container, start time.Time) time.Time) ([]podEvent, []containerSeen) {
 	var out []podEvent
 	next := make([]containerSeen, 0, len(rt.InitContainers)+len(rt.Containers))
 	i := 0
@@ -64,6 +70,11 @@ func containerEvents(p *v1.Pod, rt *pod.RuntimeStatus, seen []containerSeen) ([]
 				running: cs.State.Running != nil, ready: cs.Ready}
 			if cs.State.Waiting != nil {
 				now.reason = cs.State.Waiting.Reason
+			}
+			if c != nil && c.ReadinessProbe != nil && cs.State.Running != nil && cs.Started && readinessFailed != nil {
+				if now.readinessFailed = readinessFailed(c, cs.State.Running.StartedAt); now.readinessFailed.Before(prev.readinessFailed) {
+					now.readinessFailed = prev.readinessFailed
+				}
 			}
 			next = append(next, now)
 			if c == nil {
@@ -85,9 +96,6 @@ func containerEvents(p *v1.Pod, rt *pod.RuntimeStatus, seen []containerSeen) ([]
 				event(v1.EventTypeWarning, EventReasonUnhealthy, "%s probe failed: %s", kind, probeFailedMessage(probe))
 				event(v1.EventTypeNormal, EventReasonKilling, "Container %s failed %s probe, will be restarted", c.Name, strings.ToLower(kind))
 			}
-			if c.ReadinessProbe != nil && now.running && prev.running && now.restarts == prev.restarts && prev.ready && !now.ready && cs.Started {
-				event(v1.EventTypeWarning, EventReasonUnhealthy, "Readiness probe failed: %s", probeFailedMessage(c.ReadinessProbe))
-			}
 			if now.created && (!prev.created || now.restarts != prev.restarts) {
 				if c.ImagePullPolicy == v1.PullAlways {
 					event(v1.EventTypeNormal, EventReasonPulling, "Pulling image %q", c.Image)
@@ -97,6 +105,9 @@ func containerEvents(p *v1.Pod, rt *pod.RuntimeStatus, seen []containerSeen) ([]
 				}
 				event(v1.EventTypeNormal, EventReasonCreated, "Container created")
 				event(v1.EventTypeNormal, EventReasonStarted, "Container started")
+			}
+			if now.readinessFailed.After(prev.readinessFailed) {
+				event(v1.EventTypeWarning, EventReasonUnhealthy, "Readiness probe failed: %s", probeFailedMessage(c.ReadinessProbe))
 			}
 			if now.reason == prev.reason && now.restarts == prev.restarts {
 				continue
@@ -129,6 +140,22 @@ func containerEvents(p *v1.Pod, rt *pod.RuntimeStatus, seen []containerSeen) ([]
 		tell(specs, rt.EphemeralContainers, "spec.ephemeralContainers")
 	}
 	return out, next
+}
+
+// readinessFailedAt returns the time of the last failed readiness probe of container c (behaviour cb),
+// for its run started at start, at or before now; zero when it has no readiness probe or none failed yet
+// (none runs before the startup probe passed).
+func readinessFailedAt(c *v1.Container, cb ContainerBehaviour, start, now time.Time) time.Time {
+	if c.ReadinessProbe == nil || cb.Readiness.Mode == ProbePass {
+		return time.Time{}
+	}
+	startedAt, _ := runProbes(c, cb, start)
+	if startedAt.IsZero() || now.Before(startedAt) {
+		return time.Time{}
+	}
+	rp := newSimProbe(c.ReadinessProbe, cb.Readiness, start, false)
+	rp.gate = startedAt
+	return rp.lastFailure(now)
 }
 
 // killingProbe returns the probe whose failure kills container c, and its kind as the prober names it:

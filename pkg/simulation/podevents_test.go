@@ -79,6 +79,26 @@ func TestSimPodsEvents(t *testing.T) {
 				{at: 10 * time.Second, call: "status"},
 				{at: 50 * time.Second, call: "status", want: []string{"Warning Unhealthy Readiness probe failed: HTTP probe failed with statuscode: 500"}},
 			}},
+		{name: "readiness probe never passes: Unhealthy at every failed probe", annotate: map[string]string{AnnotationReadinessProbe: "fail"},
+			mutate: func(p *v1.Pod) {
+				p.Spec.Containers[0].ReadinessProbe = &v1.Probe{PeriodSeconds: 10, FailureThreshold: 3, SuccessThreshold: 1,
+					ProbeHandler: v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"false"}}}}
+			}, steps: []step{
+				{at: 0, call: "status", want: []string{pulled, created, started, "Warning Unhealthy Readiness probe failed: command failed with exit code 1"}},
+				{at: 5 * time.Second, call: "status"},
+				{at: 10 * time.Second, call: "status", want: []string{"Warning Unhealthy Readiness probe failed: command failed with exit code 1"}},
+				{at: 35 * time.Second, call: "status", want: []string{"Warning Unhealthy Readiness probe failed: command failed with exit code 1"}},
+				{at: 39 * time.Second, call: "status"},
+			}},
+		{name: "readiness probe fails below its threshold: Unhealthy, still ready", annotate: map[string]string{AnnotationReadinessProbe: "flap:10s"},
+			mutate: func(p *v1.Pod) {
+				p.Spec.Containers[0].ReadinessProbe = &v1.Probe{PeriodSeconds: 10, FailureThreshold: 3, SuccessThreshold: 1,
+					ProbeHandler: v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"false"}}}}
+			}, steps: []step{
+				{at: 0, call: "status", want: []string{pulled, created, started}},
+				{at: 10 * time.Second, call: "status", want: []string{"Warning Unhealthy Readiness probe failed: command failed with exit code 1"}},
+				{at: 20 * time.Second, call: "status"},
+			}},
 		{name: "running before a restart of the simulator", mutate: func(p *v1.Pod) {
 			p.Status.StartTime = &metav1.Time{Time: start}
 			p.Status.ContainerStatuses = []v1.ContainerStatus{{Name: "c", Started: ptr.To(true), Ready: true,

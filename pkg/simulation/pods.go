@@ -173,7 +173,11 @@ func (s *simPods) GetPodStatus(ctx context.Context, p *v1.Pod) (node.PodRuntimeS
 	if sp.seen == nil {
 		sp.seen = seenInStatus(p)
 	}
-	events, seen := containerEvents(p, rt, sp.seen)
+	b := sp.behaviour
+	readinessFailed := func(c *v1.Container, start time.Time) time.Time {
+		return readinessFailedAt(c, b.For(c.Name), start, now)
+	}
+	events, seen := containerEvents(p, rt, sp.seen, readinessFailed)
 	sp.seen = seen
 	s.mu.Unlock()
 	s.record(events)

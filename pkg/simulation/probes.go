@@ -183,6 +183,23 @@ func (p *simProbe) resultAt(now time.Time) (bool, time.Time) {
 	return result, time.Time{}
 }
 
+// lastFailure returns the time of the last probe at or before now that failed (zero: none within the
+// last maxProbes probes).
+func (p *simProbe) lastFailure(now time.Time) time.Time {
+	first := p.firstProbe()
+	t0 := p.probeTime(first)
+	if t0.After(now) {
+		return time.Time{}
+	}
+	last := first + int(now.Sub(t0)/p.period)
+	for k := last; k >= max(first, last-maxProbes); k-- {
+		if t := p.probeTime(k); !p.b.succeeds(p.start, t) {
+			return t
+		}
+	}
+	return time.Time{}
+}
+
 // failsAt returns when the probe's result first turns to failure (zero: not within maxProbes×10
 // probes), for a liveness or startup probe whose failure kills the container.
 func (p *simProbe) failsAt() time.Time {

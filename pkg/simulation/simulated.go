@@ -604,13 +604,17 @@ func (s *simulation) container(c *v1.Container, from time.Time, isInit, sidecar 
 			reason = pod.ReasonError
 		}
 		startedAt, probeKill := runProbes(c, cb, start)
+		killedByProbe := false
 		if !probeKill.IsZero() && (end.IsZero() || probeKill.Before(end)) {
 			end, code, reason = probeKill, 137, pod.ReasonError // killed by the kubelet: a liveness or startup probe failed
+			killedByProbe = true
 		}
 		if fe, fc, fr, ok := forced(start, end); ok {
 			end, code, reason = fe, fc, fr
+			killedByProbe = false
 		}
 		if !stopAt.IsZero() && (end.IsZero() || stopAt.Before(end)) {
+			killedByProbe = false
 			end, code, reason = stopAt, stopCode, pod.ReasonCompleted
 			if code != 0 {
 				reason = pod.ReasonError
@@ -666,9 +670,18 @@ func (s *simulation) container(c *v1.Container, from time.Time, isInit, sidecar 
 		// The kubelet's doBackOff: the first restart (or one after a quiet 10 min) at once, the next
 		// ones after the back-off since the exit, doubling up to MaxBackOff.
 		var delay time.Duration
-		if backOff == 0 || end.Sub(lastRestart) > backOffReset {
+		switch {
+		case killedByProbe && last == nil:
+			// The kubelet kills a container whose liveness (startup) probe failed and starts it again in
+			// the same sync (computePodActions: ContainersToKill and ContainersToStart); its doBackOff looks
+			// at the pod's status from before the kill, where the latest exited run is the one before: with
+			// none, the restart is at once and the back-off is not advanced (so a probe-killed container
+			// is restarted at once twice before it backs off, where one that exits by itself is once).
+		case killedByProbe && backOff != 0 && last.FinishedAt.Sub(lastRestart) <= backOffReset && end.Sub(last.FinishedAt) >= backOff:
+			backOff = min(backOff*2, MaxBackOff) // the run before ended a back-off ago: at once, advanced
+		case backOff == 0 || (killedByProbe && last.FinishedAt.Sub(lastRestart) > backOffReset) || (!killedByProbe && end.Sub(lastRestart) > backOffReset):
 			backOff = InitialBackOff
-		} else {
+		default:
 			delay = backOff
 			backOff = min(backOff*2, MaxBackOff)
 		}

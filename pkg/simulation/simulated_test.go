@@ -327,6 +327,7 @@ func TestNormalizeImage(t *testing.T) {
 func TestSimulateProbes(t *testing.T) {
 	readiness := &v1.Probe{InitialDelaySeconds: 5, PeriodSeconds: 10, FailureThreshold: 3, SuccessThreshold: 1}
 	liveness := &v1.Probe{PeriodSeconds: 10, FailureThreshold: 3, SuccessThreshold: 1}
+	fastLiveness := &v1.Probe{InitialDelaySeconds: 1, PeriodSeconds: 1, FailureThreshold: 1, SuccessThreshold: 1}
 	startup := &v1.Probe{PeriodSeconds: 5, FailureThreshold: 5, SuccessThreshold: 1}
 	for _, tc := range []struct {
 		name                         string
@@ -353,6 +354,18 @@ func TestSimulateProbes(t *testing.T) {
 			at: 39 * time.Second, want: "Running restarts=0 ready", wantStarted: true},
 		{name: "liveness fails after 20s: killed and restarted", liveness: liveness, annotations: map[string]string{AnnotationLivenessProbe: "fail-after:20s"},
 			at: 41 * time.Second, want: "Running restarts=1 ready", wantStarted: true, wantLastExit: 137},
+		// The kubelet kills a probe-failed container and starts it again in one sync, its back-off
+		// looking at the run before: restarted at once twice, then backing off 10 s, 20 s, ...
+		{name: "liveness fails: killed at its first probe, restarted at once", liveness: fastLiveness, annotations: map[string]string{AnnotationLivenessProbe: "fail"},
+			at: 1500 * time.Millisecond, want: "Running restarts=1 ready", wantStarted: true, wantLastExit: 137},
+		{name: "liveness fails: killed again, restarted at once again", liveness: fastLiveness, annotations: map[string]string{AnnotationLivenessProbe: "fail"},
+			at: 2500 * time.Millisecond, want: "Running restarts=2 ready", wantStarted: true, wantLastExit: 137},
+		{name: "liveness fails: the third kill backs off 10 s", liveness: fastLiveness, annotations: map[string]string{AnnotationLivenessProbe: "fail"},
+			at: 12 * time.Second, want: "Waiting/CrashLoopBackOff restarts=2", wantLastExit: 137},
+		{name: "liveness fails: restarted after the back-off", liveness: fastLiveness, annotations: map[string]string{AnnotationLivenessProbe: "fail"},
+			at: 13500 * time.Millisecond, want: "Running restarts=3 ready", wantStarted: true, wantLastExit: 137},
+		{name: "liveness fails: the fourth kill backs off 20 s", liveness: fastLiveness, annotations: map[string]string{AnnotationLivenessProbe: "fail"},
+			at: 33 * time.Second, want: "Waiting/CrashLoopBackOff restarts=3", wantLastExit: 137},
 		{name: "startup fails: killed at its 5th failure", startup: startup, annotations: map[string]string{AnnotationStartupProbe: "fail"},
 			at: 21 * time.Second, want: "Running restarts=1", wantLastExit: 137},
 	} {

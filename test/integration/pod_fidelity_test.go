@@ -38,13 +38,27 @@ import (
 // fidelity: where a simulated pod differs from the kubelet's") lists the same. A field is named as
 // flattenPodStatus names it, with the scenario's container names; TestPodFidelity fails on any other
 // difference, and on an intended difference that no longer shows (the list is then stale).
-var podIntendedDifferences = map[string]string{
-	"/resources/requests/cpu": "the reference kubelet here runs with cgroupsPerQOS: false (cgroup v1, no systemd), so it has " +
-		"no pod cgroup to read the CPU request back from: once the API's copy says Running, its pod-level " +
-		"status.resources (kubelet_pods.go convertToAPIPodLevelResourcesStatus) keeps requests.cpu only from its own " +
-		"previous Running status, and a pod that goes terminal loses it; the simulated pod reports the spec's " +
-		"aggregated requests (getEffectiveAllocatedResources), as the kubelet does with pod cgroups",
+var podIntendedDifferences = map[string]string{}
+
+// podCgroupDifferences are intended differences like podIntendedDifferences that show or not by timing, so
+// that a run without them does not make the list stale: the kubelet's pod-level status.resources, which it
+// reads back from the pod's cgroups (kubelet_pods.go convertToAPIPodLevelResourcesStatus) once the API's
+// copy of the pod says Running, at whichever sync comes next. docs/simulation.md ("Pod fidelity") lists them.
+var podCgroupDifferences = map[string]string{
+	"/resources/limits/memory": podCgroupV1MemoryLimit,
+	"/resources":               podCgroupV1MemoryLimit,
+	"/resources/requests/cpu": "the kubelet reads a Running pod's CPU request back from its pod cgroup's cpu.shares; once the " +
+		"pod is terminal and its cgroup gone, it keeps requests.cpu only from its own previous Running status, so whether a " +
+		"terminal pod's status has it depends on which of its syncs ran; the simulated pod reports the spec's aggregated " +
+		"requests (getEffectiveAllocatedResources), as the kubelet does for a pod not Running",
 }
+
+// podCgroupV1MemoryLimit is the reason of the kubelet's pod-level memory limit that the simulated pod does
+// not report.
+const podCgroupV1MemoryLimit = "the reference kubelet here runs on cgroup v1 with pod cgroups: once the API's copy of a pod says " +
+	"Running, its pod-level status.resources takes limits.memory from the pod cgroup's memory.limit_in_bytes at its next sync, " +
+	"which for a pod without a memory limit is cgroup v1's \"unlimited\", 9223372036854771712 bytes (9007199254740988Ki); the " +
+	"simulated pod reports the limits of its spec (none: status.resources {}), having no cgroup to read back"
 
 // podHollowIntendedDifferences are the pod status fields where the same pod on kubemark's hollow node
 // (the second reference: the kubelet's code over a fake runtime) differs from the simulated one, each with
@@ -54,14 +68,16 @@ var podIntendedDifferences = map[string]string{
 // hollow pod stays in is compared instead. TestPodFidelity fails on any other difference, and on one listed
 // here that no longer shows.
 var podHollowIntendedDifferences = map[string]string{
-	"/podIP":                                podHollowFakeIP,
-	"/podIPs[0]/ip":                         podHollowFakeIP,
-	"/containerStatuses[*]/containerID":     podHollowFakeID,
-	"/initContainerStatuses[*]/containerID": podHollowFakeID,
-	"/containerStatuses[*]/imageID":         podHollowFakeImageID,
-	"/initContainerStatuses[*]/imageID":     podHollowFakeImageID,
-	"/containerStatuses[*]/started":         podHollowFakeProber + ": it never sets started, which the kubelet's prober manager sets on every container status (true once running, without a startup probe)",
-	"/initContainerStatuses[*]/started":     podHollowFakeProber + ": it never sets started, which the kubelet's prober manager sets on every container status (true once running, without a startup probe)",
+	"/podIP":                                     podHollowFakeIP,
+	"/podIPs[0]/ip":                              podHollowFakeIP,
+	"/containerStatuses[*]/containerID":          podHollowFakeID,
+	"/initContainerStatuses[*]/containerID":      podHollowFakeID,
+	"/containerStatuses[*]/imageID":              podHollowFakeImageID,
+	"/initContainerStatuses[*]/imageID":          podHollowFakeImageID,
+	"/ephemeralContainerStatuses[*]/containerID": podHollowFakeID,
+	"/ephemeralContainerStatuses[*]/imageID":     podHollowFakeImageID,
+	"/containerStatuses[*]/started":              podHollowFakeProber + ": it never sets started, which the kubelet's prober manager sets on every container status (true once running, without a startup probe)",
+	"/initContainerStatuses[*]/started":          podHollowFakeProber + ": it never sets started, which the kubelet's prober manager sets on every container status (true once running, without a startup probe)",
 	"/containerStatuses[*]/ready": podHollowFakeProber + ": it marks every regular container ready whatever its state, " +
 		"so a main container still waiting (PodInitializing) behind a running init container, or one killed at its pod's active deadline, is ready on the hollow node",
 	"/containerStatuses[*]/state/terminated/containerID": podHollowFakeID,
@@ -70,6 +86,13 @@ var podHollowIntendedDifferences = map[string]string{
 	"/conditions[ContainersReady]/message": podHollowFakeProber + ": with every regular container ready, the message names only the unready sidecar (an init container), not main",
 	"/conditions[Ready]/message":           podHollowFakeProber + ": with every regular container ready, the message names only the unready sidecar (an init container), not main",
 }
+
+// podEventIntendedDifferences are the Events, as "<type> <reason>", that the simulated Node records for a pod
+// where the reference kubelet does not, or the other way round, on purpose, each with its reason;
+// docs/simulation.md ("Pod fidelity") lists the same. TestPodFidelity compares each scenario's pod's Events
+// by type and reason (the set of them: how often each is told depends on timing, and the recorder
+// aggregates repeats) and fails on any other difference, and on one listed here that no longer shows.
+var podEventIntendedDifferences = map[string]string{}
 
 // The reasons of podHollowIntendedDifferences: where kubemark's fakes differ from a runtime.
 const (
@@ -102,7 +125,8 @@ type podFidScenario struct {
 	pod func(node string) *corev1.Pod
 	// job runs the pod through a real Job (kube-controller-manager's job controller).
 	job bool
-	// final: "ready" (Running, Ready True), "running" (Running, started, Ready False) or a terminal phase.
+	// final: "ready" (Running, Ready True), "running" (Running, started, Ready False), a terminal phase, or
+	// podFidDeleted.
 	final string
 	// gate: the test sets podFidGate True once the containers are ready.
 	gate bool
@@ -115,7 +139,19 @@ type podFidScenario struct {
 	hollowStage, hollowWhy string
 	// hollowSkip, when set, says why the scenario is not compared with the hollow node at all.
 	hollowSkip string
+	// act, when set, is what the test does to the pod once it is Running and Ready (a resize, an
+	// ephemeral container, a deletion); final is then the state after it, with done, when set, also true.
+	act  func(ctx context.Context, client kubernetes.Interface, p *corev1.Pod) error
+	done func(p *corev1.Pod) bool
+	// firstStage, when set, is a statusSummary the pod passes through on its way (a crash loop never
+	// settles): each side's first status write with that summary, as the test's watch saw it, is compared
+	// instead of a final state.
+	firstStage string
 }
+
+// podFidDeleted is the final state of a scenario that deletes its pod: gone from the API, its status
+// compared as the watch saw it deleted (the last status its Node wrote).
+const podFidDeleted = "deleted"
 
 // podFidContainer is a container of PodImage with the image's flags in args. Its pull policy is
 // IfNotPresent: the kubelet Node's containerd has the image imported (so the kubelet never pulls it), and
@@ -124,6 +160,10 @@ type podFidScenario struct {
 func podFidContainer(name string, args ...string) corev1.Container {
 	return corev1.Container{Name: name, Image: framework.PodImage, ImagePullPolicy: corev1.PullIfNotPresent, Args: args}
 }
+
+// podFidHollowNoResize is the reason of the resize scenarios for leaving the hollow node out.
+const podFidHollowNoResize = "kubemark's container manager is a stub with no pod cgroups: the hollow kubelet's resize " +
+	"stays PodResizeInProgress with the error \"unable to get pod cgroup memory config for pod ...\""
 
 // podFidNeverExits is the reason of the scenarios whose containers must exit: the hollow node's fake runtime
 // (cri-api's FakeRuntimeService) starts a container at once and never ends it.
@@ -150,6 +190,10 @@ func podFidScenarios() []podFidScenario {
 	}
 	withProbe := func(c corev1.Container, p *corev1.Probe) corev1.Container {
 		c.ReadinessProbe = p
+		return c
+	}
+	withLiveness := func(c corev1.Container, p *corev1.Probe) corev1.Container {
+		c.LivenessProbe = p
 		return c
 	}
 	withVolume := func(c corev1.Container, volume string) corev1.Container {
@@ -206,6 +250,31 @@ func podFidScenarios() []podFidScenario {
 					PeriodSeconds: 1, FailureThreshold: 1, SuccessThreshold: 1, TimeoutSeconds: 1,
 				})},
 			})},
+		{name: "liveness probe fails", final: "running", firstStage: "Running -C -Y main:CrashLoopBackOff",
+			hollowSkip: "the hollow node's prober manager is a fake: no probe runs there, so no liveness probe fails",
+			pod: base("liveness", map[string]string{simulation.AnnotationLivenessProbe: "fail"}, corev1.PodSpec{
+				// The container ignores SIGTERM, as a PID 1 without a handler does: the kubelet's liveness kill
+				// ends it at the grace period (2 s) with SIGKILL, exit 137, as the simulated kill.
+				Containers: []corev1.Container{withLiveness(podFidContainer("main", "--stop-after=-1s"), &corev1.Probe{
+					ProbeHandler:        corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"/podimage", "--exit-after=1ms", "--exit-code=1"}}},
+					InitialDelaySeconds: 1, PeriodSeconds: 1, FailureThreshold: 1, SuccessThreshold: 1, TimeoutSeconds: 1,
+				})},
+			})},
+		{name: "resize that fits", final: "ready", act: podFidResize("30m"), done: podFidResized("30m"), hollowSkip: podFidHollowNoResize,
+			pod: base("resize-fits", nil, corev1.PodSpec{
+				Containers: []corev1.Container{withResources(podFidContainer("main"), guaranteed)},
+			})},
+		{name: "resize that does not fit", final: "ready", act: podFidResizeToAllocatable, done: podFidResizePending, hollowSkip: podFidHollowNoResize,
+			pod: base("resize-deferred", nil, corev1.PodSpec{
+				Containers: []corev1.Container{withResources(podFidContainer("main"), guaranteed)},
+			})},
+		{name: "ephemeral container", final: "ready", act: podFidDebug, done: podFidDebugRunning,
+			pod: base("debug", nil, corev1.PodSpec{Containers: []corev1.Container{podFidContainer("main")}})},
+		{name: "deletion with a grace period", final: podFidDeleted, act: podFidDelete(5),
+			pod: base("deleted", map[string]string{simulation.AnnotationStopDelay: "1s"}, corev1.PodSpec{
+				// The container takes 1 s to stop after SIGTERM, well within the delete's 5 s grace period.
+				Containers: []corev1.Container{podFidContainer("main", "--stop-after=1s")},
+			})},
 		{name: "readiness gate", final: "ready", gate: true,
 			pod: base("gated", nil, corev1.PodSpec{
 				ReadinessGates: []corev1.PodReadinessGate{{ConditionType: podFidGate}},
@@ -221,13 +290,18 @@ func podFidScenarios() []podFidScenario {
 // node v1.37 (the kubelet's code over a fake runtime, the second reference), one control plane with
 // kube-controller-manager (nodelifecycle, nodeipam with pod CIDRs, job, root-ca-cert-publisher). Scenarios: a
 // plain pod; an init container, a sidecar and a main container; a failing container (restartPolicy Never,
-// exit 1 after 1 s); a Job's pod (restartPolicy OnFailure, exit 0 after 1 s); a pod with a readiness gate
-// the test sets True. Once the pods reached their final state, the simulated pod's status is compared field
+// exit 1 after 1 s); a Job's pod (restartPolicy OnFailure, exit 0 after 1 s); an init container without an
+// annotation; a missing ConfigMap volume the test creates later; activeDeadlineSeconds; a readiness probe
+// that fails; a liveness probe that fails (compared at the first CrashLoopBackOff); an in-place resize that
+// fits and one that does not; an ephemeral container; a deletion with a grace period; a pod with a readiness
+// gate the test sets True (the issue 35 scenarios act on the pod once it is Running and Ready:
+// podFidScenario.act). Once the pods reached their final state, the simulated pod's status is compared field
 // by field (flattenPodStatus: every JSON field of status, IDs, digests, IPs and times reduced to their
 // shapes) with the kubelet's, where every difference must be in podIntendedDifferences, and with the hollow
 // node's, where it must be in podHollowIntendedDifferences; a scenario whose final state the fake runtime
-// cannot reach is compared with the hollow node at the stage it stays in (podFidScenario.hollowStage). It
-// also counts each pod's status writes (MODIFIED events whose status changed, from creation to the final
+// cannot reach is compared with the hollow node at the stage it stays in (podFidScenario.hollowStage). The
+// pod's Events are compared with the kubelet's by type and reason (the set of them), every difference in
+// podEventIntendedDifferences. It also counts each pod's status writes (MODIFIED events whose status changed, from creation to the final
 // state or stage) on the three Nodes, and the kubelet's and the hollow node's requests on pods from the
 // audit log, and logs them.
 func TestPodFidelity(t *testing.T) {
@@ -241,6 +315,7 @@ func TestPodFidelity(t *testing.T) {
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	start := time.Now()
 
+	cgroupRoot := podFidCgroupRoot(t) // before containerd: removed after containerd removed the containers
 	ctrd := startContainerd(t, false)
 	ictx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
@@ -270,10 +345,16 @@ func TestPodFidelity(t *testing.T) {
 		}
 	}
 
-	// Node A: the reference kubelet; its pods' network is its Node's podCIDR.
+	// Node A: the reference kubelet; its pods' network is its Node's podCIDR. Unlike the harness's
+	// default, it runs with QoS and pod cgroups (under a cgroup root of its own), as a kubelet of a
+	// cluster does: an in-place resize needs its pod cgroup (the kubelet v1.37.2 without one dereferences
+	// a nil CPU quota in doPodResizeAction and panics). And it has a cluster DNS address, as a cluster's
+	// kubelet has: without one it tells every pod with the ClusterFirst DNS policy (the default) in a
+	// Warning MissingClusterDNS Event.
 	kdir := filepath.Join(dir, "k")
 	framework.StartTestKubelet(ctx, t, framework.KubeletOptions{Dir: kdir, NodeName: podFidKubeletNode,
-		Kubeconfig: cp.KubeconfigFor(podFidKubeletNode), RuntimeEndpoint: ctrd.Endpoint})
+		Kubeconfig: cp.KubeconfigFor(podFidKubeletNode), RuntimeEndpoint: ctrd.Endpoint,
+		Args: []string{"--cgroups-per-qos=true", "--cgroup-root=" + cgroupRoot, "--cluster-dns=10.0.0.10", "--cluster-domain=cluster.local"}})
 	var kubeletNode *corev1.Node
 	err = framework.WaitFor(ictx, 200*time.Millisecond, func() (bool, error) {
 		n, err := admin.CoreV1().Nodes().Get(ictx, podFidKubeletNode, metav1.GetOptions{})
@@ -314,6 +395,12 @@ func TestPodFidelity(t *testing.T) {
 	}
 	sides := []side{{podFidKubeletNS, podFidKubeletNode}, {podFidSimNS, simNodeName}, {podFidHollowNS, podFidHollowNode}}
 	scenarios := podFidScenarios()
+	if only := os.Getenv("PODFID_ONLY"); only != "" {
+		// A regular expression of scenario names to run (while working on some); the check that every
+		// intended difference showed is then left out.
+		re := regexp.MustCompile(only)
+		scenarios = slices.DeleteFunc(scenarios, func(sc podFidScenario) bool { return !re.MatchString(sc.name) })
+	}
 	for _, sc := range scenarios {
 		for _, sd := range sides {
 			p := sc.pod(sd.node)
@@ -343,8 +430,11 @@ func TestPodFidelity(t *testing.T) {
 		nodes[sd.ns] = n
 	}
 	var table []string
-	seen := map[string]bool{}       // intended differences (kubelet) that showed
+	seen := map[string]bool{} // intended differences (kubelet) that showed
+	kubeletIntended := maps.Clone(podIntendedDifferences)
+	maps.Copy(kubeletIntended, podCgroupDifferences)
 	hollowSeen := map[string]bool{} // intended differences (hollow node) that showed
+	eventSeen := map[string]bool{}  // intended differences of the Events that showed
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {
 			name := sc.pod("").Name
@@ -363,7 +453,7 @@ func TestPodFidelity(t *testing.T) {
 						continue
 					}
 				}
-				p := waitPodFinal(ctx, t, admin, sd.ns, name, sc, stage, 2*time.Minute)
+				p := waitPodFinal(ctx, t, admin, writes, sd.ns, name, sc, stage, 2*time.Minute)
 				final[sd.ns] = p
 				if stage != "" {
 					t.Logf("%s/%s at its stage %q %v after creation (final %s out of reach: %s)", sd.ns, p.Name, stage,
@@ -382,6 +472,25 @@ func TestPodFidelity(t *testing.T) {
 			err := framework.WaitFor(wctx, time.Second, func() (bool, error) {
 				settled := true
 				for _, sd := range sides {
+					compared := sd.ns != podFidHollowNS || sc.hollowSkip == ""
+					switch {
+					case compared && sc.final == podFidDeleted:
+						d, ok := writes.deleted(final[sd.ns])
+						if !ok {
+							return false, fmt.Errorf("%s/%s: the watch did not see it deleted: %w", sd.ns, final[sd.ns].Name, framework.ErrStop)
+						}
+						final[sd.ns] = d
+						continue
+					case compared && sc.firstStage != "":
+						st, ok := writes.firstStage(final[sd.ns].UID, sc.firstStage)
+						if !ok {
+							return false, fmt.Errorf("%s/%s: no status write at %q (its writes: %s): %w", sd.ns, final[sd.ns].Name,
+								sc.firstStage, writes.summary(final[sd.ns].UID), framework.ErrStop)
+						}
+						final[sd.ns] = final[sd.ns].DeepCopy()
+						final[sd.ns].Status = *st
+						continue
+					}
 					p, err := admin.CoreV1().Pods(sd.ns).Get(wctx, final[sd.ns].Name, metav1.GetOptions{})
 					if err != nil {
 						return false, err
@@ -408,12 +517,12 @@ func TestPodFidelity(t *testing.T) {
 					hollowFields = len(hf)
 					hollowDiffs = comparePodStatuses("hollow", hf, sf)
 				}
-				return settled && len(unintendedPodDiffs(diffs, podIntendedDifferences)) == 0 &&
+				return settled && len(unintendedPodDiffs(diffs, kubeletIntended)) == 0 &&
 					len(unintendedPodDiffs(hollowDiffs, podHollowIntendedDifferences)) == 0, nil
 			})
 			for _, d := range diffs {
 				t.Logf("difference from the kubelet: %s", d)
-				seen[intendedPodDiff(d, podIntendedDifferences)] = true
+				seen[intendedPodDiff(d, kubeletIntended)] = true
 			}
 			for _, d := range hollowDiffs {
 				t.Logf("difference from the hollow node: %s", d)
@@ -425,12 +534,12 @@ func TestPodFidelity(t *testing.T) {
 					return b
 				}
 				t.Errorf("statuses differ beyond the intended differences: %v\nfrom the kubelet:\n%s\nfrom the hollow node:\n%s\nkubelet status:\n%s\nsimulated status:\n%s\nhollow node status:\n%s",
-					err, strings.Join(unintendedPodDiffs(diffs, podIntendedDifferences), "\n"),
+					err, strings.Join(unintendedPodDiffs(diffs, kubeletIntended), "\n"),
 					strings.Join(unintendedPodDiffs(hollowDiffs, podHollowIntendedDifferences), "\n"),
 					status(podFidKubeletNS), status(podFidSimNS), status(podFidHollowNS))
 			}
 			t.Logf("kubelet: %d fields compared, %d differ (%d intended); hollow node (%s): %d fields compared, %d differ (%d intended)",
-				fields, len(diffs), len(diffs)-len(unintendedPodDiffs(diffs, podIntendedDifferences)),
+				fields, len(diffs), len(diffs)-len(unintendedPodDiffs(diffs, kubeletIntended)),
 				cmp.Or(sc.hollowStage, "final"), hollowFields, len(hollowDiffs), len(hollowDiffs)-len(unintendedPodDiffs(hollowDiffs, podHollowIntendedDifferences)))
 			if os.Getenv("PODFID_DUMP") != "" {
 				for _, ns := range []string{podFidKubeletNS, podFidHollowNS} {
@@ -440,12 +549,43 @@ func TestPodFidelity(t *testing.T) {
 					}
 				}
 			}
+			// The pods' Events, by type and reason: the same set on both Nodes but the intended differences.
+			var eventDiffs []string
+			var kev, sev map[string]int
+			ectx, ecancel := context.WithTimeout(ctx, 15*time.Second)
+			defer ecancel()
+			var prevKeys string
+			err = framework.WaitFor(ectx, time.Second, func() (bool, error) {
+				var err error
+				if kev, err = podEvents(ectx, admin, final[podFidKubeletNS]); err != nil {
+					return false, err
+				}
+				if sev, err = podEvents(ectx, admin, final[podFidSimNS]); err != nil {
+					return false, err
+				}
+				eventDiffs = comparePodEvents(kev, sev)
+				keys := strings.Join(slices.Sorted(maps.Keys(kev)), ",") + "|" + strings.Join(slices.Sorted(maps.Keys(sev)), ",")
+				settled := keys == prevKeys
+				prevKeys = keys
+				return settled && len(unintendedPodDiffs(eventDiffs, podEventIntendedDifferences)) == 0, nil
+			})
+			t.Logf("Events (type reason=count): kubelet %v; simulated %v", kev, sev)
+			for _, d := range eventDiffs {
+				t.Logf("Event difference from the kubelet: %s", d)
+				eventSeen[intendedPodDiff(d, podEventIntendedDifferences)] = true
+			}
+			if err != nil {
+				t.Errorf("Events differ beyond the intended differences: %v\n%s", err, strings.Join(unintendedPodDiffs(eventDiffs, podEventIntendedDifferences), "\n"))
+			}
 			kw, sw, hw := writes.count(final[podFidKubeletNS].UID), writes.count(final[podFidSimNS].UID), writes.count(final[podFidHollowNS].UID)
 			audit := nodePodRequests(t, cp.AuditLogPath, final[podFidKubeletNS])
 			hollowAudit := nodePodRequests(t, cp.AuditLogPath, final[podFidHollowNS])
 			t.Logf("status writes from creation to the final state: kubelet %d (audit: %s), simulated %d; hollow node %d to %s (audit: %s)",
 				kw, audit, sw, hw, cmp.Or(sc.hollowStage, "the final state"), hollowAudit)
 			t.Logf("kubelet's writes: %s", writes.summary(final[podFidKubeletNS].UID))
+			if kc, sc := writes.withCondition(final[podFidKubeletNS].UID, corev1.PodResizeInProgress), writes.withCondition(final[podFidSimNS].UID, corev1.PodResizeInProgress); kc+sc > 0 {
+				t.Logf("writes with PodResizeInProgress: kubelet %d, simulated %d (the simulated runtime applies a resize at once: docs/simulation.md)", kc, sc)
+			}
 			t.Logf("simulated writes: %s", writes.summary(final[podFidSimNS].UID))
 			t.Logf("hollow node's writes: %s", writes.summary(final[podFidHollowNS].UID))
 			hollowCell := strconv.Itoa(hw)
@@ -459,10 +599,15 @@ func TestPodFidelity(t *testing.T) {
 		strings.Join(table, "\n"))
 
 	// Every intended difference must still show in some scenario, or the lists (and the docs) are stale.
-	if !t.Failed() {
+	if !t.Failed() && os.Getenv("PODFID_ONLY") == "" {
 		for field := range podIntendedDifferences {
 			if !seen[field] {
 				t.Errorf("intended difference %s did not show: podIntendedDifferences (and docs/simulation.md) is stale", field)
+			}
+		}
+		for ev := range podEventIntendedDifferences {
+			if !eventSeen[ev] {
+				t.Errorf("intended difference of the Events %s did not show: podEventIntendedDifferences (and docs/simulation.md) is stale", ev)
 			}
 		}
 		for field := range podHollowIntendedDifferences {
@@ -477,20 +622,48 @@ func TestPodFidelity(t *testing.T) {
 // or, if stage is set, the status whose statusSummary is stage, and returns it. A pod reaching another
 // terminal phase stops the wait. For a gate scenario it sets podFidGate True through pods/status once the
 // containers are ready.
-func waitPodFinal(ctx context.Context, t *testing.T, client kubernetes.Interface, ns, name string, sc podFidScenario, stage string, timeout time.Duration) *corev1.Pod {
+func waitPodFinal(ctx context.Context, t *testing.T, client kubernetes.Interface, writes *statusWriteCounter, ns, name string, sc podFidScenario, stage string, timeout time.Duration) *corev1.Pod {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var last *corev1.Pod
-	gateSet, configMapMade := false, false
-	want := cmp.Or(stage, sc.final)
+	gateSet, configMapMade, acted := false, false, false
+	want := cmp.Or(stage, sc.firstStage, sc.final)
 	err := framework.WaitFor(ctx, 200*time.Millisecond, func() (bool, error) {
 		p, err := podFidGet(ctx, client, ns, name, sc.job)
-		if err != nil || p == nil {
+		if err != nil {
 			return false, err
+		}
+		if p == nil {
+			// Gone: the end of a deletion scenario once the watch saw it deleted.
+			_, deleted := writes.deleted(last)
+			return acted && sc.final == podFidDeleted && deleted, nil
 		}
 		last = p
 		ready := podCondition(p, corev1.PodReady)
+		if sc.act != nil && !acted {
+			if p.Status.Phase != corev1.PodRunning || ready == nil || ready.Status != corev1.ConditionTrue {
+				return false, nil // the act waits for Running and Ready
+			}
+			if err := sc.act(ctx, client, p); err != nil {
+				return false, fmt.Errorf("%w: %w", err, framework.ErrStop)
+			}
+			acted = true
+			return false, nil
+		}
+		if sc.firstStage != "" && stage == "" {
+			if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+				return false, fmt.Errorf("pod %s/%s is %s, want the stage %q: %w", ns, p.Name, p.Status.Phase, sc.firstStage, framework.ErrStop)
+			}
+			_, ok := writes.firstStage(p.UID, sc.firstStage)
+			return ok, nil
+		}
+		if sc.done != nil && !sc.done(p) {
+			return false, nil
+		}
+		if sc.final == podFidDeleted {
+			return false, nil // until it is gone
+		}
 		if sc.configMap != "" && !configMapMade {
 			cs := p.Status.ContainerStatuses
 			if p.Status.Phase != corev1.PodPending || len(cs) == 0 || cs[0].State.Waiting == nil || cs[0].State.Waiting.Reason != "ContainerCreating" {
@@ -577,11 +750,12 @@ type statusWriteCounter struct {
 	counts   map[types.UID]int
 	steps    map[types.UID][]string           // each counted write, summarised by statusSummary
 	statuses map[types.UID][]corev1.PodStatus // each counted write's status
+	gone     map[types.UID]*corev1.Pod        // each deleted pod as the watch's DELETED event had it
 }
 
 func newStatusWriteCounter(ignored corev1.PodConditionType) *statusWriteCounter {
 	return &statusWriteCounter{ignored: ignored, last: map[types.UID]corev1.PodStatus{}, counts: map[types.UID]int{},
-		steps: map[types.UID][]string{}, statuses: map[types.UID][]corev1.PodStatus{}}
+		steps: map[types.UID][]string{}, statuses: map[types.UID][]corev1.PodStatus{}, gone: map[types.UID]*corev1.Pod{}}
 }
 
 // watch starts a watch of the pods in ns (from now) that counts until ctx ends.
@@ -598,6 +772,9 @@ func (c *statusWriteCounter) watch(ctx context.Context, client kubernetes.Interf
 				continue
 			}
 			c.mu.Lock()
+			if ev.Type == watch.Deleted {
+				c.gone[p.UID] = p.DeepCopy()
+			}
 			prev, seen := c.last[p.UID]
 			c.last[p.UID] = *p.Status.DeepCopy()
 			if ev.Type == watch.Modified && seen && !equality.Semantic.DeepEqual(c.without(prev), c.without(p.Status)) {
@@ -633,6 +810,42 @@ func (c *statusWriteCounter) stage(uid types.UID, summary string) (*corev1.PodSt
 		}
 	}
 	return nil, false
+}
+
+// withCondition returns how many of a pod's counted writes have a condition of type t.
+func (c *statusWriteCounter) withCondition(uid types.UID, t corev1.PodConditionType) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, s := range c.statuses[uid] {
+		if findPodCondition(s.Conditions, t) != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// firstStage returns the status of the first counted write of a pod whose statusSummary is summary, if any.
+func (c *statusWriteCounter) firstStage(uid types.UID, summary string) (*corev1.PodStatus, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, s := range c.steps[uid] {
+		if s == summary {
+			return c.statuses[uid][i].DeepCopy(), true
+		}
+	}
+	return nil, false
+}
+
+// deleted returns pod p as the watch saw it deleted, if it did (false for nil).
+func (c *statusWriteCounter) deleted(p *corev1.Pod) (*corev1.Pod, bool) {
+	if p == nil {
+		return nil, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d, ok := c.gone[p.UID]
+	return d.DeepCopy(), ok
 }
 
 // summary returns the counted writes of a pod, one statusSummary each, joined by " → ".
@@ -710,6 +923,7 @@ func nodePodRequests(t *testing.T, auditLog string, p *corev1.Pod) string {
 }
 
 var (
+	digits           = regexp.MustCompile(`[0-9]+`)
 	containerIDShape = regexp.MustCompile(`^([A-Za-z0-9_-]+)://[0-9a-f]{64}$`)
 	imageIDShape     = regexp.MustCompile(`^(.+)@sha256:[0-9a-f]{64}$`)
 )
@@ -771,6 +985,10 @@ func flattenPodStatus(p *corev1.Pod, node *corev1.Node) map[string]string {
 				}
 				return "<set>"
 			}
+		}
+		if strings.HasPrefix(s, "Node didn't have enough resource: ") {
+			// The predicate admission's message (a deferred resize's): its quantities are the Node's.
+			s = digits.ReplaceAllString(s, "<n>")
 		}
 		for _, r := range []struct{ from, to string }{{string(p.UID), "<uid>"}, {p.Name, "<pod>"}, {p.Namespace, "<namespace>"}, {p.Spec.NodeName, "<node>"}} {
 			if r.from != "" {
@@ -867,7 +1085,7 @@ func unintendedPodDiffs(diffs []string, intended map[string]string) []string {
 }
 
 // containerKey is a container's name in a flattened field: "/containerStatuses[main]/ready".
-var containerKey = regexp.MustCompile(`(?:^|/)(?:initC|c)ontainerStatuses\[[^\]]+\]`)
+var containerKey = regexp.MustCompile(`(?:^|/)(?:initC|ephemeralC|c)ontainerStatuses\[[^\]]+\]`)
 
 // intendedPodDiff returns the key of intended that lists the field of difference d (of comparePodStatuses):
 // the field itself, or the field with its container's name as "*" ("/containerStatuses[*]/ready");
@@ -882,4 +1100,180 @@ func intendedPodDiff(d string, intended map[string]string) string {
 		return wild
 	}
 	return ""
+}
+
+// podFidResize returns the act of a resize scenario: the CPU of the pod's container main set to cpu
+// (requests and limits, so that a Guaranteed pod stays Guaranteed) through pods/resize, as `kubectl
+// patch --subresource resize` does.
+func podFidResize(cpu string) func(ctx context.Context, client kubernetes.Interface, p *corev1.Pod) error {
+	return func(ctx context.Context, client kubernetes.Interface, p *corev1.Pod) error {
+		patch := fmt.Sprintf(`{"spec":{"containers":[{"name":"main","resources":{"requests":{"cpu":%q},"limits":{"cpu":%q}}}]}}`, cpu, cpu)
+		if _, err := client.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "resize"); err != nil {
+			return fmt.Errorf("resize %s/%s to cpu %s: %w", p.Namespace, p.Name, cpu, err)
+		}
+		return nil
+	}
+}
+
+// podFidResizeToAllocatable is the act of the resize that does not fit: once a second pod requesting
+// 100m CPU (<pod>-filler) runs on the Node, the CPU of the pod's container main set to its Node's
+// allocatable CPU, which the API server admits (a resize beyond the Node's allocatable it refuses: "node
+// didn't have enough allocatable resources") but which, beside the other pod, does not fit there: the
+// kubelet defers it.
+func podFidResizeToAllocatable(ctx context.Context, client kubernetes.Interface, p *corev1.Pod) error {
+	n, err := client.CoreV1().Nodes().Get(ctx, p.Spec.NodeName, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("resize %s/%s: %w", p.Namespace, p.Name, err)
+	}
+	filler := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p.Name + "-filler", Namespace: p.Namespace}, Spec: corev1.PodSpec{
+		NodeName: p.Spec.NodeName, AutomountServiceAccountToken: ptr.To(false), TerminationGracePeriodSeconds: ptr.To[int64](2),
+		Containers: []corev1.Container{podFidContainer("main")},
+	}}
+	filler.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}
+	if _, err := client.CoreV1().Pods(p.Namespace).Create(ctx, filler, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create %s/%s: %w", p.Namespace, filler.Name, err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := framework.WaitFor(wctx, 200*time.Millisecond, func() (bool, error) {
+		f, err := client.CoreV1().Pods(p.Namespace).Get(wctx, filler.Name, metav1.GetOptions{})
+		return err == nil && f.Status.Phase == corev1.PodRunning, err
+	}); err != nil {
+		return fmt.Errorf("%s/%s not Running: %w", p.Namespace, filler.Name, err)
+	}
+	return podFidResize(n.Status.Allocatable.Cpu().String())(ctx, client, p)
+}
+
+// podFidResized returns the done of a resize that fits: main's allocated and actual CPU are cpu, and no
+// resize condition is left (the resize completed).
+func podFidResized(cpu string) func(p *corev1.Pod) bool {
+	want := resource.MustParse(cpu)
+	return func(p *corev1.Pod) bool {
+		if len(p.Status.ContainerStatuses) == 0 || podCondition(p, corev1.PodResizePending) != nil || podCondition(p, corev1.PodResizeInProgress) != nil {
+			return false
+		}
+		cs := p.Status.ContainerStatuses[0]
+		alloc := cs.AllocatedResources[corev1.ResourceCPU]
+		return alloc.Cmp(want) == 0 && cs.Resources != nil && cs.Resources.Limits.Cpu().Cmp(want) == 0
+	}
+}
+
+// podFidResizePending is the done of a resize that does not fit: the PodResizePending condition is set.
+func podFidResizePending(p *corev1.Pod) bool {
+	return podCondition(p, corev1.PodResizePending) != nil
+}
+
+// podFidDebug is the act of the ephemeral container scenario: an ephemeral container "debugger" added
+// through pods/ephemeralcontainers, as `kubectl debug -it <pod> --image=...` does.
+func podFidDebug(ctx context.Context, client kubernetes.Interface, p *corev1.Pod) error {
+	p = p.DeepCopy()
+	p.Spec.EphemeralContainers = append(p.Spec.EphemeralContainers, corev1.EphemeralContainer{
+		EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "debugger", Image: framework.PodImage,
+			ImagePullPolicy: corev1.PullIfNotPresent, TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+			Stdin: true, TTY: true},
+		TargetContainerName: "main",
+	})
+	if _, err := client.CoreV1().Pods(p.Namespace).UpdateEphemeralContainers(ctx, p.Name, p, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("add an ephemeral container to %s/%s: %w", p.Namespace, p.Name, err)
+	}
+	return nil
+}
+
+// podFidDebugRunning is the done of the ephemeral container scenario: the ephemeral container runs.
+func podFidDebugRunning(p *corev1.Pod) bool {
+	ecs := p.Status.EphemeralContainerStatuses
+	return len(ecs) == 1 && ecs[0].State.Running != nil
+}
+
+// podFidDelete returns the act of the deletion scenario: a delete with a grace period of grace seconds
+// (`kubectl delete --grace-period`).
+func podFidDelete(grace int64) func(ctx context.Context, client kubernetes.Interface, p *corev1.Pod) error {
+	return func(ctx context.Context, client kubernetes.Interface, p *corev1.Pod) error {
+		if err := client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(grace)}); err != nil {
+			return fmt.Errorf("delete %s/%s: %w", p.Namespace, p.Name, err)
+		}
+		return nil
+	}
+}
+
+// podEvents returns the Events of pod p (by its UID) as "<type> <reason>" → how many times they were told
+// (an aggregated Event's count).
+func podEvents(ctx context.Context, client kubernetes.Interface, p *corev1.Pod) (map[string]int, error) {
+	l, err := client.CoreV1().Events(p.Namespace).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.uid=" + string(p.UID)})
+	if err != nil {
+		return nil, fmt.Errorf("list the Events of pod %s/%s: %w", p.Namespace, p.Name, err)
+	}
+	out := map[string]int{}
+	for _, e := range l.Items {
+		n := max(int(e.Count), 1)
+		if e.Series != nil {
+			n = int(e.Series.Count)
+		}
+		out[e.Type+" "+e.Reason] += n
+	}
+	return out, nil
+}
+
+// comparePodEvents returns "<type> <reason>: kubelet=<count> simulated=<absent>" (or the other way round)
+// for each Event type and reason that only one side recorded, sorted.
+func comparePodEvents(kubelet, sim map[string]int) []string {
+	var out []string
+	for k, n := range kubelet {
+		if _, ok := sim[k]; !ok {
+			out = append(out, fmt.Sprintf("%s: kubelet=%d simulated=<absent>", k, n))
+		}
+	}
+	for k, n := range sim {
+		if _, ok := kubelet[k]; !ok {
+			out = append(out, fmt.Sprintf("%s: kubelet=<absent> simulated=%d", k, n))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// podFidCgroupRoot makes a cgroup of its own in every cgroup v1 hierarchy of /sys/fs/cgroup (cpuset's with
+// its parent's CPUs and memory nodes), for the reference kubelet's --cgroup-root, so that its QoS and pod
+// cgroups (kubepods) are its own: a kubelet kills the processes of pod cgroups it does not know under its
+// root, and another kubelet may run on the machine. It returns the cgroup's name ("/podfid-<pid>-<n>")
+// and removes them and the cgroups made in them, deepest first, in every hierarchy when the test ends (after
+// containerd removed the containers).
+func podFidCgroupRoot(t *testing.T) string {
+	t.Helper()
+	name := fmt.Sprintf("podfid-%d-%d", os.Getpid(), time.Now().UnixNano()%1_000_000)
+	hierarchies, err := filepath.Glob("/sys/fs/cgroup/*/tasks")
+	if err != nil || len(hierarchies) == 0 {
+		t.Fatalf("no cgroup v1 hierarchy under /sys/fs/cgroup: %v", err)
+	}
+	t.Cleanup(func() {
+		// Every hierarchy's, the cgroup v2 one's (unified) too, where runc makes the kubelet's cgroups as well.
+		made, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", name))
+		for _, dir := range made {
+			var dirs []string
+			_ = filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+				if err == nil && d.IsDir() {
+					dirs = append(dirs, path)
+				}
+				return nil
+			})
+			for i := len(dirs) - 1; i >= 0; i-- {
+				_ = os.Remove(dirs[i]) // an empty cgroup is removed with rmdir
+			}
+		}
+	})
+	for _, tasks := range hierarchies {
+		parent := filepath.Dir(tasks)
+		dir := filepath.Join(parent, name)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatalf("cgroup root for the kubelet: %v", err)
+		}
+		for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+			if b, err := os.ReadFile(filepath.Join(parent, f)); err == nil {
+				if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
+					t.Fatalf("cgroup root for the kubelet: %v", err)
+				}
+			}
+		}
+	}
+	return "/" + name
 }
