@@ -140,6 +140,9 @@ func TestSimulateOverlay(t *testing.T) {
 		// authorization.
 		{"cluster", "authentication.k8s.io", "tokenreviews", "create"},
 		{"cluster", "authorization.k8s.io", "subjectaccessreviews", "create"},
+		// A ConfigMap's lines as a simulated pod's log (nodeagent.io/log-configmap), and the
+		// check of the pods' ConfigMap volumes.
+		{"cluster", "", "configmaps", "get"},
 	}
 	cmp := func(a, b grant) int {
 		return strings.Compare(a.scope+a.group+a.resource+a.verb, b.scope+b.group+b.resource+b.verb)

@@ -44,7 +44,8 @@ type gapSet struct {
 	last map[string]beat
 	gaps []time.Duration
 	own  []time.Duration
-	// worstNode is the Node of the longest interval, worstEnd when it ended.
+	// worst is the longest interval, worstNode its Node, worstEnd when it ended.
+	worst     time.Duration
 	worstNode string
 	worstEnd  time.Time
 }
@@ -69,8 +70,8 @@ func (g *gapSet) add(node string, b beat) {
 		return
 	}
 	d := b.at.Sub(prev.at)
-	if len(g.gaps) == 0 || d > slices.Max(g.gaps) {
-		g.worstNode, g.worstEnd = node, b.at
+	if d > g.worst {
+		g.worst, g.worstNode, g.worstEnd = d, node, b.at
 	}
 	g.gaps = append(g.gaps, d)
 	g.own = append(g.own, d-max(prev.lag, 0))
