@@ -17,6 +17,13 @@ import (
 // --port. The Nodes' InternalIP is --node-ip, else --address when it is not 0.0.0.0 or ::; the
 // serving certificate --tls-cert-file (refused when unreadable or expired), else one self-signed
 // certificate for the process, kept in memory.
+//
+// The Nodes' TokenReviews and SubjectAccessReviews (one per Node and user, cached as the kubelet's
+// webhook defaults say) go through a client of their own at --kube-api-qps and --kube-api-burst
+// (kubeletAPIAuthConfig): a kubelet's go through its client at its kubeAPIQPS, and one process serves
+// the Nodes of a shard; client-go's default of 5 QPS made metrics-server's first scrape of 1000 Nodes
+// time out (10 s) on all but ~60 of them, every round, the SubjectAccessReviews cancelled before
+// they could be cached (make bench-metrics).
 func simulateKubeletAPI(o *simulateOptions, restConfig *rest.Config) (*simulation.KubeletAPI, error) {
 	c := o.agent.Config
 	if c.Port == nil || *c.Port == 0 {
@@ -45,7 +52,7 @@ func simulateKubeletAPI(o *simulateOptions, restConfig *rest.Config) (*simulatio
 	if err != nil {
 		return nil, err
 	}
-	client, err := kubernetes.NewForConfig(restConfig)
+	client, err := kubernetes.NewForConfig(kubeletAPIAuthConfig(restConfig, *c.KubeAPIQPS, c.KubeAPIBurst))
 	if err != nil {
 		return nil, fmt.Errorf("--kubeconfig %q: %w", o.agent.Kubeconfig, err)
 	}
@@ -58,4 +65,12 @@ func simulateKubeletAPI(o *simulateOptions, restConfig *rest.Config) (*simulatio
 		return nil, err
 	}
 	return k, nil
+}
+
+// kubeletAPIAuthConfig is restConfig with the rate limit of the kubelet API's authentication and
+// authorization client: qps and burst.
+func kubeletAPIAuthConfig(restConfig *rest.Config, qps float32, burst int32) *rest.Config {
+	cfg := rest.CopyConfig(restConfig)
+	cfg.QPS, cfg.Burst = qps, int(burst)
+	return cfg
 }

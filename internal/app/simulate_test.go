@@ -14,6 +14,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 
 	"github.com/nodeagent/nodeagent/pkg/simulation"
 )
@@ -248,5 +249,20 @@ func TestCtlBadInput(t *testing.T) {
 		if line := nodeagentLine(out); code != 1 || !strings.Contains(line, tc.want) {
 			t.Errorf("Main(%q) = %d, %q; want 1 and %q", tc.args, code, line, tc.want)
 		}
+	}
+}
+
+// TestKubeletAPIAuthConfig: the simulated Nodes' TokenReviews and SubjectAccessReviews are limited by
+// --kube-api-qps and --kube-api-burst (simulate's defaults 200 and 400), not by client-go's default
+// of 5 QPS, and the process's own config is left as it is.
+func TestKubeletAPIAuthConfig(t *testing.T) {
+	base := &rest.Config{Host: "https://192.0.2.1:6443"}
+	o, _ := simulateFlags()
+	cfg := kubeletAPIAuthConfig(base, *o.agent.Config.KubeAPIQPS, o.agent.Config.KubeAPIBurst)
+	if cfg.QPS != 200 || cfg.Burst != 400 || cfg.Host != base.Host {
+		t.Errorf("QPS %v, burst %d, host %q; want 200, 400, %q", cfg.QPS, cfg.Burst, cfg.Host, base.Host)
+	}
+	if base.QPS != 0 || base.Burst != 0 {
+		t.Errorf("the process's config changed: QPS %v, burst %d", base.QPS, base.Burst)
 	}
 }
