@@ -34,15 +34,16 @@ type specResult struct {
 	RunTime time.Duration
 }
 
-// systemResult is one system's run: its spec outcomes keyed by the spec's full text (its containers' texts
+// systemResult is one system's run: the outcomes of the specs that ran, keyed by the spec's full text (its containers' texts
 // and its own, joined by spaces).
 type systemResult struct {
 	System string
 	Specs  map[string]specResult
 }
 
-// readReport reads the It specs of the ginkgo JSON report at path (the suite's set-up and report nodes
-// left out).
+// readReport reads the It specs of the ginkgo JSON report at path that ran: the suite's set-up and report
+// nodes, and the specs skipped (not in the focus, or not reached before ginkgo's --timeout) or pending,
+// left out.
 func readReport(system, path string) (systemResult, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -55,12 +56,12 @@ func readReport(system, path string) (systemResult, error) {
 	res := systemResult{System: system, Specs: map[string]specResult{}}
 	for _, suite := range r {
 		for _, s := range suite.SpecReports {
-			if s.LeafNodeType != "It" {
+			if s.LeafNodeType != "It" || s.State == "skipped" || s.State == "pending" {
 				continue
 			}
 			name := strings.Join(append(slices.Clone(s.ContainerHierarchyTexts), s.LeafNodeText), " ")
 			sr := specResult{State: s.State, RunTime: s.RunTime}
-			if failed(s.State) {
+			if s.State != "passed" {
 				sr.Reason, _, _ = strings.Cut(strings.TrimSpace(s.Failure.Message), "\n")
 			}
 			res.Specs[name] = sr
@@ -69,18 +70,12 @@ func readReport(system, path string) (systemResult, error) {
 	return res, nil
 }
 
-// failed says whether a spec in state ended in failure (not passed, skipped nor pending).
-func failed(state string) bool {
-	return state != "passed" && state != "skipped" && state != "pending"
-}
-
 // counts returns how many specs of r passed and how many failed.
 func (r systemResult) counts() (passed, failures int) {
 	for _, s := range r.Specs {
-		switch {
-		case s.State == "passed":
+		if s.State == "passed" {
 			passed++
-		case failed(s.State):
+		} else {
 			failures++
 		}
 	}
@@ -90,7 +85,8 @@ func (r systemResult) counts() (passed, failures int) {
 // comparison is the outcome of the same suite on several systems.
 type comparison struct {
 	Systems []systemResult
-	// Specs is every spec that ran on any system, sorted.
+	// Specs is every spec that ran on any system, sorted; "not run" in the table where it did not run on
+	// one (ginkgo's --timeout ended the run first).
 	Specs []string
 	// Regressions are the specs the reference system (KWOK) passed and the first system (nodeagent) did not.
 	Regressions []string
@@ -134,12 +130,12 @@ func (c comparison) write(w io.Writer) {
 	p := func(format string, a ...any) { fmt.Fprintf(w, format+"\n", a...) }
 	for _, r := range c.Systems {
 		passed, failures := r.counts()
-		p("%s: passed %d, failed %d of %d specs", r.System, passed, failures, len(r.Specs))
+		p("%s: passed %d, failed %d (of %d specs that ran)", r.System, passed, failures, len(r.Specs))
 	}
 	for _, r := range c.Systems {
 		var lines []string
 		for name, s := range r.Specs {
-			if failed(s.State) {
+			if s.State != "passed" {
 				lines = append(lines, fmt.Sprintf("- %s: %s (%s)", name, s.State, s.Reason))
 			}
 		}

@@ -28,14 +28,16 @@ func TestCompare(t *testing.T) {
 		reports         [][]string // per system: nodeagent, then kwok
 		wantRegressions []string
 		wantLines       []string
+		wantNoLines     []string
 	}{{
 		name:      "one system",
 		reports:   [][]string{{"a=passed", "b=failed:timed out"}},
-		wantLines: []string{"nodeagent: passed 1, failed 1 of 2 specs", "- [sig-apps] Job b: failed (timed out)", "| [sig-apps] Job a | passed |"},
+		wantLines: []string{"nodeagent: passed 1, failed 1 (of 2 specs that ran)", "- [sig-apps] Job b: failed (timed out)", "| [sig-apps] Job a | passed |"},
 	}, {
-		name:      "kwok passes less",
-		reports:   [][]string{{"a=passed", "b=passed", "c=skipped"}, {"a=passed", "b=timedout:no Complete condition", "c=skipped"}},
-		wantLines: []string{"nodeagent: passed 2, failed 0 of 3 specs", "kwok: passed 1, failed 1 of 3 specs", "| [sig-apps] Job b | passed | timedout |", "specs kwok passes that nodeagent does not: 0"},
+		name:        "kwok passes less",
+		reports:     [][]string{{"a=passed", "b=passed", "c=skipped"}, {"a=passed", "b=timedout:no Complete condition", "c=skipped"}},
+		wantLines:   []string{"nodeagent: passed 2, failed 0 (of 2 specs that ran)", "kwok: passed 1, failed 1 (of 2 specs that ran)", "| [sig-apps] Job b | passed | timedout |", "specs kwok passes that nodeagent does not: 0"},
+		wantNoLines: []string{"| [sig-apps] Job c | skipped | skipped |"},
 	}, {
 		name:            "kwok passes one nodeagent fails",
 		reports:         [][]string{{"a=failed:x", "b=passed"}, {"a=passed", "b=passed"}},
@@ -43,7 +45,7 @@ func TestCompare(t *testing.T) {
 		wantLines:       []string{"specs kwok passes that nodeagent does not: 1", "- [sig-apps] Job a"},
 	}, {
 		name:            "a spec that did not run on nodeagent",
-		reports:         [][]string{{"b=passed"}, {"a=passed", "b=passed"}},
+		reports:         [][]string{{"a=skipped", "b=passed"}, {"a=passed", "b=passed"}},
 		wantRegressions: []string{"[sig-apps] Job a"},
 		wantLines:       []string{"| [sig-apps] Job a | not run | passed |"},
 	}}
@@ -71,6 +73,11 @@ func TestCompare(t *testing.T) {
 			for _, want := range tt.wantLines {
 				if !slices.Contains(lines, want) {
 					t.Errorf("no line %q in\n%s", want, b.String())
+				}
+			}
+			for _, no := range tt.wantNoLines {
+				if slices.Contains(lines, no) {
+					t.Errorf("line %q in\n%s", no, b.String())
 				}
 			}
 		})
