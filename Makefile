@@ -144,7 +144,7 @@ E2E_FOCUS ?= \[sig-apps\].*\[Conformance\]
 E2E_PROCS ?= 4
 E2E_NODES ?= 3
 E2E_SYSTEMS ?= nodeagent,kwok
-e2e-sig-apps: tools kwok
+e2e-sig-apps: tools $(if $(findstring kwok,$(E2E_SYSTEMS)),kwok)
 	hack/e2e-sig-apps.sh --systems $(E2E_SYSTEMS) --focus '$(E2E_FOCUS)' --procs $(E2E_PROCS) --nodes $(E2E_NODES) $(E2E_ARGS)
 
 .PHONY: npd
