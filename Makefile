@@ -143,14 +143,18 @@ bench-metrics: tools kwok
 .PHONY: e2e-sig-apps
 ## e2e-sig-apps: Kubernetes' own sig-apps conformance specs (k8s.io/kubernetes/test/e2e v1.37.2, built with
 ## `go test -c`, and its ginkgo CLI, pinned in hack/e2e, into _output/e2e) with E2E_FOCUS (default
-## `\[sig-apps\].*\[Conformance\]`) and E2E_PROCS (4) processes against E2E_NODES (3) simulated Nodes on a local
-## control plane with the real kube-scheduler and kube-controller-manager; prints passed/failed and each failure
-## (docs/simulation.md "Kubernetes conformance"). About 35 minutes. Not part of make test.
+## `\[sig-apps\].*\[Conformance\]`) and E2E_PROCS (4) processes against E2E_NODES (3) simulated Nodes of each
+## system of E2E_SYSTEMS (default nodeagent,kwok: nodeagent simulate, then KWOK v0.8.0 with kwokctl's default
+## Stages), each on a fresh local control plane with the real kube-scheduler and kube-controller-manager; prints
+## each system's passed/failed, each failure, a table of every spec's state on each system, and the specs KWOK
+## passes that nodeagent does not (docs/simulation.md "Kubernetes conformance"). About 35 minutes per system.
+## Not part of make test.
 E2E_FOCUS ?= \[sig-apps\].*\[Conformance\]
 E2E_PROCS ?= 4
 E2E_NODES ?= 3
-e2e-sig-apps: tools
-	hack/e2e-sig-apps.sh --focus '$(E2E_FOCUS)' --procs $(E2E_PROCS) --nodes $(E2E_NODES) $(E2E_ARGS)
+E2E_SYSTEMS ?= nodeagent,kwok
+e2e-sig-apps: tools $(if $(findstring kwok,$(E2E_SYSTEMS)),kwok)
+	hack/e2e-sig-apps.sh --systems $(E2E_SYSTEMS) --focus '$(E2E_FOCUS)' --procs $(E2E_PROCS) --nodes $(E2E_NODES) $(E2E_ARGS)
 
 .PHONY: npd
 ## npd: build node-problem-detector v1.36.0 (k8s.io/node-problem-detector, pinned in hack/npd) into

@@ -2,9 +2,11 @@
 # `make e2e-sig-apps`: builds Kubernetes' e2e suite (k8s.io/kubernetes/test/e2e, `go test -c`) and the ginkgo
 # CLI, both pinned in hack/e2e/go.mod (v1.37.2 and the ginkgo it requires), into _output/e2e (not the shared
 # _output/bin), only when missing or hack/e2e changed (stamp _output/e2e/.e2e.stamp; hack/lib/stamp.sh), then
-# runs test/e2esigapps: the sig-apps conformance specs against 3 simulated Nodes, printing passed/failed and
-# each failure. Arguments go to test/e2esigapps (e.g. --focus, --procs, --nodes). About 35 minutes on 2 cores,
-# plus the first build of e2e.test (10-20 minutes cold). Not part of make test.
+# runs test/e2esigapps: the sig-apps conformance specs against 3 simulated Nodes of each system (nodeagent
+# simulate, then KWOK from _output/bin, which `make kwok` builds), printing passed/failed, each failure and a
+# table of every spec on each system. Arguments go to test/e2esigapps (e.g. --systems, --focus, --procs,
+# --nodes). About 35 minutes per system on 2 cores, plus the first build of e2e.test (10-20 minutes cold). Not
+# part of make test.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -29,4 +31,4 @@ if [[ ! -x "$OUT/ginkgo" || ! -x "$OUT/e2e.test" ]]; then
 fi
 stamp_build "$OUT/.e2e.stamp" "$(stamp_hash "$MOD")" hack/e2e e2e.test "$reason" build_e2e
 cd "$ROOT"
-exec go run ./test/e2esigapps --bin-dir "$OUT" "$@"
+exec go run ./test/e2esigapps --bin-dir "$OUT" --kwok-bin-dir "$ROOT/_output/bin" "$@"

@@ -1,21 +1,32 @@
 // Command e2esigapps runs Kubernetes' own conformance specs of sig-apps (k8s.io/kubernetes/test/e2e at
 // v1.37.2, built by hack/e2e-sig-apps.sh with `go test -c` into _output/e2e/e2e.test, run with the ginkgo CLI
-// of the same pinned module) against a local control plane whose only Nodes are simulated ones: test/framework's
-// etcd and kube-apiserver (--allow-privileged), the real kube-scheduler, the real kube-controller-manager with
-// all its default controllers (deployment, replicaset, statefulset, daemonset, job, cronjob, garbagecollector,
-// podgc, namespace, serviceaccount, root-ca-cert-publisher...) and nodeipam, and `nodeagent simulate --nodes=N`
-// (default 3). ginkgo runs with --procs (default 4) and --focus (default `\[sig-apps\].*\[Conformance\]`); its
-// JSON report is read back: the command prints how many specs passed and failed, and each failure with the
-// first line of its reason.
+// of the same pinned module) against local control planes whose only Nodes are simulated ones, once per
+// system of --systems, one after the other, each on a fresh control plane: test/framework's etcd and
+// kube-apiserver (--allow-privileged), the real kube-scheduler, the real kube-controller-manager with all its
+// default controllers (deployment, replicaset, statefulset, daemonset, job, cronjob, garbagecollector, podgc,
+// namespace, serviceaccount, root-ca-cert-publisher...) and nodeipam. The systems:
 //
-//	go run ./test/e2esigapps [--nodes 3] [--procs 4] [--focus REGEXP] [--dir _output/e2e-sig-apps] [--timeout 90m]
+//   - nodeagent: `nodeagent simulate --nodes=N` (default 3);
+//   - kwok: KWOK v0.8.0 (_output/bin/kwok, hack/build-kwok.sh) over N Nodes created as `kwokctl scale node`
+//     creates them, with kwokctl's default node and pod Stages (startKWOK).
 //
-// `make e2e-sig-apps` builds the binaries and runs it (about 35 minutes on 2 cores). Not part of make test.
+// ginkgo runs with --procs (default 4) and --focus (default `\[sig-apps\].*\[Conformance\]`); its JSON report
+// is read back. The command prints each system's passed and failed counts, each failure with the first line
+// of its reason, a table of every spec with its state on each system, and the specs another system passes
+// that the first one does not (it exits 1 when there is any, or when a system passed no spec); the same goes
+// to <dir>/summary.md.
+//
+//	go run ./test/e2esigapps [--systems nodeagent,kwok] [--nodes 3] [--procs 4] [--focus REGEXP]
+//	    [--dir _output/e2e-sig-apps] [--timeout 90m]
+//	go run ./test/e2esigapps --summarize nodeagent=DIR1/nodeagent/report.json,kwok=DIR2/kwok/report.json
+//
+// `make e2e-sig-apps` builds the binaries and runs it (about 35 minutes per system on 2 cores). Not part of
+// make test.
 package main
 
 import (
+	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -23,7 +34,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -35,54 +45,153 @@ import (
 	"github.com/nodeagent/nodeagent/test/framework"
 )
 
+// options are the command's flags.
+type options struct {
+	systems          []string
+	nodes, procs     int
+	focus, dir, bins string
+	kwokBinDir       string
+	timeout          time.Duration
+	simArgs          []string
+}
+
 func main() {
 	var (
-		nodes, procs     int
-		focus, dir, bins string
-		timeout          time.Duration
-		simArgs          string
+		o                options
+		systems, simArgs string
 		summary          string
 	)
-	flag.IntVar(&nodes, "nodes", 3, "simulated Nodes")
-	flag.IntVar(&procs, "procs", 4, "ginkgo processes")
-	flag.StringVar(&focus, "focus", `\[sig-apps\].*\[Conformance\]`, "ginkgo --focus")
-	flag.StringVar(&dir, "dir", "_output/e2e-sig-apps", "state, logs and the report (emptied first)")
-	flag.StringVar(&bins, "bin-dir", "_output/e2e", "where e2e.test and ginkgo are (hack/e2e-sig-apps.sh builds them)")
-	flag.DurationVar(&timeout, "timeout", 90*time.Minute, "ginkgo --timeout")
+	flag.StringVar(&systems, "systems", systemNodeagent+","+systemKWOK, "the systems to run the suite against, in order, each on a fresh control plane: nodeagent, kwok")
+	flag.IntVar(&o.nodes, "nodes", 3, "simulated Nodes of each system")
+	flag.IntVar(&o.procs, "procs", 4, "ginkgo processes")
+	flag.StringVar(&o.focus, "focus", `\[sig-apps\].*\[Conformance\]`, "ginkgo --focus")
+	flag.StringVar(&o.dir, "dir", "_output/e2e-sig-apps", "state, logs and reports, in a directory per system (emptied first)")
+	flag.StringVar(&o.bins, "bin-dir", "_output/e2e", "where e2e.test and ginkgo are (hack/e2e-sig-apps.sh builds them)")
+	flag.StringVar(&o.kwokBinDir, "kwok-bin-dir", "_output/bin", "where kwok, kwok-node-stages.yaml and kwok-pod-stages.yaml are (make kwok builds them)")
+	flag.DurationVar(&o.timeout, "timeout", 90*time.Minute, "ginkgo --timeout, per system")
 	flag.StringVar(&simArgs, "simulate-args", "", "extra flags of nodeagent simulate, separated by spaces")
-	flag.StringVar(&summary, "summarize", "", "only print the summary of this ginkgo JSON report (of an earlier run)")
+	flag.StringVar(&summary, "summarize", "", "only print the summary of earlier runs' ginkgo JSON reports: SYSTEM=PATH,... (the first system is the one under test)")
 	flag.Parse()
+	o.simArgs = strings.Fields(simArgs)
+	var err error
 	if summary != "" {
-		if err := summarize(summary); err != nil {
-			fmt.Fprintln(os.Stderr, "e2esigapps:", err)
-			os.Exit(1)
-		}
-		return
+		err = summarizeReports(summary)
+	} else if o.systems, err = parseSystems(systems); err == nil {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		err = run(ctx, o)
+		stop()
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, nodes, procs, focus, dir, bins, timeout, strings.Fields(simArgs)); err != nil {
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2esigapps:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, nodes, procs int, focus, dir, bins string, timeout time.Duration, simArgs []string) error {
-	dir, err := filepath.Abs(dir)
+// parseSystems parses --systems: a comma-separated list of nodeagent and kwok, each at most once.
+func parseSystems(s string) ([]string, error) {
+	var out []string
+	for _, sys := range strings.Split(s, ",") {
+		sys = strings.TrimSpace(sys)
+		if sys != systemNodeagent && sys != systemKWOK {
+			return nil, fmt.Errorf("--systems %q: %q is neither %s nor %s", s, sys, systemNodeagent, systemKWOK)
+		}
+		for _, o := range out {
+			if o == sys {
+				return nil, fmt.Errorf("--systems %q: %q is given twice", s, sys)
+			}
+		}
+		out = append(out, sys)
+	}
+	return out, nil
+}
+
+// summarizeReports prints the comparison of the reports given as SYSTEM=PATH,...
+func summarizeReports(arg string) error {
+	var results []systemResult
+	for _, kv := range strings.Split(arg, ",") {
+		sys, path, ok := strings.Cut(kv, "=")
+		if !ok {
+			return fmt.Errorf("--summarize %q: %q is not SYSTEM=PATH", arg, kv)
+		}
+		r, err := readReport(sys, path)
+		if err != nil {
+			return err
+		}
+		results = append(results, r)
+	}
+	return conclude(compare(results), "")
+}
+
+// conclude prints c (and writes it to path, if not empty), and returns an error when a system passed no
+// spec or another system passed a spec the first did not.
+func conclude(c comparison, path string) error {
+	var b bytes.Buffer
+	c.write(&b)
+	fmt.Print(b.String())
+	if path != "" {
+		if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+			return err
+		}
+	}
+	var errs []error
+	for _, r := range c.Systems {
+		if passed, _ := r.counts(); passed == 0 {
+			errs = append(errs, fmt.Errorf("no spec passed on %s", r.System))
+		}
+	}
+	if len(c.Regressions) > 0 {
+		errs = append(errs, fmt.Errorf("%d specs passed on another system and not on %s", len(c.Regressions), c.Systems[0].System))
+	}
+	return errors.Join(errs...)
+}
+
+func run(ctx context.Context, o options) error {
+	dir, err := filepath.Abs(o.dir)
 	if err != nil {
 		return err
+	}
+	if o.kwokBinDir, err = filepath.Abs(o.kwokBinDir); err != nil {
+		return err
+	}
+	need := []string{filepath.Join(o.bins, "e2e.test"), filepath.Join(o.bins, "ginkgo")}
+	for _, sys := range o.systems {
+		if sys == systemKWOK {
+			for _, f := range []string{"kwok", "kwok-node-stages.yaml", "kwok-pod-stages.yaml"} {
+				need = append(need, filepath.Join(o.kwokBinDir, f))
+			}
+		}
+	}
+	for _, f := range need {
+		if _, err := os.Stat(f); err != nil {
+			return fmt.Errorf("%s: %w (hack/e2e-sig-apps.sh builds e2e.test and ginkgo, make kwok KWOK)", f, err)
+		}
 	}
 	if err := os.RemoveAll(dir); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	e2e, ginkgo := filepath.Join(bins, "e2e.test"), filepath.Join(bins, "ginkgo")
-	for _, b := range []string{e2e, ginkgo} {
-		if _, err := os.Stat(b); err != nil {
-			return fmt.Errorf("%s: %w (hack/e2e-sig-apps.sh builds it)", b, err)
+	var results []systemResult
+	for _, sys := range o.systems {
+		report, err := runSystem(ctx, o, sys, filepath.Join(dir, sys))
+		if err != nil {
+			return fmt.Errorf("%s: %w", sys, err)
 		}
+		r, err := readReport(sys, report)
+		if err != nil {
+			return err
+		}
+		passed, failures := r.counts()
+		fmt.Printf("%s: passed %d, failed %d\n", sys, passed, failures)
+		results = append(results, r)
+	}
+	fmt.Println()
+	return conclude(compare(results), filepath.Join(dir, "summary.md"))
+}
+
+// runSystem runs the suite against system sys on a fresh control plane, its state and logs in dir, and
+// returns the path of ginkgo's JSON report.
+func runSystem(ctx context.Context, o options, sys, dir string) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
 	}
 	cpDir := filepath.Join(dir, "controlplane")
 	cp, err := framework.StartControlPlane(ctx, framework.ControlPlaneOptions{
@@ -94,41 +203,33 @@ func run(ctx context.Context, nodes, procs int, focus, dir, bins string, timeout
 			"--use-service-account-credentials=false"},
 	})
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer cp.Stop()
 	if err := cp.StartScheduler(ctx); err != nil {
-		return err
+		return "", err
 	}
-	fmt.Printf("control plane up: %s (logs in %s)\n", cp.APIServerURL, cpDir)
+	fmt.Printf("%s: control plane up: %s (logs in %s)\n", sys, cp.APIServerURL, cpDir)
 
-	agent, err := framework.BuildAgent()
-	if err != nil {
-		return err
+	var p *framework.Process
+	switch sys {
+	case systemNodeagent:
+		p, err = startNodeagent(o, cp.AdminKubeconfig, dir)
+	case systemKWOK:
+		p, err = startKWOK(ctx, o, cp.AdminClient, cp.AdminKubeconfig, dir)
 	}
-	simLog, err := os.Create(filepath.Join(dir, "simulate.log"))
 	if err != nil {
-		return err
-	}
-	defer simLog.Close()
-	sim := exec.Command(agent, append([]string{"simulate", "--kubeconfig=" + cp.AdminKubeconfig, "--nodes=" + strconv.Itoa(nodes),
-		"--node-name-prefix=e2e-", "--healthz-bind-address=127.0.0.1", "--healthz-port=" + strconv.Itoa(framework.FreePort()), "--delete-nodes-on-exit"}, simArgs...)...)
-	sim.Stdout, sim.Stderr = simLog, simLog
-	sim.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := sim.Start(); err != nil {
-		return err
+		return "", err
 	}
 	defer func() {
-		_ = sim.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = sim.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			_ = syscall.Kill(-sim.Process.Pid, syscall.SIGKILL)
+		if err := p.Stop(30 * time.Second); err != nil {
+			fmt.Printf("%s: stopping: %v\n", sys, err)
 		}
 	}()
 	err = framework.WaitFor(ctx, time.Second, func() (bool, error) {
+		if err := p.ExitedErr(); err != nil {
+			return false, err
+		}
 		l, err := cp.AdminClient.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err
@@ -141,77 +242,30 @@ func run(ctx context.Context, nodes, procs int, focus, dir, bins string, timeout
 				}
 			}
 		}
-		return ready == nodes, nil
+		return ready == o.nodes, nil
 	})
 	if err != nil {
-		return fmt.Errorf("%d simulated Nodes Ready: %w", nodes, err)
+		return "", fmt.Errorf("%d Nodes Ready: %w", o.nodes, err)
 	}
-	fmt.Printf("%d simulated Nodes Ready\n", nodes)
+	fmt.Printf("%s: %d Nodes Ready\n", sys, o.nodes)
 
 	// ginkgo writes the report under --output-dir: the name must be relative.
-	report := filepath.Join(dir, "report.json")
-	g := exec.CommandContext(ctx, ginkgo, "--procs="+strconv.Itoa(procs), "--focus="+focus, "--timeout="+timeout.String(),
-		"--json-report=report.json", "--output-dir="+dir, "--no-color", "--silence-skips",
-		e2e, "--", "--kubeconfig="+cp.AdminKubeconfig, "--provider=skeleton", "--report-dir="+dir,
+	g := exec.CommandContext(ctx, filepath.Join(o.bins, "ginkgo"), "--procs="+strconv.Itoa(o.procs), "--focus="+o.focus,
+		"--timeout="+o.timeout.String(), "--json-report=report.json", "--output-dir="+dir, "--no-color", "--silence-skips",
+		filepath.Join(o.bins, "e2e.test"), "--", "--kubeconfig="+cp.AdminKubeconfig, "--provider=skeleton", "--report-dir="+dir,
 		"--e2e-output-dir="+dir, "--dump-logs-on-failure=false", "--minStartupPods=0", "--allowed-not-ready-nodes=0")
 	logf, err := os.Create(filepath.Join(dir, "ginkgo.log"))
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer logf.Close()
 	g.Stdout, g.Stderr = logf, logf
 	start := time.Now()
-	fmt.Printf("ginkgo: %s (log %s)\n", strings.Join(g.Args, " "), logf.Name())
+	fmt.Printf("%s: ginkgo: %s (log %s)\n", sys, strings.Join(g.Args, " "), logf.Name())
 	runErr := g.Run()
-	fmt.Printf("ginkgo finished after %v: %v\n", time.Since(start).Round(time.Second), runErr)
-	return summarize(report)
-}
-
-// ginkgoReport is what summarize reads of ginkgo's JSON report (types.Report).
-type ginkgoReport []struct {
-	SpecReports []struct {
-		ContainerHierarchyTexts []string
-		LeafNodeType            string
-		LeafNodeText            string
-		State                   string
-		Failure                 struct {
-			Message string
-		}
-		RunTime time.Duration
+	fmt.Printf("%s: ginkgo finished after %v: %v\n", sys, time.Since(start).Round(time.Second), runErr)
+	if ctx.Err() != nil {
+		return "", ctx.Err()
 	}
-}
-
-// summarize prints the passed and failed counts of the report and each failure with its reason.
-func summarize(path string) error {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Errorf("ginkgo's report: %w", err)
-	}
-	var r ginkgoReport
-	if err := json.Unmarshal(b, &r); err != nil {
-		return fmt.Errorf("ginkgo's report %s: %w", path, err)
-	}
-	counts := map[string]int{}
-	var failures []string
-	for _, suite := range r {
-		for _, s := range suite.SpecReports {
-			if s.LeafNodeType != "It" {
-				continue // the suite's set-up and report nodes
-			}
-			counts[s.State]++
-			if s.State != "passed" && s.State != "skipped" && s.State != "pending" {
-				msg, _, _ := strings.Cut(strings.TrimSpace(s.Failure.Message), "\n")
-				failures = append(failures, fmt.Sprintf("- %s %s: %s (%s)", strings.Join(s.ContainerHierarchyTexts, " "), s.LeafNodeText, s.State, msg))
-			}
-		}
-	}
-	sort.Strings(failures)
-	fmt.Printf("passed %d, failed %d (states: %v)\n", counts["passed"], len(failures), counts)
-	for _, f := range failures {
-		fmt.Println(f)
-	}
-	if counts["passed"] == 0 {
-		return errors.New("no spec passed")
-	}
-	return nil
+	return filepath.Join(dir, "report.json"), nil
 }
