@@ -40,10 +40,16 @@ func StatusPatch(uid types.UID, oldStatus, newStatus *v1.PodStatus) ([]byte, err
 		}
 		var err error
 		switch {
-		case f.name == "conditions" && sameConditionTypes(oldStatus.Conditions, newStatus.Conditions):
-			err = conditionsPatch(status, oldStatus.Conditions, newStatus.Conditions)
 		case f.merge:
-			err = mergeFieldPatch(status, oldStatus, newStatus, f.copy)
+			var done bool
+			if done, err = addedOrRemovedPatch(status, f.name, f.value(oldStatus), f.value(newStatus)); done || err != nil {
+				break
+			}
+			if f.name == "conditions" && uniqueConditionTypes(oldStatus.Conditions, newStatus.Conditions) {
+				err = conditionsPatch(status, oldStatus.Conditions, newStatus.Conditions)
+			} else {
+				err = mergeFieldPatch(status, oldStatus, newStatus, f.copy)
+			}
 		default:
 			err = replaceFieldPatch(status, f.name, f.value(oldStatus), f.value(newStatus))
 		}
@@ -77,9 +83,10 @@ type statusField struct {
 	merge bool
 	// equal reports whether the field is the same in both (semantically; false may still serialize alike).
 	equal func(a, b *v1.PodStatus) bool
-	// value is the field's value to marshal, nil when omitempty leaves it out (replaced fields).
+	// value is the field's value to marshal, nil when omitempty leaves it out.
 	value func(s *v1.PodStatus) any
-	// copy sets the field of dst from src (merged fields).
+	// copy sets the field of dst from src (merged fields: CreateTwoWayMergePatch diffs them when both
+	// sides have them).
 	copy func(dst, src *v1.PodStatus)
 }
 
@@ -91,7 +98,8 @@ var statusFields = []statusField{
 	{name: "phase", equal: func(a, b *v1.PodStatus) bool { return a.Phase == b.Phase },
 		value: func(s *v1.PodStatus) any { return omitZero(s.Phase) }},
 	{name: "conditions", merge: true, equal: func(a, b *v1.PodStatus) bool { return slices.EqualFunc(a.Conditions, b.Conditions, conditionEqual) },
-		copy: func(d, s *v1.PodStatus) { d.Conditions = s.Conditions }},
+		value: func(s *v1.PodStatus) any { return omitEmpty(s.Conditions) },
+		copy:  func(d, s *v1.PodStatus) { d.Conditions = s.Conditions }},
 	{name: "message", equal: func(a, b *v1.PodStatus) bool { return a.Message == b.Message },
 		value: func(s *v1.PodStatus) any { return omitZero(s.Message) }},
 	{name: "reason", equal: func(a, b *v1.PodStatus) bool { return a.Reason == b.Reason },
@@ -101,11 +109,13 @@ var statusFields = []statusField{
 	{name: "hostIP", equal: func(a, b *v1.PodStatus) bool { return a.HostIP == b.HostIP },
 		value: func(s *v1.PodStatus) any { return omitZero(s.HostIP) }},
 	{name: "hostIPs", merge: true, equal: func(a, b *v1.PodStatus) bool { return slices.Equal(a.HostIPs, b.HostIPs) },
-		copy: func(d, s *v1.PodStatus) { d.HostIPs = s.HostIPs }},
+		value: func(s *v1.PodStatus) any { return omitEmpty(s.HostIPs) },
+		copy:  func(d, s *v1.PodStatus) { d.HostIPs = s.HostIPs }},
 	{name: "podIP", equal: func(a, b *v1.PodStatus) bool { return a.PodIP == b.PodIP },
 		value: func(s *v1.PodStatus) any { return omitZero(s.PodIP) }},
 	{name: "podIPs", merge: true, equal: func(a, b *v1.PodStatus) bool { return slices.Equal(a.PodIPs, b.PodIPs) },
-		copy: func(d, s *v1.PodStatus) { d.PodIPs = s.PodIPs }},
+		value: func(s *v1.PodStatus) any { return omitEmpty(s.PodIPs) },
+		copy:  func(d, s *v1.PodStatus) { d.PodIPs = s.PodIPs }},
 	{name: "startTime", equal: func(a, b *v1.PodStatus) bool { return a.StartTime.Equal(b.StartTime) },
 		value: func(s *v1.PodStatus) any { return omitNil(s.StartTime) }},
 	{name: "initContainerStatuses", equal: func(a, b *v1.PodStatus) bool {
@@ -125,20 +135,25 @@ var statusFields = []statusField{
 		return slices.EqualFunc(a.ResourceClaimStatuses, b.ResourceClaimStatuses, func(x, y v1.PodResourceClaimStatus) bool {
 			return x.Name == y.Name && ptr.Equal(x.ResourceClaimName, y.ResourceClaimName)
 		})
-	}, copy: func(d, s *v1.PodStatus) { d.ResourceClaimStatuses = s.ResourceClaimStatuses }},
+	}, value: func(s *v1.PodStatus) any { return omitEmpty(s.ResourceClaimStatuses) },
+		copy: func(d, s *v1.PodStatus) { d.ResourceClaimStatuses = s.ResourceClaimStatuses }},
 	{name: "extendedResourceClaimStatus", merge: true, equal: func(a, b *v1.PodStatus) bool {
 		return apiequal.Ptr(a.ExtendedResourceClaimStatus, b.ExtendedResourceClaimStatus)
-	}, copy: func(d, s *v1.PodStatus) { d.ExtendedResourceClaimStatus = s.ExtendedResourceClaimStatus }},
+	}, value: func(s *v1.PodStatus) any { return omitNil(s.ExtendedResourceClaimStatus) },
+		copy: func(d, s *v1.PodStatus) { d.ExtendedResourceClaimStatus = s.ExtendedResourceClaimStatus }},
 	{name: "allocatedResources", merge: true, equal: func(a, b *v1.PodStatus) bool {
 		return apiequal.ResourceList(a.AllocatedResources, b.AllocatedResources)
-	}, copy: func(d, s *v1.PodStatus) { d.AllocatedResources = s.AllocatedResources }},
+	}, value: func(s *v1.PodStatus) any { return omitEmptyMap(s.AllocatedResources) },
+		copy: func(d, s *v1.PodStatus) { d.AllocatedResources = s.AllocatedResources }},
 	{name: "resources", merge: true, equal: func(a, b *v1.PodStatus) bool { return resourcesEqual(a.Resources, b.Resources) },
-		copy: func(d, s *v1.PodStatus) { d.Resources = s.Resources }},
+		value: func(s *v1.PodStatus) any { return omitNil(s.Resources) },
+		copy:  func(d, s *v1.PodStatus) { d.Resources = s.Resources }},
 	{name: "nodeAllocatableResourceClaimStatuses", merge: true, equal: func(a, b *v1.PodStatus) bool {
 		return apiequal.Slice(a.NodeAllocatableResourceClaimStatuses, b.NodeAllocatableResourceClaimStatuses)
-	}, copy: func(d, s *v1.PodStatus) {
-		d.NodeAllocatableResourceClaimStatuses = s.NodeAllocatableResourceClaimStatuses
-	}},
+	}, value: func(s *v1.PodStatus) any { return omitEmpty(s.NodeAllocatableResourceClaimStatuses) },
+		copy: func(d, s *v1.PodStatus) {
+			d.NodeAllocatableResourceClaimStatuses = s.NodeAllocatableResourceClaimStatuses
+		}},
 	{name: "volumeHealth", equal: func(a, b *v1.PodStatus) bool { return apiequal.Slice(a.VolumeHealth, b.VolumeHealth) },
 		value: func(s *v1.PodStatus) any { return omitEmpty(s.VolumeHealth) }},
 }
@@ -152,11 +167,18 @@ func omitZero[T comparable](v T) any {
 	return v
 }
 
-func omitNil(t *metav1.Time) any {
-	if t == nil {
+func omitNil[T any](p *T) any {
+	if p == nil {
 		return nil
 	}
-	return t
+	return p
+}
+
+func omitEmptyMap[K comparable, V any](m map[K]V) any {
+	if len(m) == 0 {
+		return nil
+	}
+	return m
 }
 
 func omitEmpty[T any](s []T) any {
@@ -192,33 +214,40 @@ func replaceFieldPatch(status map[string]json.RawMessage, name string, oldValue,
 	return nil
 }
 
-// sameConditionTypes reports whether a and b list the same condition types in the same order, each
-// once: the common case of a status sync, whose patch conditionsPatch builds.
-func sameConditionTypes(a, b []v1.PodCondition) bool {
-	if len(a) != len(b) || len(a) == 0 {
-		return false
-	}
-	for i := range a {
-		if a[i].Type != b[i].Type {
-			return false
-		}
-		for j := range i {
-			if a[j].Type == a[i].Type {
-				return false
+// uniqueConditionTypes reports whether each condition type appears once in a and once in b, as the
+// API server keeps them: then conditionsPatch builds the conditions' patch.
+func uniqueConditionTypes(a, b []v1.PodCondition) bool {
+	for _, l := range [][]v1.PodCondition{a, b} {
+		for i := range l {
+			for j := range i {
+				if l[j].Type == l[i].Type {
+					return false
+				}
 			}
 		}
 	}
 	return true
 }
 
-// conditionsPatch adds to status the conditions' patch when both lists have the same types in the
-// same order, as CreateTwoWayMergePatch makes it for a list merged by type: "$setElementOrder/conditions"
-// (every type, in order) and, in that order, each changed condition as its type and the fields that
-// changed (null for one omitempty now leaves out). Nothing when no condition changed once serialized.
+// conditionsPatch adds to status the patch of a list merged by condition type, as
+// CreateTwoWayMergePatch makes it (diffLists): in the new list's order, each added condition whole and
+// each changed one as its type and the fields that changed (null for one omitempty now leaves out);
+// then a delete directive per removed type, in the order of the types' names; and
+// "$setElementOrder/conditions" (every new type, in order) when anything changed or the order did.
 func conditionsPatch(status map[string]json.RawMessage, oldConds, newConds []v1.PodCondition) error {
-	var changed []json.RawMessage
+	var patch []json.RawMessage
 	for i := range newConds {
-		o, n := &oldConds[i], &newConds[i]
+		n := &newConds[i]
+		j := slices.IndexFunc(oldConds, func(c v1.PodCondition) bool { return c.Type == n.Type })
+		if j < 0 {
+			b, err := json.Marshal(n)
+			if err != nil {
+				return err
+			}
+			patch = append(patch, b)
+			continue
+		}
+		o := &oldConds[j]
 		fields := map[string]json.RawMessage{}
 		for _, f := range []struct {
 			name     string
@@ -247,9 +276,24 @@ func conditionsPatch(status map[string]json.RawMessage, oldConds, newConds []v1.
 		if err != nil {
 			return err
 		}
-		changed = append(changed, b)
+		patch = append(patch, b)
 	}
-	if len(changed) == 0 {
+	var removed []string
+	for i := range oldConds {
+		if !slices.ContainsFunc(newConds, func(c v1.PodCondition) bool { return c.Type == oldConds[i].Type }) {
+			removed = append(removed, string(oldConds[i].Type))
+		}
+	}
+	slices.Sort(removed)
+	for _, t := range removed {
+		b, err := json.Marshal(map[string]string{"$patch": "delete", "type": t})
+		if err != nil {
+			return err
+		}
+		patch = append(patch, b)
+	}
+	sameOrder := slices.EqualFunc(oldConds, newConds, func(a, b v1.PodCondition) bool { return a.Type == b.Type })
+	if len(patch) == 0 && sameOrder {
 		return nil
 	}
 	order := make([]struct {
@@ -262,8 +306,19 @@ func conditionsPatch(status map[string]json.RawMessage, oldConds, newConds []v1.
 	if status["$setElementOrder/conditions"], err = json.Marshal(order); err != nil {
 		return err
 	}
-	status["conditions"], err = json.Marshal(changed)
+	if len(patch) > 0 {
+		status["conditions"], err = json.Marshal(patch)
+	}
 	return err
+}
+
+// addedOrRemovedPatch handles a merged field that one side leaves out, as CreateTwoWayMergePatch
+// does: a field added is sent whole, one removed as null. It reports false when both sides have it.
+func addedOrRemovedPatch(status map[string]json.RawMessage, name string, oldValue, newValue any) (bool, error) {
+	if oldValue != nil && newValue != nil {
+		return false, nil
+	}
+	return true, replaceFieldPatch(status, name, oldValue, newValue)
 }
 
 // mergeFieldPatch adds to status what CreateTwoWayMergePatch says for one merged field (set by copy
