@@ -68,6 +68,9 @@ type Config struct {
 type Server struct {
 	cfg     Config
 	handler http.Handler
+	// routes is handler without authentication and authorization: what a translated WebSocket
+	// session reaches in-process (websockets.go).
+	routes http.Handler
 	// summary, resource and cadvisor serve /stats/summary, /metrics/resource and /metrics/cadvisor
 	// (cadvisor nil: 501).
 	summary, resource, cadvisor http.Handler
@@ -107,8 +110,8 @@ func New(cfg Config) (*Server, error) {
 	}
 	checks := append([]healthz.HealthChecker{healthz.PingHealthz, healthz.LogHealthz, healthz.NamedCheck("syncloop", syncLoop)}, cfg.Checks...)
 	healthz.InstallHandler(mux, checks...)
-	routes := &router{s: s, fallback: mux}
-	s.handler = cfg.Auth.filter(cfg.NodeName, routes)
+	s.routes = &router{s: s, fallback: mux}
+	s.handler = cfg.Auth.filter(cfg.NodeName, s.routes)
 	return s, nil
 }
 
@@ -406,6 +409,10 @@ func (s *Server) getExecOrAttach(w http.ResponseWriter, r *http.Request, exec bo
 			s.notImplemented(w, "RunInContainer")
 			return
 		}
+		if isWebSocketStreamClose(r) {
+			s.serveExecOrAttachWebSocket(w, r, streamOpts)
+			return
+		}
 		remotecommand.ServeExec(w, r, a, podName, string(p.UID), container, r.URL.Query()["command"], streamOpts,
 			StreamIdleTimeout, StreamCreationTimeout, remotecommand.SupportedStreamingProtocols)
 		return
@@ -414,16 +421,24 @@ func (s *Server) getExecOrAttach(w http.ResponseWriter, r *http.Request, exec bo
 		s.notImplemented(w, "AttachToContainer")
 		return
 	}
+	if isWebSocketStreamClose(r) {
+		s.serveExecOrAttachWebSocket(w, r, streamOpts)
+		return
+	}
 	remotecommand.ServeAttach(w, r, a, podName, string(p.UID), container, streamOpts,
 		StreamIdleTimeout, StreamCreationTimeout, remotecommand.SupportedStreamingProtocols)
 }
 
 // getPortForward is the kubelet's getPortForward and the CRI streaming server's servePortForward.
 func (s *Server) getPortForward(w http.ResponseWriter, r *http.Request, namespace, podName string, uid types.UID) {
-	pfOpts, err := portforward.NewV4Options(r)
-	if err != nil {
-		writeErrorString(w, http.StatusBadRequest, err.Error())
-		return
+	tunnel := isWebSocketTunnel(r)
+	pfOpts := &portforward.V4Options{}
+	if !tunnel {
+		var err error
+		if pfOpts, err = portforward.NewV4Options(r); err != nil {
+			writeErrorString(w, http.StatusBadRequest, err.Error())
+			return
+		}
 	}
 	p, ok := s.podByName(namespace, podName)
 	if !ok {
@@ -438,8 +453,15 @@ func (s *Server) getPortForward(w http.ResponseWriter, r *http.Request, namespac
 		s.notImplemented(w, "PortForward")
 		return
 	}
-	portforward.ServePortForward(w, r, adapter{namespace: namespace, provider: s.cfg.Provider}, podName, string(p.UID), pfOpts,
-		StreamIdleTimeout, StreamCreationTimeout, portforward.SupportedProtocols)
+	serve := func(w http.ResponseWriter, r *http.Request) {
+		portforward.ServePortForward(w, r, adapter{namespace: namespace, provider: s.cfg.Provider}, podName, string(p.UID), pfOpts,
+			StreamIdleTimeout, StreamCreationTimeout, portforward.SupportedProtocols)
+	}
+	if tunnel {
+		servePortForwardWebSocket(w, r, serve)
+		return
+	}
+	serve(w, r)
 }
 
 // getRun is the kubelet's getRun: the command (the "cmd" parameter split at spaces) run without

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -175,23 +176,36 @@ func TestServerPodsListsOnlyItsNode(t *testing.T) {
 	}
 }
 
+// TestServerExecExitCode: exec's stdout, stderr and exit code, over SPDY and over kubectl's
+// WebSocket (v5.channel.k8s.io, translated to SPDY in-process as the kubelet's getExec does).
 func TestServerExecExitCode(t *testing.T) {
 	ts := newTestServer(t, &execProvider{})
 	cfg := &restclient.Config{Host: ts.URL, BearerToken: "admin", TLSClientConfig: restclient.TLSClientConfig{Insecure: true}}
-	u := ts.URL + "/exec/ns/p/c?command=echo&command=hi&output=1&error=1"
-	req, _ := http.NewRequest("POST", u, nil)
-	exec, err := remotecommand.NewSPDYExecutor(cfg, "POST", req.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stdout, stderr bytes.Buffer
-	err = exec.StreamWithContext(context.Background(), remotecommand.StreamOptions{Stdout: &stdout, Stderr: &stderr})
-	var exitErr utilexec.ExitError
-	if !asExit(err, &exitErr) || exitErr.ExitStatus() != 3 {
-		t.Errorf("exec: err %v, want exit code 3", err)
-	}
-	if stdout.String() != "out:echo hi\n" || stderr.String() != "err\n" {
-		t.Errorf("exec: stdout %q stderr %q", stdout.String(), stderr.String())
+	u, _ := url.Parse(ts.URL + "/exec/ns/p/c?command=echo&command=hi&output=1&error=1")
+	for _, tc := range []struct {
+		name string
+		new  func() (remotecommand.Executor, error)
+	}{
+		{"SPDY", func() (remotecommand.Executor, error) { return remotecommand.NewSPDYExecutor(cfg, "POST", u) }},
+		{"WebSocket", func() (remotecommand.Executor, error) {
+			return remotecommand.NewWebSocketExecutor(cfg, "GET", u.String())
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			exec, err := tc.new()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var stdout, stderr bytes.Buffer
+			err = exec.StreamWithContext(context.Background(), remotecommand.StreamOptions{Stdout: &stdout, Stderr: &stderr})
+			var exitErr utilexec.ExitError
+			if !asExit(err, &exitErr) || exitErr.ExitStatus() != 3 {
+				t.Errorf("exec: err %v, want exit code 3", err)
+			}
+			if stdout.String() != "out:echo hi\n" || stderr.String() != "err\n" {
+				t.Errorf("exec: stdout %q stderr %q", stdout.String(), stderr.String())
+			}
+		})
 	}
 }
 

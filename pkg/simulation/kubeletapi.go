@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -134,4 +135,17 @@ func (s *Simulator) ServeKubeletAPI(ctx context.Context) error {
 var KubeletAPIAccess = []authorizationv1.ResourceAttributes{
 	{Verb: "create", Group: "authentication.k8s.io", Resource: "tokenreviews"},
 	{Verb: "create", Group: "authorization.k8s.io", Resource: "subjectaccessreviews"},
+}
+
+// declaredFeaturesSetter declares, in status.declaredFeatures, what the Nodes' kubelet API takes as
+// the kubelet does: kubectl's WebSockets (kubeletserver.FeatureExtendWebSocketsToKubelet), so that
+// the API server proxies them to the Node instead of translating them itself. The kubelet declares
+// the features of its nodedeclaredfeatures registry that its configuration enables; the simulated
+// Nodes declare this one only.
+func declaredFeaturesSetter(_ context.Context, n *v1.Node) error {
+	if !slices.Contains(n.Status.DeclaredFeatures, kubeletserver.FeatureExtendWebSocketsToKubelet) {
+		n.Status.DeclaredFeatures = append(n.Status.DeclaredFeatures, kubeletserver.FeatureExtendWebSocketsToKubelet)
+		slices.Sort(n.Status.DeclaredFeatures)
+	}
+	return nil
 }

@@ -229,6 +229,9 @@ func New(cfg Config) (*Simulator, error) {
 	if ext := t.extendedResources(); len(ext) > 0 {
 		s.extraFuncs = append(s.extraFuncs, nodestatus.Func{Name: "TemplateExtendedResources", Setter: extendedResourcesSetter(ext, t.Allocatable)})
 	}
+	if cfg.KubeletAPI != nil {
+		s.extraFuncs = append(s.extraFuncs, nodestatus.Func{Name: "DeclaredFeatures", Setter: declaredFeaturesSetter})
+	}
 	s.nodes = make([]*simNode, cfg.Nodes)
 	first := cfg.Shard.First(cfg.Nodes)
 	for j := range s.nodes {

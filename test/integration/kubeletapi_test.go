@@ -33,6 +33,8 @@ import (
 //     simulated crash; a ConfigMap's lines as a log (nodeagent.io/log-configmap);
 //   - kubectl exec: stdout, stderr and the exit code of an annotated command; 126 for another;
 //   - kubectl attach shows the annotated text; kubectl port-forward reaches the annotated target;
+//   - kubectl's WebSockets reach the Nodes themselves (they declare ExtendWebSocketsToKubelet: the API
+//     server proxies exec, attach and port-forward to them instead of translating);
 //   - on each Node's own address and port: no credentials 401, a service account token or a
 //     client certificate without nodes/proxy 403, the API server's client certificate and an
 //     admin token 200, per path group.
@@ -269,6 +271,35 @@ func TestKubeletAPISimulated(t *testing.T) {
 		})
 		if err != nil || reply != "ping\n" {
 			t.Errorf("through kubectl port-forward: %q, %v; kubectl: %s", reply, err, out.String())
+		}
+	})
+
+	// kubectl 1.37 speaks WebSockets; the simulated Nodes declare ExtendWebSocketsToKubelet, so the
+	// API server proxies them to the Node (which translates them as the kubelet does) instead of
+	// translating them itself.
+	t.Run("websockets to the node", func(t *testing.T) {
+		raw, err := admin.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := framework.ParseMetrics(strings.NewReader(string(raw)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sub := range []string{"exec", "attach", "portforward"} {
+			proxied := m.Value("apiserver_websocket_streaming_requests_total", map[string]string{"subresource": sub, "proxy_type": "proxied_to_kubelet"})
+			translated := m.Value("apiserver_websocket_streaming_requests_total", map[string]string{"subresource": sub, "proxy_type": "translated_at_apiserver"})
+			if proxied == 0 || translated != 0 {
+				t.Errorf("%s WebSockets: %v proxied to the Node, %v translated at the API server; want all proxied (%s)",
+					sub, proxied, translated, m.Dump("apiserver_websocket_streaming"))
+			}
+		}
+		node, err := admin.CoreV1().Nodes().Get(ctx, nodes[0], metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(node.Status.DeclaredFeatures, "ExtendWebSocketsToKubelet") {
+			t.Errorf("node %s: status.declaredFeatures %v, want ExtendWebSocketsToKubelet", nodes[0], node.Status.DeclaredFeatures)
 		}
 	})
 
