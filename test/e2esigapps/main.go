@@ -145,6 +145,8 @@ func conclude(c comparison, path string) error {
 	return errors.Join(errs...)
 }
 
+// run runs the suite against each system of o.systems in turn (runSystem), each in <o.dir>/<system>, then
+// prints and writes the comparison (conclude). A system that cannot be started ends the run with its error.
 func run(ctx context.Context, o options) error {
 	dir, err := filepath.Abs(o.dir)
 	if err != nil {
