@@ -145,6 +145,8 @@ func conclude(c comparison, path string) error {
 	return errors.Join(errs...)
 }
 
+// run runs the suite against each system of o.systems in turn (runSystem), each in <o.dir>/<system>, then
+// prints and writes the comparison (conclude). A system that cannot be started ends the run with its error.
 func run(ctx context.Context, o options) error {
 	dir, err := filepath.Abs(o.dir)
 	if err != nil {
@@ -226,6 +228,7 @@ func runSystem(ctx context.Context, o options, sys, dir string) (string, error) 
 			fmt.Printf("%s: stopping: %v\n", sys, err)
 		}
 	}()
+	var nodes []string
 	err = framework.WaitFor(ctx, time.Second, func() (bool, error) {
 		if err := p.ExitedErr(); err != nil {
 			return false, err
@@ -234,20 +237,20 @@ func runSystem(ctx context.Context, o options, sys, dir string) (string, error) 
 		if err != nil {
 			return false, err
 		}
-		ready := 0
+		nodes = nodes[:0]
 		for _, n := range l.Items {
 			for _, c := range n.Status.Conditions {
 				if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-					ready++
+					nodes = append(nodes, fmt.Sprintf("%s %v", n.Name, n.Status.Addresses))
 				}
 			}
 		}
-		return ready == o.nodes, nil
+		return len(nodes) == o.nodes, nil
 	})
 	if err != nil {
 		return "", fmt.Errorf("%d Nodes Ready: %w", o.nodes, err)
 	}
-	fmt.Printf("%s: %d Nodes Ready\n", sys, o.nodes)
+	fmt.Printf("%s: %d Nodes Ready: %s\n", sys, o.nodes, strings.Join(nodes, ", "))
 
 	// ginkgo writes the report under --output-dir: the name must be relative.
 	g := exec.CommandContext(ctx, filepath.Join(o.bins, "ginkgo"), "--procs="+strconv.Itoa(o.procs), "--focus="+o.focus,
