@@ -135,8 +135,8 @@ bench-pods: tools kwok
 ## bench-metrics: resource metrics at scale (issue 37): 1000 Nodes x 10 running pods of nodeagent simulate, then of
 ## KWOK v0.8.0 with kwokctl's metrics-usage configuration, each on a fresh control plane, scraped by metrics-server
 ## v0.8.0 every 15 s: the process's CPU and RSS without and with metrics-server, Lease p50/p99, metrics-server's
-## scrape latency p50/p99 (its own histogram). Two windows of 3 min (BENCH_METRICS_ARGS="--duration 5m" to change);
-## about 25 min. Writes the bench-metrics section of BENCHMARKS.md. Not part of make test.
+## scrape latency p50/p99 (its own histogram). Two windows of 3 min per system (BENCH_METRICS_ARGS="--duration 2m",
+## as recorded: 12.5 min in all). Writes the bench-metrics section of BENCHMARKS.md. Not part of make test.
 bench-metrics: tools kwok
 	$(GO) run ./test/benchmetrics $(BENCH_METRICS_ARGS)
 

@@ -31,8 +31,8 @@ func render(o options, e *benchkit.Env, rs []*result) string {
 	p("%s", beginMarker)
 	p("## bench-metrics: %d Nodes × %d pods scraped by metrics-server v0.8.0 every 15 s", o.nodes, o.podsPerNode)
 	p("")
-	p("Written by `make bench-metrics` (`go run ./test/benchmetrics --nodes %d --pods-per-node %d --duration %s --settle %s --systems %s`)",
-		o.nodes, o.podsPerNode, o.duration, o.settle, strings.Join(o.systems, ","))
+	args := fmt.Sprintf("--nodes %d --pods-per-node %d --duration %s --settle %s --systems %s", o.nodes, o.podsPerNode, o.duration, o.settle, strings.Join(o.systems, ","))
+	p("Written by `go run ./test/benchmetrics %s` (`make bench-metrics BENCH_METRICS_ARGS=\"%s\"`)", args, args)
 	p("on %s; the run took %v. Each system ran alone, one after the other, on a fresh control plane (etcd,", e.Started.Format("2006-01-02 15:04 UTC"), e.Took.Round(time.Second))
 	p("kube-apiserver with kubeadm's front-proxy flags, kube-controller-manager); pods bound by `spec.nodeName`, one container")
 	p("requesting 100m/64Mi and using 10m/16Mi by annotation (nodeagent.io/cpu-usage; KWOK: kwok.x-k8s.io/usage-cpu, read by")
