@@ -323,10 +323,10 @@ func addedOrRemovedPatch(status map[string]json.RawMessage, name string, oldValu
 
 // mergeFieldPatch adds to status what CreateTwoWayMergePatch says for one merged field (set by copy
 // into otherwise empty statuses): the field's patch and its directives ($setElementOrder/<name>).
-func mergeFieldPatch(status map[string]json.RawMessage, oldStatus, newStatus *v1.PodStatus, copy func(dst, src *v1.PodStatus)) error {
+func mergeFieldPatch(status map[string]json.RawMessage, oldStatus, newStatus *v1.PodStatus, setField func(dst, src *v1.PodStatus)) error {
 	var o, n v1.Pod
-	copy(&o.Status, oldStatus)
-	copy(&n.Status, newStatus)
+	setField(&o.Status, oldStatus)
+	setField(&n.Status, newStatus)
 	oldData, err := json.Marshal(&o)
 	if err != nil {
 		return err
