@@ -18,7 +18,15 @@ for a in "$@"; do
     --simulate | --simulate=*) set=simulate ;;
   esac
 done
-hack/install-deps.sh --for "$set"
+# The pinned components (install-deps) and this repository's own binaries build at the same time: on a
+# cold machine the components' module downloads and long single-threaded links leave CPU idle that
+# nodeagent's compile fills (localup then only links it, with its version).
+hack/install-deps.sh --for "$set" &
+deps=$!
+trap 'kill "$deps" 2>/dev/null || true' EXIT
 # Built rather than `go run`, so that SIGTERM reaches localup itself and it can stop what it started.
 go build -o _output/bin/localup ./hack/localup
+go build -tags grpcnotrace -o /dev/null ./cmd/nodeagent
+wait "$deps"
+trap - EXIT
 exec _output/bin/localup "$@"
