@@ -38,10 +38,18 @@ NODES ?=
 cluster:
 	hack/local-up.sh --control-plane-only $(if $(strip $(NODES)),--nodes="$(NODES)") $(ARGS)
 
-## test: all tests, unit and integration (installs dependencies first); the unit tests with the race detector
+# Integration tests whose bounds are timings under load (no Lease late by a second with 1000 log streams
+# open; no Node of another shard going Unknown while one of 900 Nodes' shards is down): make test runs
+# them last, one at a time, with nothing else on the machine, so that another package's test or another
+# load test cannot decide them (both failed once on a 2-core CI machine while the other and test/faults ran).
+ALONE_TESTS := TestShards|TestKubeletAPILoad
+
+## test: all tests, unit and integration (installs dependencies first); the unit tests with the race detector;
+## the integration tests of ALONE_TESTS last, one at a time
 test: tools
 	$(GO) test $(GOTEST_FLAGS) -race $(UNIT_PKGS)
-	$(GO) test $(GOTEST_FLAGS) $$($(GO) list ./... | grep -v -e '/pkg/' -e '/internal/' -e '/cmd/')
+	$(GO) test $(GOTEST_FLAGS) -skip '^($(ALONE_TESTS))$$' $$($(GO) list ./... | grep -v -e '/pkg/' -e '/internal/' -e '/cmd/')
+	$(GO) test $(GOTEST_FLAGS) -parallel 1 -run '^($(ALONE_TESTS))$$' ./test/integration
 	$(MAKE) --no-print-directory fuzz
 
 .PHONY: fuzz
@@ -56,7 +64,8 @@ test-unit:
 
 ## test-integration: tests under test/ (integration against real etcd, kube-apiserver, containerd; faults; deploy)
 test-integration: tools
-	$(GO) test $(GOTEST_FLAGS) $(INTEGRATION_PKGS)
+	$(GO) test $(GOTEST_FLAGS) -skip '^($(ALONE_TESTS))$$' $(INTEGRATION_PKGS)
+	$(GO) test $(GOTEST_FLAGS) -parallel 1 -run '^($(ALONE_TESTS))$$' ./test/integration
 
 vet:
 	$(GO) vet ./...

@@ -39,6 +39,8 @@ import (
 // `kubectl logs -f` opens): the API server proxying 1000 streams on this shared 2-core machine is
 // the API server's cost, measured in BENCHMARKS.md ("bench-kubelet-api"), and would make the Lease
 // writes' latency, not ours, decide the test.
+//
+// Its bounds are timings: `make test` runs it alone, after every other test (the Makefile's ALONE_TESTS).
 func TestKubeletAPILoad(t *testing.T) {
 	t.Parallel()
 	const (

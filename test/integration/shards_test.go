@@ -302,6 +302,9 @@ const proxyAddress = "198.18.0.1"
 //   - shard 2 stops cleanly (SIGTERM, --delete-nodes-on-exit=true from the template): its 300 Nodes are
 //     deleted and their Leases go with them (garbage collector), the others stay; a simulation without
 //     the flag leaves its Nodes.
+//
+// "None of the other 600 changes" is a timing under load: `make test` runs it alone, after every
+// other test (the Makefile's ALONE_TESTS).
 func TestShards(t *testing.T) {
 	t.Parallel()
 	const (
