@@ -70,30 +70,50 @@ func readReport(system, path string) (systemResult, error) {
 	return res, nil
 }
 
-// counts returns how many specs of r passed and how many failed.
-func (r systemResult) counts() (passed, failures int) {
+// stateInterrupted is ginkgo's state of a spec it interrupted: when its --timeout ended the suite (or on a
+// signal), the specs running then. Such a spec did not run to its end: it is counted as not run, neither
+// passed nor failed.
+const stateInterrupted = "interrupted"
+
+// counts returns how many specs of r passed, how many failed, and how many were interrupted (not run to
+// their end: stateInterrupted).
+func (r systemResult) counts() (passed, failures, interrupted int) {
 	for _, s := range r.Specs {
-		if s.State == "passed" {
+		switch s.State {
+		case "passed":
 			passed++
-		} else {
+		case stateInterrupted:
+			interrupted++
+		default:
 			failures++
 		}
 	}
-	return passed, failures
+	return passed, failures, interrupted
+}
+
+// countsLine is r's counts as one line: "SYSTEM: passed P, failed F (of N specs that ran)", with
+// ", interrupted I (...)" before the parenthesis when I is not 0.
+func (r systemResult) countsLine() string {
+	passed, failures, interrupted := r.counts()
+	if interrupted == 0 {
+		return fmt.Sprintf("%s: passed %d, failed %d (of %d specs that ran)", r.System, passed, failures, len(r.Specs))
+	}
+	return fmt.Sprintf("%s: passed %d, failed %d (of %d specs that ran to their end); %d interrupted by ginkgo's --timeout, counted as not run",
+		r.System, passed, failures, len(r.Specs)-interrupted, interrupted)
 }
 
 // comparison is the outcome of the same suite on several systems.
 type comparison struct {
 	Systems []systemResult
 	// Specs is every spec that ran on any system, sorted; "not run" in the table where it did not run on
-	// one (ginkgo's --timeout ended the run first).
+	// one (ginkgo's --timeout ended the run first), "interrupted" where that timeout cut it.
 	Specs []string
 	// Regressions are the specs the reference system (KWOK) passed and the first system (nodeagent) did not.
 	Regressions []string
 }
 
 // compare puts the systems' results side by side. The first system is the one under test; a spec that
-// any other system passed and it did not (failed, or did not run) is a regression.
+// any other system passed and it did not (failed, was interrupted, or did not run) is a regression.
 func compare(results []systemResult) comparison {
 	c := comparison{Systems: results}
 	seen := map[string]bool{}
@@ -129,13 +149,16 @@ func compare(results []systemResult) comparison {
 func (c comparison) write(w io.Writer) {
 	p := func(format string, a ...any) { fmt.Fprintf(w, format+"\n", a...) }
 	for _, r := range c.Systems {
-		passed, failures := r.counts()
-		p("%s: passed %d, failed %d (of %d specs that ran)", r.System, passed, failures, len(r.Specs))
+		p("%s", r.countsLine())
 	}
 	for _, r := range c.Systems {
-		var lines []string
+		var lines, interrupted []string
 		for name, s := range r.Specs {
-			if s.State != "passed" {
+			switch s.State {
+			case "passed":
+			case stateInterrupted:
+				interrupted = append(interrupted, "- "+name)
+			default:
 				lines = append(lines, fmt.Sprintf("- %s: %s (%s)", name, s.State, s.Reason))
 			}
 		}
@@ -144,6 +167,14 @@ func (c comparison) write(w io.Writer) {
 		p("failures on %s (%d):", r.System, len(lines))
 		for _, l := range lines {
 			p("%s", l)
+		}
+		if len(interrupted) > 0 {
+			slices.Sort(interrupted)
+			p("")
+			p("interrupted on %s by ginkgo's --timeout, not run to their end (%d):", r.System, len(interrupted))
+			for _, l := range interrupted {
+				p("%s", l)
+			}
 		}
 	}
 	p("")
