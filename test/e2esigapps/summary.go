@@ -70,50 +70,58 @@ func readReport(system, path string) (systemResult, error) {
 	return res, nil
 }
 
-// stateInterrupted is ginkgo's state of a spec it interrupted: when its --timeout ended the suite (or on a
-// signal), the specs running then. Such a spec did not run to its end: it is counted as not run, neither
-// passed nor failed.
-const stateInterrupted = "interrupted"
+// suiteTimeoutMessage is the message of ginkgo's (v2.32.0, internal/suite.go) failure of a spec that was
+// running when its --timeout ended the suite: state timedout, "A suite timeout occurred".
+const suiteTimeoutMessage = "A suite timeout occurred"
 
-// counts returns how many specs of r passed, how many failed, and how many were interrupted (not run to
-// their end: stateInterrupted).
-func (r systemResult) counts() (passed, failures, interrupted int) {
+// cut reports whether the spec did not run to its end because the run ended under it: it was running when
+// ginkgo's --timeout ended the suite (state timedout with suiteTimeoutMessage; a spec's own timeout has
+// another message), or ginkgo was interrupted (state interrupted, e.g. a signal). Such a spec counts as not
+// run, neither passed nor failed.
+func (s specResult) cut() bool {
+	return s.State == "interrupted" || (s.State == "timedout" && strings.HasPrefix(s.Reason, suiteTimeoutMessage))
+}
+
+// counts returns how many specs of r passed, how many failed, and how many were cut (not run to their
+// end: specResult.cut).
+func (r systemResult) counts() (passed, failures, cut int) {
 	for _, s := range r.Specs {
-		switch s.State {
-		case "passed":
+		switch {
+		case s.State == "passed":
 			passed++
-		case stateInterrupted:
-			interrupted++
+		case s.cut():
+			cut++
 		default:
 			failures++
 		}
 	}
-	return passed, failures, interrupted
+	return passed, failures, cut
 }
 
-// countsLine is r's counts as one line: "SYSTEM: passed P, failed F (of N specs that ran)", with
-// ", interrupted I (...)" before the parenthesis when I is not 0.
+// countsLine is r's counts as one line: "SYSTEM: passed P, failed F (of N specs that ran)", or, when C specs
+// were cut, "SYSTEM: passed P, failed F (of N specs that ran to their end); C cut by ginkgo's --timeout or
+// an interrupt, counted as not run".
 func (r systemResult) countsLine() string {
-	passed, failures, interrupted := r.counts()
-	if interrupted == 0 {
+	passed, failures, cut := r.counts()
+	if cut == 0 {
 		return fmt.Sprintf("%s: passed %d, failed %d (of %d specs that ran)", r.System, passed, failures, len(r.Specs))
 	}
-	return fmt.Sprintf("%s: passed %d, failed %d (of %d specs that ran to their end); %d interrupted by ginkgo's --timeout, counted as not run",
-		r.System, passed, failures, len(r.Specs)-interrupted, interrupted)
+	return fmt.Sprintf("%s: passed %d, failed %d (of %d specs that ran to their end); %d cut by ginkgo's --timeout or an interrupt, counted as not run",
+		r.System, passed, failures, len(r.Specs)-cut, cut)
 }
 
 // comparison is the outcome of the same suite on several systems.
 type comparison struct {
 	Systems []systemResult
 	// Specs is every spec that ran on any system, sorted; "not run" in the table where it did not run on
-	// one (ginkgo's --timeout ended the run first), "interrupted" where that timeout cut it.
+	// one (ginkgo's --timeout ended the run first), "not run (cut: STATE)" where that timeout cut it.
 	Specs []string
 	// Regressions are the specs the reference system (KWOK) passed and the first system (nodeagent) did not.
 	Regressions []string
 }
 
 // compare puts the systems' results side by side. The first system is the one under test; a spec that
-// any other system passed and it did not (failed, was interrupted, or did not run) is a regression.
+// any other system passed and it did not (failed, was cut, or did not run) is a regression.
 func compare(results []systemResult) comparison {
 	c := comparison{Systems: results}
 	seen := map[string]bool{}
@@ -152,12 +160,12 @@ func (c comparison) write(w io.Writer) {
 		p("%s", r.countsLine())
 	}
 	for _, r := range c.Systems {
-		var lines, interrupted []string
+		var lines, cut []string
 		for name, s := range r.Specs {
-			switch s.State {
-			case "passed":
-			case stateInterrupted:
-				interrupted = append(interrupted, "- "+name)
+			switch {
+			case s.State == "passed":
+			case s.cut():
+				cut = append(cut, fmt.Sprintf("- %s: %s (%s)", name, s.State, s.Reason))
 			default:
 				lines = append(lines, fmt.Sprintf("- %s: %s (%s)", name, s.State, s.Reason))
 			}
@@ -168,11 +176,11 @@ func (c comparison) write(w io.Writer) {
 		for _, l := range lines {
 			p("%s", l)
 		}
-		if len(interrupted) > 0 {
-			slices.Sort(interrupted)
+		if len(cut) > 0 {
+			slices.Sort(cut)
 			p("")
-			p("interrupted on %s by ginkgo's --timeout, not run to their end (%d):", r.System, len(interrupted))
-			for _, l := range interrupted {
+			p("cut on %s by ginkgo's --timeout or an interrupt, not run to their end (%d):", r.System, len(cut))
+			for _, l := range cut {
 				p("%s", l)
 			}
 		}
@@ -190,8 +198,11 @@ func (c comparison) write(w io.Writer) {
 		for _, r := range c.Systems {
 			s, ok := r.Specs[name]
 			state := s.State
-			if !ok {
+			switch {
+			case !ok:
 				state = "not run"
+			case s.cut():
+				state = "not run (cut: " + s.State + ")"
 			}
 			row += " " + state + " |"
 		}

@@ -45,17 +45,23 @@ func TestCompare(t *testing.T) {
 		wantRegressions: []string{"[sig-apps] Job a"},
 		wantLines:       []string{"specs kwok passes that nodeagent does not: 1", "- [sig-apps] Job a"},
 	}, {
-		name:    "interrupted by the timeout: not run",
-		reports: [][]string{{"a=passed", "b=failed:x", "c=interrupted:Interrupted by Timeout"}, {"a=passed", "b=interrupted:Interrupted by Timeout", "c=passed"}},
-		// nodeagent did not finish c, which KWOK passed: still a spec KWOK passes that nodeagent does not.
-		wantRegressions: []string{"[sig-apps] Job c"},
-		wantLines: []string{
-			"nodeagent: passed 1, failed 1 (of 2 specs that ran to their end); 1 interrupted by ginkgo's --timeout, counted as not run",
-			"kwok: passed 2, failed 0 (of 2 specs that ran to their end); 1 interrupted by ginkgo's --timeout, counted as not run",
-			"failures on kwok (0):", "interrupted on kwok by ginkgo's --timeout, not run to their end (1):", "- [sig-apps] Job b",
-			"| [sig-apps] Job c | interrupted | passed |",
+		name: "cut by the suite's timeout: not run",
+		reports: [][]string{
+			{"a=passed", "b=failed:x", "c=interrupted:Interrupted by User", "d=timedout:A spec timeout occurred"},
+			{"a=passed", "b=timedout:A suite timeout occurred", "c=passed", "d=passed"},
 		},
-		wantNoLines: []string{"- [sig-apps] Job c: interrupted (Interrupted by Timeout)"},
+		// nodeagent did not finish c, which KWOK passed: still a spec KWOK passes that nodeagent does not; d
+		// timed out on its own timeout: a failure.
+		wantRegressions: []string{"[sig-apps] Job c", "[sig-apps] Job d"},
+		wantLines: []string{
+			"nodeagent: passed 1, failed 2 (of 3 specs that ran to their end); 1 cut by ginkgo's --timeout or an interrupt, counted as not run",
+			"kwok: passed 3, failed 0 (of 3 specs that ran to their end); 1 cut by ginkgo's --timeout or an interrupt, counted as not run",
+			"failures on nodeagent (2):", "- [sig-apps] Job d: timedout (A spec timeout occurred)",
+			"cut on nodeagent by ginkgo's --timeout or an interrupt, not run to their end (1):", "- [sig-apps] Job c: interrupted (Interrupted by User)",
+			"failures on kwok (0):", "cut on kwok by ginkgo's --timeout or an interrupt, not run to their end (1):", "- [sig-apps] Job b: timedout (A suite timeout occurred)",
+			"| [sig-apps] Job b | failed | not run (cut: timedout) |",
+			"| [sig-apps] Job c | not run (cut: interrupted) | passed |",
+		},
 	}, {
 		name:            "a spec that did not run on nodeagent",
 		reports:         [][]string{{"a=skipped", "b=passed"}, {"a=passed", "b=passed"}},
