@@ -20,8 +20,8 @@
 //	    [--dir _output/e2e-sig-apps] [--timeout 90m] [--deadline 2026-11-27T14:18:00Z]
 //	go run ./test/e2esigapps --summarize nodeagent=DIR1/nodeagent/report.json,kwok=DIR2/kwok/report.json
 //
-// `make e2e-sig-apps` builds the binaries and runs it (about 35 minutes per system on 2 cores). Not part of
-// make test.
+// `make e2e-sig-apps` builds the binaries and runs it (nodeagent about 16 minutes on 2 cores, KWOK more than
+// 40). Not part of make test.
 package main
 
 import (
