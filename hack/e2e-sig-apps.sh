@@ -5,8 +5,8 @@
 # runs test/e2esigapps: the sig-apps conformance specs against 3 simulated Nodes of each system (nodeagent
 # simulate, then KWOK from _output/bin, which `make kwok` builds), printing passed/failed, each failure and a
 # table of every spec on each system. Arguments go to test/e2esigapps (e.g. --systems, --focus, --procs,
-# --nodes). About 35 minutes per system on 2 cores, plus the first build of e2e.test (10-20 minutes cold). Not
-# part of make test.
+# --nodes, --timeout, --deadline). nodeagent about 16 minutes on 2 cores, KWOK more than 40, plus the first
+# build of e2e.test (10-20 minutes cold). Not part of make test.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -17,11 +17,11 @@
 // to <dir>/summary.md.
 //
 //	go run ./test/e2esigapps [--systems nodeagent,kwok] [--nodes 3] [--procs 4] [--focus REGEXP]
-//	    [--dir _output/e2e-sig-apps] [--timeout 90m]
+//	    [--dir _output/e2e-sig-apps] [--timeout 90m] [--deadline 2026-11-27T14:18:00Z]
 //	go run ./test/e2esigapps --summarize nodeagent=DIR1/nodeagent/report.json,kwok=DIR2/kwok/report.json
 //
-// `make e2e-sig-apps` builds the binaries and runs it (about 35 minutes per system on 2 cores). Not part of
-// make test.
+// `make e2e-sig-apps` builds the binaries and runs it (nodeagent about 16 minutes on 2 cores, KWOK more than
+// 40). Not part of make test.
 package main
 
 import (
@@ -52,7 +52,29 @@ type options struct {
 	focus, dir, bins string
 	kwokBinDir       string
 	timeout          time.Duration
-	simArgs          []string
+	// deadline, when not zero, bounds the whole run: each system's ginkgo --timeout is cut to end
+	// deadlineMargin before it (ginkgoTimeout).
+	deadline time.Time
+	simArgs  []string
+}
+
+// deadlineMargin is the time left after a system's ginkgo --timeout, before --deadline: ginkgo's interrupt of
+// the running specs and their clean-up (its --grace-period is 30 s a node), then the system's and the control
+// plane's stop (up to 30 s each).
+const deadlineMargin = 3 * time.Minute
+
+// ginkgoTimeout returns the --timeout of ginkgo for a system started at now: o.timeout, cut so that the
+// system ends deadlineMargin before o.deadline when that is set. An error when less than a minute is left.
+func ginkgoTimeout(o options, now time.Time) (time.Duration, error) {
+	if o.deadline.IsZero() {
+		return o.timeout, nil
+	}
+	left := o.deadline.Sub(now) - deadlineMargin
+	if left < time.Minute {
+		return 0, fmt.Errorf("--deadline %s: %v left at %s, less than a minute after the %v margin",
+			o.deadline.Format(time.RFC3339), o.deadline.Sub(now).Round(time.Second), now.UTC().Format(time.RFC3339), deadlineMargin)
+	}
+	return min(o.timeout, left.Truncate(time.Second)), nil
 }
 
 func main() {
@@ -60,6 +82,7 @@ func main() {
 		o                options
 		systems, simArgs string
 		summary          string
+		deadline         string
 	)
 	flag.StringVar(&systems, "systems", systemNodeagent+","+systemKWOK, "the systems to run the suite against, in order, each on a fresh control plane: nodeagent, kwok")
 	flag.IntVar(&o.nodes, "nodes", 3, "simulated Nodes of each system")
@@ -69,11 +92,18 @@ func main() {
 	flag.StringVar(&o.bins, "bin-dir", "_output/e2e", "where e2e.test and ginkgo are (hack/e2e-sig-apps.sh builds them)")
 	flag.StringVar(&o.kwokBinDir, "kwok-bin-dir", "_output/bin", "where kwok, kwok-node-stages.yaml and kwok-pod-stages.yaml are (make kwok builds them)")
 	flag.DurationVar(&o.timeout, "timeout", 90*time.Minute, "ginkgo --timeout, per system")
+	flag.StringVar(&deadline, "deadline", "", "RFC 3339 time by which the whole run must end: each system's ginkgo --timeout is cut to end 3 minutes before it (specs not finished then count as not run)")
 	flag.StringVar(&simArgs, "simulate-args", "", "extra flags of nodeagent simulate, separated by spaces")
 	flag.StringVar(&summary, "summarize", "", "only print the summary of earlier runs' ginkgo JSON reports: SYSTEM=PATH,... (the first system is the one under test)")
 	flag.Parse()
 	o.simArgs = strings.Fields(simArgs)
 	var err error
+	if deadline != "" {
+		if o.deadline, err = time.Parse(time.RFC3339, deadline); err != nil {
+			fmt.Fprintf(os.Stderr, "e2esigapps: --deadline %q: not an RFC 3339 time: %v\n", deadline, err)
+			os.Exit(2)
+		}
+	}
 	if summary != "" {
 		err = summarizeReports(summary)
 	} else if o.systems, err = parseSystems(systems); err == nil {
@@ -135,7 +165,7 @@ func conclude(c comparison, path string) error {
 	}
 	var errs []error
 	for _, r := range c.Systems {
-		if passed, _ := r.counts(); passed == 0 {
+		if passed, _, _ := r.counts(); passed == 0 {
 			errs = append(errs, fmt.Errorf("no spec passed on %s", r.System))
 		}
 	}
@@ -181,8 +211,7 @@ func run(ctx context.Context, o options) error {
 		if err != nil {
 			return err
 		}
-		passed, failures := r.counts()
-		fmt.Printf("%s: passed %d, failed %d\n", sys, passed, failures)
+		fmt.Println(r.countsLine())
 		results = append(results, r)
 	}
 	fmt.Println()
@@ -252,9 +281,13 @@ func runSystem(ctx context.Context, o options, sys, dir string) (string, error) 
 	}
 	fmt.Printf("%s: %d Nodes Ready: %s\n", sys, o.nodes, strings.Join(nodes, ", "))
 
+	timeout, err := ginkgoTimeout(o, time.Now())
+	if err != nil {
+		return "", err
+	}
 	// ginkgo writes the report under --output-dir: the name must be relative.
 	g := exec.CommandContext(ctx, filepath.Join(o.bins, "ginkgo"), "--procs="+strconv.Itoa(o.procs), "--focus="+o.focus,
-		"--timeout="+o.timeout.String(), "--json-report=report.json", "--output-dir="+dir, "--no-color", "--silence-skips",
+		"--timeout="+timeout.String(), "--json-report=report.json", "--output-dir="+dir, "--no-color", "--silence-skips",
 		filepath.Join(o.bins, "e2e.test"), "--", "--kubeconfig="+cp.AdminKubeconfig, "--provider=skeleton", "--report-dir="+dir,
 		"--e2e-output-dir="+dir, "--dump-logs-on-failure=false", "--minStartupPods=0", "--allowed-not-ready-nodes=0")
 	logf, err := os.Create(filepath.Join(dir, "ginkgo.log"))

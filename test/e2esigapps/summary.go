@@ -70,30 +70,58 @@ func readReport(system, path string) (systemResult, error) {
 	return res, nil
 }
 
-// counts returns how many specs of r passed and how many failed.
-func (r systemResult) counts() (passed, failures int) {
+// suiteTimeoutMessage is the message of ginkgo's (v2.32.0, internal/suite.go) failure of a spec that was
+// running when its --timeout ended the suite: state timedout, "A suite timeout occurred".
+const suiteTimeoutMessage = "A suite timeout occurred"
+
+// cut reports whether the spec did not run to its end because the run ended under it: it was running when
+// ginkgo's --timeout ended the suite (state timedout with suiteTimeoutMessage; a spec's own timeout has
+// another message), or ginkgo was interrupted (state interrupted, e.g. a signal). Such a spec counts as not
+// run, neither passed nor failed.
+func (s specResult) cut() bool {
+	return s.State == "interrupted" || (s.State == "timedout" && strings.HasPrefix(s.Reason, suiteTimeoutMessage))
+}
+
+// counts returns how many specs of r passed, how many failed, and how many were cut (not run to their
+// end: specResult.cut).
+func (r systemResult) counts() (passed, failures, cut int) {
 	for _, s := range r.Specs {
-		if s.State == "passed" {
+		switch {
+		case s.State == "passed":
 			passed++
-		} else {
+		case s.cut():
+			cut++
+		default:
 			failures++
 		}
 	}
-	return passed, failures
+	return passed, failures, cut
+}
+
+// countsLine is r's counts as one line: "SYSTEM: passed P, failed F (of N specs that ran)", or, when C specs
+// were cut, "SYSTEM: passed P, failed F (of N specs that ran to their end); C cut by ginkgo's --timeout or
+// an interrupt, counted as not run".
+func (r systemResult) countsLine() string {
+	passed, failures, cut := r.counts()
+	if cut == 0 {
+		return fmt.Sprintf("%s: passed %d, failed %d (of %d specs that ran)", r.System, passed, failures, len(r.Specs))
+	}
+	return fmt.Sprintf("%s: passed %d, failed %d (of %d specs that ran to their end); %d cut by ginkgo's --timeout or an interrupt, counted as not run",
+		r.System, passed, failures, len(r.Specs)-cut, cut)
 }
 
 // comparison is the outcome of the same suite on several systems.
 type comparison struct {
 	Systems []systemResult
 	// Specs is every spec that ran on any system, sorted; "not run" in the table where it did not run on
-	// one (ginkgo's --timeout ended the run first).
+	// one (ginkgo's --timeout ended the run first), "not run (cut: STATE)" where that timeout cut it.
 	Specs []string
 	// Regressions are the specs the reference system (KWOK) passed and the first system (nodeagent) did not.
 	Regressions []string
 }
 
 // compare puts the systems' results side by side. The first system is the one under test; a spec that
-// any other system passed and it did not (failed, or did not run) is a regression.
+// any other system passed and it did not (failed, was cut, or did not run) is a regression.
 func compare(results []systemResult) comparison {
 	c := comparison{Systems: results}
 	seen := map[string]bool{}
@@ -129,13 +157,16 @@ func compare(results []systemResult) comparison {
 func (c comparison) write(w io.Writer) {
 	p := func(format string, a ...any) { fmt.Fprintf(w, format+"\n", a...) }
 	for _, r := range c.Systems {
-		passed, failures := r.counts()
-		p("%s: passed %d, failed %d (of %d specs that ran)", r.System, passed, failures, len(r.Specs))
+		p("%s", r.countsLine())
 	}
 	for _, r := range c.Systems {
-		var lines []string
+		var lines, cut []string
 		for name, s := range r.Specs {
-			if s.State != "passed" {
+			switch {
+			case s.State == "passed":
+			case s.cut():
+				cut = append(cut, fmt.Sprintf("- %s: %s (%s)", name, s.State, s.Reason))
+			default:
 				lines = append(lines, fmt.Sprintf("- %s: %s (%s)", name, s.State, s.Reason))
 			}
 		}
@@ -144,6 +175,14 @@ func (c comparison) write(w io.Writer) {
 		p("failures on %s (%d):", r.System, len(lines))
 		for _, l := range lines {
 			p("%s", l)
+		}
+		if len(cut) > 0 {
+			slices.Sort(cut)
+			p("")
+			p("cut on %s by ginkgo's --timeout or an interrupt, not run to their end (%d):", r.System, len(cut))
+			for _, l := range cut {
+				p("%s", l)
+			}
 		}
 	}
 	p("")
@@ -159,8 +198,11 @@ func (c comparison) write(w io.Writer) {
 		for _, r := range c.Systems {
 			s, ok := r.Specs[name]
 			state := s.State
-			if !ok {
+			switch {
+			case !ok:
 				state = "not run"
+			case s.cut():
+				state = "not run (cut: " + s.State + ")"
 			}
 			row += " " + state + " |"
 		}
