@@ -25,7 +25,8 @@ import (
 // as the kubelet does (admission, pod status, the status writes, deletion). The simulator's pods are
 // one provider; a library user implements it over whatever runs its pods. Each method must honour
 // ctx (a pod step is bounded by the Queue's StepTimeout) and be safe for concurrent use; the pods of
-// one Node are worked on by several workers at once, one pod by one at a time.
+// one Node are worked on by several workers at once, one pod by one at a time. The pods it is given
+// are read-only: the pod informer's copies, or shallow copies of them (copy one before changing it).
 type PodProvider interface {
 	// CreatePod starts the containers of an admitted pod; pod.Status.PodIPs are the addresses
 	// nodeagent gave it. Called once per pod UID (again only after a process restart, for a pod not

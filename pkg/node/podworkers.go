@@ -387,9 +387,9 @@ func (c *Controller) syncPod(ctx context.Context, key string, p, prev *v1.Pod, s
 		if err != nil {
 			return c.sandboxFailed(ctx, key, p, st, err)
 		}
-		withIPs := p.DeepCopy()
+		withIPs := *p // shallow: the provider reads it, as every pod it is given (PodProvider)
 		withIPs.Status.PodIPs = toPodIPs(ips)
-		if err := c.cfg.Pods.CreatePod(ctx, withIPs); err != nil {
+		if err := c.cfg.Pods.CreatePod(ctx, &withIPs); err != nil {
 			return result{after: never, err: fmt.Errorf("creating pod %s: %w", key, err)}
 		}
 		st.created = true
