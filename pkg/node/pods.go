@@ -244,15 +244,27 @@ func (c *Controller) rejectPod(ctx context.Context, p *v1.Pod, st *podSyncStatus
 // patchPodStatus writes status as the kubelet's status manager does: a strategic-merge patch against
 // the informer's copy with the pod's UID as a precondition, none when nothing changed (pod.StatusPatch
 // finds that out with one comparison, pod.StatusEqual, building nothing). It records the written pod's
-// resourceVersion in st (staleCopy). It returns the write's error, none for a pod gone or replaced
-// meanwhile (the informer tells).
+// resourceVersion in st (staleCopy), read from the answer's metadata alone with a PodMetadataClient. It
+// returns the write's error, none for a pod gone or replaced meanwhile (the informer tells).
 func (c *Controller) patchPodStatus(ctx context.Context, p *v1.Pod, st *podSyncStatus, status *v1.PodStatus) error {
 	patch, err := pod.StatusPatch(p.UID, &p.Status, status)
 	if err != nil || patch == nil {
 		return err
 	}
-	written, err := c.podClient().CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.StrategicMergePatchType, patch,
-		metav1.PatchOptions{}, "status")
+	var writtenRV string
+	if m := c.deps.PodMetadataClient; m != nil {
+		var written *metav1.PartialObjectMetadata
+		if written, err = m.Resource(podsResource).Namespace(p.Namespace).Patch(ctx, p.Name, types.StrategicMergePatchType,
+			patch, metav1.PatchOptions{}, "status"); err == nil {
+			writtenRV = written.ResourceVersion
+		}
+	} else {
+		var written *v1.Pod
+		if written, err = c.podClient().CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.StrategicMergePatchType, patch,
+			metav1.PatchOptions{}, "status"); err == nil {
+			writtenRV = written.ResourceVersion
+		}
+	}
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil // gone, or another pod under its name now: the informer tells
 	}
@@ -264,11 +276,14 @@ func (c *Controller) patchPodStatus(ctx context.Context, p *v1.Pod, st *podSyncS
 		}
 		return err
 	}
-	if rv, ok := parseRV(written.ResourceVersion); ok {
+	if rv, ok := parseRV(writtenRV); ok {
 		st.writtenRV = rv
 	}
 	return nil
 }
+
+// podsResource is the pods resource, for PodMetadataClient.
+var podsResource = v1.SchemeGroupVersion.WithResource("pods")
 
 // PodStatusRetryPeriod is when a pod status write the API server refused is tried again: the kubelet's
 // status manager's sync period (syncPeriod, 10 s), which retries what it could not write in its next

@@ -15,9 +15,11 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	metadatafake "k8s.io/client-go/metadata/fake"
 	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -430,6 +432,36 @@ func TestPodWritesUsePodClient(t *testing.T) {
 		t.Errorf("pods client's writes %q, want [patch-status a]", w)
 	}
 	e.client = main
+}
+
+// TestPodWritesUsePodMetadataClient: with Dependencies.PodMetadataClient set, a pod's status patch goes
+// through it (the same strategic-merge patch of pods/status), none through the typed clients, and the
+// resourceVersion of its answer (the pod's metadata only) is the one later passes compare the informer's
+// copy with (staleCopy).
+func TestPodWritesUsePodMetadataClient(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	e := newPodEnv(t, testPod("a", "100m", nil))
+	meta := metadatafake.NewSimpleMetadataClient(metadatafake.NewTestScheme())
+	var patches []string
+	meta.PrependReactor("patch", "pods", func(a core.Action) (bool, runtime.Object, error) {
+		pa := a.(core.PatchAction)
+		patches = append(patches, pa.GetSubresource()+" "+pa.GetName()+" "+string(pa.GetPatchType()))
+		return true, &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "default", ResourceVersion: "1234"}}, nil
+	})
+	e.ctrl.deps.PodMetadataClient = meta
+	e.client.ClearActions()
+	if r := e.ctrl.podStep(ctx, "default/a"); r.err != nil {
+		t.Fatal(r.err)
+	}
+	if w := e.writes(); len(w) != 0 {
+		t.Errorf("typed client's pod writes %q, want none", w)
+	}
+	if want := []string{"status a " + string(types.StrategicMergePatchType)}; !slices.Equal(patches, want) {
+		t.Errorf("metadata client's patches %q, want %q", patches, want)
+	}
+	if got := e.ctrl.pods.statuses["default/a"].writtenRV; got != 1234 {
+		t.Errorf("written resourceVersion %d, want 1234 (the answer's)", got)
+	}
 }
 
 // TestPodStepTellsProviderOfChanges: once a pod is created, a later pass calls the provider's UpdatePod
