@@ -88,7 +88,7 @@ func PodIndexers() cache.Indexers {
 // IndexedPodLister is a PodLister over an informer's indexer with PodIndexers.
 type IndexedPodLister struct{ Indexer cache.Indexer }
 
-// Get implements PodLister.
+// Get implements PodLister. A PodOfOtherNode is returned as a pod with its fields only.
 func (l IndexedPodLister) Get(namespace, name string) (*v1.Pod, error) {
 	obj, ok, err := l.Indexer.GetByKey(namespace + "/" + name)
 	if err != nil {
@@ -97,7 +97,23 @@ func (l IndexedPodLister) Get(namespace, name string) (*v1.Pod, error) {
 	if !ok {
 		return nil, apierrors.NewNotFound(v1.Resource("pods"), name)
 	}
-	return obj.(*v1.Pod), nil
+	switch p := obj.(type) {
+	case *v1.Pod:
+		return p, nil
+	case *PodOfOtherNode:
+		return &v1.Pod{ObjectMeta: p.ObjectMeta, Spec: v1.PodSpec{NodeName: p.NodeName}}, nil
+	}
+	return nil, fmt.Errorf("pod %s/%s: the informer holds a %T", namespace, name, obj)
+}
+
+// PodOfOtherNode is what a pod informer's transform may keep, instead of the pod, of a pod bound to a
+// Node the process does not run (as the simulator's shards keep the other shards' pods): its name,
+// namespace, UID and resourceVersion (ObjectMeta, nothing else set) and its spec.nodeName, about a
+// third of the smallest v1.Pod. IndexedPodLister.Get gives it as a v1.Pod with these fields only;
+// PodIndexers does not index it and the Controllers' event handlers ignore it.
+type PodOfOtherNode struct {
+	metav1.ObjectMeta
+	NodeName string
 }
 
 // OnNode implements PodLister.

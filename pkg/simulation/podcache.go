@@ -9,6 +9,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodeagent/nodeagent/pkg/node"
 )
 
 // podCache is the pod informer's transform of a shard's own pods (trimPod): each pod is kept with
@@ -236,4 +238,16 @@ func (c *podCache) boolPtr(b bool) *bool {
 		return c.truePtr
 	}
 	return c.falsePtr
+}
+
+// otherNode returns what the cache keeps of p, a pod of a Node of another shard or a real Node: its
+// name, namespace, UID and resourceVersion and its Node (node.PodOfOtherNode), namespace and Node
+// interned.
+func (c *podCache) otherNode(p *v1.Pod) *node.PodOfOtherNode {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return &node.PodOfOtherNode{
+		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: c.intern(p.Namespace), UID: p.UID, ResourceVersion: p.ResourceVersion},
+		NodeName:   c.intern(p.Spec.NodeName),
+	}
 }

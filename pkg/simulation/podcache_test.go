@@ -9,8 +9,10 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/nodeagent/nodeagent/internal/apiequal/apiequaltest"
+	"github.com/nodeagent/nodeagent/pkg/node"
 )
 
 // TestPodCacheKeepsEveryField: a pod through the cache's transform is its decoded self, field for
@@ -136,4 +138,60 @@ func fixturePod(t testing.TB) *v1.Pod {
 		t.Fatal(err)
 	}
 	return &p
+}
+
+// TestTrimPod: the pod informer's transform keeps a pod of the shard's Nodes whole but its
+// managedFields, and of a pod of any other Node (another shard's, a real Node's) only what
+// node.PodOfOtherNode holds; through node.IndexedPodLister, the latter is a pod with its name,
+// namespace, UID, resourceVersion and Node, and is on no Node's list.
+func TestTrimPod(t *testing.T) {
+	transform := trimPod("sim-node-", Shard{Index: 1, Count: 2}, 1000) // the shard of Nodes 1000-1999
+	for _, tc := range []struct {
+		name, node string
+		own        bool
+	}{
+		{"the shard's first Node", "sim-node-1000", true},
+		{"the shard's last Node", "sim-node-1999", true},
+		{"another shard's Node", "sim-node-0999", false},
+		{"a Node past the shards", "sim-node-2000", false},
+		{"a real Node", "worker-1", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := fixturePod(t)
+			p.Spec.NodeName = tc.node
+			want := p.DeepCopy()
+			obj, err := transform(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, node.PodIndexers())
+			if err := indexer.Add(obj); err != nil {
+				t.Fatal(err)
+			}
+			lister := node.IndexedPodLister{Indexer: indexer}
+			got, err := lister.Get(want.Namespace, want.Name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			onNode, err := lister.OnNode(tc.node)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.own {
+				want.ManagedFields = nil
+				if !reflect.DeepEqual(got, want) || len(onNode) != 1 {
+					t.Errorf("own pod: got %#v, %d on its Node; want it whole but its managedFields, on its Node", got, len(onNode))
+				}
+				return
+			}
+			if _, ok := obj.(*node.PodOfOtherNode); !ok {
+				t.Errorf("another Node's pod kept as %T, want *node.PodOfOtherNode", obj)
+			}
+			trimmed := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: want.Name, Namespace: want.Namespace, UID: want.UID,
+				ResourceVersion: want.ResourceVersion}, Spec: v1.PodSpec{NodeName: tc.node}}
+			if !reflect.DeepEqual(got, trimmed) || len(onNode) != 0 {
+				t.Errorf("another Node's pod: got %#v, %d on its Node; want %#v, on no Node's list", got, len(onNode), trimmed)
+			}
+		})
+	}
 }

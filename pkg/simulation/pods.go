@@ -328,8 +328,8 @@ func (s *simPods) entry(p *v1.Pod, b *Behaviour) *simPod {
 
 // trimPod is the pod informer's transform: a pod bound to one of this shard's Nodes is kept without
 // its managedFields (never read), sharing with the shard's other pods what they hold alike (podCache);
-// a pod of any other Node is cut down to its name, namespace, UID and spec.nodeName, so that a shard
-// holds whole only its own Nodes' pods.
+// a pod of any other Node is cut down to its name, namespace, UID, resourceVersion and spec.nodeName
+// (node.PodOfOtherNode), so that a shard holds whole only its own Nodes' pods.
 func trimPod(prefix string, shard Shard, nodes int) func(any) (any, error) {
 	first := shard.First(nodes)
 	pc := newPodCache()
@@ -341,10 +341,7 @@ func trimPod(prefix string, shard Shard, nodes int) func(any) (any, error) {
 		if ownNode(p.Spec.NodeName, prefix, first, nodes) {
 			return pc.compact(p), nil
 		}
-		return &v1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion},
-			Spec:       v1.PodSpec{NodeName: p.Spec.NodeName},
-		}, nil
+		return pc.otherNode(p), nil
 	}
 }
 
