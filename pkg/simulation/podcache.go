@@ -43,7 +43,7 @@ type podCache struct {
 // emptied.
 const (
 	maxShared   = 1024
-	maxInterned = 16384
+	maxInterned = 32768
 )
 
 func newPodCache() *podCache {
