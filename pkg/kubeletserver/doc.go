@@ -9,6 +9,12 @@
 //	GET|POST /attach/{namespace}/{pod}[/{uid}]/{container}      remotecommand.ServeAttach
 //	GET|POST /portForward/{namespace}/{pod}[/{uid}]             portforward.ServePortForward
 //	POST /run/{namespace}/{pod}[/{uid}]/{container}?cmd=...     the command's output
+//	GET|POST /stats/summary                                    the kubelet's stats/v1alpha1 Summary (Config.Stats)
+//	GET  /metrics/resource                                     the kubelet's resource metrics (Config.Stats)
+//	GET  /metrics/cadvisor                                     cadvisor's collectors (Config.CadvisorCollectors; none: 501)
+//	GET  /metrics/probes                                       the prober's counts (Config.Probes)
+//
+// A path whose source is not configured answers 501 Not Implemented; any other path 404.
 //
 // Every request is authenticated and authorized as the kubelet's InstallAuthFilter does it: an
 // authenticator.Request and an authorizer.Authorizer that BuildAuth makes from the kubelet's

@@ -215,6 +215,7 @@ func render(o options, e *benchkit.Env, runs []*systemRun, km *kubemarkRun) stri
 			}
 			return strings.Join(out, ", ")
 		})
+		t.row("3: Events stored in the window (kind and reason)", func(r *systemRun) string { return r.steadyEvents })
 		t.row("3: kube-apiserver; etcd cores", func(r *systemRun) string {
 			return cores(r.steady.cost, "kube-apiserver") + "; " + cores(r.steady.cost, "etcd")
 		})

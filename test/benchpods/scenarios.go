@@ -63,6 +63,7 @@ type systemRun struct {
 	churnRan              bool
 	nodesLost             map[string]string // Nodes seen not Ready after all were, name → status
 	leaseP50, leaseP99    time.Duration
+	steadyEvents          string // the Events stored in scenario 3's window (eventsWritten)
 	dup                   []string
 }
 
@@ -562,6 +563,9 @@ func runSpread(ctx context.Context, o options, r *systemRun) error {
 	})
 	e.leases.Record(false)
 	if err != nil {
+		return err
+	}
+	if r.steadyEvents, err = eventsWritten(ctx, e.client, steadyFrom, steadyFrom.Add(r.steady.cost.wall)); err != nil {
 		return err
 	}
 	iv := e.leases.Intervals()

@@ -397,24 +397,7 @@ func TestResourceMetrics(t *testing.T) {
 			if err := json.Unmarshal(body, &v); err != nil {
 				return nil, err
 			}
-			out := map[string]bool{}
-			var walk func(prefix string, v any)
-			walk = func(prefix string, v any) {
-				switch x := v.(type) {
-				case map[string]any:
-					for k, c := range x {
-						walk(prefix+"."+k, c)
-					}
-				case []any:
-					for _, c := range x {
-						walk(prefix+"[]", c)
-					}
-				default:
-					out[prefix] = true
-				}
-			}
-			walk("", v)
-			return out, nil
+			return jsonLeafPaths(v), nil
 		}
 		rb, err = get(refBase+"/stats/summary?only_cpu_and_memory=true", "")
 		if err != nil {
@@ -760,16 +743,10 @@ func podSeriesShapes(body []byte, ns, name string) (map[string]string, error) {
 	return out, nil
 }
 
-// summaryPodPaths returns the JSON paths of the leaves of the pods[] element of a Summary whose
-// podRef is ns/name ("[]" for an array's elements).
-func summaryPodPaths(body []byte, ns, name string) (map[string]string, error) {
-	var sum struct {
-		Pods []map[string]any `json:"pods"`
-	}
-	if err := json.Unmarshal(body, &sum); err != nil {
-		return nil, err
-	}
-	out := map[string]string{}
+// jsonLeafPaths returns the paths of the leaves of v, a decoded JSON value: "." and the key for an
+// object's member, "[]" for an array's elements (".pods[].podRef.name").
+func jsonLeafPaths(v any) map[string]bool {
+	out := map[string]bool{}
 	var walk func(prefix string, v any)
 	walk = func(prefix string, v any) {
 		switch x := v.(type) {
@@ -782,12 +759,28 @@ func summaryPodPaths(body []byte, ns, name string) (map[string]string, error) {
 				walk(prefix+"[]", c)
 			}
 		default:
-			out[prefix] = "present"
+			out[prefix] = true
 		}
+	}
+	walk("", v)
+	return out
+}
+
+// summaryPodPaths returns the JSON paths of the leaves of the pods[] element of a Summary whose
+// podRef is ns/name ("[]" for an array's elements).
+func summaryPodPaths(body []byte, ns, name string) (map[string]string, error) {
+	var sum struct {
+		Pods []map[string]any `json:"pods"`
+	}
+	if err := json.Unmarshal(body, &sum); err != nil {
+		return nil, err
 	}
 	for _, p := range sum.Pods {
 		if ref, ok := p["podRef"].(map[string]any); ok && ref["namespace"] == ns && ref["name"] == name {
-			walk("", p)
+			out := map[string]string{}
+			for path := range jsonLeafPaths(p) {
+				out[path] = "present"
+			}
 			return out, nil
 		}
 	}
