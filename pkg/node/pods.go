@@ -161,16 +161,32 @@ func (c *Controller) addPod(key string) {
 }
 
 // podUpdated is the informer's news of pod p of this Node (added, changed, deleted): the kubelet's
-// UpdatePod. A deletion cancels the SyncPod in flight; the pod is queued.
-func (c *Controller) podUpdated(p *v1.Pod) {
+// UpdatePod. A deletion cancels the SyncPod in flight; the pod is queued, unless update is true (an
+// update, not an add or a deletion) and p is only this process's last status write of it
+// (podWorkers.ownWrite).
+func (c *Controller) podUpdated(p *v1.Pod, update bool) {
 	if c.pods == nil {
 		return
 	}
 	key := p.Namespace + "/" + p.Name
+	if c.onlyOwnWrite(key, p, update) {
+		return
+	}
 	if p.DeletionTimestamp != nil {
 		c.pods.terminationArrived(key)
 	}
 	c.addPod(key)
+}
+
+// onlyOwnWrite reports whether the informer's news of pod key, p, is an update that is only this
+// process's last status write of it (podWorkers.ownWrite): no deletion timestamp, its resourceVersion
+// the write's.
+func (c *Controller) onlyOwnWrite(key string, p *v1.Pod, update bool) bool {
+	if !update || p.DeletionTimestamp != nil {
+		return false
+	}
+	rv, ok := parseRV(p.ResourceVersion)
+	return ok && c.pods.ownWrite(key, p.UID, rv)
 }
 
 // PodCounts returns how many pods the Node's pod workers know (bound to it and not yet forgotten) and
@@ -186,15 +202,16 @@ func (c *Controller) PodCounts() (pods, ips int) {
 // what a library program with one Node adds to its informer. A process with many Nodes on one Queue
 // uses Queue.PodEventHandler instead.
 func (c *Controller) PodEventHandler() cache.ResourceEventHandler {
-	queue := func(obj any) {
+	queue := func(obj any, update bool) {
 		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = d.Obj
 		}
 		if p, ok := obj.(*v1.Pod); ok && p.Spec.NodeName == c.cfg.NodeName {
-			c.podUpdated(p)
+			c.podUpdated(p, update)
 		}
 	}
-	return cache.ResourceEventHandlerFuncs{AddFunc: queue, UpdateFunc: func(_, obj any) { queue(obj) }, DeleteFunc: queue}
+	return cache.ResourceEventHandlerFuncs{AddFunc: func(obj any) { queue(obj, false) },
+		UpdateFunc: func(_, obj any) { queue(obj, true) }, DeleteFunc: func(obj any) { queue(obj, false) }}
 }
 
 // queueAllPods queues every pod bound to the Node (once registered: pods bound before the controller
@@ -293,7 +310,7 @@ func (c *Controller) patchPodStatus(ctx context.Context, p *v1.Pod, st *podSyncS
 		return err
 	}
 	if rv, ok := parseRV(writtenRV); ok {
-		st.writtenRV = rv
+		st.writtenRV.Store(rv)
 	}
 	return nil
 }
@@ -350,7 +367,8 @@ const ReasonFailedSync = "FailedSync"
 // etcd's revisions (kube-apiserver's are); one that is not a number is never stale.
 func (c *Controller) staleCopy(p *v1.Pod, st *podSyncStatus) bool {
 	rv, ok := parseRV(p.ResourceVersion)
-	return ok && st.writtenRV != 0 && rv < st.writtenRV
+	written := st.writtenRV.Load()
+	return ok && written != 0 && rv < written
 }
 
 func parseRV(s string) (uint64, bool) {

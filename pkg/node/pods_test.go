@@ -459,7 +459,7 @@ func TestPodWritesUsePodMetadataClient(t *testing.T) {
 	if want := []string{"status a " + string(types.StrategicMergePatchType)}; !slices.Equal(patches, want) {
 		t.Errorf("metadata client's patches %q, want %q", patches, want)
 	}
-	if got := e.ctrl.pods.statuses["default/a"].writtenRV; got != 1234 {
+	if got := e.ctrl.pods.statuses["default/a"].writtenRV.Load(); got != 1234 {
 		t.Errorf("written resourceVersion %d, want 1234 (the answer's)", got)
 	}
 }
@@ -573,7 +573,7 @@ func TestPodStepLaterPasses(t *testing.T) {
 				t.Fatal(r.err)
 			}
 			if tc.writtenRV != 0 {
-				e.ctrl.pods.statuses["default/a"].writtenRV = tc.writtenRV
+				e.ctrl.pods.statuses["default/a"].writtenRV.Store(tc.writtenRV)
 			}
 			written := first
 			if p, err := e.client.CoreV1().Pods("default").Get(ctx, "a", metav1.GetOptions{}); err == nil {
@@ -679,4 +679,77 @@ func TestPodAdmissionListsPodsOnce(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPodOwnWriteNotSynced: an update of a pod that is only this process's last status write of it
+// (its resourceVersion the write's answer's) queues no pass, as the kubelet syncs no pod for an update
+// of its status alone; any other news does: another writer's update, an add, a deletion, a deletion
+// timestamp, another pod under the name, and the write's own update while a pass waits for it (it found
+// the informer's copy older than the write). A pass that finds the informer's copy older than its
+// write, when the write's update is in the informer already (its event came between the pass's read
+// and its check), runs again at once.
+func TestPodOwnWriteNotSynced(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	deleting := metav1.NewTime(time.Date(2026, 11, 27, 1, 0, 0, 0, time.UTC))
+	for _, tc := range []struct {
+		name     string
+		rv       string
+		update   bool
+		mutate   func(*v1.Pod)
+		awaiting bool
+		want     bool // the news dropped
+	}{
+		{name: "the write's update", rv: "1234", update: true, want: true},
+		{name: "another writer's update", rv: "1235", update: true},
+		{name: "an add at the write's version", rv: "1234"},
+		{name: "a deletion at the write's version", rv: "1234"},
+		{name: "a deletion timestamp", rv: "1234", update: true, mutate: func(p *v1.Pod) { p.DeletionTimestamp = &deleting }},
+		{name: "another pod under the name", rv: "1234", update: true, mutate: func(p *v1.Pod) { p.UID = "other" }},
+		{name: "a pass waits for the write", rv: "1234", update: true, awaiting: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newPodEnv(t, testPod("a", "100m", nil))
+			meta := metadatafake.NewSimpleMetadataClient(metadatafake.NewTestScheme())
+			meta.PrependReactor("patch", "pods", func(core.Action) (bool, runtime.Object, error) {
+				return true, &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "1234"}}, nil
+			})
+			e.ctrl.deps.PodMetadataClient = meta
+			if r := e.ctrl.podStep(ctx, "default/a"); r.err != nil {
+				t.Fatal(r.err)
+			}
+			e.ctrl.pods.statuses["default/a"].awaitingWrite.Store(tc.awaiting)
+			p := e.pod(t, "a")
+			p.ResourceVersion = tc.rv
+			if tc.mutate != nil {
+				tc.mutate(p)
+			}
+			if got := e.ctrl.onlyOwnWrite("default/a", p, tc.update); got != tc.want {
+				t.Errorf("dropped: %v, want %v", got, tc.want)
+			}
+		})
+	}
+	t.Run("a stale pass finds the write in the informer", func(t *testing.T) {
+		first := testPod("a", "100m", nil)
+		first.ResourceVersion = "10"
+		e := newPodEnv(t, first)
+		if r := e.ctrl.podStep(ctx, "default/a"); r.err != nil {
+			t.Fatal(r.err)
+		}
+		st := e.ctrl.pods.statuses["default/a"]
+		st.writtenRV.Store(12)
+		written := e.pod(t, "a")
+		written.ResourceVersion = "12"
+		// The pass reads a copy older than the write (RV 10), and the informer has the write (RV 12).
+		stale := first.DeepCopy()
+		if err := e.pods.Update(written); err != nil {
+			t.Fatal(err)
+		}
+		_, _, r, ok := e.ctrl.syncPodStatus(ctx, "default/a", stale, stale, st, false)
+		if ok || r.after != 0 || r.err != nil {
+			t.Errorf("stale pass: ok %v, result %+v; want it run again at once (after 0)", ok, r)
+		}
+		if !st.awaitingWrite.Load() {
+			t.Errorf("awaitingWrite not set by the stale pass")
+		}
+	})
 }
