@@ -18,9 +18,11 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/connrotation"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/utils/clock"
 
 	"github.com/nodeagent/nodeagent/pkg/nodecache"
@@ -61,6 +63,9 @@ type Set struct {
 	Client, Heartbeat, Events kubernetes.Interface
 	// Pods writes pod status and deletes pods: a client of its own with Config.PodQPS, or Client.
 	Pods kubernetes.Interface
+	// PodMetadata patches pod status and reads the answer as the pod's metadata only (client-go's
+	// metadata client: PartialObjectMetadata, not the whole pod decoded), on the rate limit of Pods.
+	PodMetadata metadata.Interface
 	// CloseAllConns closes every API connection (and so resets the watch).
 	CloseAllConns func()
 	// Informers has the Node informer (Core().V1().Nodes()), its objects without managedFields;
@@ -112,12 +117,21 @@ func New(ctx context.Context, cfg Config) (*Set, error) {
 		}
 	}
 	s.Pods = s.Client
+	podConfig := restConfig
 	if cfg.PodQPS > 0 && cfg.PodBurst > 0 {
-		podConfig := rest.CopyConfig(restConfig)
+		podConfig = rest.CopyConfig(restConfig)
 		podConfig.QPS, podConfig.Burst = cfg.PodQPS, cfg.PodBurst
+		// One limiter for the pod writes of both clients (typed and metadata).
+		podConfig.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(cfg.PodQPS, cfg.PodBurst)
 		if s.Pods, err = kubernetes.NewForConfig(podConfig); err != nil {
 			return nil, fmt.Errorf("building pods client: %w", err)
 		}
+	} else {
+		podConfig = rest.CopyConfig(restConfig)
+		podConfig.RateLimiter = s.Client.CoreV1().RESTClient().GetRateLimiter() // the main client's
+	}
+	if s.PodMetadata, err = metadata.NewForConfig(podConfig); err != nil {
+		return nil, fmt.Errorf("building pods metadata client: %w", err)
 	}
 
 	s.NodeCache = nodecache.New(cfg.Clock)

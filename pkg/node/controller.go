@@ -33,6 +33,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -184,6 +185,11 @@ type Dependencies struct {
 	// PodClient patches pod status and deletes pods (a client with a rate limit of its own, as
 	// apiclient.Set.Pods); nil: Client.
 	PodClient kubernetes.Interface
+	// PodMetadataClient, if set, sends the pod status patches instead of PodClient and reads each
+	// answer as the pod's metadata only (apiclient.Set.PodMetadata: client-go's metadata client, the
+	// API server answering PartialObjectMetadata), not the whole pod decoded: the Controller reads only
+	// its resourceVersion. Give it PodClient's rate limiter.
+	PodMetadataClient metadata.Interface
 }
 
 // Controller keeps one Node true. Build with New; run with Run, or Start it on a shared Queue.

@@ -34,8 +34,9 @@ func (r *podRouter) remove(c *Controller) {
 	}
 }
 
-// route tells the Controller of p's Node, if any, of p (Controller.podUpdated).
-func (r *podRouter) route(p *v1.Pod) {
+// route tells the Controller of p's Node, if any, of p (Controller.podUpdated; update: an update
+// event, not an add or a deletion).
+func (r *podRouter) route(p *v1.Pod, update bool) {
 	if p.Spec.NodeName == "" {
 		return
 	}
@@ -43,23 +44,23 @@ func (r *podRouter) route(p *v1.Pod) {
 	c := r.byNode[p.Spec.NodeName]
 	r.mu.Unlock()
 	if c != nil {
-		c.podUpdated(p)
+		c.podUpdated(p, update)
 	}
 }
 
 // handler is the pod informer's handler: every pod added, changed or deleted is routed.
 func (r *podRouter) handler() cache.ResourceEventHandler {
-	route := func(obj any) {
+	route := func(obj any, update bool) {
 		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = d.Obj
 		}
 		if p, ok := obj.(*v1.Pod); ok {
-			r.route(p)
+			r.route(p, update)
 		}
 	}
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc:    route,
-		UpdateFunc: func(_, obj any) { route(obj) },
-		DeleteFunc: route,
+		AddFunc:    func(obj any) { route(obj, false) },
+		UpdateFunc: func(_, obj any) { route(obj, true) },
+		DeleteFunc: func(obj any) { route(obj, false) },
 	}
 }

@@ -25,7 +25,8 @@ import (
 // as the kubelet does (admission, pod status, the status writes, deletion). The simulator's pods are
 // one provider; a library user implements it over whatever runs its pods. Each method must honour
 // ctx (a pod step is bounded by the Queue's StepTimeout) and be safe for concurrent use; the pods of
-// one Node are worked on by several workers at once, one pod by one at a time.
+// one Node are worked on by several workers at once, one pod by one at a time. The pods it is given
+// are read-only: the pod informer's copies, or shallow copies of them (copy one before changing it).
 type PodProvider interface {
 	// CreatePod starts the containers of an admitted pod; pod.Status.PodIPs are the addresses
 	// nodeagent gave it. Called once per pod UID (again only after a process restart, for a pod not
@@ -87,7 +88,7 @@ func PodIndexers() cache.Indexers {
 // IndexedPodLister is a PodLister over an informer's indexer with PodIndexers.
 type IndexedPodLister struct{ Indexer cache.Indexer }
 
-// Get implements PodLister.
+// Get implements PodLister. A PodOfOtherNode is returned as a pod with its fields only.
 func (l IndexedPodLister) Get(namespace, name string) (*v1.Pod, error) {
 	obj, ok, err := l.Indexer.GetByKey(namespace + "/" + name)
 	if err != nil {
@@ -96,7 +97,23 @@ func (l IndexedPodLister) Get(namespace, name string) (*v1.Pod, error) {
 	if !ok {
 		return nil, apierrors.NewNotFound(v1.Resource("pods"), name)
 	}
-	return obj.(*v1.Pod), nil
+	switch p := obj.(type) {
+	case *v1.Pod:
+		return p, nil
+	case *PodOfOtherNode:
+		return &v1.Pod{ObjectMeta: p.ObjectMeta, Spec: v1.PodSpec{NodeName: p.NodeName}}, nil
+	}
+	return nil, fmt.Errorf("pod %s/%s: the informer holds a %T", namespace, name, obj)
+}
+
+// PodOfOtherNode is what a pod informer's transform may keep, instead of the pod, of a pod bound to a
+// Node the process does not run (as the simulator's shards keep the other shards' pods): its name,
+// namespace, UID and resourceVersion (ObjectMeta, nothing else set) and its spec.nodeName, about a
+// third of the smallest v1.Pod. IndexedPodLister.Get gives it as a v1.Pod with these fields only;
+// PodIndexers does not index it and the Controllers' event handlers ignore it.
+type PodOfOtherNode struct {
+	metav1.ObjectMeta
+	NodeName string
 }
 
 // OnNode implements PodLister.
@@ -144,16 +161,32 @@ func (c *Controller) addPod(key string) {
 }
 
 // podUpdated is the informer's news of pod p of this Node (added, changed, deleted): the kubelet's
-// UpdatePod. A deletion cancels the SyncPod in flight; the pod is queued.
-func (c *Controller) podUpdated(p *v1.Pod) {
+// UpdatePod. A deletion cancels the SyncPod in flight; the pod is queued, unless update is true (an
+// update, not an add or a deletion) and p is only this process's last status write of it
+// (podWorkers.ownWrite).
+func (c *Controller) podUpdated(p *v1.Pod, update bool) {
 	if c.pods == nil {
 		return
 	}
 	key := p.Namespace + "/" + p.Name
+	if c.onlyOwnWrite(key, p, update) {
+		return
+	}
 	if p.DeletionTimestamp != nil {
 		c.pods.terminationArrived(key)
 	}
 	c.addPod(key)
+}
+
+// onlyOwnWrite reports whether the informer's news of pod key, p, is an update that is only this
+// process's last status write of it (podWorkers.ownWrite): no deletion timestamp, its resourceVersion
+// the write's.
+func (c *Controller) onlyOwnWrite(key string, p *v1.Pod, update bool) bool {
+	if !update || p.DeletionTimestamp != nil {
+		return false
+	}
+	rv, ok := parseRV(p.ResourceVersion)
+	return ok && c.pods.ownWrite(key, p.UID, rv)
 }
 
 // PodCounts returns how many pods the Node's pod workers know (bound to it and not yet forgotten) and
@@ -169,15 +202,16 @@ func (c *Controller) PodCounts() (pods, ips int) {
 // what a library program with one Node adds to its informer. A process with many Nodes on one Queue
 // uses Queue.PodEventHandler instead.
 func (c *Controller) PodEventHandler() cache.ResourceEventHandler {
-	queue := func(obj any) {
+	queue := func(obj any, update bool) {
 		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = d.Obj
 		}
 		if p, ok := obj.(*v1.Pod); ok && p.Spec.NodeName == c.cfg.NodeName {
-			c.podUpdated(p)
+			c.podUpdated(p, update)
 		}
 	}
-	return cache.ResourceEventHandlerFuncs{AddFunc: queue, UpdateFunc: func(_, obj any) { queue(obj) }, DeleteFunc: queue}
+	return cache.ResourceEventHandlerFuncs{AddFunc: func(obj any) { queue(obj, false) },
+		UpdateFunc: func(_, obj any) { queue(obj, true) }, DeleteFunc: func(obj any) { queue(obj, false) }}
 }
 
 // queueAllPods queues every pod bound to the Node (once registered: pods bound before the controller
@@ -243,15 +277,27 @@ func (c *Controller) rejectPod(ctx context.Context, p *v1.Pod, st *podSyncStatus
 // patchPodStatus writes status as the kubelet's status manager does: a strategic-merge patch against
 // the informer's copy with the pod's UID as a precondition, none when nothing changed (pod.StatusPatch
 // finds that out with one comparison, pod.StatusEqual, building nothing). It records the written pod's
-// resourceVersion in st (staleCopy). It returns the write's error, none for a pod gone or replaced
-// meanwhile (the informer tells).
+// resourceVersion in st (staleCopy), read from the answer's metadata alone with a PodMetadataClient. It
+// returns the write's error, none for a pod gone or replaced meanwhile (the informer tells).
 func (c *Controller) patchPodStatus(ctx context.Context, p *v1.Pod, st *podSyncStatus, status *v1.PodStatus) error {
 	patch, err := pod.StatusPatch(p.UID, &p.Status, status)
 	if err != nil || patch == nil {
 		return err
 	}
-	written, err := c.podClient().CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.StrategicMergePatchType, patch,
-		metav1.PatchOptions{}, "status")
+	var writtenRV string
+	if m := c.deps.PodMetadataClient; m != nil {
+		var written *metav1.PartialObjectMetadata
+		if written, err = m.Resource(podsResource).Namespace(p.Namespace).Patch(ctx, p.Name, types.StrategicMergePatchType,
+			patch, metav1.PatchOptions{}, "status"); err == nil {
+			writtenRV = written.ResourceVersion
+		}
+	} else {
+		var written *v1.Pod
+		if written, err = c.podClient().CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.StrategicMergePatchType, patch,
+			metav1.PatchOptions{}, "status"); err == nil {
+			writtenRV = written.ResourceVersion
+		}
+	}
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil // gone, or another pod under its name now: the informer tells
 	}
@@ -263,11 +309,14 @@ func (c *Controller) patchPodStatus(ctx context.Context, p *v1.Pod, st *podSyncS
 		}
 		return err
 	}
-	if rv, ok := parseRV(written.ResourceVersion); ok {
-		st.writtenRV = rv
+	if rv, ok := parseRV(writtenRV); ok {
+		st.writtenRV.Store(rv)
 	}
 	return nil
 }
+
+// podsResource is the pods resource, for PodMetadataClient.
+var podsResource = v1.SchemeGroupVersion.WithResource("pods")
 
 // PodStatusRetryPeriod is when a pod status write the API server refused is tried again: the kubelet's
 // status manager's sync period (syncPeriod, 10 s), which retries what it could not write in its next
@@ -318,7 +367,8 @@ const ReasonFailedSync = "FailedSync"
 // etcd's revisions (kube-apiserver's are); one that is not a number is never stale.
 func (c *Controller) staleCopy(p *v1.Pod, st *podSyncStatus) bool {
 	rv, ok := parseRV(p.ResourceVersion)
-	return ok && st.writtenRV != 0 && rv < st.writtenRV
+	written := st.writtenRV.Load()
+	return ok && written != 0 && rv < written
 }
 
 func parseRV(s string) (uint64, bool) {

@@ -95,9 +95,13 @@ type podSyncStatus struct {
 	// generation is the pod's metadata.generation the provider was last told of.
 	generation int64
 	// writtenRV is the resourceVersion of the pod after this process's last status write: a copy
-	// older than it (the informer has not delivered that write yet) is not written against.
-	writtenRV uint64
-	pod       *v1.Pod // the last copy seen, for DeletePod once the pod has left the API
+	// older than it (the informer has not delivered that write yet) is not written against. Read by
+	// the informer's event handler too (ownWrite).
+	writtenRV atomic.Uint64
+	// awaitingWrite: a pass found the informer's copy older than writtenRV and left the pod to the
+	// event of that write (which ownWrite must then not drop).
+	awaitingWrite atomic.Bool
+	pod           *v1.Pod // the last copy seen, for DeletePod once the pod has left the API
 	// evict is why the kubelet fails the pod while it runs (a pod sync handler's ShouldEvict: its
 	// active deadline, the eviction manager): its status is Failed with this reason and message once its
 	// containers stopped; nil otherwise.
@@ -268,6 +272,17 @@ func (w *podWorkers) knows(key string, uid types.UID) bool {
 	return st != nil && st.uid == uid
 }
 
+// ownWrite reports whether rv, of an update of pod key (uid) the informer tells of, is this
+// process's last status write of it, and no pass waits for that write's event: the update is only
+// what a pass wrote, so a pass over it would compute and write nothing new (the kubelet does not sync
+// a pod for an update of its status alone either: config.checkAndUpdatePod).
+func (w *podWorkers) ownWrite(key string, uid types.UID, rv uint64) bool {
+	w.mu.Lock()
+	st := w.statuses[key]
+	w.mu.Unlock()
+	return st != nil && st.uid == uid && rv != 0 && st.writtenRV.Load() == rv && !st.awaitingWrite.Load()
+}
+
 // len returns how many pods the workers know.
 func (w *podWorkers) len() int {
 	w.mu.Lock()
@@ -387,9 +402,9 @@ func (c *Controller) syncPod(ctx context.Context, key string, p, prev *v1.Pod, s
 		if err != nil {
 			return c.sandboxFailed(ctx, key, p, st, err)
 		}
-		withIPs := p.DeepCopy()
+		withIPs := *p // shallow: the provider reads it, as every pod it is given (PodProvider)
 		withIPs.Status.PodIPs = toPodIPs(ips)
-		if err := c.cfg.Pods.CreatePod(ctx, withIPs); err != nil {
+		if err := c.cfg.Pods.CreatePod(ctx, &withIPs); err != nil {
 			return result{after: never, err: fmt.Errorf("creating pod %s: %w", key, err)}
 		}
 		st.created = true
@@ -575,8 +590,15 @@ func (c *Controller) syncPodStatus(ctx context.Context, key string, p, runtimePo
 	if c.staleCopy(p, st) {
 		// The informer has not delivered this process's last write yet: its event queues the pod
 		// again, and the status is computed against it then (no write of what is written already).
+		// Said before the informer is read again: an event it told before this (and that ownWrite
+		// dropped) left its copy in the informer already, found here, and the pod is synced again now.
+		st.awaitingWrite.Store(true)
+		if cur, err := c.deps.Pods.Get(p.Namespace, p.Name); err == nil && cur.UID == p.UID && !c.staleCopy(cur, st) {
+			return status, 0, result{after: 0}, false
+		}
 		return status, 0, result{after: never}, false
 	}
+	st.awaitingWrite.Store(false)
 	if err := c.patchPodStatus(ctx, p, st, &status); err != nil {
 		return status, 0, patchFailed(err), false
 	}

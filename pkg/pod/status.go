@@ -200,6 +200,8 @@ func generateStatus(pod *v1.Pod, rt *RuntimeStatus, now time.Time, evict *Evict)
 
 	applyProber(pod, rt, &s)
 
+	// Room for the other writers' conditions and the kubelet's five (one allocation, not four).
+	s.Conditions = make([]v1.PodCondition, 0, len(old.Conditions)+5)
 	for _, c := range old.Conditions {
 		if !isKubeletCondition(c.Type) {
 			s.Conditions = append(s.Conditions, c)

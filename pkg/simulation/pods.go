@@ -39,15 +39,35 @@ type simPods struct {
 
 	mu   sync.Mutex
 	pods map[types.UID]*simPod
+	// behaviours are the last distinct behaviours parsed, shared by the records whose pods parse alike
+	// (most pods: the simulation's defaults); at most maxSharedBehaviours.
+	behaviours []*Behaviour
+}
+
+// maxSharedBehaviours bounds simPods.behaviours.
+const maxSharedBehaviours = 8
+
+// sharedBehaviour returns a behaviour held equal to b, else holds b. mu held.
+func (s *simPods) sharedBehaviour(b Behaviour) *Behaviour {
+	for _, h := range s.behaviours {
+		if reflect.DeepEqual(*h, b) {
+			return h
+		}
+	}
+	if len(s.behaviours) == maxSharedBehaviours {
+		s.behaviours = s.behaviours[1:]
+	}
+	s.behaviours = append(s.behaviours, &b)
+	return &b
 }
 
 type simPod struct {
 	// namespace, name and node are the pod's (strings shared with the informer's copy), for GetPods.
 	namespace, name, node string
 	start                 time.Time
-	stopping              bool      // DeletePod was called with a deletionTimestamp
-	stopSeen              time.Time // when: the delete request as Simulate places it within its second
-	behaviour             Behaviour
+	stopping              bool       // DeletePod was called with a deletionTimestamp
+	stopSeen              time.Time  // when: the delete request as Simulate places it within its second
+	behaviour             *Behaviour // read-only, shared with the pods that parse alike (sharedBehaviour)
 	overrides             Overrides
 	// seen is the view of its containers last told in Events (containerEvents).
 	seen []containerSeen
@@ -114,7 +134,7 @@ func (s *simPods) parseBehaviour(ctx context.Context, p *v1.Pod) {
 	}
 	s.mu.Lock()
 	sp := s.pods[p.UID]
-	changed := sp != nil && !reflect.DeepEqual(sp.behaviour, b)
+	changed := sp != nil && !reflect.DeepEqual(*sp.behaviour, b)
 	s.mu.Unlock()
 	if changed {
 		_, rt, _, now, tally := s.viewWith(ctx, p, hasProbe(p))
@@ -173,7 +193,7 @@ func (s *simPods) GetPodStatus(ctx context.Context, p *v1.Pod) (node.PodRuntimeS
 	if sp.seen == nil {
 		sp.seen = seenInStatus(p)
 	}
-	b := sp.behaviour
+	b := *sp.behaviour
 	readinessFailed := func(c *v1.Container, start time.Time) time.Time {
 		return readinessFailedAt(c, b.For(c.Name), start, now)
 	}
@@ -211,7 +231,7 @@ func (s *simPods) viewWith(ctx context.Context, p *v1.Pod, probes bool) (*simPod
 			sp.ephemeralStarts[name] = now
 		}
 	}
-	b := sp.behaviour
+	b := *sp.behaviour
 	var base probeTallies
 	if probes {
 		base = probeTallies{}
@@ -316,34 +336,33 @@ func (s *simPods) entry(p *v1.Pod, b *Behaviour) *simPod {
 		sp = &simPod{namespace: p.Namespace, name: p.Name, node: p.Spec.NodeName, start: start,
 			baseline: BaselineFromStatus(p, s.clock.Now())}
 		if b == nil { // rare (see above): parsed under the lock
-			sp.behaviour, _ = PodBehaviour(p, s.defaults)
+			b, _ := PodBehaviour(p, s.defaults)
+			sp.behaviour = s.sharedBehaviour(b)
 		}
 		s.pods[p.UID] = sp
 	}
 	if b != nil {
-		sp.behaviour = *b
+		sp.behaviour = s.sharedBehaviour(*b)
 	}
 	return sp
 }
 
 // trimPod is the pod informer's transform: a pod bound to one of this shard's Nodes is kept without
-// its managedFields (never read); a pod of any other Node is cut down to its name, namespace, UID and
-// spec.nodeName, so that a shard holds whole only its own Nodes' pods.
+// its managedFields (never read), sharing with the shard's other pods what they hold alike (podCache);
+// a pod of any other Node is cut down to its name, namespace, UID, resourceVersion and spec.nodeName
+// (node.PodOfOtherNode), so that a shard holds whole only its own Nodes' pods.
 func trimPod(prefix string, shard Shard, nodes int) func(any) (any, error) {
 	first := shard.First(nodes)
+	pc := newPodCache()
 	return func(obj any) (any, error) {
 		p, ok := obj.(*v1.Pod)
 		if !ok {
 			return obj, nil
 		}
 		if ownNode(p.Spec.NodeName, prefix, first, nodes) {
-			p.ManagedFields = nil
-			return p, nil
+			return pc.compact(p), nil
 		}
-		return &v1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion},
-			Spec:       v1.PodSpec{NodeName: p.Spec.NodeName},
-		}, nil
+		return pc.otherNode(p), nil
 	}
 }
 

@@ -3,6 +3,7 @@ package simulation
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	testingclock "k8s.io/utils/clock/testing"
@@ -158,5 +160,59 @@ func TestSetPodContainerRefusesNoOps(t *testing.T) {
 		case tc.wantErr != "" && (!errors.Is(err, ErrBadChange) || !strings.Contains(err.Error(), tc.wantErr)):
 			t.Errorf("%+v: error %v, want ErrBadChange with %q", tc.change, err, tc.wantErr)
 		}
+	}
+}
+
+// TestSimPodsShareBehaviour: the records of pods whose annotations parse alike hold one behaviour (most
+// pods: the simulation's defaults), a pod with its own annotations one of its own, unchanged by the
+// pods after it; at most maxSharedBehaviours are held for sharing.
+func TestSimPodsShareBehaviour(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC))
+	s := newSimPods(Behaviour{}, "fakeRuntime", record.NewFakeRecorder(100), clk)
+	mk := func(name, delay string) *v1.Pod {
+		p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: "uid-" + types.UID(name)},
+			Spec: v1.PodSpec{NodeName: "n", Containers: []v1.Container{{Name: "c", Image: "i"}}}}
+		if delay != "" {
+			p.Annotations = map[string]string{"nodeagent.io/readiness-delay": delay}
+		}
+		if err := s.CreatePod(t.Context(), p); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name       string
+		delayA     string
+		delayB     string
+		wantShared bool
+		wantDelayA time.Duration
+		wantDelayB time.Duration
+	}{
+		{"both the defaults", "", "", true, 0, 0},
+		{"the same annotation", "3s", "3s", true, 3 * time.Second, 3 * time.Second},
+		{"one annotated", "3s", "", false, 3 * time.Second, 0},
+		{"two annotations", "3s", "5s", false, 3 * time.Second, 5 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := mk(tc.name+"-a", tc.delayA), mk(tc.name+"-b", tc.delayB)
+			s.mu.Lock()
+			ba, bb := s.pods[a.UID].behaviour, s.pods[b.UID].behaviour
+			s.mu.Unlock()
+			if (ba == bb) != tc.wantShared {
+				t.Errorf("shared: %v, want %v", ba == bb, tc.wantShared)
+			}
+			if got := ba.Default.ReadinessDelay; got != tc.wantDelayA {
+				t.Errorf("first pod's readiness delay %v, want %v", got, tc.wantDelayA)
+			}
+			if got := bb.Default.ReadinessDelay; got != tc.wantDelayB {
+				t.Errorf("second pod's readiness delay %v, want %v", got, tc.wantDelayB)
+			}
+		})
+	}
+	for i := range 3 * maxSharedBehaviours {
+		mk(fmt.Sprintf("many-%d", i), fmt.Sprintf("%ds", i+10))
+	}
+	if n := len(s.behaviours); n > maxSharedBehaviours {
+		t.Errorf("%d behaviours held for sharing, bound %d", n, maxSharedBehaviours)
 	}
 }

@@ -166,7 +166,7 @@ func NewProcess(ctx context.Context, cfg ProcessConfig) (*Process, error) {
 			// outage, N Leases resume together, at the cost of one GET per probe period while they wait.
 			Serving:   lease.NewServingProbe(set.Heartbeat, first, clk, 0),
 			Pods:      node.IndexedPodLister{Indexer: podInformer.GetIndexer()},
-			PodClient: set.Pods,
+			PodClient: set.Pods, PodMetadataClient: set.PodMetadata,
 		},
 		PodBehaviour: cfg.PodBehaviour, KubeletAPI: cfg.KubeletAPI, InterpretPodCommands: cfg.InterpretPodCommands,
 		StartQPS: float64(cfg.QPS), StartBurst: cfg.Burst,
