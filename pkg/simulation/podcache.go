@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"slices"
 	"sync"
+	"unique"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,12 +26,12 @@ import (
 //
 // What is shared is read-only, as everything an informer holds (client-go's contract): a reader that
 // changes a pod copies it first (DeepCopy), as pkg/pod and pkg/node do. Each table is bounded
-// (maxShared values, maxInterned strings) and emptied when full: the values already shared stay with
-// the pods that hold them, and new pods start sharing again.
+// (maxShared values) and emptied when full: the values already shared stay with the pods that hold
+// them, and new pods start sharing again. Strings are interned with the standard library's unique
+// package, which holds each canonical string only while something refers to it.
 type podCache struct {
 	mu                sync.Mutex
 	seed              maphash.Seed
-	strings           map[string]string
 	specs             sharedTable[*v1.PodSpec]
 	maps              sharedTable[map[string]string]
 	owners            sharedTable[[]metav1.OwnerReference]
@@ -39,16 +40,12 @@ type podCache struct {
 	falsePtr, truePtr *bool
 }
 
-// maxShared bounds each table of shared values, maxInterned the strings: beyond, the table is
-// emptied.
-const (
-	maxShared   = 1024
-	maxInterned = 32768
-)
+// maxShared bounds each table of shared values: beyond, the table is emptied.
+const maxShared = 1024
 
 func newPodCache() *podCache {
 	f, t := false, true
-	return &podCache{seed: maphash.MakeSeed(), strings: map[string]string{}, falsePtr: &f, truePtr: &t}
+	return &podCache{seed: maphash.MakeSeed(), falsePtr: &f, truePtr: &t}
 }
 
 // sharedTable holds values by a hash of their content, each compared by an equality when found.
@@ -88,19 +85,12 @@ func (c *podCache) compact(p *v1.Pod) *v1.Pod {
 	return p
 }
 
-// intern returns the string held equal to s (s itself the first time).
+// intern returns the canonical string equal to s (unique.Make's).
 func (c *podCache) intern(s string) string {
 	if s == "" {
 		return ""
 	}
-	if i, ok := c.strings[s]; ok {
-		return i
-	}
-	if len(c.strings) >= maxInterned {
-		clear(c.strings)
-	}
-	c.strings[s] = s
-	return s
+	return unique.Make(s).Value()
 }
 
 func (c *podCache) stringMap(m map[string]string) map[string]string {
