@@ -14,14 +14,16 @@ import (
 // eventsWritten summarizes the Events the API server stored in [from, to) (their creationTimestamp):
 // how many of each involved object's kind and reason, most first, and the longest lag between the
 // time the recorder gave an Event (firstTimestamp, or eventTime) and the time the API server stored
-// it: a long lag is an Event that waited in the recorder's queue. "none" when there is none.
+// it: a long lag is an Event that waited in the recorder's queue; and how far into the window the last
+// one was stored (a storm's tail ends early; Events of the window itself go on to its end). "none" when
+// there is none.
 func eventsWritten(ctx context.Context, client kubernetes.Interface, from, to time.Time) (string, error) {
 	l, err := client.CoreV1().Events("").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return "", fmt.Errorf("listing Events: %w", err)
 	}
 	counts := map[string]int{}
-	var maxLag time.Duration
+	var maxLag, last time.Duration
 	n := 0
 	for _, e := range l.Items {
 		created := e.CreationTimestamp.Time
@@ -29,6 +31,7 @@ func eventsWritten(ctx context.Context, client kubernetes.Interface, from, to ti
 			continue
 		}
 		n++
+		last = max(last, created.Sub(from))
 		counts[e.InvolvedObject.Kind+" "+e.Reason]++
 		given := e.FirstTimestamp.Time
 		if given.IsZero() {
@@ -55,5 +58,6 @@ func eventsWritten(ctx context.Context, client kubernetes.Interface, from, to ti
 	for _, k := range keys {
 		parts = append(parts, fmt.Sprintf("%s %d", k, counts[k]))
 	}
-	return fmt.Sprintf("%d: %s; longest wait in the recorder %v", n, strings.Join(parts, ", "), maxLag.Round(time.Second)), nil
+	return fmt.Sprintf("%d: %s; longest wait in the recorder %v; the last stored %v into the window", n, strings.Join(parts, ", "),
+		maxLag.Round(time.Second), last.Round(time.Second)), nil
 }

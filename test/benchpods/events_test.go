@@ -31,7 +31,7 @@ func TestEventsWritten(t *testing.T) {
 			ev("b", "Pod", "Pulled", t0.Add(5*time.Second), t0.Add(5*time.Second)),
 			ev("c", "Pod", "Pulled", t0.Add(6*time.Second), t0.Add(7*time.Second)),
 			ev("d", "Node", "NodeReady", t0.Add(8*time.Second), t0.Add(8*time.Second)),
-		}, "4: Pod Pulled 2, Node NodeReady 1, Pod Started 1; longest wait in the recorder 1m40s"},
+		}, "4: Pod Pulled 2, Node NodeReady 1, Pod Started 1; longest wait in the recorder 1m40s; the last stored 10s into the window"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
