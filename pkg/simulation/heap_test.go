@@ -50,18 +50,26 @@ func BenchmarkNodeHeap(b *testing.B) {
 		runtime.GC()
 		runtime.ReadMemStats(&after)
 		perNode = float64(after.HeapAlloc-before.HeapAlloc) / n
-		if path := os.Getenv("NODE_HEAP_PROFILE"); path != "" { // where it goes, with -memprofilerate=1
-			f, err := os.Create(path)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := pprof.WriteHeapProfile(f); err != nil {
-				b.Fatal(err)
-			}
-			f.Close()
-		}
+		writeHeapProfile(b, "NODE_HEAP_PROFILE")
 		runtime.KeepAlive(ctrls)
 		runtime.KeepAlive(sim)
 	}
 	b.ReportMetric(perNode, "heapB/node")
+}
+
+// writeHeapProfile writes the heap profile to the file $env names, if set (with -memprofilerate=1 for
+// every allocation).
+func writeHeapProfile(b *testing.B, env string) {
+	path := os.Getenv(env)
+	if path == "" {
+		return
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		b.Fatal(err)
+	}
 }

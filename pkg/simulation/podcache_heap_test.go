@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-	"runtime/pprof"
 	"strconv"
 	"testing"
 	"time"
@@ -98,16 +97,7 @@ func benchmarkPodCacheHeap(b *testing.B, shard Shard) {
 		runtime.GC()
 		runtime.ReadMemStats(&after)
 		perPod = float64(after.HeapAlloc-before.HeapAlloc) / pods
-		if path := os.Getenv("POD_CACHE_HEAP_PROFILE"); path != "" { // where it goes, with -memprofilerate=1
-			f, err := os.Create(path)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := pprof.WriteHeapProfile(f); err != nil {
-				b.Fatal(err)
-			}
-			f.Close()
-		}
+		writeHeapProfile(b, "POD_CACHE_HEAP_PROFILE")
 		runtime.KeepAlive(indexer)
 	}
 	b.ReportMetric(perPod, "heapB/pod")

@@ -156,20 +156,7 @@ func TestBenchKubeletAPI(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			err = framework.WaitFor(ctx, time.Second, func() (bool, error) {
-				list, err := cp.AdminClient.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-				if err != nil {
-					return false, err
-				}
-				running := 0
-				for _, p := range list.Items {
-					if p.Status.Phase == corev1.PodRunning {
-						running++
-					}
-				}
-				return running == streams, nil
-			})
-			if err != nil {
+			if err = waitPodsRunning(ctx, cp.AdminClient, ns, streams); err != nil {
 				t.Fatal(err)
 			}
 			sctx, cancel := context.WithCancel(ctx)

@@ -11,8 +11,30 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
 	"github.com/nodeagent/nodeagent/test/framework"
 )
+
+// waitPodsRunning waits, polling every second until ctx ends, for n pods of namespace ns to be in
+// phase Running; it returns ctx's error (framework.WaitFor's) otherwise.
+func waitPodsRunning(ctx context.Context, client kubernetes.Interface, ns string, n int) error {
+	return framework.WaitFor(ctx, time.Second, func() (bool, error) {
+		list, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		running := 0
+		for _, p := range list.Items {
+			if p.Status.Phase == corev1.PodRunning {
+				running++
+			}
+		}
+		return running == n, nil
+	})
+}
 
 // The shared control plane: one etcd + kube-apiserver (Node,RBAC + NodeRestriction) +
 // kube-controller-manager (node lifecycle controller, the framework's default grace) for the whole package,

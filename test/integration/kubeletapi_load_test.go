@@ -81,20 +81,7 @@ func TestKubeletAPILoad(t *testing.T) {
 		}, metav1.CreateOptions{})
 		return err
 	})
-	err := framework.WaitFor(ctx, time.Second, func() (bool, error) {
-		list, err := admin.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, err
-		}
-		running := 0
-		for _, p := range list.Items {
-			if p.Status.Phase == corev1.PodRunning {
-				running++
-			}
-		}
-		return running == nodes, nil
-	})
-	if err != nil {
+	if err := waitPodsRunning(ctx, admin, ns, nodes); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(3 * time.Second) // the pods' start-up writes end
