@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -163,12 +164,85 @@ func (k *Kubelet) Start() error {
 			return errors.New("start kubelet: already running")
 		}
 	}
+	unlock, err := lockFile(kubeletStartLock)
+	if err != nil {
+		return fmt.Errorf("start kubelet: %w", err)
+	}
+	var offset int64
+	if fi, err := os.Stat(k.LogPath); err == nil {
+		offset = fi.Size()
+	}
 	p, err := startProcess("kubelet", k.LogPath, k.Binary, k.args...)
 	if err != nil {
+		unlock()
 		return err
 	}
 	k.proc = p
+	go func() {
+		defer unlock()
+		waitDevicePluginServer(p, k.LogPath, offset, kubeletStartLockTimeout)
+	}()
 	return nil
+}
+
+// kubeletStartLock is a machine-wide lock that one kubelet holds from its exec until its device plugin
+// registration server listens. The kubelet's socket for it is fixed,
+// /var/lib/kubelet/device-plugins/kubelet.sock whatever --root-dir says
+// (pkg/kubelet/cm/devicemanager: pluginapi.KubeletSocket), and its server.Start removes every file in
+// that directory, then listens: two kubelets starting at once (two tests, or two test binaries of
+// `go test ./...`) race, and the loser exits with "Failed to start ContainerManager: listen unix
+// .../kubelet.sock: bind: address already in use". A kubelet that starts after another has listened
+// removes the first's socket file and listens itself; the first keeps serving on its open listener.
+var kubeletStartLock = filepath.Join(os.TempDir(), "nodeagent-test-kubelet-start.lock")
+
+// kubeletStartLockTimeout bounds how long one kubelet's start holds kubeletStartLock.
+const kubeletStartLockTimeout = 2 * time.Minute
+
+// kubeletStartedMarkers are log lines of the kubelet's initializeRuntimeDependentModules: the first
+// comes right after the container manager (and so the device plugin server) started, the second when
+// it failed (and the kubelet exits).
+var kubeletStartedMarkers = []string{"Eviction manager: starting control loop", "Failed to start ContainerManager"}
+
+// waitDevicePluginServer returns when the kubelet of p has logged, after offset in logPath, one of
+// kubeletStartedMarkers, when p exits, or after timeout, whichever comes first. It polls the log every
+// 50 ms.
+func waitDevicePluginServer(p *process, logPath string, offset int64, timeout time.Duration) {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-p.done:
+			return
+		case <-deadline.C:
+			return
+		case <-tick.C:
+			if logHasAfter(logPath, offset, kubeletStartedMarkers) {
+				return
+			}
+		}
+	}
+}
+
+// logHasAfter reports whether the file at path holds one of markers after its first offset bytes.
+func logHasAfter(path string, offset int64, markers []string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.NewSectionReader(f, offset, 1<<40))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	for _, m := range markers {
+		if strings.Contains(s, m) {
+			return true
+		}
+	}
+	return false
 }
 
 func (k *Kubelet) current() *process {
