@@ -42,9 +42,9 @@ type podHeld struct {
 	ips     []netip.Addr
 	usage   pod.UsageEntry
 	counted bool
-	// allocated is the pod (the informer's read-only copy) whose resources are allocated: those
-	// admitted, or of the last resize admitted (resize.go); nil until the first resize check.
-	allocated *v1.Pod
+	// allocated are the resources allocated to the pod: those admitted, or of the last resize
+	// admitted (resize.go); nil until counted.
+	allocated *allocatedResources
 }
 
 // held returns the entry of key for uid, made when absent or another pod's (a name reused). mu held.
@@ -101,7 +101,7 @@ func (r *podResources) countAdmitted(key string, p *v1.Pod) {
 // countLocked adds p to the usage unless counted. mu held.
 func (r *podResources) countLocked(key string, p *v1.Pod) {
 	if h := r.held(key, p.UID); !h.counted {
-		h.usage, h.counted, h.allocated = r.usage.Add(p), true, p
+		h.usage, h.counted, h.allocated = r.usage.Add(p), true, allocationOf(p)
 	}
 }
 

@@ -3,7 +3,7 @@ package node
 import (
 	"sync"
 
-	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -34,28 +34,26 @@ func (r *podRouter) remove(c *Controller) {
 	}
 }
 
-// route tells the Controller of p's Node, if any, of p (Controller.podUpdated; update: an update
-// event, not an add or a deletion).
-func (r *podRouter) route(p *v1.Pod, update bool) {
-	if p.Spec.NodeName == "" {
+// route tells the Controller of Node nodeName, if any, of its pod p (Controller.podUpdated; update:
+// an update event, not an add or a deletion).
+func (r *podRouter) route(p *metav1.ObjectMeta, nodeName string, update bool) {
+	if nodeName == "" {
 		return
 	}
 	r.mu.Lock()
-	c := r.byNode[p.Spec.NodeName]
+	c := r.byNode[nodeName]
 	r.mu.Unlock()
 	if c != nil {
 		c.podUpdated(p, update)
 	}
 }
 
-// handler is the pod informer's handler: every pod added, changed or deleted is routed.
+// handler is the pod informer's handler: every pod added, changed or deleted is routed (a *v1.Pod or
+// a *CachedPod; podMeta).
 func (r *podRouter) handler() cache.ResourceEventHandler {
 	route := func(obj any, update bool) {
-		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = d.Obj
-		}
-		if p, ok := obj.(*v1.Pod); ok {
-			r.route(p, update)
+		if meta, nodeName, ok := podMeta(obj); ok {
+			r.route(meta, nodeName, update)
 		}
 	}
 	return cache.ResourceEventHandlerFuncs{

@@ -71,39 +71,129 @@ type PodLister interface {
 	OnNode(nodeName string) ([]*v1.Pod, error)
 }
 
+// getPod returns the pod namespace/name of the pod informer as deps.Pods gives it, and the informer's
+// own object of it (the *CachedPod it was made from; the pod itself when deps.Pods is not an
+// IndexedPodLister).
+func (c *Controller) getPod(namespace, name string) (*v1.Pod, podObject, error) {
+	if l, ok := c.deps.Pods.(IndexedPodLister); ok {
+		return l.get(namespace, name)
+	}
+	p, err := c.deps.Pods.Get(namespace, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	return p, p, nil
+}
+
 // PodNodeNameIndex is the pod informer's index by spec.nodeName (PodIndexers).
 const PodNodeNameIndex = "spec.nodeName"
 
-// PodIndexers are the indexers the process's pod informer needs: by spec.nodeName.
+// PodIndexers are the indexers the process's pod informer needs: by spec.nodeName (of a *v1.Pod or a
+// *CachedPod; a PodOfOtherNode is not indexed).
 func PodIndexers() cache.Indexers {
 	return cache.Indexers{PodNodeNameIndex: func(obj any) ([]string, error) {
-		p, ok := obj.(*v1.Pod)
-		if !ok || p.Spec.NodeName == "" {
+		var nodeName string
+		switch p := obj.(type) {
+		case *v1.Pod:
+			nodeName = p.Spec.NodeName
+		case *CachedPod:
+			nodeName = p.NodeName
+		}
+		if nodeName == "" {
 			return nil, nil
 		}
-		return []string{p.Spec.NodeName}, nil
+		return []string{nodeName}, nil
 	}}
 }
 
 // IndexedPodLister is a PodLister over an informer's indexer with PodIndexers.
 type IndexedPodLister struct{ Indexer cache.Indexer }
 
-// Get implements PodLister. A PodOfOtherNode is returned as a pod with its fields only.
+// Get implements PodLister. A CachedPod is returned as its Pod (a new v1.Pod each call); a
+// PodOfOtherNode as a pod with its fields only.
 func (l IndexedPodLister) Get(namespace, name string) (*v1.Pod, error) {
+	p, _, err := l.get(namespace, name)
+	return p, err
+}
+
+// get is Get, with the informer's own object of the pod (a *v1.Pod, or the *CachedPod Get's pod was
+// made from): what a pod worker keeps of the last copy seen, rather than the pod made for one pass.
+func (l IndexedPodLister) get(namespace, name string) (*v1.Pod, podObject, error) {
 	obj, ok, err := l.Indexer.GetByKey(namespace + "/" + name)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if !ok {
-		return nil, apierrors.NewNotFound(v1.Resource("pods"), name)
+		return nil, nil, apierrors.NewNotFound(v1.Resource("pods"), name)
 	}
 	switch p := obj.(type) {
 	case *v1.Pod:
-		return p, nil
+		return p, p, nil
+	case *CachedPod:
+		return p.Pod(), p, nil
 	case *PodOfOtherNode:
-		return &v1.Pod{ObjectMeta: p.ObjectMeta, Spec: v1.PodSpec{NodeName: p.NodeName}}, nil
+		op := &v1.Pod{ObjectMeta: p.ObjectMeta, Spec: v1.PodSpec{NodeName: p.NodeName}}
+		return op, op, nil
 	}
-	return nil, fmt.Errorf("pod %s/%s: the informer holds a %T", namespace, name, obj)
+	return nil, nil, fmt.Errorf("pod %s/%s: the informer holds a %T", namespace, name, obj)
+}
+
+// CachedPod is what a pod informer's transform may keep, instead of the *v1.Pod the watch decoded, of a
+// pod bound to a Node the process runs (as the simulator keeps its shard's pods): every field of the pod
+// but its TypeMeta (empty in an informer's pods) and spec.nodeName, which is NodeName here, with the
+// spec held by pointer, so that the pods made from one template can share one read-only spec. It is 640
+// bytes, half of a v1.Pod struct (1280), which is the floor of a cache of *v1.Pod. IndexedPodLister
+// gives it as a v1.Pod (Pod), PodIndexers indexes it by NodeName, and the Controllers' event handlers
+// read it as they read a pod. Read-only, as everything an informer holds.
+type CachedPod struct {
+	metav1.ObjectMeta
+	// Spec is the pod's spec with NodeName empty; never nil, read-only, maybe shared with other pods.
+	Spec *v1.PodSpec
+	// NodeName is the pod's spec.nodeName.
+	NodeName string
+	Status   v1.PodStatus
+}
+
+// Pod returns the pod r keeps, as the informer would have held it: a new v1.Pod whose ObjectMeta and
+// Status are r's, and whose spec is a copy of r.Spec with r.NodeName; what they refer to (slices, maps,
+// pointers) is r's, read-only (DeepCopy it to change it).
+func (r *CachedPod) Pod() *v1.Pod {
+	p := &v1.Pod{ObjectMeta: r.ObjectMeta, Spec: *r.Spec, Status: r.Status}
+	p.Spec.NodeName = r.NodeName
+	return p
+}
+
+// podObject is the informer's object of a pod bound to a Node the process runs: a *v1.Pod, or a
+// *CachedPod (PodIndexers' two kinds).
+type podObject interface {
+	GetAnnotations() map[string]string
+}
+
+// toPod returns o as a pod: o itself, or a *CachedPod's Pod; nil for nil.
+func toPod(o podObject) *v1.Pod {
+	switch p := o.(type) {
+	case *v1.Pod:
+		return p
+	case *CachedPod:
+		return p.Pod()
+	}
+	return nil
+}
+
+// podMeta returns the metadata and spec.nodeName of a pod informer's object (a deletion's
+// DeletedFinalStateUnknown unwrapped): of a *v1.Pod or a *CachedPod; ok false for any other (a
+// PodOfOtherNode included: the Controllers ignore it).
+func podMeta(obj any) (meta *metav1.ObjectMeta, nodeName string, ok bool) {
+	if d, isD := obj.(cache.DeletedFinalStateUnknown); isD {
+		obj = d.Obj
+	}
+	switch p := obj.(type) {
+	case *v1.Pod:
+		return &p.ObjectMeta, p.Spec.NodeName, true
+	case *CachedPod:
+		return &p.ObjectMeta, p.NodeName, true
+	}
+	return nil, "", false
 }
 
 // PodOfOtherNode is what a pod informer's transform may keep, instead of the pod, of a pod bound to a
@@ -116,7 +206,7 @@ type PodOfOtherNode struct {
 	NodeName string
 }
 
-// OnNode implements PodLister.
+// OnNode implements PodLister; a CachedPod is given as its Pod (a new v1.Pod each call).
 func (l IndexedPodLister) OnNode(nodeName string) ([]*v1.Pod, error) {
 	objs, err := l.Indexer.ByIndex(PodNodeNameIndex, nodeName)
 	if err != nil {
@@ -124,7 +214,12 @@ func (l IndexedPodLister) OnNode(nodeName string) ([]*v1.Pod, error) {
 	}
 	pods := make([]*v1.Pod, 0, len(objs))
 	for _, o := range objs {
-		pods = append(pods, o.(*v1.Pod))
+		switch p := o.(type) {
+		case *v1.Pod:
+			pods = append(pods, p)
+		case *CachedPod:
+			pods = append(pods, p.Pod())
+		}
 	}
 	return pods, nil
 }
@@ -164,7 +259,7 @@ func (c *Controller) addPod(key string) {
 // UpdatePod. A deletion cancels the SyncPod in flight; the pod is queued, unless update is true (an
 // update, not an add or a deletion) and p is only this process's last status write of it
 // (podWorkers.ownWrite).
-func (c *Controller) podUpdated(p *v1.Pod, update bool) {
+func (c *Controller) podUpdated(p *metav1.ObjectMeta, update bool) {
 	if c.pods == nil {
 		return
 	}
@@ -181,7 +276,7 @@ func (c *Controller) podUpdated(p *v1.Pod, update bool) {
 // onlyOwnWrite reports whether the informer's news of pod key, p, is an update that is only this
 // process's last status write of it (podWorkers.ownWrite): no deletion timestamp, its resourceVersion
 // the write's.
-func (c *Controller) onlyOwnWrite(key string, p *v1.Pod, update bool) bool {
+func (c *Controller) onlyOwnWrite(key string, p *metav1.ObjectMeta, update bool) bool {
 	if !update || p.DeletionTimestamp != nil {
 		return false
 	}
@@ -203,11 +298,8 @@ func (c *Controller) PodCounts() (pods, ips int) {
 // uses Queue.PodEventHandler instead.
 func (c *Controller) PodEventHandler() cache.ResourceEventHandler {
 	queue := func(obj any, update bool) {
-		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = d.Obj
-		}
-		if p, ok := obj.(*v1.Pod); ok && p.Spec.NodeName == c.cfg.NodeName {
-			c.podUpdated(p, update)
+		if meta, nodeName, ok := podMeta(obj); ok && nodeName == c.cfg.NodeName {
+			c.podUpdated(meta, update)
 		}
 	}
 	return cache.ResourceEventHandlerFuncs{AddFunc: func(obj any) { queue(obj, false) },

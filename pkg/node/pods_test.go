@@ -122,6 +122,19 @@ type podEnv struct {
 
 func newPodEnv(t *testing.T, pods ...*v1.Pod) *podEnv {
 	t.Helper()
+	return newPodEnvWith(t, false, pods...)
+}
+
+// cachedPod is what a transform such as the simulator's keeps of p: a CachedPod.
+func cachedPod(p *v1.Pod) *CachedPod {
+	spec := p.Spec
+	spec.NodeName = ""
+	return &CachedPod{ObjectMeta: p.ObjectMeta, Spec: &spec, NodeName: p.Spec.NodeName, Status: p.Status}
+}
+
+// newPodEnvWith is newPodEnv; cached: the informer holds each pod as a CachedPod.
+func newPodEnvWith(t *testing.T, cached bool, pods ...*v1.Pod) *podEnv {
+	t.Helper()
 	node := &v1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: podNode},
 		Spec:       v1.NodeSpec{PodCIDR: "10.244.1.0/24", PodCIDRs: []string{"10.244.1.0/24"}},
@@ -139,7 +152,11 @@ func newPodEnv(t *testing.T, pods ...*v1.Pod) *podEnv {
 		if _, err := e.client.CoreV1().Pods(p.Namespace).Create(t.Context(), p, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		if err := e.pods.Add(p); err != nil {
+		var obj any = p
+		if cached {
+			obj = cachedPod(p)
+		}
+		if err := e.pods.Add(obj); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -273,61 +290,72 @@ func TestPodStep(t *testing.T) {
 			wantAfter: never,
 		},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, ctx := ktesting.NewTestContext(t)
-			e := newPodEnv(t, tc.pods...)
-			if tc.remove {
-				if err := e.pods.Delete(tc.pods[0]); err != nil {
-					t.Fatal(err)
-				}
+		for _, cached := range []bool{false, true} {
+			name := tc.name
+			if cached {
+				name += " (the informer holds CachedPods)"
 			}
-			r := e.ctrl.podStep(ctx, "default/"+tc.step)
-			if r.err != nil {
-				t.Fatalf("podStep: %v", r.err)
-			}
-			if r.after != tc.wantAfter {
-				t.Errorf("after %v, want %v", r.after, tc.wantAfter)
-			}
-			if got := e.provider.Calls(); !slices.Equal(got, tc.wantCalls) {
-				t.Errorf("provider calls %q, want %q", got, tc.wantCalls)
-			}
-			if got := e.writes(); !slices.Equal(got, tc.wantWrites) {
-				t.Errorf("writes %q, want %q", got, tc.wantWrites)
-			}
-			if tc.remove || slices.Contains(tc.wantWrites, "delete "+tc.step+" grace=0 uid=uid-"+tc.step) {
-				return
-			}
-			p := e.pod(t, tc.step)
-			if p.Status.Phase != tc.wantPhase || p.Status.Reason != tc.wantReason || p.Status.PodIP != tc.wantIP {
-				t.Errorf("status: phase %s reason %q podIP %q, want %s %q %q (message %q)", p.Status.Phase, p.Status.Reason, p.Status.PodIP,
-					tc.wantPhase, tc.wantReason, tc.wantIP, p.Status.Message)
-			}
-			if tc.wantReadyToStart != "" {
-				var got v1.PodCondition
-				for _, c := range p.Status.Conditions {
-					if c.Type == v1.PodReadyToStartContainers {
-						got = c
+			t.Run(name, func(t *testing.T) {
+				_, ctx := ktesting.NewTestContext(t)
+				e := newPodEnvWith(t, cached, tc.pods...)
+				if tc.remove {
+					if err := e.pods.Delete(tc.pods[0]); err != nil {
+						t.Fatal(err)
 					}
 				}
-				want := v1.PodCondition{Type: v1.PodReadyToStartContainers, Status: tc.wantReadyToStart}
-				if tc.wantReadyToStart == v1.ConditionFalse {
-					want.Reason, want.Message = pod.ReasonPodSandboxNotReady, "pod sandbox is not ready"
+				r := e.ctrl.podStep(ctx, "default/"+tc.step)
+				if r.err != nil {
+					t.Fatalf("podStep: %v", r.err)
 				}
-				if got.Status != want.Status || got.Reason != want.Reason || got.Message != want.Message {
-					t.Errorf("PodReadyToStartContainers %s %q %q, want %s %q %q", got.Status, got.Reason, got.Message, want.Status, want.Reason, want.Message)
+				if r.after != tc.wantAfter {
+					t.Errorf("after %v, want %v", r.after, tc.wantAfter)
 				}
-			}
-			if tc.wantReason != "" {
-				select {
-				case ev := <-e.recorder.Events:
-					if want := "Warning " + tc.wantReason + " Node didn't have enough resource: cpu"; len(ev) < len(want) || ev[:len(want)] != want {
-						t.Errorf("event %q, want %q...", ev, want)
+				if got := e.provider.Calls(); !slices.Equal(got, tc.wantCalls) {
+					t.Errorf("provider calls %q, want %q", got, tc.wantCalls)
+				}
+				if got := e.writes(); !slices.Equal(got, tc.wantWrites) {
+					t.Errorf("writes %q, want %q", got, tc.wantWrites)
+				}
+				if tc.remove || slices.Contains(tc.wantWrites, "delete "+tc.step+" grace=0 uid=uid-"+tc.step) {
+					return
+				}
+				if st := e.ctrl.pods.statuses["default/"+tc.step]; cached && st != nil {
+					if _, ok := st.last.(*CachedPod); !ok {
+						t.Errorf("the pod worker keeps a %T of the pod, want the informer's *CachedPod (not a pod made for the pass)", st.last)
 					}
-				default:
-					t.Errorf("no Event for the rejection")
 				}
-			}
-		})
+				p := e.pod(t, tc.step)
+				if p.Status.Phase != tc.wantPhase || p.Status.Reason != tc.wantReason || p.Status.PodIP != tc.wantIP {
+					t.Errorf("status: phase %s reason %q podIP %q, want %s %q %q (message %q)", p.Status.Phase, p.Status.Reason, p.Status.PodIP,
+						tc.wantPhase, tc.wantReason, tc.wantIP, p.Status.Message)
+				}
+				if tc.wantReadyToStart != "" {
+					var got v1.PodCondition
+					for _, c := range p.Status.Conditions {
+						if c.Type == v1.PodReadyToStartContainers {
+							got = c
+						}
+					}
+					want := v1.PodCondition{Type: v1.PodReadyToStartContainers, Status: tc.wantReadyToStart}
+					if tc.wantReadyToStart == v1.ConditionFalse {
+						want.Reason, want.Message = pod.ReasonPodSandboxNotReady, "pod sandbox is not ready"
+					}
+					if got.Status != want.Status || got.Reason != want.Reason || got.Message != want.Message {
+						t.Errorf("PodReadyToStartContainers %s %q %q, want %s %q %q", got.Status, got.Reason, got.Message, want.Status, want.Reason, want.Message)
+					}
+				}
+				if tc.wantReason != "" {
+					select {
+					case ev := <-e.recorder.Events:
+						if want := "Warning " + tc.wantReason + " Node didn't have enough resource: cpu"; len(ev) < len(want) || ev[:len(want)] != want {
+							t.Errorf("event %q, want %q...", ev, want)
+						}
+					default:
+						t.Errorf("no Event for the rejection")
+					}
+				}
+			})
+		}
 	}
 }
 
@@ -723,7 +751,7 @@ func TestPodOwnWriteNotSynced(t *testing.T) {
 			if tc.mutate != nil {
 				tc.mutate(p)
 			}
-			if got := e.ctrl.onlyOwnWrite("default/a", p, tc.update); got != tc.want {
+			if got := e.ctrl.onlyOwnWrite("default/a", &p.ObjectMeta, tc.update); got != tc.want {
 				t.Errorf("dropped: %v, want %v", got, tc.want)
 			}
 		})

@@ -101,7 +101,10 @@ type podSyncStatus struct {
 	// awaitingWrite: a pass found the informer's copy older than writtenRV and left the pod to the
 	// event of that write (which ownWrite must then not drop).
 	awaitingWrite atomic.Bool
-	pod           *v1.Pod // the last copy seen, for DeletePod once the pod has left the API
+	// last is the informer's object of the last copy seen (a *v1.Pod or a *CachedPod, not the pod
+	// made of it for one pass: held for every pod, it must not be a second copy), for the annotations
+	// UpdatePod compares and for DeletePod once the pod has left the API.
+	last podObject
 	// evict is why the kubelet fails the pod while it runs (a pod sync handler's ShouldEvict: its
 	// active deadline, the eviction manager): its status is Failed with this reason and message once its
 	// containers stopped; nil otherwise.
@@ -303,7 +306,7 @@ func (c *Controller) podStep(ctx context.Context, key string) result {
 		return c.deleteDanglingPods(ctx)
 	}
 	namespace, name, _ := cache.SplitMetaNamespaceKey(key)
-	p, err := c.deps.Pods.Get(namespace, name)
+	p, obj, err := c.getPod(namespace, name)
 	switch {
 	case apierrors.IsNotFound(err):
 		return c.forgetPod(ctx, key)
@@ -318,8 +321,8 @@ func (c *Controller) podStep(ctx context.Context, key string) result {
 	if old != nil { // deleted and created again under the same name
 		c.cleanupPod(ctx, key, old)
 	}
-	prev := st.pod
-	st.pod = p
+	prev := st.last
+	st.last = obj
 	if st.finished {
 		return result{after: never}
 	}
@@ -380,7 +383,7 @@ func (c *Controller) handlePodAddition(ctx context.Context, key string, p *v1.Po
 // TerminatingPod, failed; otherwise start its containers (with the addresses it is given), tell the
 // provider of a change of its spec or annotations, and write the status of what runs. A pod whose
 // phase turns terminal moves on to TerminatedPod.
-func (c *Controller) syncPod(ctx context.Context, key string, p, prev *v1.Pod, st *podSyncStatus) (r result) {
+func (c *Controller) syncPod(ctx context.Context, key string, p *v1.Pod, prev podObject, st *podSyncStatus) (r result) {
 	if evict, deadline := c.activeDeadline(p); evict != nil {
 		// The kubelet's activeDeadlineHandler: Failed, DeadlineExceeded; the pod worker kills it.
 		c.deps.Recorder.Event(p, v1.EventTypeNormal, evict.reason, evict.message)
@@ -410,7 +413,7 @@ func (c *Controller) syncPod(ctx context.Context, key string, p, prev *v1.Pod, s
 		st.created = true
 	} else if st.created {
 		allocated, resized := c.resizePod(key, p, st)
-		if resized || p.Generation != st.generation || (prev != nil && !maps.Equal(prev.Annotations, p.Annotations)) {
+		if resized || p.Generation != st.generation || (prev != nil && !maps.Equal(prev.GetAnnotations(), p.Annotations)) {
 			if err := c.cfg.Pods.UpdatePod(ctx, allocated); err != nil {
 				return result{after: never, err: fmt.Errorf("updating pod %s: %w", key, err)}
 			}
@@ -621,8 +624,8 @@ func (c *Controller) forgetPod(ctx context.Context, key string) result {
 // cleanupPod stops the containers of a pod the worker no longer has (gone from the API, or whose
 // name a new pod took) and releases what it held: the kubelet's HandlePodCleanups.
 func (c *Controller) cleanupPod(ctx context.Context, key string, st *podSyncStatus) {
-	if st.created && st.pod != nil {
-		if err := c.cfg.Pods.DeletePod(ctx, st.pod); err != nil {
+	if st.created && st.last != nil {
+		if err := c.cfg.Pods.DeletePod(ctx, toPod(st.last)); err != nil {
 			klog.FromContext(ctx).Error(err, "Stopping a pod that left the API", "pod", key)
 		}
 	}

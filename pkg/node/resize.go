@@ -40,8 +40,10 @@ func (r *podResources) resize(key string, node *v1.Node, p *v1.Pod) resizeOutcom
 	if h == nil || h.uid != p.UID || !h.counted {
 		return resizeOutcome{allocated: p}
 	}
-	if h.allocated == nil || sameResources(h.allocated, p) {
-		h.allocated = p
+	if h.allocated == nil {
+		h.allocated = allocationOf(p)
+	}
+	if h.allocated.same(p) {
 		return resizeOutcome{allocated: p}
 	}
 	if node == nil {
@@ -50,26 +52,55 @@ func (r *podResources) resize(key string, node *v1.Node, p *v1.Pod) resizeOutcom
 	r.usage.Remove(h.usage)
 	res := pod.AdmitWith(node, p, &r.usage)
 	if res.Admit {
-		h.usage, h.allocated = r.usage.Add(p), p
+		h.usage, h.allocated = r.usage.Add(p), allocationOf(p)
 		return resizeOutcome{allocated: p, started: true}
 	}
-	h.usage = r.usage.Add(h.allocated)
-	return resizeOutcome{allocated: withResources(p, h.allocated), deferred: res.Message}
+	kept := withResources(p, h.allocated)
+	h.usage = r.usage.Add(kept)
+	return resizeOutcome{allocated: kept, deferred: res.Message}
 }
 
-// sameResources reports whether a and b ask the same resources of every container and of the pod.
-func sameResources(a, b *v1.Pod) bool {
-	if !apiequality.Semantic.DeepEqual(a.Spec.Resources, b.Spec.Resources) ||
-		len(a.Spec.Containers) != len(b.Spec.Containers) || len(a.Spec.InitContainers) != len(b.Spec.InitContainers) {
+// allocatedResources are the resources allocated to a pod (the allocation manager's checkpoint): its
+// spec.resources and its init containers' then its containers' resources, the pod's own values
+// (read-only, shared with the informer's pod, not copied). A few dozen bytes, where a pod is 1280: a
+// Node's pods hold them for as long as they run.
+type allocatedResources struct {
+	pod        *v1.ResourceRequirements
+	containers []containerResources
+	inits      int // how many of containers are init containers
+}
+
+// containerResources are one container's resources, by its name.
+type containerResources struct {
+	name      string
+	resources v1.ResourceRequirements
+}
+
+// allocationOf returns p's resources as allocated.
+func allocationOf(p *v1.Pod) *allocatedResources {
+	a := &allocatedResources{pod: p.Spec.Resources, inits: len(p.Spec.InitContainers),
+		containers: make([]containerResources, 0, len(p.Spec.InitContainers)+len(p.Spec.Containers))}
+	for _, l := range [][]v1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+		for i := range l {
+			a.containers = append(a.containers, containerResources{name: l[i].Name, resources: l[i].Resources})
+		}
+	}
+	return a
+}
+
+// same reports whether p asks the resources a holds, of every container and of the pod.
+func (a *allocatedResources) same(p *v1.Pod) bool {
+	if !apiequality.Semantic.DeepEqual(a.pod, p.Spec.Resources) ||
+		a.inits != len(p.Spec.InitContainers) || len(a.containers)-a.inits != len(p.Spec.Containers) {
 		return false
 	}
-	for i := range a.Spec.Containers {
-		if !apiequality.Semantic.DeepEqual(a.Spec.Containers[i].Resources, b.Spec.Containers[i].Resources) {
+	for i := range p.Spec.InitContainers {
+		if !apiequality.Semantic.DeepEqual(a.containers[i].resources, p.Spec.InitContainers[i].Resources) {
 			return false
 		}
 	}
-	for i := range a.Spec.InitContainers {
-		if !apiequality.Semantic.DeepEqual(a.Spec.InitContainers[i].Resources, b.Spec.InitContainers[i].Resources) {
+	for i := range p.Spec.Containers {
+		if !apiequality.Semantic.DeepEqual(a.containers[a.inits+i].resources, p.Spec.Containers[i].Resources) {
 			return false
 		}
 	}
@@ -78,12 +109,12 @@ func sameResources(a, b *v1.Pod) bool {
 
 // withResources returns a copy of p with the resources of allocated (the allocation manager's
 // UpdatePodFromAllocation).
-func withResources(p, allocated *v1.Pod) *v1.Pod {
+func withResources(p *v1.Pod, allocated *allocatedResources) *v1.Pod {
 	out := p.DeepCopy()
-	out.Spec.Resources = allocated.Spec.Resources.DeepCopy()
-	byName := map[string]v1.ResourceRequirements{}
-	for _, c := range append(append([]v1.Container{}, allocated.Spec.InitContainers...), allocated.Spec.Containers...) {
-		byName[c.Name] = c.Resources
+	out.Spec.Resources = allocated.pod.DeepCopy()
+	byName := make(map[string]v1.ResourceRequirements, len(allocated.containers))
+	for _, c := range allocated.containers {
+		byName[c.name] = c.resources
 	}
 	for _, l := range [][]v1.Container{out.Spec.InitContainers, out.Spec.Containers} {
 		for i := range l {

@@ -29,11 +29,12 @@ func TestPodCacheKeepsEveryField(t *testing.T) {
 		for _, p := range []*v1.Pod{a, b} {
 			want := p.DeepCopy()
 			want.ManagedFields = nil
-			got := c.compact(p)
+			want.TypeMeta = metav1.TypeMeta{} // an informer's pods have none (client-go's decoder clears it)
+			got := c.compact(p).Pod()
 			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("case %d: compact changed the pod\ngot  %#v\nwant %#v", i, got, want)
 			}
-			if again := c.compact(got.DeepCopy()); !reflect.DeepEqual(again, want) {
+			if again := c.compact(got.DeepCopy()).Pod(); !reflect.DeepEqual(again, want) {
 				t.Fatalf("case %d: compact is not idempotent\ngot  %#v\nwant %#v", i, again, want)
 			}
 			all = append(all, kept{got, want})
@@ -77,13 +78,15 @@ func TestPodCacheShares(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newPodCache()
-			a := c.compact(base.DeepCopy())
+			ra := c.compact(base.DeepCopy())
+			a := ra.Pod()
 			second := base.DeepCopy()
 			second.Name, second.UID = "second", "uid-second"
 			tc.change(second)
 			want := second.DeepCopy()
 			want.ManagedFields = nil
-			b := c.compact(second)
+			rb := c.compact(second)
+			b := rb.Pod()
 			if !reflect.DeepEqual(b, want) {
 				t.Fatalf("compact changed the pod\ngot  %#v\nwant %#v", b, want)
 			}
@@ -91,6 +94,7 @@ func TestPodCacheShares(t *testing.T) {
 				what       string
 				got, wantS bool
 			}{
+				{"spec", ra.Spec == rb.Spec, tc.spec},
 				{"spec.containers", &a.Spec.Containers[0] == &b.Spec.Containers[0], tc.spec},
 				{"spec.tolerations", &a.Spec.Tolerations[0] == &b.Spec.Tolerations[0], tc.spec},
 				{"labels", reflect.ValueOf(a.Labels).UnsafePointer() == reflect.ValueOf(b.Labels).UnsafePointer(), tc.labels},
@@ -136,11 +140,12 @@ func fixturePod(t testing.TB) *v1.Pod {
 	if err := json.Unmarshal(data, &p); err != nil {
 		t.Fatal(err)
 	}
+	p.TypeMeta = metav1.TypeMeta{} // as an informer holds it: client-go's decoder clears it
 	return &p
 }
 
 // TestTrimPod: the pod informer's transform keeps a pod of the shard's Nodes whole but its
-// managedFields, and of a pod of any other Node (another shard's, a real Node's) only what
+// managedFields (a node.CachedPod), and of a pod of any other Node (another shard's, a real Node's) only what
 // node.PodOfOtherNode holds; through node.IndexedPodLister, the latter is a pod with its name,
 // namespace, UID, resourceVersion and Node, and is on no Node's list.
 func TestTrimPod(t *testing.T) {
@@ -177,6 +182,9 @@ func TestTrimPod(t *testing.T) {
 				t.Fatal(err)
 			}
 			if tc.own {
+				if _, ok := obj.(*node.CachedPod); !ok {
+					t.Errorf("own pod kept as %T, want *node.CachedPod", obj)
+				}
 				want.ManagedFields = nil
 				if !reflect.DeepEqual(got, want) || len(onNode) != 1 {
 					t.Errorf("own pod: got %#v, %d on its Node; want it whole but its managedFields, on its Node", got, len(onNode))
