@@ -34,9 +34,9 @@ func (r *podRouter) remove(c *Controller) {
 	}
 }
 
-// route tells the Controller of Node nodeName, if any, of its pod p (Controller.podUpdated; update:
-// an update event, not an add or a deletion).
-func (r *podRouter) route(p *metav1.ObjectMeta, nodeName string, update bool) {
+// route tells the Controller of Node nodeName, if any, of an event ev of its pod po, whose metadata
+// is p (Controller.podUpdated).
+func (r *podRouter) route(po podObject, p *metav1.ObjectMeta, nodeName string, ev podEvent) {
 	if nodeName == "" {
 		return
 	}
@@ -44,21 +44,21 @@ func (r *podRouter) route(p *metav1.ObjectMeta, nodeName string, update bool) {
 	c := r.byNode[nodeName]
 	r.mu.Unlock()
 	if c != nil {
-		c.podUpdated(p, update)
+		c.podUpdated(po, p, ev)
 	}
 }
 
 // handler is the pod informer's handler: every pod added, changed or deleted is routed (a *v1.Pod or
 // a *CachedPod; podMeta).
 func (r *podRouter) handler() cache.ResourceEventHandler {
-	route := func(obj any, update bool) {
-		if meta, nodeName, ok := podMeta(obj); ok {
-			r.route(meta, nodeName, update)
+	route := func(obj any, ev podEvent) {
+		if po, meta, nodeName, ok := podMeta(obj); ok {
+			r.route(po, meta, nodeName, ev)
 		}
 	}
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { route(obj, false) },
-		UpdateFunc: func(_, obj any) { route(obj, true) },
-		DeleteFunc: func(obj any) { route(obj, false) },
+		AddFunc:    func(obj any) { route(obj, podAdded) },
+		UpdateFunc: func(_, obj any) { route(obj, podChanged) },
+		DeleteFunc: func(obj any) { route(obj, podDeleted) },
 	}
 }

@@ -71,20 +71,6 @@ type PodLister interface {
 	OnNode(nodeName string) ([]*v1.Pod, error)
 }
 
-// getPod returns the pod namespace/name of the pod informer as deps.Pods gives it, and the informer's
-// own object of it (the *CachedPod it was made from; the pod itself when deps.Pods is not an
-// IndexedPodLister).
-func (c *Controller) getPod(namespace, name string) (*v1.Pod, podObject, error) {
-	if l, ok := c.deps.Pods.(IndexedPodLister); ok {
-		return l.get(namespace, name)
-	}
-	p, err := c.deps.Pods.Get(namespace, name)
-	if err != nil {
-		return nil, nil, err
-	}
-	return p, p, nil
-}
-
 // PodNodeNameIndex is the pod informer's index by spec.nodeName (PodIndexers).
 const PodNodeNameIndex = "spec.nodeName"
 
@@ -112,30 +98,22 @@ type IndexedPodLister struct{ Indexer cache.Indexer }
 // Get implements PodLister. A CachedPod is returned as its Pod (a new v1.Pod each call); a
 // PodOfOtherNode as a pod with its fields only.
 func (l IndexedPodLister) Get(namespace, name string) (*v1.Pod, error) {
-	p, _, err := l.get(namespace, name)
-	return p, err
-}
-
-// get is Get, with the informer's own object of the pod (a *v1.Pod, or the *CachedPod Get's pod was
-// made from): what a pod worker keeps of the last copy seen, rather than the pod made for one pass.
-func (l IndexedPodLister) get(namespace, name string) (*v1.Pod, podObject, error) {
 	obj, ok, err := l.Indexer.GetByKey(namespace + "/" + name)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if !ok {
-		return nil, nil, apierrors.NewNotFound(v1.Resource("pods"), name)
+		return nil, apierrors.NewNotFound(v1.Resource("pods"), name)
 	}
 	switch p := obj.(type) {
 	case *v1.Pod:
-		return p, p, nil
+		return p, nil
 	case *CachedPod:
-		return p.Pod(), p, nil
+		return p.Pod(), nil
 	case *PodOfOtherNode:
-		op := &v1.Pod{ObjectMeta: p.ObjectMeta, Spec: v1.PodSpec{NodeName: p.NodeName}}
-		return op, op, nil
+		return &v1.Pod{ObjectMeta: p.ObjectMeta, Spec: v1.PodSpec{NodeName: p.NodeName}}, nil
 	}
-	return nil, nil, fmt.Errorf("pod %s/%s: the informer holds a %T", namespace, name, obj)
+	return nil, fmt.Errorf("pod %s/%s: the informer holds a %T", namespace, name, obj)
 }
 
 // CachedPod is what a pod informer's transform may keep, instead of the *v1.Pod the watch decoded, of a
@@ -180,20 +158,20 @@ func toPod(o podObject) *v1.Pod {
 	return nil
 }
 
-// podMeta returns the metadata and spec.nodeName of a pod informer's object (a deletion's
+// podMeta returns a pod informer's object as a podObject, with its metadata and spec.nodeName (a deletion's
 // DeletedFinalStateUnknown unwrapped): of a *v1.Pod or a *CachedPod; ok false for any other (a
 // PodOfOtherNode included: the Controllers ignore it).
-func podMeta(obj any) (meta *metav1.ObjectMeta, nodeName string, ok bool) {
+func podMeta(obj any) (po podObject, meta *metav1.ObjectMeta, nodeName string, ok bool) {
 	if d, isD := obj.(cache.DeletedFinalStateUnknown); isD {
 		obj = d.Obj
 	}
 	switch p := obj.(type) {
 	case *v1.Pod:
-		return &p.ObjectMeta, p.Spec.NodeName, true
+		return p, &p.ObjectMeta, p.Spec.NodeName, true
 	case *CachedPod:
-		return &p.ObjectMeta, p.NodeName, true
+		return p, &p.ObjectMeta, p.NodeName, true
 	}
-	return nil, "", false
+	return nil, nil, "", false
 }
 
 // PodOfOtherNode is what a pod informer's transform may keep, instead of the pod, of a pod bound to a
@@ -255,17 +233,29 @@ func (c *Controller) addPod(key string) {
 	}
 }
 
-// podUpdated is the informer's news of pod p of this Node (added, changed, deleted): the kubelet's
-// UpdatePod. A deletion cancels the SyncPod in flight; the pod is queued, unless update is true (an
-// update, not an add or a deletion) and p is only this process's last status write of it
-// (podWorkers.ownWrite).
-func (c *Controller) podUpdated(p *metav1.ObjectMeta, update bool) {
+// podEvent is what the pod informer told of a pod: added, changed or deleted.
+type podEvent int
+
+const (
+	podAdded podEvent = iota
+	podChanged
+	podDeleted
+)
+
+// podUpdated is the informer's news ev of pod po of this Node, whose metadata is p: the kubelet's
+// UpdatePod. A deletion timestamp cancels the SyncPod in flight; a deletion event leaves the pod's last
+// copy for DeletePod (podWorkers.deleted); the pod is queued, unless the event is a change that is
+// only this process's last status write of it (podWorkers.ownWrite).
+func (c *Controller) podUpdated(po podObject, p *metav1.ObjectMeta, ev podEvent) {
 	if c.pods == nil {
 		return
 	}
 	key := p.Namespace + "/" + p.Name
-	if c.onlyOwnWrite(key, p, update) {
+	if c.onlyOwnWrite(key, p, ev == podChanged) {
 		return
+	}
+	if ev == podDeleted {
+		c.pods.deleted(key, p.UID, po)
 	}
 	if p.DeletionTimestamp != nil {
 		c.pods.terminationArrived(key)
@@ -297,13 +287,13 @@ func (c *Controller) PodCounts() (pods, ips int) {
 // what a library program with one Node adds to its informer. A process with many Nodes on one Queue
 // uses Queue.PodEventHandler instead.
 func (c *Controller) PodEventHandler() cache.ResourceEventHandler {
-	queue := func(obj any, update bool) {
-		if meta, nodeName, ok := podMeta(obj); ok && nodeName == c.cfg.NodeName {
-			c.podUpdated(meta, update)
+	queue := func(obj any, ev podEvent) {
+		if po, meta, nodeName, ok := podMeta(obj); ok && nodeName == c.cfg.NodeName {
+			c.podUpdated(po, meta, ev)
 		}
 	}
-	return cache.ResourceEventHandlerFuncs{AddFunc: func(obj any) { queue(obj, false) },
-		UpdateFunc: func(_, obj any) { queue(obj, true) }, DeleteFunc: func(obj any) { queue(obj, false) }}
+	return cache.ResourceEventHandlerFuncs{AddFunc: func(obj any) { queue(obj, podAdded) },
+		UpdateFunc: func(_, obj any) { queue(obj, podChanged) }, DeleteFunc: func(obj any) { queue(obj, podDeleted) }}
 }
 
 // queueAllPods queues every pod bound to the Node (once registered: pods bound before the controller

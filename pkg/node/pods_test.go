@@ -38,6 +38,7 @@ import (
 type fakePods struct {
 	mu      sync.Mutex
 	calls   []string
+	deleted []*v1.Pod // the pods DeletePod was given
 	stopped map[types.UID]bool
 	running []*v1.Pod // what GetPods returns
 }
@@ -47,6 +48,7 @@ func (f *fakePods) record(call string, p *v1.Pod) {
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, call+" "+p.Name)
 	if call == "delete" {
+		f.deleted = append(f.deleted, p)
 		if f.stopped == nil {
 			f.stopped = map[types.UID]bool{}
 		}
@@ -319,11 +321,6 @@ func TestPodStep(t *testing.T) {
 				if tc.remove || slices.Contains(tc.wantWrites, "delete "+tc.step+" grace=0 uid=uid-"+tc.step) {
 					return
 				}
-				if st := e.ctrl.pods.statuses["default/"+tc.step]; cached && st != nil {
-					if _, ok := st.last.(*CachedPod); !ok {
-						t.Errorf("the pod worker keeps a %T of the pod, want the informer's *CachedPod (not a pod made for the pass)", st.last)
-					}
-				}
 				p := e.pod(t, tc.step)
 				if p.Status.Phase != tc.wantPhase || p.Status.Reason != tc.wantReason || p.Status.PodIP != tc.wantIP {
 					t.Errorf("status: phase %s reason %q podIP %q, want %s %q %q (message %q)", p.Status.Phase, p.Status.Reason, p.Status.PodIP,
@@ -389,6 +386,53 @@ func TestPodStepIdempotentAndForgotten(t *testing.T) {
 	}
 	if n := e.ctrl.pods.resources.allocatedIPs(); n != 0 {
 		t.Errorf("%d pod IPs still allocated after the pod left, want 0", n)
+	}
+}
+
+// TestPodGoneDeletePodGetsFinalCopy: once a pod has left the API, DeletePod is given the informer's
+// last copy of it (its deletion event's object, whichever form the informer holds), not an older copy
+// and not one the worker kept: the worker keeps none. Without the deletion event (a pod replaced under
+// its name, a relist), it gets the pod's namespace, name, UID and Node.
+func TestPodGoneDeletePodGetsFinalCopy(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		cached, event bool
+		wantLabel     string
+	}{
+		{"deletion event, the informer holds pods", false, true, "final"},
+		{"deletion event, the informer holds CachedPods", true, true, "final"},
+		{"no deletion event", false, false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			e := newPodEnvWith(t, tc.cached, testPod("a", "100m", nil))
+			if r := e.ctrl.podStep(ctx, "default/a"); r.err != nil {
+				t.Fatal(r.err)
+			}
+			final := e.pod(t, "a")
+			final.Labels = map[string]string{"copy": "final"}
+			var obj any = final
+			if tc.cached {
+				obj = cachedPod(final)
+			}
+			if err := e.pods.Delete(obj); err != nil {
+				t.Fatal(err)
+			}
+			if tc.event {
+				e.ctrl.PodEventHandler().OnDelete(obj)
+			}
+			if r := e.ctrl.podStep(ctx, "default/a"); r.err != nil {
+				t.Fatal(r.err)
+			}
+			if len(e.provider.deleted) != 1 {
+				t.Fatalf("DeletePod called %d times, want 1", len(e.provider.deleted))
+			}
+			got := e.provider.deleted[0]
+			if got.Name != "a" || got.Namespace != "default" || got.UID != "uid-a" || got.Spec.NodeName != podNode || got.Labels["copy"] != tc.wantLabel {
+				t.Errorf("DeletePod got %s/%s uid %s node %q labels %v; want default/a uid-a %q, label copy=%q",
+					got.Namespace, got.Name, got.UID, got.Spec.NodeName, got.Labels, podNode, tc.wantLabel)
+			}
+		})
 	}
 }
 

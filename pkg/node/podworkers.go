@@ -101,10 +101,13 @@ type podSyncStatus struct {
 	// awaitingWrite: a pass found the informer's copy older than writtenRV and left the pod to the
 	// event of that write (which ownWrite must then not drop).
 	awaitingWrite atomic.Bool
-	// last is the informer's object of the last copy seen (a *v1.Pod or a *CachedPod, not the pod
-	// made of it for one pass: held for every pod, it must not be a second copy), for the annotations
-	// UpdatePod compares and for DeletePod once the pod has left the API.
-	last podObject
+	// annotations are those of the last copy seen: UpdatePod is told when they change. The worker
+	// keeps no copy of the pod itself (held for every pod, a copy older than the informer's, e.g. the
+	// one before the worker's own status write, would double what the pods cost).
+	annotations map[string]string
+	// final is the informer's last copy of the pod once it has left the API (its deletion event's
+	// object), for DeletePod; nil until then. Set by the event handler, under podWorkers.mu.
+	final podObject
 	// evict is why the kubelet fails the pod while it runs (a pod sync handler's ShouldEvict: its
 	// active deadline, the eviction manager): its status is Failed with this reason and message once its
 	// containers stopped; nil otherwise.
@@ -267,6 +270,31 @@ func (w *podWorkers) remove(key string) *podSyncStatus {
 	return st
 }
 
+// deleted records final, the informer's last copy of pod key (uid) as its deletion event gave it, in
+// the pod's status if a worker knows the pod: DeletePod is given it once the pod has left the API.
+func (w *podWorkers) deleted(key string, uid types.UID, final podObject) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if st := w.statuses[key]; st != nil && st.uid == uid {
+		st.final = final
+	}
+}
+
+// lastCopy returns the last copy of pod key that st's worker knows of, once the pod has left the API:
+// the deletion event's (deleted), else a pod with its namespace, name, UID and Node only (a pod that
+// left while the informer was relisting, or replaced under its name).
+func (c *Controller) lastCopy(key string, st *podSyncStatus) *v1.Pod {
+	c.pods.mu.Lock()
+	final := st.final
+	c.pods.mu.Unlock()
+	if p := toPod(final); p != nil {
+		return p
+	}
+	namespace, name, _ := cache.SplitMetaNamespaceKey(key)
+	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, UID: st.uid},
+		Spec: v1.PodSpec{NodeName: c.cfg.NodeName}}
+}
+
 // knows reports whether a worker knows pod key with uid.
 func (w *podWorkers) knows(key string, uid types.UID) bool {
 	w.mu.Lock()
@@ -306,7 +334,7 @@ func (c *Controller) podStep(ctx context.Context, key string) result {
 		return c.deleteDanglingPods(ctx)
 	}
 	namespace, name, _ := cache.SplitMetaNamespaceKey(key)
-	p, obj, err := c.getPod(namespace, name)
+	p, err := c.deps.Pods.Get(namespace, name)
 	switch {
 	case apierrors.IsNotFound(err):
 		return c.forgetPod(ctx, key)
@@ -321,8 +349,8 @@ func (c *Controller) podStep(ctx context.Context, key string) result {
 	if old != nil { // deleted and created again under the same name
 		c.cleanupPod(ctx, key, old)
 	}
-	prev := st.last
-	st.last = obj
+	prevAnnotations := st.annotations
+	st.annotations = p.Annotations
 	if st.finished {
 		return result{after: never}
 	}
@@ -342,7 +370,7 @@ func (c *Controller) podStep(ctx context.Context, key string) result {
 	switch st.state {
 	case SyncPod:
 		c.pods.syncing(key)
-		return c.syncPod(ctx, key, p, prev, st)
+		return c.syncPod(ctx, key, p, prevAnnotations, st)
 	case TerminatingPod:
 		return c.syncTerminatingPod(ctx, key, p, st)
 	default:
@@ -383,7 +411,7 @@ func (c *Controller) handlePodAddition(ctx context.Context, key string, p *v1.Po
 // TerminatingPod, failed; otherwise start its containers (with the addresses it is given), tell the
 // provider of a change of its spec or annotations, and write the status of what runs. A pod whose
 // phase turns terminal moves on to TerminatedPod.
-func (c *Controller) syncPod(ctx context.Context, key string, p *v1.Pod, prev podObject, st *podSyncStatus) (r result) {
+func (c *Controller) syncPod(ctx context.Context, key string, p *v1.Pod, prevAnnotations map[string]string, st *podSyncStatus) (r result) {
 	if evict, deadline := c.activeDeadline(p); evict != nil {
 		// The kubelet's activeDeadlineHandler: Failed, DeadlineExceeded; the pod worker kills it.
 		c.deps.Recorder.Event(p, v1.EventTypeNormal, evict.reason, evict.message)
@@ -413,7 +441,7 @@ func (c *Controller) syncPod(ctx context.Context, key string, p *v1.Pod, prev po
 		st.created = true
 	} else if st.created {
 		allocated, resized := c.resizePod(key, p, st)
-		if resized || p.Generation != st.generation || (prev != nil && !maps.Equal(prev.GetAnnotations(), p.Annotations)) {
+		if resized || p.Generation != st.generation || !maps.Equal(prevAnnotations, p.Annotations) {
 			if err := c.cfg.Pods.UpdatePod(ctx, allocated); err != nil {
 				return result{after: never, err: fmt.Errorf("updating pod %s: %w", key, err)}
 			}
@@ -624,8 +652,8 @@ func (c *Controller) forgetPod(ctx context.Context, key string) result {
 // cleanupPod stops the containers of a pod the worker no longer has (gone from the API, or whose
 // name a new pod took) and releases what it held: the kubelet's HandlePodCleanups.
 func (c *Controller) cleanupPod(ctx context.Context, key string, st *podSyncStatus) {
-	if st.created && st.last != nil {
-		if err := c.cfg.Pods.DeletePod(ctx, toPod(st.last)); err != nil {
+	if st.created {
+		if err := c.cfg.Pods.DeletePod(ctx, c.lastCopy(key, st)); err != nil {
 			klog.FromContext(ctx).Error(err, "Stopping a pod that left the API", "pod", key)
 		}
 	}
