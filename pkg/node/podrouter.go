@@ -34,9 +34,9 @@ func (r *podRouter) remove(c *Controller) {
 	}
 }
 
-// route tells the Controller of Node nodeName, if any, of an event ev of its pod po, whose metadata
-// is p (Controller.podUpdated).
-func (r *podRouter) route(po podObject, p *metav1.ObjectMeta, nodeName string, ev podEvent) {
+// route tells the Controller of Node nodeName, if any, of an event ev of its pod p
+// (Controller.podUpdated).
+func (r *podRouter) route(p metav1.Object, nodeName string, ev podEvent) {
 	if nodeName == "" {
 		return
 	}
@@ -44,7 +44,7 @@ func (r *podRouter) route(po podObject, p *metav1.ObjectMeta, nodeName string, e
 	c := r.byNode[nodeName]
 	r.mu.Unlock()
 	if c != nil {
-		c.podUpdated(po, p, ev)
+		c.podUpdated(p, ev)
 	}
 }
 
@@ -52,8 +52,8 @@ func (r *podRouter) route(po podObject, p *metav1.ObjectMeta, nodeName string, e
 // a *CachedPod; podMeta).
 func (r *podRouter) handler() cache.ResourceEventHandler {
 	route := func(obj any, ev podEvent) {
-		if po, meta, nodeName, ok := podMeta(obj); ok {
-			r.route(po, meta, nodeName, ev)
+		if p, nodeName, ok := podMeta(obj); ok {
+			r.route(p, nodeName, ev)
 		}
 	}
 	return cache.ResourceEventHandlerFuncs{

@@ -141,14 +141,9 @@ func (r *CachedPod) Pod() *v1.Pod {
 	return p
 }
 
-// podObject is the informer's object of a pod bound to a Node the process runs: a *v1.Pod, or a
-// *CachedPod (PodIndexers' two kinds).
-type podObject interface {
-	GetAnnotations() map[string]string
-}
-
-// toPod returns o as a pod: o itself, or a *CachedPod's Pod; nil for nil.
-func toPod(o podObject) *v1.Pod {
+// toPod returns an informer's object of a pod bound to a Node the process runs (a *v1.Pod or a
+// *CachedPod, PodIndexers' two kinds) as a pod: itself, or the CachedPod's Pod; nil for anything else.
+func toPod(o metav1.Object) *v1.Pod {
 	switch p := o.(type) {
 	case *v1.Pod:
 		return p
@@ -158,20 +153,20 @@ func toPod(o podObject) *v1.Pod {
 	return nil
 }
 
-// podMeta returns a pod informer's object as a podObject, with its metadata and spec.nodeName (a deletion's
-// DeletedFinalStateUnknown unwrapped): of a *v1.Pod or a *CachedPod; ok false for any other (a
-// PodOfOtherNode included: the Controllers ignore it).
-func podMeta(obj any) (po podObject, meta *metav1.ObjectMeta, nodeName string, ok bool) {
+// podMeta returns a pod informer's object (a deletion's DeletedFinalStateUnknown unwrapped) and its
+// spec.nodeName: of a *v1.Pod or a *CachedPod; ok false for any other (a PodOfOtherNode included: the
+// Controllers ignore it).
+func podMeta(obj any) (po metav1.Object, nodeName string, ok bool) {
 	if d, isD := obj.(cache.DeletedFinalStateUnknown); isD {
 		obj = d.Obj
 	}
 	switch p := obj.(type) {
 	case *v1.Pod:
-		return p, &p.ObjectMeta, p.Spec.NodeName, true
+		return p, p.Spec.NodeName, true
 	case *CachedPod:
-		return p, &p.ObjectMeta, p.NodeName, true
+		return p, p.NodeName, true
 	}
-	return nil, nil, "", false
+	return nil, "", false
 }
 
 // PodOfOtherNode is what a pod informer's transform may keep, instead of the pod, of a pod bound to a
@@ -242,22 +237,22 @@ const (
 	podDeleted
 )
 
-// podUpdated is the informer's news ev of pod po of this Node, whose metadata is p: the kubelet's
-// UpdatePod. A deletion timestamp cancels the SyncPod in flight; a deletion event leaves the pod's last
-// copy for DeletePod (podWorkers.deleted); the pod is queued, unless the event is a change that is
-// only this process's last status write of it (podWorkers.ownWrite).
-func (c *Controller) podUpdated(po podObject, p *metav1.ObjectMeta, ev podEvent) {
+// podUpdated is the informer's news ev of pod p of this Node (a *v1.Pod or a *CachedPod): the
+// kubelet's UpdatePod. A deletion timestamp cancels the SyncPod in flight; a deletion event leaves the
+// pod's last copy for DeletePod (podWorkers.deleted); the pod is queued, unless the event is a change
+// that is only this process's last status write of it (podWorkers.ownWrite).
+func (c *Controller) podUpdated(p metav1.Object, ev podEvent) {
 	if c.pods == nil {
 		return
 	}
-	key := p.Namespace + "/" + p.Name
+	key := p.GetNamespace() + "/" + p.GetName()
 	if c.onlyOwnWrite(key, p, ev == podChanged) {
 		return
 	}
 	if ev == podDeleted {
-		c.pods.deleted(key, p.UID, po)
+		c.pods.deleted(key, p.GetUID(), p)
 	}
-	if p.DeletionTimestamp != nil {
+	if p.GetDeletionTimestamp() != nil {
 		c.pods.terminationArrived(key)
 	}
 	c.addPod(key)
@@ -266,12 +261,12 @@ func (c *Controller) podUpdated(po podObject, p *metav1.ObjectMeta, ev podEvent)
 // onlyOwnWrite reports whether the informer's news of pod key, p, is an update that is only this
 // process's last status write of it (podWorkers.ownWrite): no deletion timestamp, its resourceVersion
 // the write's.
-func (c *Controller) onlyOwnWrite(key string, p *metav1.ObjectMeta, update bool) bool {
-	if !update || p.DeletionTimestamp != nil {
+func (c *Controller) onlyOwnWrite(key string, p metav1.Object, update bool) bool {
+	if !update || p.GetDeletionTimestamp() != nil {
 		return false
 	}
-	rv, ok := parseRV(p.ResourceVersion)
-	return ok && c.pods.ownWrite(key, p.UID, rv)
+	rv, ok := parseRV(p.GetResourceVersion())
+	return ok && c.pods.ownWrite(key, p.GetUID(), rv)
 }
 
 // PodCounts returns how many pods the Node's pod workers know (bound to it and not yet forgotten) and
@@ -288,8 +283,8 @@ func (c *Controller) PodCounts() (pods, ips int) {
 // uses Queue.PodEventHandler instead.
 func (c *Controller) PodEventHandler() cache.ResourceEventHandler {
 	queue := func(obj any, ev podEvent) {
-		if po, meta, nodeName, ok := podMeta(obj); ok && nodeName == c.cfg.NodeName {
-			c.podUpdated(po, meta, ev)
+		if p, nodeName, ok := podMeta(obj); ok && nodeName == c.cfg.NodeName {
+			c.podUpdated(p, ev)
 		}
 	}
 	return cache.ResourceEventHandlerFuncs{AddFunc: func(obj any) { queue(obj, podAdded) },

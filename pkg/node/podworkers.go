@@ -107,7 +107,7 @@ type podSyncStatus struct {
 	annotations map[string]string
 	// final is the informer's last copy of the pod once it has left the API (its deletion event's
 	// object), for DeletePod; nil until then. Set by the event handler, under podWorkers.mu.
-	final podObject
+	final metav1.Object
 	// evict is why the kubelet fails the pod while it runs (a pod sync handler's ShouldEvict: its
 	// active deadline, the eviction manager): its status is Failed with this reason and message once its
 	// containers stopped; nil otherwise.
@@ -272,7 +272,7 @@ func (w *podWorkers) remove(key string) *podSyncStatus {
 
 // deleted records final, the informer's last copy of pod key (uid) as its deletion event gave it, in
 // the pod's status if a worker knows the pod: DeletePod is given it once the pod has left the API.
-func (w *podWorkers) deleted(key string, uid types.UID, final podObject) {
+func (w *podWorkers) deleted(key string, uid types.UID, final metav1.Object) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if st := w.statuses[key]; st != nil && st.uid == uid {
