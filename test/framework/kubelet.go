@@ -205,24 +205,16 @@ var kubeletStartedMarkers = []string{"Eviction manager: starting control loop", 
 
 // waitDevicePluginServer returns when the kubelet of p has logged, after offset in logPath, one of
 // kubeletStartedMarkers, when p exits, or after timeout, whichever comes first. It polls the log every
-// 50 ms.
+// 50 ms (WaitFor).
 func waitDevicePluginServer(p *process, logPath string, offset int64, timeout time.Duration) {
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-p.done:
-			return
-		case <-deadline.C:
-			return
-		case <-tick.C:
-			if logHasAfter(logPath, offset, kubeletStartedMarkers) {
-				return
-			}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	_ = WaitFor(ctx, 50*time.Millisecond, func() (bool, error) {
+		if done, _ := p.exited(); done {
+			return true, nil
 		}
-	}
+		return logHasAfter(logPath, offset, kubeletStartedMarkers), nil
+	})
 }
 
 // logHasAfter reports whether the file at path holds one of markers after its first offset bytes.
