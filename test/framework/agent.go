@@ -56,7 +56,8 @@ type Agent struct {
 
 // StartAgent builds nodeagent if needed (BuildAgent) and runs it with --kubeconfig, --hostname-override,
 // --container-runtime-endpoint, --root-dir Dir/root, --healthz-bind-address 127.0.0.1, --healthz-port,
-// --port=0 and -v=2, then opts.Args. Unless the HTTP server is disabled, it returns once /healthz answers with any
+// --port=0, --eviction-hard=HarnessEvictionHard and -v=2, then opts.Args (an --eviction-hard there is merged
+// into the harness's, signal by signal, as the flag's repeats are). Unless the HTTP server is disabled, it returns once /healthz answers with any
 // HTTP status; it errors (after killing it) if the agent exits first or ctx ends first. Call Stop to end it.
 func StartAgent(ctx context.Context, opts AgentOptions) (*Agent, error) {
 	if opts.Dir == "" || opts.NodeName == "" || opts.Kubeconfig == "" || opts.RuntimeEndpoint == "" {
@@ -91,6 +92,7 @@ func StartAgent(ctx context.Context, opts AgentOptions) (*Agent, error) {
 		// The kubelet's API off unless a test asks for it (--port=N in Args): agents and the
 		// reference kubelet share this machine, and 10250 is one port.
 		"--port=0",
+		"--eviction-hard=" + HarnessEvictionHard,
 		"-v=2",
 	}, opts.Args...)
 	a.Cmdline = append([]string{bin}, args...)

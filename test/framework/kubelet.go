@@ -60,9 +60,9 @@ type Kubelet struct {
 }
 
 // kubeletConfig is the KubeletConfiguration of shared/reference/real-components.md with two ports to fill
-// in and the runtime endpoint. One difference: anonymous authentication is on, so that tests and the
+// in and the runtime endpoint. Two differences: anonymous authentication is on, so that tests and the
 // benchmark can read :port/metrics without a client certificate (authorization is AlwaysAllow anyway and
-// everything listens on 127.0.0.1).
+// everything listens on 127.0.0.1); and evictionHard is HarnessEvictionHard.
 const kubeletConfig = `apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 cgroupDriver: cgroupfs
@@ -77,7 +77,26 @@ healthzBindAddress: 127.0.0.1
 healthzPort: %d
 containerRuntimeEndpoint: %s
 localStorageCapacityIsolation: false
-`
+evictionHard:
+%s`
+
+// HarnessEvictionHard is the --eviction-hard of every agent StartAgent runs, and the evictionHard of every
+// reference kubelet's config: the kubelet's default memory.available<100Mi, and the disk signals disabled
+// ("0%", as kind's node config does). The harness's filesystems are the host's, and a shared build machine's
+// disk sits near the kubelet's default nodefs.available<10%: on CI's, a node reported DiskPressure, the node
+// lifecycle controller tainted it NoSchedule, and tests of other things failed. A test of disk pressure sets
+// thresholds of its own (Args).
+const HarnessEvictionHard = "memory.available<100Mi,nodefs.available<0%,nodefs.inodesFree<0%,imagefs.available<0%,imagefs.inodesFree<0%"
+
+// evictionHardYAML returns HarnessEvictionHard as the lines of a KubeletConfiguration's evictionHard map.
+func evictionHardYAML() string {
+	var b strings.Builder
+	for _, kv := range strings.Split(HarnessEvictionHard, ",") {
+		k, v, _ := strings.Cut(kv, "<")
+		fmt.Fprintf(&b, "  %s: %q\n", k, v)
+	}
+	return b.String()
+}
 
 // anonymousAuth is the harness's default authentication and authorization; webhookAuth the
 // kubelet's v1beta1 defaults with a client CA file (KubeletOptions.WebhookAuth).
@@ -127,7 +146,7 @@ func NewKubelet(opts KubeletOptions) (*Kubelet, error) {
 	if opts.WebhookAuth {
 		auth = fmt.Sprintf(webhookAuth, opts.ClientCAFile)
 	}
-	cfg := fmt.Sprintf(kubeletConfig, auth, k.Port, k.HealthzPort, opts.RuntimeEndpoint)
+	cfg := fmt.Sprintf(kubeletConfig, auth, k.Port, k.HealthzPort, opts.RuntimeEndpoint, evictionHardYAML())
 	if err := os.WriteFile(k.ConfigPath, []byte(cfg), 0o644); err != nil {
 		return nil, fmt.Errorf("new kubelet: write config: %w", err)
 	}
