@@ -12,6 +12,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/google/cadvisor/lib/fs"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/klog/v2/ktesting"
 	testingclock "k8s.io/utils/clock/testing"
@@ -557,5 +558,78 @@ func TestHostObserverObserve(t *testing.T) {
 	}
 	if !reflect.DeepEqual(keys, []Signal{SignalMemoryAvailable}) {
 		t.Errorf("signals observed = %v, want memory only (no FsInfo)", keys)
+	}
+}
+
+// fakeFsInfo is cadvisor's FsInfo over a table of directories: dir → device, device → mount point,
+// mount point → stats. Only what DirFs calls is implemented.
+type fakeFsInfo struct {
+	fs.FsInfo
+	devices map[string]string // dir → device
+	stats   map[string]fs.Fs  // device → its filesystem (mounted at "/mnt/<device>")
+}
+
+func (f fakeFsInfo) GetDirFsDevice(dir string) (*fs.DeviceInfo, error) {
+	dev, ok := f.devices[dir]
+	if !ok {
+		return nil, errors.New("no such dir")
+	}
+	return &fs.DeviceInfo{Device: dev}, nil
+}
+
+func (f fakeFsInfo) GetMountpointForDevice(dev string) (string, error) { return "/mnt/" + dev, nil }
+
+func (f fakeFsInfo) GetFsInfoForPath(mounts map[string]struct{}) ([]fs.Fs, error) {
+	var out []fs.Fs
+	for m := range mounts {
+		if st, ok := f.stats[strings.TrimPrefix(m, "/mnt/")]; ok {
+			out = append(out, st)
+		}
+	}
+	return out, nil
+}
+
+// TestHostObserverFilesystems: nodefs.* come from the root dir's filesystem and imagefs.* from the image
+// store's, also when both are one filesystem (as the kubelet's makeSignalObservations reads the summary's
+// runtime ImageFs whatever its device); an image store this process cannot see is not observed.
+func TestHostObserverFilesystems(t *testing.T) {
+	inodes := func(n uint64) *uint64 { return &n }
+	root := fs.Fs{DeviceInfo: fs.DeviceInfo{Device: "vda"}, Capacity: 100e9, Available: 12e9, Inodes: inodes(1e6), InodesFree: inodes(9e5)}
+	images := fs.Fs{DeviceInfo: fs.DeviceInfo{Device: "vdb"}, Capacity: 50e9, Available: 40e9, Inodes: inodes(5e5), InodesFree: inodes(4e5)}
+	fsInfo := fakeFsInfo{
+		devices: map[string]string{"/root": "vda", "/root/images": "vda", "/images": "vdb"},
+		stats:   map[string]fs.Fs{"vda": root, "vdb": images},
+	}
+	rootObs := Observations{
+		SignalNodeFsAvailable:  {Available: 12e9, Capacity: 100e9},
+		SignalNodeFsInodesFree: {Available: 9e5, Capacity: 1e6},
+	}
+	with := func(img fs.Fs) Observations {
+		o := Observations{SignalImageFsAvailable: {Available: int64(img.Available), Capacity: int64(img.Capacity)},
+			SignalImageFsInodesFree: {Available: int64(*img.InodesFree), Capacity: int64(*img.Inodes)}}
+		for k, v := range rootObs {
+			o[k] = v
+		}
+		return o
+	}
+	for _, tc := range []struct {
+		name     string
+		imageDir string
+		want     Observations
+	}{
+		{name: "image store on the nodefs's filesystem", imageDir: "/root/images", want: with(root)},
+		{name: "image store on a filesystem of its own", imageDir: "/images", want: with(images)},
+		{name: "image store not visible", imageDir: "/elsewhere", want: rootObs},
+		{name: "image store unknown", imageDir: "", want: rootObs},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			h := &HostObserver{FsInfo: fsInfo, RootDir: "/root", ImageFsDir: func(context.Context) string { return tc.imageDir },
+				ProcRoot: t.TempDir(), CgroupRoot: t.TempDir()}
+			obs, _ := h.Observe(ctx) // memory and pids fail on the empty /proc: not what this test is about
+			if !reflect.DeepEqual(obs, tc.want) {
+				t.Errorf("observations = %v, want %v", obs, tc.want)
+			}
+		})
 	}
 }

@@ -20,8 +20,7 @@ import (
 // memory.available = MemTotal − working set of the root memory cgroup (usage − total_inactive_file
 // on cgroup v1; MemTotal − MemFree − inactive_file of the root memory.stat on cgroup v2, as runc and
 // cadvisor compute it; MemTotal − MemAvailable when neither can be read), nodefs.* from the filesystem
-// of RootDir via cadvisor's FsInfo, imagefs.* from the filesystem of ImageFsDir when it is another
-// device, and pid.available = min(pid_max, threads-max) − tasks running (/proc/loadavg, else sysinfo).
+// of RootDir via cadvisor's FsInfo, imagefs.* from the filesystem of ImageFsDir, and pid.available = min(pid_max, threads-max) − tasks running (/proc/loadavg, else sysinfo).
 type HostObserver struct {
 	// FsInfo is cadvisor's filesystem info (fs.NewFsInfo).
 	FsInfo fs.FsInfo
@@ -43,22 +42,23 @@ func (h *HostObserver) Observe(ctx context.Context) (Observations, error) {
 	} else {
 		obs[SignalMemoryAvailable] = o
 	}
-	nodeDev := ""
 	if h.FsInfo != nil && h.RootDir != "" {
 		if info, err := DirFs(h.FsInfo, h.RootDir); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", SignalNodeFsAvailable, err))
 		} else {
-			nodeDev = info.Device
 			addFs(obs, info, SignalNodeFsAvailable, SignalNodeFsInodesFree)
 		}
 	}
+	// The image filesystem is observed even when it is the nodefs's own: the kubelet's
+	// makeSignalObservations takes imagefs.* from the summary's runtime ImageFs whatever its device, so
+	// on one shared filesystem imagefs.available<15% is met before nodefs.available<10%.
 	if h.FsInfo != nil && h.ImageFsDir != nil {
 		if dir := h.ImageFsDir(ctx); dir != "" {
 			if info, err := DirFs(h.FsInfo, dir); err != nil {
 				// The runtime's image store may not be visible here (nodeagent in a pod without it
-				// mounted): imagefs signals are then not measured, as when it shares the nodefs.
+				// mounted): imagefs signals are then not measured.
 				klog.FromContext(ctx).V(2).Info("Image filesystem not measurable; imagefs signals skipped", "dir", dir, "err", err)
-			} else if info.Device != nodeDev {
+			} else {
 				addFs(obs, info, SignalImageFsAvailable, SignalImageFsInodesFree)
 			}
 		}

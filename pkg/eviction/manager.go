@@ -18,7 +18,7 @@ type Observation struct {
 }
 
 // Observations maps each measured signal to its observation. A signal that is not measured
-// (e.g. imagefs on the same filesystem as nodefs) is absent and never breaches.
+// (e.g. imagefs when the runtime's image store is not visible to this process) is absent and never breaches.
 type Observations map[Signal]Observation
 
 // Config configures a Manager.

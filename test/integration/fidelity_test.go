@@ -24,6 +24,8 @@ const (
 	fidelityAgentDefault   = "fid-agent-default"
 	fidelityKubeletFlags   = "fid-kubelet-flags"
 	fidelityAgentFlags     = "fid-agent-flags"
+	fidelityKubeletImageFs = "fid-kubelet-imagefs"
+	fidelityAgentImageFs   = "fid-agent-imagefs"
 )
 
 // intendedDifferences are the Node fields where nodeagent differs from the kubelet on purpose, each
@@ -53,6 +55,10 @@ func TestFidelityWithKubelet(t *testing.T) {
 		kubelet, agent string
 		flags          []string
 		expected       []string // intended differences that must show in this scenario
+		// ownRuntime gives the scenario a containerd of its own: a kubelet under disk pressure deletes
+		// every unused image of its runtime, which the shared one's other users need.
+		ownRuntime   bool
+		diskPressure bool // both Nodes must report DiskPressure True
 	}{
 		{name: "default flags", kubelet: fidelityKubeletDefault, agent: fidelityAgentDefault,
 			expected: []string{"capacity/pods", "allocatable/pods", "nodeInfo/kubeletVersion", "daemonEndpoints/kubeletEndpoint", "declaredFeatures"}},
@@ -63,10 +69,19 @@ func TestFidelityWithKubelet(t *testing.T) {
 				"--max-pods=57",
 				"--system-reserved=cpu=100m,memory=100Mi,ephemeral-storage=1Gi",
 				"--kube-reserved=cpu=200m,memory=50Mi,ephemeral-storage=512Mi",
-				"--eviction-hard=memory.available<200Mi,nodefs.available<12%",
+				// A percentage no host near full meets: under disk pressure the kubelet would delete the
+				// shared runtime's unused images (the imagefs scenario below has pressure, on a runtime of its own).
+				"--eviction-hard=memory.available<200Mi,nodefs.available<2%",
 				"--node-ip=" + nodeIP,
 			},
 			expected: []string{"nodeInfo/kubeletVersion", "daemonEndpoints/kubeletEndpoint", "declaredFeatures"}},
+		// The runtime's image store is on the root dir's filesystem, as on most hosts: the kubelet measures
+		// imagefs there all the same, and a threshold every host meets (less than 99 % free) gives both
+		// Nodes DiskPressure, while nodefs.available<2% is not met.
+		{name: "imagefs threshold met on the nodefs's filesystem", kubelet: fidelityKubeletImageFs, agent: fidelityAgentImageFs,
+			flags:      []string{"--eviction-hard=memory.available<100Mi,nodefs.available<2%,imagefs.available<99%"},
+			expected:   []string{"capacity/pods", "allocatable/pods", "nodeInfo/kubeletVersion", "daemonEndpoints/kubeletEndpoint", "declaredFeatures"},
+			ownRuntime: true, diskPressure: true},
 	}
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {
@@ -77,13 +92,17 @@ func TestFidelityWithKubelet(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = os.RemoveAll(dir) })
+			runtime := e.ctrd
+			if sc.ownRuntime {
+				runtime = startContainerd(t, false)
+			}
 			framework.StartTestKubelet(ctx, t, framework.KubeletOptions{
 				Dir: dir, NodeName: sc.kubelet, Kubeconfig: e.cp.KubeconfigFor(sc.kubelet),
 				// The harness's kubelet turns local storage capacity isolation off; the kubelet's default (on)
 				// reports ephemeral-storage, as nodeagent does.
-				RuntimeEndpoint: e.ctrd.Endpoint, Args: append([]string{"--local-storage-capacity-isolation=true"}, sc.flags...),
+				RuntimeEndpoint: runtime.Endpoint, Args: append([]string{"--local-storage-capacity-isolation=true"}, sc.flags...),
 			})
-			startAgent(t, e.cp, sc.agent, e.ctrd, sc.flags...)
+			startAgent(t, e.cp, sc.agent, runtime, sc.flags...)
 			client := e.cp.AdminClient
 			framework.WaitReady(ctx, t, client, sc.kubelet, 2*time.Minute)
 			framework.WaitReady(ctx, t, client, sc.agent, 2*time.Minute)
@@ -103,13 +122,20 @@ func TestFidelityWithKubelet(t *testing.T) {
 					return false, err
 				}
 				diffs = compareNodes(flattenNode(k), flattenNode(a))
+				if sc.diskPressure {
+					for _, n := range []*corev1.Node{k, a} {
+						if c := framework.NodeCondition(n, corev1.NodeDiskPressure); c == nil || c.Status != corev1.ConditionTrue {
+							return false, fmt.Errorf("node %s: DiskPressure %+v, want True", n.Name, c)
+						}
+					}
+				}
 				return len(unintended(diffs)) == 0, nil
 			})
 			for _, d := range diffs {
 				t.Logf("difference: %s", d)
 			}
 			if err != nil {
-				t.Fatalf("kubelet and nodeagent Nodes still differ beyond the intended differences after 90 s: %v\n%s",
+				t.Fatalf("kubelet and nodeagent Nodes still differ beyond the intended differences (or lack the pressure asked for) after 90 s: %v\n%s",
 					err, strings.Join(unintended(diffs), "\n"))
 			}
 			for _, field := range sc.expected {

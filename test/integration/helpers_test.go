@@ -69,7 +69,8 @@ const (
 var sharedNodeNames = []string{
 	nodeRegistration, nodeRestart, nodeNoRegister, nodeStatus, nodeImages, nodeLease, nodeRuntimeDown, nodeCNI,
 	nodeLifecycle, nodeSigterm, nodeMetrics, nodeEvents, nodeBadConfig, nodeSchedDefault, nodeSchedMaxPods,
-	fidelityKubeletDefault, fidelityAgentDefault, fidelityKubeletFlags, fidelityAgentFlags, nodeSimIdentity,
+	fidelityKubeletDefault, fidelityAgentDefault, fidelityKubeletFlags, fidelityAgentFlags,
+	fidelityKubeletImageFs, fidelityAgentImageFs, nodeSimIdentity,
 	nodeKubeletAPIAgent, nodeKubeletAPIRef, nodeKubeletAPILibrary,
 }
 
