@@ -94,7 +94,7 @@ func TestFidelityWithKubelet(t *testing.T) {
 			t.Cleanup(func() { _ = os.RemoveAll(dir) })
 			runtime := e.ctrd
 			if sc.ownRuntime {
-				runtime = startContainerd(t, false)
+				runtime = startContainerd(t, true)
 			}
 			framework.StartTestKubelet(ctx, t, framework.KubeletOptions{
 				Dir: dir, NodeName: sc.kubelet, Kubeconfig: e.cp.KubeconfigFor(sc.kubelet),
