@@ -83,9 +83,11 @@ evictionHard:
 // HarnessEvictionHard is the --eviction-hard of every agent StartAgent runs, and the evictionHard of every
 // reference kubelet's config: the kubelet's default memory.available<100Mi, and the disk signals disabled
 // ("0%", as kind's node config does). The harness's filesystems are the host's, and a shared build machine's
-// disk sits near the kubelet's default nodefs.available<10%: on CI's, a node reported DiskPressure, the node
-// lifecycle controller tainted it NoSchedule, and tests of other things failed. A test of disk pressure sets
-// thresholds of its own (Args).
+// disk sits near the kubelet's defaults (imagefs.available<15%, met first when the image store shares the
+// root dir's filesystem; nodefs.available<10%): on CI's, a node reported DiskPressure, the node lifecycle
+// controller tainted it NoSchedule, and tests of other things failed; and a kubelet under disk pressure
+// deletes the unused images of a containerd other tests share. A test of disk pressure sets thresholds of
+// its own (Args), on a containerd of its own.
 const HarnessEvictionHard = "memory.available<100Mi,nodefs.available<0%,nodefs.inodesFree<0%,imagefs.available<0%,imagefs.inodesFree<0%"
 
 // evictionHardYAML returns HarnessEvictionHard as the lines of a KubeletConfiguration's evictionHard map.
