@@ -20,7 +20,8 @@ import (
 // memory.available = MemTotal − working set of the root memory cgroup (usage − total_inactive_file
 // on cgroup v1; MemTotal − MemFree − inactive_file of the root memory.stat on cgroup v2, as runc and
 // cadvisor compute it; MemTotal − MemAvailable when neither can be read), nodefs.* from the filesystem
-// of RootDir via cadvisor's FsInfo, imagefs.* from the filesystem of ImageFsDir, and pid.available = min(pid_max, threads-max) − tasks running (/proc/loadavg, else sysinfo).
+// of RootDir via cadvisor's FsInfo, imagefs.* from the filesystem of ImageFsDir, and pid.available =
+// min(pid_max, threads-max) − tasks running (/proc/loadavg, else sysinfo).
 type HostObserver struct {
 	// FsInfo is cadvisor's filesystem info (fs.NewFsInfo).
 	FsInfo fs.FsInfo

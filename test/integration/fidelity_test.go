@@ -92,17 +92,17 @@ func TestFidelityWithKubelet(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = os.RemoveAll(dir) })
-			runtime := e.ctrd
+			ctrd := e.ctrd
 			if sc.ownRuntime {
-				runtime = startContainerd(t, true)
+				ctrd = startContainerd(t, true)
 			}
 			framework.StartTestKubelet(ctx, t, framework.KubeletOptions{
 				Dir: dir, NodeName: sc.kubelet, Kubeconfig: e.cp.KubeconfigFor(sc.kubelet),
 				// The harness's kubelet turns local storage capacity isolation off; the kubelet's default (on)
 				// reports ephemeral-storage, as nodeagent does.
-				RuntimeEndpoint: runtime.Endpoint, Args: append([]string{"--local-storage-capacity-isolation=true"}, sc.flags...),
+				RuntimeEndpoint: ctrd.Endpoint, Args: append([]string{"--local-storage-capacity-isolation=true"}, sc.flags...),
 			})
-			startAgent(t, e.cp, sc.agent, runtime, sc.flags...)
+			startAgent(t, e.cp, sc.agent, ctrd, sc.flags...)
 			client := e.cp.AdminClient
 			framework.WaitReady(ctx, t, client, sc.kubelet, 2*time.Minute)
 			framework.WaitReady(ctx, t, client, sc.agent, 2*time.Minute)
