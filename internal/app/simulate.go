@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -71,6 +72,8 @@ type simulateOptions struct {
 	shardIndexFromPodName bool
 	deleteNodesOnExit     bool
 	controlAllowProxy     bool
+	// portForwardTargets are --port-forward-target's NAME=host:port values.
+	portForwardTargets []string
 	// getenv and hostname read POD_NAME, POD_NAMESPACE and the host name (os.Getenv, os.Hostname;
 	// replaced in tests).
 	getenv   func(string) string
@@ -97,7 +100,8 @@ func simulateFlags() (*simulateOptions, *pflag.FlagSet) {
 	fs.IntVar(&o.shardIndex, "shard-index", o.shardIndex, "This process's shard, 0 to --shards − 1.")
 	fs.BoolVar(&o.shardIndexFromPodName, "shard-index-from-pod-name", o.shardIndexFromPodName, "Take the shard index from the ordinal at the end of $POD_NAME (or of the host name when POD_NAME is unset), as a StatefulSet names its pods: nodeagent-simulate-2 is shard 2.")
 	fs.BoolVar(&o.deleteNodesOnExit, "delete-nodes-on-exit", o.deleteNodesOnExit, "On a clean exit (SIGTERM), delete this shard's Nodes (their Leases go with them). Off: they stay and the node lifecycle controller marks them Unknown.")
-	fs.BoolVar(&o.controlAllowProxy, "control-allow-proxy", o.controlAllowProxy, "Also serve the control API (/simulation/) to requests through the API server's pod proxy to this pod ($POD_NAMESPACE/$POD_NAME), for `nodeagent simulate ctl`; --healthz-bind-address must then be reachable from the API server.")
+	fs.BoolVar(&o.controlAllowProxy, "control-allow-proxy", false, "Removed: the control API trusted a request header that any pod could send. `nodeagent simulate ctl` reaches each shard through port-forward to its pod, on the pod's loopback; a start with this flag fails, saying so.")
+	fs.StringArrayVar(&o.portForwardTargets, "port-forward-target", nil, "NAME=host:port, repeatable: an address that kubectl port-forward to a simulated pod may reach, when the pod's annotation nodeagent.io/port-forward picks it by NAME ({\"5432\": {\"target\": \"NAME\"}}). None by default: every simulated pod's ports are answered in memory and nothing is dialed. Whoever may create pods and port-forward to them reaches every target named here (docs/simulation.md, \"Threat model\").")
 	fs.StringVar(&o.templatePath, "node-template", o.templatePath, "Node manifest (YAML) every simulated Node is made of: labels, taints, capacity, allocatable, nodeInfo, extra conditions, images (see docs/simulation.md); empty: 4 CPUs, 16Gi, 110 pods.")
 	fs.BoolVar(&o.simulatedTaint, "simulated-taint", o.simulatedTaint, "Register every simulated Node with the taint "+taintText(simulation.SimulatedTaint)+", so that only pods that tolerate it are scheduled there.")
 	fs.Float32Var(&o.eventQPS, "event-qps", o.eventQPS, "QPS of the client that writes Events (its own rate limit, as the kubelet's --event-qps); events beyond it are dropped, never the heartbeats.")
@@ -169,6 +173,8 @@ status, write Leases in kube-node-lease, Events); it is checked at start.`,
 type simulationConfig struct {
 	*simulateOptions
 	template *simulation.Template
+	// portForwardTargets is --port-forward-target parsed: address by name.
+	portForwardTargets map[string]string
 }
 
 // completeSimulate checks the whole command line and reads the template, before anything touches the
@@ -205,9 +211,15 @@ func completeSimulate(o *simulateOptions) (*simulationConfig, error) {
 	if err := simulation.ValidateShards(o.shards, o.shardIndex); err != nil {
 		return nil, err
 	}
-	if o.controlAllowProxy && (o.getenv("POD_NAME") == "" || o.getenv("POD_NAMESPACE") == "") {
-		return nil, fmt.Errorf("--control-allow-proxy: POD_NAME %q and POD_NAMESPACE %q must both be set (from the downward API) to recognise requests through the pod proxy",
-			o.getenv("POD_NAME"), o.getenv("POD_NAMESPACE"))
+	if o.controlAllowProxy {
+		return nil, errors.New("--control-allow-proxy: removed: it admitted any peer whose request carried the API server's X-Forwarded-Uri header, which any pod can forge; `nodeagent simulate ctl` now reaches each shard through port-forward, and the control API admits loopback peers only: drop the flag (docs/simulation.md, \"Control across shards\")")
+	}
+	targets, err := simulation.ParsePortForwardTargets(o.portForwardTargets)
+	if err != nil {
+		return nil, err
+	}
+	if len(targets) > 0 && (o.agent.Config.Port == nil || *o.agent.Config.Port == 0) {
+		return nil, fmt.Errorf("--port-forward-target %q: port-forward needs the kubelet's API (--port)", o.portForwardTargets[0])
 	}
 	if err := simulation.ValidateNamePrefix(o.prefix, o.nodes*o.shards); err != nil {
 		return nil, fmt.Errorf("--node-name-prefix %q: %w", o.prefix, err)
@@ -238,7 +250,7 @@ func completeSimulate(o *simulateOptions) (*simulationConfig, error) {
 	if err := config.Validate(o.agent.Config); err != nil {
 		return nil, err
 	}
-	c := &simulationConfig{simulateOptions: o, template: simulation.DefaultTemplate()}
+	c := &simulationConfig{simulateOptions: o, template: simulation.DefaultTemplate(), portForwardTargets: targets}
 	if o.templatePath != "" {
 		t, err := simulation.LoadTemplate(o.templatePath)
 		if err != nil {
@@ -267,6 +279,9 @@ func runSimulate(ctx context.Context, o *simulateOptions) error {
 	if err != nil {
 		return err
 	}
+	if kubeletAPI != nil {
+		kubeletAPI.PortForwardTargets = c.portForwardTargets
+	}
 	taints := append([]v1.Taint(nil), cfg.RegisterWithTaints...)
 	if o.simulatedTaint {
 		taints = append(taints, simulation.SimulatedTaint)
@@ -294,11 +309,9 @@ func runSimulate(ctx context.Context, o *simulateOptions) error {
 	if err := p.Preflight(ctx); err != nil {
 		return err
 	}
+	// Loopback peers only: `nodeagent simulate ctl` comes through port-forward to the pod, whose
+	// connections reach it on the pod's loopback.
 	control := server.LoopbackOnly(p.Simulator.Handler())
-	if o.controlAllowProxy {
-		// Loopback peers as above; others only through the API server's proxy to this pod.
-		control = p.Simulator.ControlHandler(simulation.ControlOptions{AllowProxy: true, Namespace: o.getenv("POD_NAMESPACE"), Pod: o.getenv("POD_NAME")})
-	}
 	// One group: the HTTP server and the simulation once the Node informer has synced, one shutdown
 	// timeout.
 	group := lifecycle.Group{ShutdownTimeout: 10 * time.Second}

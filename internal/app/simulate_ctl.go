@@ -1,11 +1,13 @@
 package app
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -15,8 +17,12 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/portforward"
+	"k8s.io/client-go/transport/spdy"
 
 	"github.com/nodeagent/nodeagent/pkg/simulation"
 )
@@ -65,13 +71,13 @@ func newSimulateCtlCommand() *cobra.Command {
 	o := &ctlOptions{namespace: defaultSimNamespace, statefulSet: defaultSimStatefulSet}
 	values := make([]bool, len(ctlChangeFlags))
 	fs := pflag.NewFlagSet("ctl", pflag.ContinueOnError)
-	fs.StringVar(&o.kubeconfig, "kubeconfig", o.kubeconfig, "kubeconfig of an identity that may get the StatefulSet and create/get pods/proxy in --namespace (default: $KUBECONFIG, ~/.kube/config).")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", o.kubeconfig, "kubeconfig of an identity that may get the StatefulSet and pods, and create pods/portforward, in --namespace (default: $KUBECONFIG, ~/.kube/config).")
 	fs.StringVarP(&o.namespace, "namespace", "n", o.namespace, "Namespace of the simulation's StatefulSet.")
 	fs.StringVar(&o.statefulSet, "statefulset", o.statefulSet, "Name of the simulation's StatefulSet; its pod <name>-<I> runs shard I.")
 	fs.IntVar(&o.nodes, "nodes", 0, "Nodes per shard (default: the StatefulSet's --nodes).")
 	fs.StringVar(&o.prefix, "node-name-prefix", "", "Prefix of the Node names (default: the StatefulSet's --node-name-prefix).")
 	fs.IntVar(&o.shards, "shards", 0, "Number of shards (default: the StatefulSet's --shards).")
-	fs.IntVar(&o.port, "port", 0, "Port of the shards' control API (default: the pod's first declared container port, the overlay's \"http\", 10248).")
+	fs.IntVar(&o.port, "port", 0, "Port of the shards' control API in their pods (default: the nodeagent container's --healthz-port, else its port named \"http\", else its first, else 10248).")
 	fs.BoolVar(&o.list, "list", false, "List every shard's Nodes and a summary.")
 	for i, f := range ctlChangeFlags {
 		fs.BoolVar(&values[i], f.name, false, f.help)
@@ -87,17 +93,16 @@ func newSimulateCtlCommand() *cobra.Command {
 	fs.StringVar(&o.usage.Memory, "memory", "", "Simulated memory working set from now on, a quantity (300Mi): with --pod, of each of its containers (or of --container); with NODE, the Node's base besides its pods.")
 	cmd := &cobra.Command{
 		Use:   "ctl NODE [--runtime-ready=false|--network-ready=...|--memory-pressure=...|--disk-pressure=...|--pid-pressure=...|--stopped=...] | ctl --list | ctl --pod NS/NAME --container C [--crash=CODE|--stop-container|--container-ready=false] | ctl (NODE|--pod NS/NAME [--container C]) --cpu 800m --memory 300Mi",
-		Short: "Control a simulated Node of a sharded simulation from outside the cluster, through the API server's pod proxy",
+		Short: "Control a simulated Node of a sharded simulation from outside the cluster, through port-forward to its shard",
 		Long: `ctl finds the shard that owns NODE (from its global index and the StatefulSet's --nodes per shard)
-and sends the change to that shard's pod through the API server's pod proxy
-(/api/v1/namespaces/<ns>/pods/<statefulset>-<I>[:<port>]/proxy/simulation/nodes/NODE); without a change it
-prints the Node's state. --list prints every shard's Nodes with a summary. --pod changes a container of a
+and sends the change to that shard's pod through port-forward, as kubectl port-forward does
+(/api/v1/namespaces/<ns>/pods/<statefulset>-<I>/portforward): the request reaches the shard's control API
+on the pod's own loopback, the only peer it admits. Without a change it prints the Node's state. --list prints every shard's Nodes with a summary. --pod changes a container of a
 pod on a simulated Node (crash it, stop it, make it unready), through the shard of the pod's Node. --cpu and
 --memory set the simulated usage (served as the kubelet's /stats/summary and /metrics/resource, which
 metrics-server, kubectl top and the HorizontalPodAutoscaler read) of a pod's containers, or a Node's base
-usage besides its pods, from now on. The shards must run with
---control-allow-proxy (deploy/kubernetes/simulate does); the identity needs get on the StatefulSet and
-get/create on pods/proxy in the namespace.`,
+usage besides its pods, from now on. The identity needs get on the StatefulSet and pods and create on
+pods/portforward in the namespace (and get on the pod given with --pod, in its namespace).`,
 		Args:          cobra.MaximumNArgs(1),
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -179,11 +184,11 @@ func (l simLayout) owner(node string) (int, error) {
 	return shard, nil
 }
 
-// layoutFromStatefulSet reads --nodes, --node-name-prefix and --shards from the StatefulSet's
-// nodeagent container; o's non-zero values (and o.port: 0 means the pod's first container port, which
-// the API server's pod proxy takes when none is named) override them.
+// layoutFromStatefulSet reads --nodes, --node-name-prefix, --shards and the control API's port from
+// the StatefulSet's nodeagent container (the port: its --healthz-port, else its container port named
+// "http", else its first container port, else 10248); o's non-zero values override them.
 func layoutFromStatefulSet(sts *appsv1.StatefulSet, o *ctlOptions) (simLayout, error) {
-	l := simLayout{nodes: 100, shards: 1, prefix: "sim-node-"}
+	l := simLayout{nodes: 100, shards: 1, prefix: "sim-node-", port: 10248}
 	found := false
 	for _, c := range sts.Spec.Template.Spec.Containers {
 		args := append(append([]string(nil), c.Command...), c.Args...)
@@ -191,6 +196,14 @@ func layoutFromStatefulSet(sts *appsv1.StatefulSet, o *ctlOptions) (simLayout, e
 			continue
 		}
 		found = true
+		for i, p := range c.Ports {
+			if i == 0 || p.Name == "http" {
+				l.port = int(p.ContainerPort)
+			}
+			if p.Name == "http" {
+				break
+			}
+		}
 		for _, a := range args {
 			k, v, ok := strings.Cut(a, "=")
 			if !ok {
@@ -204,6 +217,8 @@ func layoutFromStatefulSet(sts *appsv1.StatefulSet, o *ctlOptions) (simLayout, e
 				l.shards, err = strconv.Atoi(v)
 			case "--node-name-prefix":
 				l.prefix = v
+			case "--healthz-port":
+				l.port, err = strconv.Atoi(v)
 			}
 			if err != nil {
 				return l, fmt.Errorf("statefulset %s/%s: argument %q: %w", sts.Namespace, sts.Name, a, err)
@@ -262,7 +277,7 @@ func runSimulateCtl(ctx context.Context, out io.Writer, o *ctlOptions, node stri
 	if err != nil {
 		return err
 	}
-	c := shardClient{client: client, namespace: o.namespace, statefulSet: o.statefulSet, port: l.port}
+	c := shardClient{client: client, config: cfg, namespace: o.namespace, statefulSet: o.statefulSet, port: l.port}
 	if o.pod != "" {
 		ns, name, _ := strings.Cut(o.pod, "/")
 		p, err := client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
@@ -339,9 +354,13 @@ func runSimulateCtl(ctx context.Context, out io.Writer, o *ctlOptions, node stri
 	return writeIndented(out, st)
 }
 
-// shardClient reaches the shards' control API through the API server's pod proxy.
+// shardClient reaches the shards' control API through port-forward to each shard's pod, as kubectl
+// port-forward does (client-go's tools/portforward over the pod's portforward subresource: WebSockets,
+// falling back to SPDY): the request arrives on the pod's own loopback, the only peer the control
+// API admits, so that no header and no network path lets anyone else in.
 type shardClient struct {
 	client                 kubernetes.Interface
+	config                 *rest.Config
 	namespace, statefulSet string
 	port                   int
 }
@@ -350,27 +369,84 @@ type shardClient struct {
 // error names the pod and carries the shard's one-line answer.
 func (c shardClient) do(ctx context.Context, shard int, method, path string, body []byte, into any) error {
 	pod := fmt.Sprintf("%s-%d", c.statefulSet, shard)
-	target := pod
-	if c.port > 0 {
-		target = fmt.Sprintf("%s:%d", pod, c.port)
-	}
-	req := c.client.CoreV1().RESTClient().Verb(method).Namespace(c.namespace).Resource("pods").
-		Name(target).SubResource("proxy").Suffix("simulation", path)
-	if body != nil {
-		req = req.SetHeader("Content-Type", "application/json").Body(body)
-	}
-	raw, err := req.DoRaw(ctx)
+	local, stop, err := c.forward(ctx, pod)
 	if err != nil {
-		msg := strings.TrimSpace(string(raw))
-		if msg != "" && !strings.Contains(err.Error(), msg) {
-			return fmt.Errorf("shard %d (pod %s/%s): %w: %s", shard, c.namespace, pod, err, msg)
-		}
+		return fmt.Errorf("shard %d (pod %s/%s): port-forward to port %d: %w", shard, c.namespace, pod, c.port, err)
+	}
+	defer stop()
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, fmt.Sprintf("http://127.0.0.1:%d/simulation/%s", local, path), rd)
+	if err != nil {
+		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := (&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}).Do(req)
+	if err != nil {
 		return fmt.Errorf("shard %d (pod %s/%s): %w", shard, c.namespace, pod, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxCtlAnswer))
+	if err != nil {
+		return fmt.Errorf("shard %d (pod %s/%s): %w", shard, c.namespace, pod, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("shard %d (pod %s/%s): %s: %s", shard, c.namespace, pod, resp.Status, strings.TrimSpace(string(raw)))
 	}
 	if err := json.Unmarshal(raw, into); err != nil {
 		return fmt.Errorf("shard %d (pod %s/%s): answer %q: %w", shard, c.namespace, pod, truncate(string(raw), 200), err)
 	}
 	return nil
+}
+
+// maxCtlAnswer bounds a shard's answer (a --list of 20 000 Nodes is about 10 MiB).
+const maxCtlAnswer = 256 << 20
+
+// forward starts a port-forward from a free port of 127.0.0.1 to c.port of pod, as kubectl
+// port-forward does, and returns the local port and the func that stops it.
+func (c shardClient) forward(ctx context.Context, pod string) (int, func(), error) {
+	u := c.client.CoreV1().RESTClient().Post().Resource("pods").Namespace(c.namespace).Name(pod).SubResource("portforward").URL()
+	transport, upgrader, err := spdy.RoundTripperFor(c.config)
+	if err != nil {
+		return 0, nil, err
+	}
+	dialer := spdy.NewDialer(upgrader, &http.Client{Transport: transport}, http.MethodPost, u)
+	if tunneling, err := portforward.NewSPDYOverWebsocketDialer(u, c.config); err == nil {
+		dialer = portforward.NewFallbackDialer(tunneling, dialer, func(err error) bool {
+			return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
+		})
+	}
+	fctx, cancel := context.WithCancel(ctx)
+	ready := make(chan struct{})
+	pf, err := portforward.NewOnAddressesWithContext(fctx, dialer, []string{"127.0.0.1"}, []string{fmt.Sprintf("0:%d", c.port)}, ready, io.Discard, io.Discard)
+	if err != nil {
+		cancel()
+		return 0, nil, err
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- pf.ForwardPorts() }()
+	select {
+	case <-ready:
+	case err := <-errc:
+		cancel()
+		if err == nil {
+			err = errors.New("port-forward ended before it was ready")
+		}
+		return 0, nil, err
+	case <-ctx.Done():
+		cancel()
+		return 0, nil, ctx.Err()
+	}
+	ports, err := pf.GetPorts()
+	if err != nil || len(ports) != 1 {
+		cancel()
+		return 0, nil, fmt.Errorf("port-forward: local ports %v: %w", ports, err)
+	}
+	return int(ports[0].Local), func() { cancel(); <-errc }, nil
 }
 
 func truncate(s string, n int) string {

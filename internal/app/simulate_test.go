@@ -137,7 +137,7 @@ func TestSimulateFlags(t *testing.T) {
 }
 
 // TestSimulateShardFlags: the shard index from the pod name (POD_NAME, else the host name), the
-// --control-allow-proxy prerequisites, and the shard count bound, each bad one naming the flag.
+// removed --control-allow-proxy, --port-forward-target, and the shard count bound, each bad one naming the flag.
 func TestSimulateShardFlags(t *testing.T) {
 	for _, tc := range []struct {
 		desc      string
@@ -154,8 +154,9 @@ func TestSimulateShardFlags(t *testing.T) {
 		{"ordinal beyond --shards", []string{"--shards=3", "--shard-index-from-pod-name"}, map[string]string{"POD_NAME": "nodeagent-simulate-3"}, "h", 0,
 			`--shard-index-from-pod-name: pod name "nodeagent-simulate-3" (POD_NAME): shard 3 is not in [0, 3) (--shards 3)`},
 		{"unreadable host name", []string{"--shard-index-from-pod-name"}, nil, "", 0, "--shard-index-from-pod-name: POD_NAME is not set and the host name cannot be read"},
-		{"proxy without the pod", []string{"--control-allow-proxy"}, map[string]string{"POD_NAME": "p-0"}, "h", 0, `--control-allow-proxy: POD_NAME "p-0" and POD_NAMESPACE "" must both be set`},
-		{"proxy with the pod", []string{"--control-allow-proxy"}, map[string]string{"POD_NAME": "p-0", "POD_NAMESPACE": "ns"}, "h", 0, ""},
+		{"the removed proxy allowance", []string{"--control-allow-proxy"}, map[string]string{"POD_NAME": "p-0", "POD_NAMESPACE": "ns"}, "h", 0, "--control-allow-proxy: removed"},
+		{"a port-forward target without the kubelet API", []string{"--port=0", "--port-forward-target=db=127.0.0.1:5432"}, nil, "h", 0, "port-forward needs the kubelet's API (--port)"},
+		{"a bad port-forward target", []string{"--port-forward-target=127.0.0.1:5432"}, nil, "h", 0, `--port-forward-target "127.0.0.1:5432": want NAME=host:port`},
 		{"too many shards", []string{"--shards=1001"}, nil, "h", 0, "--shards 1001: must be between 1 and 1000"},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
@@ -192,7 +193,7 @@ func TestCtlLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l != (simLayout{nodes: 300, shards: 3, prefix: "sim-"}) {
+	if l != (simLayout{nodes: 300, shards: 3, prefix: "sim-", port: 10300}) {
 		t.Errorf("layout %+v", l)
 	}
 	for _, tc := range []struct {
@@ -217,6 +218,22 @@ func TestCtlLayout(t *testing.T) {
 	}
 	if shard, err := l.owner("x-15000"); err != nil || shard != 3 {
 		t.Errorf("5-digit owner: %d, %v", shard, err)
+	}
+	// The control API's port without --healthz-port: the container port named http, else the first,
+	// else the default 10248.
+	for _, tc := range []struct {
+		ports []corev1.ContainerPort
+		want  int
+	}{
+		{nil, 10248},
+		{[]corev1.ContainerPort{{Name: "metrics", ContainerPort: 9000}}, 9000},
+		{[]corev1.ContainerPort{{Name: "metrics", ContainerPort: 9000}, {Name: "http", ContainerPort: 10400}}, 10400},
+	} {
+		sts.Spec.Template.Spec.Containers[0].Args = []string{"simulate", "--nodes=10"}
+		sts.Spec.Template.Spec.Containers[0].Ports = tc.ports
+		if l, err := layoutFromStatefulSet(sts, &ctlOptions{}); err != nil || l.port != tc.want {
+			t.Errorf("ports %v: control port %d, %v; want %d", tc.ports, l.port, err, tc.want)
+		}
 	}
 	sts.Spec.Template.Spec.Containers[0].Args = []string{"--companion"}
 	if _, err := layoutFromStatefulSet(sts, &ctlOptions{}); err == nil || !strings.Contains(err.Error(), "no container runs `nodeagent simulate`") {

@@ -35,6 +35,10 @@ type KubeletAPI struct {
 	// authenticator and authorizer (kubeletserver.BuildAuth).
 	TLS  *tls.Config
 	Auth *kubeletserver.Auth
+	// PortForwardTargets are the addresses a port-forward to a simulated pod may reach, by name
+	// (--port-forward-target NAME=host:port): a pod's AnnotationPortForward can pick one by name, never
+	// give an address. Nil: every port is answered in memory (PortAnswer).
+	PortForwardTargets map[string]string
 }
 
 // Validate checks the addresses and the port range of a shard of nodes Nodes.
@@ -67,7 +71,7 @@ func (s *Simulator) ServeKubeletAPI(ctx context.Context) error {
 	if s.cfg.Dependencies.Pods == nil {
 		return errors.New("simulation: the kubelet's API needs Dependencies.Pods (the pod informer)")
 	}
-	provider := &Streaming{Pods: s.cfg.Dependencies.Pods, Clock: s.cfg.Dependencies.Clock}
+	provider := &Streaming{Pods: s.cfg.Dependencies.Pods, Clock: s.cfg.Dependencies.Clock, PortForwardTargets: k.PortForwardTargets}
 	if c := s.cfg.Dependencies.Client; c != nil {
 		provider.ConfigMaps = func(ctx context.Context, namespace, name string) (*v1.ConfigMap, error) {
 			return c.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})

@@ -18,6 +18,7 @@ import (
 
 	"github.com/nodeagent/nodeagent/pkg/apiclient"
 	"github.com/nodeagent/nodeagent/pkg/lease"
+	"github.com/nodeagent/nodeagent/pkg/server"
 )
 
 func TestShardFromPodName(t *testing.T) {
@@ -306,53 +307,36 @@ func TestSampleNames(t *testing.T) {
 	}
 }
 
-// TestControlHandlerProxy: with AllowProxy, a remote peer is served only when the request came
-// through the API server's proxy to this pod; a POST still needs JSON and no Origin. Without it,
-// remote peers get 403; loopback peers keep the Host checks.
-func TestControlHandlerProxy(t *testing.T) {
+// TestControlAPIForgedProxyHeader (issue 45, item 3): the control API as nodeagent simulate serves it
+// (server.LoopbackOnly around Handler) admits loopback peers only: a remote peer is refused whatever
+// headers it sends, among them the API server's X-Forwarded-Uri naming this very pod's proxy, which any
+// pod can forge (earlier releases' --control-allow-proxy obeyed it).
+func TestControlAPIForgedProxyHeader(t *testing.T) {
 	e := newSimEnv(t, nil)
+	h := server.LoopbackOnly(e.sim.Handler())
 	const proxyPath = "/api/v1/namespaces/sim/pods/nodeagent-simulate-1:10248/proxy"
-	allow := ControlOptions{AllowProxy: true, Namespace: "sim", Pod: "nodeagent-simulate-1"}
 	for _, tc := range []struct {
-		desc        string
-		opts        ControlOptions
-		method      string
-		path        string
-		remote      string
-		host        string
-		forwarded   string
-		contentType string
-		origin      string
-		want        int
+		desc, method, path, remote, host, forwarded string
+		want                                        int
 	}{
-		{"loopback", ControlOptions{}, "GET", "/simulation/nodes", "127.0.0.1:5000", "127.0.0.1:10248", "", "", "", 200},
-		{"loopback, foreign Host", ControlOptions{}, "GET", "/simulation/nodes", "127.0.0.1:5000", "evil.example:10248", "", "", "", 403},
-		{"remote, no allowance", ControlOptions{}, "GET", "/simulation/nodes", "10.0.0.9:5000", "10.0.0.5:10248", proxyPath + "/simulation/nodes", "", "", 403},
-		{"through the proxy", allow, "GET", "/simulation/nodes", "10.0.0.9:5000", "api.example:6443", proxyPath + "/simulation/nodes", "", "", 200},
-		{"through the proxy, no port", allow, "GET", "/simulation/nodes/sim-0000", "10.0.0.9:5000", "api.example:6443", "/api/v1/namespaces/sim/pods/nodeagent-simulate-1/proxy/simulation/nodes/sim-0000", "", "", 200},
-		{"through the proxy, scheme", allow, "GET", "/simulation/nodes", "10.0.0.9:5000", "x", "/api/v1/namespaces/sim/pods/http:nodeagent-simulate-1:10248/proxy/simulation/nodes", "", "", 200},
-		{"remote, no proxy header", allow, "GET", "/simulation/nodes", "10.0.0.9:5000", "10.0.0.5:10248", "", "", "", 403},
-		{"proxy to another pod", allow, "GET", "/simulation/nodes", "10.0.0.9:5000", "x", "/api/v1/namespaces/sim/pods/nodeagent-simulate-2:10248/proxy/simulation/nodes", "", "", 403},
-		{"proxy in another namespace", allow, "GET", "/simulation/nodes", "10.0.0.9:5000", "x", "/api/v1/namespaces/other/pods/nodeagent-simulate-1:10248/proxy/simulation/nodes", "", "", 403},
-		{"proxy header for another path", allow, "GET", "/simulation/nodes", "10.0.0.9:5000", "x", proxyPath + "/healthz", "", "", 403},
-		{"POST through the proxy", allow, "POST", "/simulation/nodes/sim-0000", "10.0.0.9:5000", "x", proxyPath + "/simulation/nodes/sim-0000", "application/json", "", 200},
-		{"POST through the proxy, form", allow, "POST", "/simulation/nodes/sim-0000", "10.0.0.9:5000", "x", proxyPath + "/simulation/nodes/sim-0000", "text/plain", "", 415},
-		{"POST through the proxy, Origin", allow, "POST", "/simulation/nodes/sim-0000", "10.0.0.9:5000", "x", proxyPath + "/simulation/nodes/sim-0000", "application/json", "https://evil.example", 403},
+		{"loopback (port-forward)", "GET", "/simulation/nodes", "127.0.0.1:5000", "127.0.0.1:41234", "", 200},
+		{"loopback POST (port-forward)", "POST", "/simulation/nodes/sim-0000", "127.0.0.1:5000", "127.0.0.1:41234", "", 200},
+		{"loopback, foreign Host", "GET", "/simulation/nodes", "127.0.0.1:5000", "evil.example:10248", "", 403},
+		{"remote", "GET", "/simulation/nodes", "10.0.0.9:5000", "10.0.0.5:10248", "", 403},
+		{"remote, forged proxy header", "GET", "/simulation/nodes", "10.0.0.9:5000", "api.example:6443", proxyPath + "/simulation/nodes", 403},
+		{"remote POST, forged proxy header", "POST", "/simulation/nodes/sim-0000", "10.0.0.9:5000", "api.example:6443", proxyPath + "/simulation/nodes/sim-0000", 403},
+		{"remote, forged header and loopback Host", "POST", "/simulation/nodes/sim-0000", "10.0.0.9:5000", "127.0.0.1:10248", proxyPath + "/simulation/nodes/sim-0000", 403},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			req := httptest.NewRequest(tc.method, tc.path, strings.NewReader(`{"memoryPressure":false}`))
 			req.RemoteAddr, req.Host = tc.remote, tc.host
+			req.Header.Set("Content-Type", "application/json")
 			if tc.forwarded != "" {
 				req.Header.Set("X-Forwarded-Uri", tc.forwarded)
-			}
-			if tc.contentType != "" {
-				req.Header.Set("Content-Type", tc.contentType)
-			}
-			if tc.origin != "" {
-				req.Header.Set("Origin", tc.origin)
+				req.Header.Set("X-Forwarded-For", "127.0.0.1")
 			}
 			rec := httptest.NewRecorder()
-			e.sim.ControlHandler(tc.opts).ServeHTTP(rec, req)
+			h.ServeHTTP(rec, req)
 			if rec.Code != tc.want {
 				t.Errorf("%s %s: %d %s, want %d", tc.method, tc.path, rec.Code, rec.Body, tc.want)
 			}

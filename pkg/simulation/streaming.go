@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,7 +20,7 @@ import (
 
 // The annotations that shape what the kubelet's API answers for a simulated pod (docs/simulation.md,
 // "Logs, exec, attach and port-forward"). Nothing runs on the simulator's host: logs are computed,
-// exec and attach answered from these annotations, port-forward dials only the target one names.
+// exec and attach answered from these annotations, port-forward answered in memory (portforward.go).
 const (
 	// AnnotationLogLines is how many log lines each container writes when it starts ("0" none;
 	// default 1).
@@ -37,8 +36,9 @@ const (
 	AnnotationExec = "nodeagent.io/exec"
 	// AnnotationAttach is what kubectl attach shows before it echoes stdin back.
 	AnnotationAttach = "nodeagent.io/attach"
-	// AnnotationPortForward names where kubectl port-forward's connections to the pod go: a
-	// host:port for every port, or port=host:port pairs separated by commas.
+	// AnnotationPortForward says what the pod's ports answer to kubectl port-forward: a JSON object
+	// from a port ("80") or "*" to a PortAnswer (an HTTP response, an echo, refused, or the name of
+	// one of the operator's --port-forward-target targets); default: an HTTP 200 naming the pod.
 	AnnotationPortForward = "nodeagent.io/port-forward"
 )
 
@@ -69,6 +69,10 @@ type Streaming struct {
 	ConfigMaps ConfigMapGetter
 	// configMapLines shares the lines of each ConfigMap among the streams reading it.
 	configMapLines logLinesCache
+	// PortForwardTargets are the operator's port-forward targets (--port-forward-target), by name:
+	// the only addresses a port-forward to a simulated pod ever dials, when the pod's
+	// AnnotationPortForward picks one by name. Nil: none.
+	PortForwardTargets map[string]string
 	// follow is the clock every follow stream waits on.
 	follow followClock
 }
@@ -297,50 +301,3 @@ func (st *Streaming) AttachToContainer(ctx context.Context, namespace, podName, 
 type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
-
-// portTarget is where AnnotationPortForward sends the pod's port.
-func portTarget(p *v1.Pod, port int32) (string, error) {
-	v, ok := p.Annotations[AnnotationPortForward]
-	if !ok || v == "" {
-		return "", fmt.Errorf("pod %s/%s is simulated: nothing listens on its port %d (annotation %s names no target)", p.Namespace, p.Name, port, AnnotationPortForward)
-	}
-	for _, item := range strings.Split(v, ",") {
-		item = strings.TrimSpace(item)
-		if from, to, found := strings.Cut(item, "="); found {
-			if from == strconv.Itoa(int(port)) {
-				return to, nil
-			}
-			continue
-		}
-		return item, nil
-	}
-	return "", fmt.Errorf("pod %s/%s is simulated: nothing listens on its port %d (annotation %s %q names no target for it)", p.Namespace, p.Name, port, AnnotationPortForward, v)
-}
-
-// PortForward implements kubeletserver.PortForwarder: the stream is joined to a TCP connection to
-// the target AnnotationPortForward names for the port.
-func (st *Streaming) PortForward(ctx context.Context, namespace, podName string, port int32, stream io.ReadWriteCloser) error {
-	defer func() { _ = stream.Close() }()
-	p, err := st.Pods.Get(namespace, podName)
-	if err != nil {
-		return err
-	}
-	target, err := portTarget(p, port)
-	if err != nil {
-		return err
-	}
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", target)
-	if err != nil {
-		return fmt.Errorf("pod %s/%s port %d: dial %s (annotation %s): %w", namespace, podName, port, target, AnnotationPortForward, err)
-	}
-	defer func() { _ = conn.Close() }()
-	done := make(chan struct{}, 2)
-	go func() { _, _ = io.Copy(conn, stream); done <- struct{}{} }()
-	go func() { _, _ = io.Copy(stream, conn); done <- struct{}{} }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-	}
-	return nil
-}

@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -8,6 +9,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
 )
@@ -15,7 +17,7 @@ import (
 const simDir = "deploy/kubernetes/simulate"
 
 // simObjects strictly decodes every manifest of deploy/kubernetes/simulate.
-func simObjects(t *testing.T) (sts *appsv1.StatefulSet, roles map[string][]rbacv1.PolicyRule, svc *corev1.Service) {
+func simObjects(t *testing.T) (sts *appsv1.StatefulSet, roles map[string][]rbacv1.PolicyRule, svc *corev1.Service, np *networkingv1.NetworkPolicy) {
 	t.Helper()
 	roles = map[string][]rbacv1.PolicyRule{}
 	paths, err := filepath.Glob(filepath.Join(repoRoot(t), simDir, "*.yaml"))
@@ -36,6 +38,8 @@ func simObjects(t *testing.T) (sts *appsv1.StatefulSet, roles map[string][]rbacv
 				sts = o
 			case *corev1.Service:
 				svc = o
+			case *networkingv1.NetworkPolicy:
+				np = o
 			case *rbacv1.ClusterRole:
 				roles["cluster/"+o.Name] = o.Rules
 			case *rbacv1.Role:
@@ -46,18 +50,18 @@ func simObjects(t *testing.T) (sts *appsv1.StatefulSet, roles map[string][]rbacv
 			}
 		}
 	}
-	if sts == nil || svc == nil {
-		t.Fatalf("%s: want a StatefulSet and a Service", simDir)
+	if sts == nil || svc == nil || np == nil {
+		t.Fatalf("%s: want a StatefulSet, a Service and a NetworkPolicy", simDir)
 	}
-	return sts, roles, svc
+	return sts, roles, svc, np
 }
 
 // TestSimulateOverlay: the StatefulSet is what docs/simulation.md says (Parallel, the pod name from the
 // downward API, the shard index from it, --shards from the replicas through the kustomization's
-// replacement, Nodes deleted on exit, the control API through the pod proxy, resources without a CPU
+// replacement, Nodes deleted on exit, no --control-allow-proxy, a NetworkPolicy, resources without a CPU
 // limit), its Service is headless, and the roles grant exactly what a shard does.
 func TestSimulateOverlay(t *testing.T) {
-	sts, roles, svc := simObjects(t)
+	sts, roles, svc, np := simObjects(t)
 	if sts.Spec.PodManagementPolicy != appsv1.ParallelPodManagement {
 		t.Errorf("podManagementPolicy %q, want Parallel", sts.Spec.PodManagementPolicy)
 	}
@@ -65,10 +69,36 @@ func TestSimulateOverlay(t *testing.T) {
 		t.Errorf("service %s clusterIP %q, StatefulSet serviceName %q: want a headless governing Service", svc.Name, svc.Spec.ClusterIP, sts.Spec.ServiceName)
 	}
 	c := sts.Spec.Template.Spec.Containers[0]
-	for _, want := range []string{"simulate", "--shards=REPLICAS", "--shard-index-from-pod-name", "--delete-nodes-on-exit=true", "--control-allow-proxy"} {
+	for _, want := range []string{"simulate", "--shards=REPLICAS", "--shard-index-from-pod-name", "--delete-nodes-on-exit=true"} {
 		if !slices.Contains(c.Args, want) {
 			t.Errorf("args %q lack %q", c.Args, want)
 		}
+	}
+	// Issue 45: the control API trusts no header (the removed --control-allow-proxy obeyed a forgeable
+	// X-Forwarded-Uri); ctl comes through port-forward. The NetworkPolicy admits ingress to the shards'
+	// pods on the http port and the kubelet API's range only.
+	if slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--control-allow-proxy") }) {
+		t.Errorf("args %q: --control-allow-proxy is removed (a start with it fails)", c.Args)
+	}
+	if np.Namespace != sts.Namespace || np.Spec.PodSelector.MatchLabels["app.kubernetes.io/name"] != sts.Spec.Template.Labels["app.kubernetes.io/name"] ||
+		!slices.Equal(np.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}) {
+		t.Errorf("NetworkPolicy %s/%s selects %v, types %v: want the StatefulSet's pods, Ingress", np.Namespace, np.Name, np.Spec.PodSelector.MatchLabels, np.Spec.PolicyTypes)
+	}
+	var admitted []string
+	for _, rule := range np.Spec.Ingress {
+		if len(rule.From) != 0 {
+			t.Errorf("NetworkPolicy rule %+v: peers are not restricted by the policy (the API servers' addresses are the cluster's)", rule)
+		}
+		for _, p := range rule.Ports {
+			end := int32(0)
+			if p.EndPort != nil {
+				end = *p.EndPort
+			}
+			admitted = append(admitted, fmt.Sprintf("%s/%s-%d", *p.Protocol, p.Port.String(), end))
+		}
+	}
+	if want := []string{"TCP/10248-0", "TCP/10250-12249"}; !slices.Equal(admitted, want) {
+		t.Errorf("NetworkPolicy admits %v, want %v (the http port; the kubelet API's ports of 2000 Nodes)", admitted, want)
 	}
 	env := map[string]string{}
 	for _, e := range c.Env {
