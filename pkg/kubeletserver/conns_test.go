@@ -235,10 +235,10 @@ func TestServeDeadlines(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		// client sends its part and returns the connection to read from
-		client   func(c net.Conn) net.Conn
+		client    func(c net.Conn) net.Conn
 		wantLines int           // the lines the client reads before the server closes
-		maxLife  time.Duration // the longest the connection may live
-		minLife  time.Duration
+		maxLife   time.Duration // the longest the connection may live
+		minLife   time.Duration
 	}{
 		{"half ClientHello", func(c net.Conn) net.Conn {
 			_, _ = c.Write([]byte{0x16, 0x03, 0x01, 0x02, 0x00}) // a handshake record of 512 bytes, never sent
