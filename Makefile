@@ -54,9 +54,16 @@ test: tools
 
 .PHONY: fuzz
 FUZZTIME ?= 15s
-## fuzz: fuzz config decoding and validation (pkg/config FuzzDecodeValidate) for FUZZTIME; part of `make test`
+# FUZZ_TARGETS: each <package>:<target>, fuzzed FUZZTIME each, one after the other (go test -fuzz takes
+# one target of one package at a time).
+FUZZ_TARGETS := ./pkg/config:FuzzDecodeValidate ./pkg/kubeletserver:FuzzDecodeLogOptions ./pkg/simulation:FuzzContainerLogs
+## fuzz: fuzz FUZZ_TARGETS (config decoding and validation; the kubelet API's log options and the simulated
+## logs' line arithmetic) for FUZZTIME each; part of `make test`
 fuzz:
-	$(GO) test -run='^$$' -fuzz=FuzzDecodeValidate -fuzztime=$(FUZZTIME) ./pkg/config
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		echo "fuzz $${t#*:} in $${t%%:*} for $(FUZZTIME)"; \
+		$(GO) test -run='^$$' -fuzz="^$${t#*:}$$" -fuzztime=$(FUZZTIME) "$${t%%:*}"; \
+	done
 
 ## test-unit: tests outside test/, with the race detector
 test-unit:

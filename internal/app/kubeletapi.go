@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"math"
 	"sync/atomic"
 	"time"
 
@@ -167,7 +168,25 @@ func (k *kubeletAPI) addTo(group *lifecycle.Group) {
 		if err != nil {
 			return err
 		}
-		klog.FromContext(ctx).Info("Starting to listen", "address", k.address, "port", k.port)
+		// The process's descriptors less the reserve (kubeletserver.DefaultReserve) for the
+		// agent's own: a flood of the port leaves its Lease, status and healthz their descriptors.
+		nofile, err := rlimitNofile()
+		if err != nil {
+			_ = ln.Close()
+			return err
+		}
+		limits, err := kubeletserver.DefaultConnectionLimits(nofile, 1, math.MaxInt, 0)
+		if err == nil {
+			var pool *kubeletserver.ConnectionPool
+			if pool, err = kubeletserver.NewConnectionPool(limits); err == nil {
+				ln = pool.Listener(ln)
+			}
+		}
+		if err != nil {
+			_ = ln.Close()
+			return err
+		}
+		klog.FromContext(ctx).Info("Starting to listen", "address", k.address, "port", k.port, "maxConnections", limits.Total)
 		return kubeletserver.Serve(ctx, ln, k.tls, k.srv)
 	}))
 }

@@ -74,6 +74,8 @@ type simulateOptions struct {
 	controlAllowProxy     bool
 	// portForwardTargets are --port-forward-target's NAME=host:port values.
 	portForwardTargets []string
+	// The simulated Nodes' kubelet API connections (--max-connections-per-node, --reserved-file-descriptors).
+	kubeletAPIConns kubeletAPIConnOptions
 	// getenv and hostname read POD_NAME, POD_NAMESPACE and the host name (os.Getenv, os.Hostname;
 	// replaced in tests).
 	getenv   func(string) string
@@ -115,6 +117,7 @@ func simulateFlags() (*simulateOptions, *pflag.FlagSet) {
 	fs.BoolVar(&o.podCommandInterpretation, "pod-command-interpretation", true, "Interpret a simulated container's command and args (a shell's -c script, sleep, exit codes, files in emptyDir and hostPath volumes) in a sandbox, in simulated time, so that it decides how long each run lasts and how it exits; the annotations nodeagent.io/run-duration and exit-code take precedence, and a command the sandbox cannot honour keeps the default behaviour (a Warning Event CommandNotInterpreted says so). See docs/simulation.md.")
 	fs.DurationVar(&o.podStopDelay, "pod-stop-delay", 0, "Default time from a simulated pod's deletion to its containers stopped, capped by its grace period (annotation nodeagent.io/stop-delay).")
 	fs.IntVar(&o.podWorkers, "pod-workers", o.podWorkers, "Workers that run the pods bound to the simulated Nodes (admission, status writes, deletion), from a work queue of their own, so that no pod storm delays a Lease or a Node status; 0: one per 20 Nodes, 32 to 128.")
+	o.kubeletAPIConns.addFlags(fs)
 	for _, name := range simulateAgentFlags {
 		fs.AddFlag(agentFlags.Lookup(name))
 	}

@@ -4,6 +4,9 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
+	"syscall"
+
+	"github.com/spf13/pflag"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -60,7 +63,15 @@ func simulateKubeletAPI(o *simulateOptions, restConfig *rest.Config) (*simulatio
 	if err != nil {
 		return nil, err
 	}
-	k := &simulation.KubeletAPI{Address: c.Address, NodeIP: ip, FirstPort: int(*c.Port), TLS: tlsConfig, Auth: auth}
+	nofile, err := o.kubeletAPIConns.nofileLimit()
+	if err != nil {
+		return nil, err
+	}
+	conns, err := kubeletserver.DefaultConnectionLimits(nofile, o.nodes, o.kubeletAPIConns.perNode, o.kubeletAPIConns.reserve)
+	if err != nil {
+		return nil, fmt.Errorf("--nodes %d --max-connections-per-node %d --reserved-file-descriptors %d: %w", o.nodes, o.kubeletAPIConns.perNode, o.kubeletAPIConns.reserve, err)
+	}
+	k := &simulation.KubeletAPI{Address: c.Address, NodeIP: ip, FirstPort: int(*c.Port), TLS: tlsConfig, Auth: auth, Connections: conns}
 	if err := k.Validate(o.nodes); err != nil {
 		return nil, err
 	}
@@ -73,4 +84,35 @@ func kubeletAPIAuthConfig(restConfig *rest.Config, qps float32, burst int32) *re
 	cfg := rest.CopyConfig(restConfig)
 	cfg.QPS, cfg.Burst = qps, int(burst)
 	return cfg
+}
+
+// kubeletAPIConnOptions are the flags of the simulated Nodes' kubelet API connections
+// (kubeletserver.ConnectionLimits): 0 derives each from the process's RLIMIT_NOFILE.
+type kubeletAPIConnOptions struct {
+	perNode, reserve int
+	// nofile reads RLIMIT_NOFILE (replaced in tests); nil: rlimitNofile.
+	nofile func() (uint64, error)
+}
+
+// addFlags adds --max-connections-per-node and --reserved-file-descriptors to fs.
+func (c *kubeletAPIConnOptions) addFlags(fs *pflag.FlagSet) {
+	fs.IntVar(&c.perNode, "max-connections-per-node", c.perNode, "With --port: the most connections one simulated Node's kubelet API holds open; more wait in the listen backlog until one of its own closes (as clients of a kubelet out of descriptors), so that a flood of one Node's port is that Node's alone. 0: an eighth of the connections all Nodes may hold (RLIMIT_NOFILE less --reserved-file-descriptors and one listener per Node), at least 16.")
+	fs.IntVar(&c.reserve, "reserved-file-descriptors", c.reserve, "With --port: file descriptors of the process no kubelet API connection may take (the clients of the API server, the healthz port, files); every Node's connections together hold at most RLIMIT_NOFILE less these and one listener per Node. 0: a tenth of RLIMIT_NOFILE, at least 1024 and at most half.")
+}
+
+func (c *kubeletAPIConnOptions) nofileLimit() (uint64, error) {
+	if c.nofile != nil {
+		return c.nofile()
+	}
+	return rlimitNofile()
+}
+
+// rlimitNofile is the process's soft RLIMIT_NOFILE (which the Go runtime raised to the hard limit
+// at start).
+func rlimitNofile() (uint64, error) {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+		return 0, fmt.Errorf("reading RLIMIT_NOFILE: %w", err)
+	}
+	return rl.Cur, nil
 }

@@ -30,5 +30,12 @@
 //
 //	auth, err := kubeletserver.BuildAuth(client, authn, authz) // once per process
 //	srv, err := kubeletserver.New(kubeletserver.Config{NodeName: "n1", Pods: lister, Provider: p, Auth: auth})
-//	err = kubeletserver.ListenAndServe(ctx, "0.0.0.0:10250", tlsConfig, srv)
+//	ln, err := kubeletserver.Listen("0.0.0.0", 10250)
+//	pool, err := kubeletserver.NewConnectionPool(limits) // once per process: DefaultConnectionLimits
+//	err = kubeletserver.Serve(ctx, pool.Listener(ln), tlsConfig, srv)
+//
+// Serve closes a connection that has not finished its TLS handshake or its request's headers within
+// ReadHeaderTimeout (10 s; the kubelet has no such deadline), and a ConnectionPool caps the
+// connections one Node's listener and all of a process's listeners hold open, so that a flood of
+// one Node's port is that Node's alone (ConnectionLimits).
 package kubeletserver

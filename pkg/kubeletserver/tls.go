@@ -94,19 +94,30 @@ func StaticCertificate(cert *tls.Certificate) func(*tls.ClientHelloInfo) (*tls.C
 	return func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return cert, nil }
 }
 
+// ReadHeaderTimeout bounds, on every connection of Serve, the TLS handshake and the reading of
+// each request's headers (http.Server.ReadHeaderTimeout, which the handshake's deadline is the
+// least of): the healthz server's 10 s (pkg/server) and the HTTP/2 server's preface timeout, within
+// the API server's 32 s (k8s.io/apiserver's secure serving). The kubelet's http.Server sets none, so
+// that a connection which never finishes its ClientHello or its headers holds a descriptor for its
+// 4 h ReadTimeout (issue 45); once its headers are read a request (logs -f, exec, attach,
+// port-forward) has the kubelet's 4 h.
+const ReadHeaderTimeout = 10 * time.Second
+
 // Serve serves handler with TLS on ln until ctx ends, with the kubelet's http.Server limits (idle
-// 90 s, read and write 4 h, 1 MiB of headers), then closes the listener and every connection. It
-// returns nil when ctx ended, else the server's error.
+// 90 s, read and write 4 h, 1 MiB of headers) and ReadHeaderTimeout for the TLS handshake and the
+// headers, then closes the listener and every connection. Limit ln with a ConnectionPool to cap
+// the connections it holds open. It returns nil when ctx ended, else the server's error.
 func Serve(ctx context.Context, ln net.Listener, tlsConfig *tls.Config, handler http.Handler) error {
 	srv := &http.Server{
-		Handler:        handler,
-		TLSConfig:      tlsConfig,
-		IdleTimeout:    90 * time.Second,
-		ReadTimeout:    4 * 60 * time.Minute,
-		WriteTimeout:   4 * 60 * time.Minute,
-		MaxHeaderBytes: 1 << 20,
-		ErrorLog:       nil,
-		BaseContext:    func(net.Listener) context.Context { return ctx },
+		Handler:           handler,
+		TLSConfig:         tlsConfig,
+		IdleTimeout:       90 * time.Second,
+		ReadHeaderTimeout: ReadHeaderTimeout,
+		ReadTimeout:       4 * 60 * time.Minute,
+		WriteTimeout:      4 * 60 * time.Minute,
+		MaxHeaderBytes:    1 << 20,
+		ErrorLog:          nil,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
 	}
 	// No goroutine waits for ctx: the simulator runs one Serve per Node (10 000 Nodes, 10 000 fewer
 	// parked goroutines; BENCHMARKS.md, "bench-kubelet-api").

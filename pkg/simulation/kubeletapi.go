@@ -39,6 +39,11 @@ type KubeletAPI struct {
 	// (--port-forward-target NAME=host:port): a pod's AnnotationPortForward can pick one by name, never
 	// give an address. Nil: every port is answered in memory (PortAnswer).
 	PortForwardTargets map[string]string
+	// Connections caps the connections each Node's listener and all of them hold open
+	// (kubeletserver.DefaultConnectionLimits from the process's RLIMIT_NOFILE,
+	// --max-connections-per-node, --reserved-file-descriptors): a flood of one Node's port is
+	// that Node's alone. The zero value: no cap.
+	Connections kubeletserver.ConnectionLimits
 }
 
 // Validate checks the addresses and the port range of a shard of nodes Nodes.
@@ -52,6 +57,9 @@ func (k *KubeletAPI) Validate(nodes int) error {
 		return fmt.Errorf("--port %d: the shard's %d Nodes take ports %d to %d, which must be within 1 to 65535", k.FirstPort, nodes, k.FirstPort, k.FirstPort+nodes-1)
 	case k.TLS == nil || k.Auth == nil:
 		return errors.New("simulation: KubeletAPI needs TLS and Auth")
+	}
+	if k.Connections != (kubeletserver.ConnectionLimits{}) {
+		return k.Connections.Validate()
 	}
 	return nil
 }
@@ -75,6 +83,13 @@ func (s *Simulator) ServeKubeletAPI(ctx context.Context) error {
 	if c := s.cfg.Dependencies.Client; c != nil {
 		provider.ConfigMaps = func(ctx context.Context, namespace, name string) (*v1.ConfigMap, error) {
 			return c.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
+		}
+	}
+	var pool *kubeletserver.ConnectionPool
+	if k.Connections != (kubeletserver.ConnectionLimits{}) {
+		var err error
+		if pool, err = kubeletserver.NewConnectionPool(k.Connections); err != nil {
+			return err
 		}
 	}
 	listeners := make([]net.Listener, 0, len(s.nodes))
@@ -114,10 +129,14 @@ func (s *Simulator) ServeKubeletAPI(ctx context.Context) error {
 			closeAll()
 			return fmt.Errorf("simulated node %s: %w", name, err)
 		}
+		if pool != nil {
+			ln = pool.Listener(ln)
+		}
 		listeners, handlers = append(listeners, ln), append(handlers, srv)
 	}
 	klog.FromContext(ctx).Info("Serving the kubelet's API of every simulated node", "address", k.Address, "nodeIP", k.NodeIP,
-		"firstPort", k.FirstPort, "lastPort", int(k.FirstPort)+len(s.nodes)-1)
+		"firstPort", k.FirstPort, "lastPort", int(k.FirstPort)+len(s.nodes)-1,
+		"maxConnectionsPerNode", k.Connections.PerNode, "maxConnections", k.Connections.Total)
 	var wg sync.WaitGroup
 	errs := make(chan error, len(listeners))
 	for j := range listeners {

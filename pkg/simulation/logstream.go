@@ -158,7 +158,7 @@ func (s *logStream) nextChunk() ([]byte, error) {
 				s.chunk = s.spec.appendLine(s.chunk, s.container, s.run, s.next, s.timestamps)
 				s.next++
 			}
-			if s.limit > 0 && s.sent+len(s.chunk) > s.limit {
+			if s.limit > 0 && len(s.chunk) > s.limit-s.sent {
 				s.chunk = s.chunk[:s.limit-s.sent]
 			}
 			s.sent += len(s.chunk)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -141,15 +142,26 @@ func containerRun(p *v1.Pod, container string, previous bool) (run, error) {
 	return run{}, fmt.Errorf("container %q in pod %q is waiting to start: ContainerCreating", container, p.Name)
 }
 
-// lineTime is when line k of a run was written.
+// lineTime is when line k of a run was written: the run's start for the first s.lines lines, then
+// one more line every s.period. A line beyond the longest time.Duration after the start (about 292
+// years) is at started plus that Duration: no run lives that long, so no such line is ever written
+// (linesUntil saturates alike), and a follow stream waiting for one waits its followCheckPeriod.
 func (s logSpec) lineTime(r run, k int) time.Time {
 	if k < s.lines || s.period == 0 {
 		return r.started
 	}
-	return r.started.Add(time.Duration(k-s.lines+1) * s.period)
+	steps := int64(k - s.lines) // >= 0: the line at started + (steps+1)*period
+	if steps >= int64(maxDuration/s.period) {
+		return r.started.Add(maxDuration)
+	}
+	return r.started.Add(time.Duration(steps+1) * s.period)
 }
 
-// linesUntil is how many lines the run had written by t.
+// maxDuration is the longest time.Duration (time.Time.Sub's saturation).
+const maxDuration = time.Duration(math.MaxInt64)
+
+// linesUntil is how many lines the run had written by t: s.lines at the start, then one per
+// s.period (t.Sub saturates at maxDuration, so the count is at most s.lines + maxDuration/s.period).
 func (s logSpec) linesUntil(r run, t time.Time) int {
 	if t.Before(r.started) {
 		return 0
@@ -161,7 +173,12 @@ func (s logSpec) linesUntil(r run, t time.Time) int {
 	return n
 }
 
-// firstSince is the first line written at or after since.
+// firstSince is the first line written at or after since, as the kubelet's log reader skips the
+// lines before since (k8s.io/cri-client/pkg/logs, logWriter.write): 0 when since is not after the
+// start; s.lines when the run writes no line after its start; math.MaxInt, a line never written,
+// when since is beyond the longest time.Duration after the start (sinceTime=9999-12-31T23:59:59Z:
+// an empty log, as the kubelet answers, and a follow stream that sends nothing). It neither
+// overflows nor returns a negative line.
 func (s logSpec) firstSince(r run, since time.Time) int {
 	if !since.After(r.started) {
 		return 0
@@ -169,8 +186,15 @@ func (s logSpec) firstSince(r run, since time.Time) int {
 	if s.period == 0 {
 		return s.lines // every line was written at the start, before since
 	}
-	// line k (k >= lines) is at started + (k-lines+1)*period >= since
-	steps := (since.Sub(r.started) + s.period - 1) / s.period
+	d := since.Sub(r.started) // > 0
+	if d == maxDuration {
+		return math.MaxInt
+	}
+	// line k (k >= lines) is at started + (k-lines+1)*period >= since: k-lines+1 = ceil(d/period)
+	steps := d / s.period
+	if d%s.period != 0 {
+		steps++
+	}
 	return s.lines + int(steps) - 1
 }
 
@@ -206,6 +230,9 @@ func (st *Streaming) GetContainerLogs(ctx context.Context, namespace, podName, c
 	}
 	last := spec.linesUntil(r, end) // lines [0, last) written so far
 	first := 0
+	// The kubelet's kuberuntime ReadLogs: since is now less sinceSeconds, in the kubelet's own
+	// arithmetic (past about 292 years of seconds the Duration wraps, as the kubelet's does, and so
+	// does its answer), else sinceTime.
 	since := opts.SinceTime
 	if opts.SinceSeconds > 0 {
 		since = now.Add(-time.Duration(opts.SinceSeconds) * time.Second)

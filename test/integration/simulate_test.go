@@ -73,6 +73,13 @@ type simulator struct {
 // the test's directory, and stops it (SIGTERM, then SIGKILL after 20 s) when the test ends.
 func startSimulator(t *testing.T, args ...string) *simulator {
 	t.Helper()
+	return startSimulatorUnder(t, nil, args...)
+}
+
+// startSimulatorUnder is startSimulator through the command wrap, which execs its last argument
+// with the arguments that follow (prlimit --nofile=N:N --, to run it with fewer descriptors).
+func startSimulatorUnder(t *testing.T, wrap []string, args ...string) *simulator {
+	t.Helper()
 	bin, err := framework.BuildAgent()
 	if err != nil {
 		t.Fatal(err)
@@ -85,6 +92,9 @@ func startSimulator(t *testing.T, args ...string) *simulator {
 	}
 	args = append([]string{"simulate", "--healthz-bind-address=127.0.0.1", "--healthz-port=" + strconv.Itoa(port), "-v=2"}, args...)
 	s.cmd = exec.Command(bin, args...)
+	if len(wrap) > 0 {
+		s.cmd = exec.Command(wrap[0], append(append(wrap[1:len(wrap):len(wrap)], bin), args...)...)
+	}
 	s.cmd.Stdout, s.cmd.Stderr = logf, logf
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := s.cmd.Start(); err != nil {
