@@ -19,7 +19,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/nodeagent/nodeagent/test/framework"
@@ -51,35 +53,8 @@ func TestKubeletAPISimulated(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Two shards of one Node each, each Node on a port of its own on an address of this machine
-	// that the API server's node proxy accepts (not loopback).
-	ip := hostAddress(t)
-	ports := []int{framework.FreePort(), framework.FreePort()}
-	for i, port := range ports {
-		startShard(t, i, []string{"simulate", "--kubeconfig=" + cp.AdminKubeconfig, "--nodes=1", "--shards=2",
-			"--shard-index=" + strconv.Itoa(i), "--node-name-prefix=api-", "--healthz-bind-address=127.0.0.1",
-			"--healthz-port=" + strconv.Itoa(framework.FreePort()),
-			"--address=" + ip, "--node-ip=" + ip, "--port=" + strconv.Itoa(port),
-			"--client-ca-file=" + cp.KubeletClientCAFile}, nil, framework.FreePort())
-	}
-	nodes := []string{"api-0000", "api-0001"}
-	err := framework.WaitFor(sctx, 300*time.Millisecond, func() (bool, error) {
-		for i, n := range nodes {
-			node, err := admin.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
-			if err != nil || !framework.IsReady(node) {
-				return false, err
-			}
-			if got := node.Status.DaemonEndpoints.KubeletEndpoint.Port; got != int32(ports[i]) {
-				return false, fmt.Errorf("node %s: daemonEndpoints.kubeletEndpoint.Port %d, want %d: %w", n, got, ports[i], framework.ErrStop)
-			}
-		}
-		return true, nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	// The port-forward target: a TCP echo server on loopback.
+	// The operator's port-forward target (shard 0's --port-forward-target echo=...): a TCP echo server on
+	// loopback.
 	echo, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -95,6 +70,38 @@ func TestKubeletAPISimulated(t *testing.T) {
 		}
 	}()
 
+	// Two shards of one Node each, each Node on a port of its own on an address of this machine
+	// that the API server's node proxy accepts (not loopback).
+	ip := hostAddress(t)
+	ports := []int{framework.FreePort(), framework.FreePort()}
+	for i, port := range ports {
+		args := []string{"simulate", "--kubeconfig=" + cp.AdminKubeconfig, "--nodes=1", "--shards=2",
+			"--shard-index=" + strconv.Itoa(i), "--node-name-prefix=api-", "--healthz-bind-address=127.0.0.1",
+			"--healthz-port=" + strconv.Itoa(framework.FreePort()),
+			"--address=" + ip, "--node-ip=" + ip, "--port=" + strconv.Itoa(port),
+			"--client-ca-file=" + cp.KubeletClientCAFile}
+		if i == 0 {
+			args = append(args, "--port-forward-target=echo="+echo.Addr().String())
+		}
+		startShard(t, i, args, nil, framework.FreePort())
+	}
+	nodes := []string{"api-0000", "api-0001"}
+	err = framework.WaitFor(sctx, 300*time.Millisecond, func() (bool, error) {
+		for i, n := range nodes {
+			node, err := admin.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
+			if err != nil || !framework.IsReady(node) {
+				return false, err
+			}
+			if got := node.Status.DaemonEndpoints.KubeletEndpoint.Port; got != int32(ports[i]) {
+				return false, fmt.Errorf("node %s: daemonEndpoints.kubeletEndpoint.Port %d, want %d: %w", n, got, ports[i], framework.ErrStop)
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
 	pod := func(name, node string, ann map[string]string) *corev1.Pod {
 		return &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: ann},
@@ -107,7 +114,7 @@ func TestKubeletAPISimulated(t *testing.T) {
 			"nodeagent.io/log-lines": "3", "nodeagent.io/log-period": "1s", "nodeagent.io/log-text": "hello",
 			"nodeagent.io/exec":         `{"date": {"stdout": "today\n"}, "false": {"stderr": "no\n", "exitCode": 3}}`,
 			"nodeagent.io/attach":       "attached\n",
-			"nodeagent.io/port-forward": echo.Addr().String(),
+			"nodeagent.io/port-forward": `{"80": {"target": "echo"}}`,
 		}),
 		pod("b", nodes[1], nil),
 		pod("cm", nodes[0], map[string]string{"nodeagent.io/log-configmap": "access/lines"}),
@@ -244,19 +251,26 @@ func TestKubeletAPISimulated(t *testing.T) {
 		}
 	})
 
-	t.Run("port-forward", func(t *testing.T) {
+	// forward runs kubectl port-forward (as the kubeconfig's identity) to pod's port and returns the local
+	// port and kubectl's output so far.
+	forward := func(t *testing.T, kubeconfig, pod string, port int) (int, *strings.Builder) {
+		t.Helper()
 		local := framework.FreePort()
-		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		cmd := exec.CommandContext(cctx, kubectlPath(t), "--kubeconfig="+cp.AdminKubeconfig, "-n", ns, "port-forward", "pod/a", strconv.Itoa(local)+":80")
-		var out strings.Builder
-		cmd.Stdout, cmd.Stderr = &out, &out
+		cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		cmd := exec.CommandContext(cctx, kubectlPath(t), "--kubeconfig="+kubeconfig, "-n", ns, "port-forward", "pod/"+pod, strconv.Itoa(local)+":"+strconv.Itoa(port))
+		out := &strings.Builder{}
+		cmd.Stdout, cmd.Stderr = out, out
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		defer func() { cancel(); _ = cmd.Wait() }()
+		t.Cleanup(func() { cancel(); _ = cmd.Wait() })
+		return local, out
+	}
+
+	t.Run("port-forward to the operator's target", func(t *testing.T) {
+		local, out := forward(t, cp.AdminKubeconfig, "a", 80)
 		var reply string
-		err := framework.WaitFor(cctx, 200*time.Millisecond, func() (bool, error) {
+		err := framework.WaitFor(ctx, 200*time.Millisecond, func() (bool, error) {
 			c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(local), time.Second)
 			if err != nil {
 				return false, err
@@ -271,6 +285,83 @@ func TestKubeletAPISimulated(t *testing.T) {
 		})
 		if err != nil || reply != "ping\n" {
 			t.Errorf("through kubectl port-forward: %q, %v; kubectl: %s", reply, err, out.String())
+		}
+	})
+
+	t.Run("port-forward answered in memory", func(t *testing.T) {
+		local, out := forward(t, cp.AdminKubeconfig, "b", 8080)
+		var body string
+		err := framework.WaitFor(ctx, 200*time.Millisecond, func() (bool, error) {
+			resp, err := (&http.Client{Timeout: 5 * time.Second}).Get("http://127.0.0.1:" + strconv.Itoa(local) + "/")
+			if err != nil {
+				return false, err
+			}
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			body = string(b)
+			return err == nil && resp.StatusCode == http.StatusOK, err
+		})
+		if want := "nodeagent simulate: pod " + ns + "/b port 8080 (simulated)\n"; err != nil || body != want {
+			t.Errorf("curl through kubectl port-forward to pod b: %q, %v; want %q; kubectl: %s", body, err, want, out.String())
+		}
+	})
+
+	// Issue 45, item 1: a tenant whose only rights are pods and pods/portforward in its namespace names
+	// etcd's client address in its pod's annotation (the form earlier releases dialed, and as a target):
+	// no byte of etcd comes through the forward.
+	t.Run("port-forward: a tenant cannot reach etcd", func(t *testing.T) {
+		etcd := strings.TrimPrefix(cp.EtcdURL, "http://")
+		if _, err := admin.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "tenant", Namespace: ns},
+			Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "create"}},
+				{APIGroups: []string{""}, Resources: []string{"pods/portforward"}, Verbs: []string{"get", "create"}}}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := admin.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "tenant", Namespace: ns},
+			Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "tenant", Namespace: ns}},
+			RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "tenant"}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		tenant, err := cp.ServiceAccountKubeconfig(ctx, ns, "tenant")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tenantConfig, err := clientcmd.BuildConfigFromFlags("", tenant)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tenantClient, err := kubernetes.NewForConfig(tenantConfig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, ann := range []string{etcd, "2379=" + etcd, `{"*": {"target": "` + etcd + `"}}`, `{"*": {"target": "etcd"}}`} {
+			name := fmt.Sprintf("evil-%d", i)
+			p := pod(name, nodes[0], map[string]string{"nodeagent.io/port-forward": ann})
+			if _, err := tenantClient.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+				t.Fatalf("the tenant creates pod %s: %v", name, err)
+			}
+			if err := framework.WaitFor(ctx, 300*time.Millisecond, func() (bool, error) {
+				p, err := admin.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+				return err == nil && p.Status.Phase == corev1.PodRunning, err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			local, _ := forward(t, tenant, name, 2379)
+			var got []byte
+			_ = framework.WaitFor(ctx, 300*time.Millisecond, func() (bool, error) {
+				c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(local), time.Second)
+				if err != nil {
+					return false, nil // kubectl not listening yet
+				}
+				defer c.Close()
+				_ = c.SetDeadline(time.Now().Add(3 * time.Second))
+				// etcd's /version answers {"etcdserver":"3.7.0","etcdcluster":...}.
+				_, _ = io.WriteString(c, "GET /version HTTP/1.0\r\nHost: "+etcd+"\r\n\r\n")
+				got, _ = io.ReadAll(c)
+				return true, nil
+			})
+			if strings.Contains(string(got), "etcdserver") || strings.Contains(string(got), "etcdcluster") {
+				t.Errorf("annotation %q: etcd answered through the tenant's port-forward: %q", ann, got)
+			}
 		}
 	})
 

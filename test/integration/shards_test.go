@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,6 +26,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/nodeagent/nodeagent/pkg/simulation"
 	"github.com/nodeagent/nodeagent/test/framework"
 )
 
@@ -86,6 +89,10 @@ type shardProcess struct {
 	env   []string
 }
 
+// simSelector selects the overlay's simulation (--node-name-prefix=sim-), not the Node the shard pods
+// are bound to in TestShards (another simulation, shardhost-).
+var simSelector = simulation.LabelSimulation + "=" + simulation.SimulationID("sim-")
+
 // podArgs returns the pod template's command line for the nodeagent container, with the values a pod
 // on this test machine gets differently: the binary (the image's /usr/local/bin/nodeagent), the
 // kubeconfig (a pod uses its ServiceAccount's token through the in-cluster config; here the same
@@ -120,7 +127,7 @@ func podArgs(t *testing.T, sts *appsv1.StatefulSet, kubeconfig string, port, nod
 		replaced[name] = true
 		args = append(args, a)
 	}
-	for _, want := range []string{"--healthz-port", "--nodes", "--shards", "--shard-index-from-pod-name", "--delete-nodes-on-exit", "--control-allow-proxy"} {
+	for _, want := range []string{"--healthz-port", "--nodes", "--shards", "--shard-index-from-pod-name", "--delete-nodes-on-exit"} {
 		if !replaced[want] {
 			t.Fatalf("the pod template's args %q lack %s", c.Args, want)
 		}
@@ -190,7 +197,7 @@ func (s *shardProcess) exited() bool {
 
 // shardNodes lists the simulated Nodes of shard (all shards when shard < 0), by name.
 func shardNodes(ctx context.Context, c kubernetes.Interface, shard int) (map[string]*corev1.Node, error) {
-	sel := "nodeagent.io/simulated=true"
+	sel := "nodeagent.io/simulated=true," + simSelector // not the shard pods' own Node (shardhost-)
 	if shard >= 0 {
 		sel += "," + labelShard + "=" + strconv.Itoa(shard)
 	}
@@ -293,8 +300,9 @@ const proxyAddress = "198.18.0.1"
 //     template's own arguments and environment (read from the rendered overlay, see podArgs), each as
 //     its pod with that pod's name, with the overlay's ServiceAccount; 300 Nodes each;
 //   - all 900 are Ready, each labelled with its shard, with Leases renewed by its shard's instance;
-//   - `nodeagent simulate ctl` flips a Node of shard 1 and lists all 900, through the API server's pod
-//     proxy to pods that point at the shard processes;
+//   - `nodeagent simulate ctl` flips a Node of shard 1 and lists all 900, through port-forward to pods
+//     whose (simulated) kubelet forwards to the shard processes' loopback; a request to a shard from a
+//     peer that is not loopback, with the API server proxy's X-Forwarded-Uri forged, is refused;
 //   - a second process with index 1 refuses to start (naming the other instance), and so does one with
 //     --shards 1 while Nodes of shard 1 exist;
 //   - shard 1 is killed (SIGKILL): exactly its 300 Nodes go Unknown through the node lifecycle
@@ -351,23 +359,28 @@ func TestShards(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The pods, as the StatefulSet controller makes them (none runs here), pointing at this machine so
-	// that the API server's pod proxy reaches the shard processes.
+	// The pods, as the StatefulSet controller makes them, bound to a Node of their own whose kubelet is a
+	// simulated one (a `nodeagent simulate` of one Node with the kubelet API): the operator names each shard
+	// process's port as a port-forward target there, and each pod's annotation picks its shard's, so that a
+	// port-forward to pod I (as ctl makes) reaches shard I's loopback, as a kubelet's reaches a pod's.
 	ip := hostAddress(t)
 	ports := make([]int, shards)
+	hostArgs := []string{"simulate", "--kubeconfig=" + cp.AdminKubeconfig, "--nodes=1", "--node-name-prefix=shardhost-",
+		"--healthz-bind-address=127.0.0.1", "--healthz-port=" + strconv.Itoa(framework.FreePort()),
+		"--address=" + ip, "--node-ip=" + ip, "--port=" + strconv.Itoa(framework.FreePort()), "--client-ca-file=" + cp.KubeletClientCAFile}
 	for i := range shards {
 		ports[i] = framework.FreePort()
+		hostArgs = append(hostArgs, fmt.Sprintf("--port-forward-target=shard-%d=127.0.0.1:%d", i, ports[i]))
+	}
+	startShard(t, shards, hostArgs, nil, framework.FreePort())
+	for i := range shards {
 		pod := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", simStatefulSet, i), Namespace: simNamespace, Labels: sts.Spec.Template.Labels},
-			Spec:       *sts.Spec.Template.Spec.DeepCopy(),
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", simStatefulSet, i), Namespace: simNamespace, Labels: sts.Spec.Template.Labels,
+				Annotations: map[string]string{"nodeagent.io/port-forward": fmt.Sprintf(`{"*": {"target": "shard-%d"}}`, i)}},
+			Spec: *sts.Spec.Template.Spec.DeepCopy(),
 		}
-		pod.Spec.Containers[0].Ports = []corev1.ContainerPort{{Name: "http", ContainerPort: int32(ports[i])}}
-		created, err := admin.CoreV1().Pods(simNamespace).Create(ctx, pod, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		created.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}}}
-		if _, err := admin.CoreV1().Pods(simNamespace).UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+		pod.Spec.NodeName = "shardhost-0000"
+		if _, err := admin.CoreV1().Pods(simNamespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -434,7 +447,7 @@ func TestShards(t *testing.T) {
 	}
 
 	// Control across shards, from outside the cluster: ctl finds sim-0450's shard (1) and reaches its
-	// pod through the API server's proxy.
+	// pod through port-forward.
 	ctl := func(args ...string) (string, error) {
 		bin, err := framework.BuildAgent()
 		if err != nil {
@@ -478,6 +491,25 @@ func TestShards(t *testing.T) {
 	if out, err := ctl("sim-0900", "--stopped=true"); err == nil || !strings.Contains(out, "index 900 is beyond the simulation's 900 Nodes") {
 		t.Errorf("ctl sim-0900: %v\n%s", err, out)
 	}
+	// Issue 45, item 3: another pod (a peer that is not loopback: this machine's address ip) forges the
+	// API server proxy's X-Forwarded-Uri for shard 1's pod; the shard serves on 0.0.0.0 as in the
+	// StatefulSet, and refuses it.
+	forged := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}).DialContext}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, fmt.Sprintf("http://%s:%d/simulation/nodes/sim-0450", ip, ports[1]), strings.NewReader(`{"runtimeReady":false}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Forwarded-Uri", fmt.Sprintf("/api/v1/namespaces/%s/pods/%s-1/proxy/simulation/nodes/sim-0450", simNamespace, simStatefulSet))
+	if resp, err := forged.Do(req); err != nil {
+		t.Errorf("forged request: %v", err)
+	} else {
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("a forged X-Forwarded-Uri from %s: %s %s, want 403", ip, resp.Status, body)
+		}
+	}
 
 	// A second process with index 1 while the first runs: refused, naming the other instance.
 	dupPort := framework.FreePort()
@@ -500,13 +532,13 @@ func TestShards(t *testing.T) {
 			others[k] = v
 		}
 	}
-	otherList, err := admin.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: labelShard + " in (0,2)"})
+	otherList, err := admin.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: simSelector + "," + labelShard + " in (0,2)"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	rctx, rcancel := context.WithCancel(ctx)
 	defer rcancel()
-	rec := recordConditions(rctx, admin, labelShard+" in (0,2)", otherList)
+	rec := recordConditions(rctx, admin, simSelector+","+labelShard+" in (0,2)", otherList)
 	killed := time.Now()
 	if err := syscall.Kill(-procs[1].pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
