@@ -17,12 +17,12 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/portforward"
 	"k8s.io/client-go/transport/spdy"
+	streamhttp "k8s.io/streaming/pkg/httpstream"
 
 	"github.com/nodeagent/nodeagent/pkg/simulation"
 )
@@ -414,15 +414,19 @@ func (c shardClient) forward(ctx context.Context, pod string) (int, func(), erro
 	if err != nil {
 		return 0, nil, err
 	}
-	dialer := spdy.NewDialer(upgrader, &http.Client{Transport: transport}, http.MethodPost, u)
-	if tunneling, err := portforward.NewSPDYOverWebsocketDialer(u, c.config); err == nil {
-		dialer = portforward.NewFallbackDialer(tunneling, dialer, func(err error) bool {
-			return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
-		})
+	// kubectl port-forward's dialer (k8s.io/kubectl pkg/cmd/portforward createDialer): WebSockets first,
+	// SPDY when the upgrade fails.
+	dialer := spdy.NewDialerForStreaming(upgrader, &http.Client{Transport: transport}, http.MethodPost, u)
+	tunneling, err := portforward.NewSPDYOverWebsocketDialerForStreaming(u, c.config)
+	if err != nil {
+		return 0, nil, err
 	}
+	dialer = portforward.NewFallbackDialerForStreaming(tunneling, dialer, func(err error) bool {
+		return streamhttp.IsUpgradeFailure(err) || streamhttp.IsHTTPSProxyError(err)
+	})
 	fctx, cancel := context.WithCancel(ctx)
 	ready := make(chan struct{})
-	pf, err := portforward.NewOnAddressesWithContext(fctx, dialer, []string{"127.0.0.1"}, []string{fmt.Sprintf("0:%d", c.port)}, ready, io.Discard, io.Discard)
+	pf, err := portforward.NewOnAddressesForStreamingWithContext(fctx, dialer, []string{"127.0.0.1"}, []string{fmt.Sprintf("0:%d", c.port)}, ready, io.Discard, io.Discard)
 	if err != nil {
 		cancel()
 		return 0, nil, err

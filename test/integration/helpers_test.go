@@ -171,6 +171,7 @@ func TestMain(m *testing.M) {
 		sharedStarted.stop()
 	}
 	sharedMu.Unlock()
+	removeProxyAddress()
 	os.Exit(code)
 }
 

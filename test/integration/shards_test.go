@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -268,27 +270,53 @@ func expectRefused(t *testing.T, what string, p *shardProcess, want string) {
 	}
 }
 
-// hostAddress returns an IPv4 address of this machine that the API server's pod proxy accepts (it
-// refuses loopback and link-local ones): an interface's global unicast address, or, on a machine
-// without one, proxyAddress added to the loopback interface for the test (root, as the tests run,
-// with iproute2's ip) and removed after it.
+// hostAddress returns an IPv4 address of this machine that is not loopback, for the API server's node
+// and pod proxies (which refuse loopback addresses): a global unicast address of an interface other
+// than lo, else proxyAddress, added to lo once per test process and removed when the tests end
+// (TestMain), not when one test ends: tests running in parallel share it. An address another test
+// package added to lo (and may remove at any time) is never chosen.
 func hostAddress(t *testing.T) string {
 	t.Helper()
-	addrs, err := net.InterfaceAddrs()
+	ifaces, err := net.Interfaces()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, a := range addrs {
-		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && n.IP.IsGlobalUnicast() {
-			return n.IP.String()
+	for _, iface := range ifaces {
+		if iface.Flags&net.FlagLoopback != 0 || iface.Flags&net.FlagUp == 0 {
+			continue
+		}
+		addrs, err := iface.Addrs()
+		if err != nil {
+			continue
+		}
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && n.IP.IsGlobalUnicast() {
+				return n.IP.String()
+			}
 		}
 	}
-	// "File exists": a run killed before its cleanup left it; it serves as well.
-	if out, err := exec.Command("ip", "addr", "add", proxyAddress+"/32", "dev", "lo").CombinedOutput(); err != nil && !strings.Contains(string(out), "File exists") {
-		t.Fatalf("no global unicast IPv4 address for the API server's pod proxy, and adding %s to lo failed (the tests run as root, with iproute2): %v: %s", proxyAddress, err, out)
+	if err := addProxyAddress(); err != nil {
+		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = exec.Command("ip", "addr", "del", proxyAddress+"/32", "dev", "lo").Run() })
 	return proxyAddress
+}
+
+// addProxyAddress adds proxyAddress to lo once per process ("File exists": a run killed before its
+// cleanup left it; it serves as well); removeProxyAddress removes it at the end of TestMain.
+var addProxyAddress = sync.OnceValue(func() error {
+	if out, err := exec.Command("ip", "addr", "add", proxyAddress+"/32", "dev", "lo").CombinedOutput(); err != nil && !strings.Contains(string(out), "File exists") {
+		return fmt.Errorf("no global unicast IPv4 address for the API server's proxies, and adding %s to lo failed (the tests run as root, with iproute2): %w: %s", proxyAddress, err, out)
+	}
+	proxyAddressAdded.Store(true)
+	return nil
+})
+
+var proxyAddressAdded atomic.Bool
+
+func removeProxyAddress() {
+	if proxyAddressAdded.Load() {
+		_ = exec.Command("ip", "addr", "del", proxyAddress+"/32", "dev", "lo").Run()
+	}
 }
 
 // proxyAddress is in 198.18.0.0/15 (RFC 2544, benchmarking): on no real network.
