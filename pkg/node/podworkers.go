@@ -412,18 +412,18 @@ func (c *Controller) handlePodAddition(ctx context.Context, key string, p *v1.Po
 // provider of a change of its spec or annotations, and write the status of what runs. A pod whose
 // phase turns terminal moves on to TerminatedPod.
 func (c *Controller) syncPod(ctx context.Context, key string, p *v1.Pod, prevAnnotations map[string]string, st *podSyncStatus) (r result) {
-	if evict, deadline := c.activeDeadline(p); evict != nil {
+	evict, deadline := c.activeDeadline(p, p.Status.StartTime)
+	if evict != nil {
 		// The kubelet's activeDeadlineHandler: Failed, DeadlineExceeded; the pod worker kills it.
 		c.deps.Recorder.Event(p, v1.EventTypeNormal, evict.reason, evict.message)
 		st.evict, st.state = evict, TerminatingPod
 		return c.syncTerminatingPod(ctx, key, p, st)
-	} else if !deadline.IsZero() {
-		defer func() { // synced again at the deadline
-			if r.err == nil && r.after != never {
-				r.after = min(r.after, max(deadline.Sub(c.deps.Clock.Now()), time.Millisecond))
-			}
-		}()
 	}
+	defer func() { // synced again at the deadline (the kubelet's sync loop asks its activeDeadlineHandler every second); at once when past
+		if !deadline.IsZero() && r.err == nil && r.after != never {
+			r.after = min(r.after, max(deadline.Sub(c.deps.Clock.Now()), time.Millisecond))
+		}
+	}()
 	if !st.created && !isTerminalPhase(p.Status.Phase) {
 		if vol, msg := c.missingVolume(ctx, p); vol != "" {
 			// The kubelet's volume manager: the pod waits ContainerCreating until its volumes mount.
@@ -464,6 +464,12 @@ func (c *Controller) syncPod(ctx context.Context, key string, p *v1.Pod, prevAnn
 		st.state = TerminatedPod
 		return c.syncTerminatedPod(ctx, key, p, st)
 	}
+	if deadline.IsZero() {
+		// The pod's first start: its startTime is this pass's own write, whose update brings no pass
+		// (ownWrite). The kubelet's activeDeadlineHandler reads the status manager's copy, not the
+		// API's: the deadline counts from the startTime just written.
+		_, deadline = c.activeDeadline(p, status.StartTime)
+	}
 	return result{after: recheck}
 }
 
@@ -503,19 +509,20 @@ func (c *Controller) notStarted(ctx context.Context, key string, p *v1.Pod, st *
 	return result{after: PodSyncBackOff}
 }
 
-// activeDeadline is the kubelet's activeDeadlineHandler (active_deadline.go): a pod with
-// spec.activeDeadlineSeconds that has been active (since status.startTime) that long is to be failed,
-// DeadlineExceeded "Pod was active on the node longer than the specified deadline"; else the time it
-// will be (zero: never, or not started).
-func (c *Controller) activeDeadline(p *v1.Pod) (*evictResponse, time.Time) {
-	if p.Spec.ActiveDeadlineSeconds == nil || p.Status.StartTime == nil || p.Status.StartTime.IsZero() {
+// activeDeadline is the kubelet's activeDeadlineHandler (active_deadline.go, pastActiveDeadline): a
+// pod with spec.activeDeadlineSeconds that has been active that long since startTime (its
+// status.startTime, or the one this process just wrote: the kubelet reads its status manager's copy)
+// is to be failed, DeadlineExceeded "Pod was active on the node longer than the specified deadline";
+// and the deadline (zero: none, or not started: startTime nil).
+func (c *Controller) activeDeadline(p *v1.Pod, startTime *metav1.Time) (*evictResponse, time.Time) {
+	if p.Spec.ActiveDeadlineSeconds == nil || startTime == nil || startTime.IsZero() {
 		return nil, time.Time{}
 	}
-	deadline := p.Status.StartTime.Add(time.Duration(*p.Spec.ActiveDeadlineSeconds) * time.Second)
+	deadline := startTime.Add(time.Duration(*p.Spec.ActiveDeadlineSeconds) * time.Second)
 	if c.deps.Clock.Now().Before(deadline) {
 		return nil, deadline
 	}
-	return &evictResponse{reason: ReasonDeadlineExceeded, message: MessageDeadlineExceeded}, time.Time{}
+	return &evictResponse{reason: ReasonDeadlineExceeded, message: MessageDeadlineExceeded}, deadline
 }
 
 // The kubelet's active deadline reason and message (active_deadline.go).

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	core "k8s.io/client-go/testing"
+	testingclock "k8s.io/utils/clock/testing"
 )
 
 // blockingCreate is a provider whose CreatePod waits for its context to end, telling entered when
@@ -164,6 +165,67 @@ func TestPodActiveDeadline(t *testing.T) {
 			}
 			if left := started.Add(time.Duration(tc.deadline) * time.Second).Sub(time.Now()); r.after > left || r.after <= 0 {
 				t.Errorf("synced again after %s, want by the deadline in %s", r.after, left)
+			}
+		})
+	}
+}
+
+// TestPodActiveDeadlineFromOwnWrite (issue 46): a pod whose status.startTime is only its first pass's own
+// status write (whose update brings no pass: ownWrite) is synced again at its deadline counted from the
+// startTime just written, as the kubelet's activeDeadlineHandler reads its status manager's copy, and is
+// failed then (DeadlineExceeded, its containers stopped); not a reconcile period later.
+func TestPodActiveDeadlineFromOwnWrite(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		deadline int64
+		startAt  time.Time // the clock at the first pass
+	}{
+		{name: "8 s, first pass within its second", deadline: 8, startAt: time.Date(2026, 11, 27, 12, 0, 0, 400_000_000, time.UTC)},
+		{name: "8 s, first pass on its second", deadline: 8, startAt: time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)},
+		{name: "1 s", deadline: 1, startAt: time.Date(2026, 11, 27, 12, 0, 0, 999_000_000, time.UTC)},
+		{name: "past the reconcile period", deadline: 90, startAt: time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := testingclock.NewFakeClock(tc.startAt)
+			e := newPodEnv(t, testPod("a", "100m", func(p *v1.Pod) { p.Spec.ActiveDeadlineSeconds = &tc.deadline }))
+			e.ctrl.deps.Clock = clk
+			r := e.ctrl.podStep(t.Context(), "default/a")
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			written := e.pod(t, "a")
+			if written.Status.StartTime == nil || written.Status.Phase != v1.PodRunning {
+				t.Fatalf("first pass wrote phase %s startTime %v, want Running with a startTime", written.Status.Phase, written.Status.StartTime)
+			}
+			deadline := written.Status.StartTime.Add(time.Duration(tc.deadline) * time.Second)
+			if want := deadline.Sub(tc.startAt); r.after != min(want, PodReconcilePeriod) {
+				t.Fatalf("first pass: synced again after %v, want %v (the deadline from the startTime it wrote, %v)",
+					r.after, min(want, PodReconcilePeriod), written.Status.StartTime)
+			}
+			// The informer delivers the write (an update that brings no pass); the passes come from the
+			// results alone.
+			if err := e.pods.Update(written); err != nil {
+				t.Fatal(err)
+			}
+			for range 3 {
+				if r.after == never || clk.Now().After(deadline) {
+					break
+				}
+				clk.Step(r.after)
+				if r = e.ctrl.podStep(t.Context(), "default/a"); r.err != nil {
+					t.Fatal(r.err)
+				}
+			}
+			got := e.pod(t, "a")
+			if got.Status.Phase != v1.PodFailed || got.Status.Reason != ReasonDeadlineExceeded || got.Status.Message != MessageDeadlineExceeded {
+				t.Fatalf("at %v: phase %s reason %q message %q, want Failed %q %q", clk.Now(), got.Status.Phase, got.Status.Reason,
+					got.Status.Message, ReasonDeadlineExceeded, MessageDeadlineExceeded)
+			}
+			if !clk.Now().Equal(deadline) {
+				t.Errorf("failed at %v, want at the deadline %v", clk.Now(), deadline)
+			}
+			if calls := e.provider.Calls(); !slices.Equal(calls, []string{"create a", "delete a"}) {
+				t.Errorf("provider calls %q, want [create a delete a]", calls)
 			}
 		})
 	}

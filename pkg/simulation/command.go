@@ -114,7 +114,8 @@ func (c *commands) program(p *v1.Pod, ctr *v1.Container, pc *podCommands, restar
 func (c *commands) run(ctx context.Context, p *v1.Pod, ctr *v1.Container, pc *podCommands, restarts int32, start time.Time) (runResult, string) {
 	if len(ctr.Command) == 0 {
 		if isPauseImage(ctr.Image) && len(ctr.Args) == 0 {
-			return runResult{ok: true, out: RunOutcome{Forever: true}}, "" // /pause: until it is stopped
+			// /pause: until it is stopped; its SIGTERM handler (sigdown) exits 0 at once.
+			return runResult{ok: true, out: RunOutcome{Forever: true, ExitsOnSIGTERM: true}}, ""
 		}
 		return runResult{}, ""
 	}
@@ -126,8 +127,9 @@ func (c *commands) run(ctx context.Context, p *v1.Pod, ctr *v1.Container, pc *po
 }
 
 // pauseRepositories are the repositories of the pause image (the kubelet's sandbox image, and the e2e
-// suite's "notTerminate" container): its entrypoint, /pause, is known to run until it is stopped (it
-// exits 0 on SIGTERM), whatever the pod's owner.
+// suite's "notTerminate" container): its entrypoint, /pause, is known to run until it is stopped,
+// whatever the pod's owner, and to exit 0 at once on SIGTERM or SIGINT (its sigdown handler), so that a
+// kubelet deletes its pod in about a second, not at the grace period (RunOutcome.ExitsOnSIGTERM).
 var pauseRepositories = map[string]bool{"registry.k8s.io/pause": true, "k8s.gcr.io/pause": true, "gcr.io/google-containers/pause": true}
 
 // isPauseImage reports whether image is the pause image.

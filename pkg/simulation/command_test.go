@@ -210,7 +210,8 @@ func TestContainerEnv(t *testing.T) {
 // TestSimPodsCommandStop: on deletion, a container whose command decides its run stops as that process
 // would on a kubelet's Node: sh or sleep, PID 1 without a SIGTERM handler, killed at the grace period
 // (exit 137, the pod Terminal only then); with shareProcessNamespace, dead of the SIGTERM at once (143);
-// with nodeagent.io/stop-delay, after it with exit 0; a container without a command at once with exit 0.
+// with nodeagent.io/stop-delay, after it with exit 0; a container without a command at once with exit 0;
+// the pause image's /pause, whose SIGTERM handler exits 0, at once with exit 0 (issue 46), whoever owns it.
 func TestSimPodsCommandStop(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -225,6 +226,21 @@ func TestSimPodsCommandStop(t *testing.T) {
 		{"shareProcessNamespace: SIGTERM kills it at once", []string{"sleep", "1000000"}, func(p *v1.Pod) { p.Spec.ShareProcessNamespace = ptrTo(true) }, 0, 143, true},
 		{"stop-delay annotation: exit 0 after it", []string{"sleep", "1000000"}, func(p *v1.Pod) { p.Annotations[AnnotationStopDelay] = "3s" }, 3 * time.Second, 0, true},
 		{"no command: exit 0 at once", nil, func(p *v1.Pod) { p.Annotations[AnnotationRunDuration] = "1h" }, 0, 0, true},
+		// /pause has a SIGTERM handler (sigdown) that exits 0: a kubelet deletes its pod in about a second.
+		{"pause image, a Deployment's pod: its handler exits 0 at once", nil, func(p *v1.Pod) {
+			p.Spec.Containers[0].Image = "registry.k8s.io/pause:3.10"
+			p.OwnerReferences = []metav1.OwnerReference{{Kind: "ReplicaSet", Name: "rs", APIVersion: "apps/v1", UID: "rs-uid"}}
+			p.Spec.RestartPolicy = v1.RestartPolicyAlways
+		}, 0, 0, true},
+		{"pause image in a Job (notTerminate): its handler exits 0 at once", nil, func(p *v1.Pod) { p.Spec.Containers[0].Image = "registry.k8s.io/pause:3.10" }, 0, 0, true},
+		{"pause image, shareProcessNamespace: its handler exits 0 at once", nil, func(p *v1.Pod) {
+			p.Spec.Containers[0].Image = "registry.k8s.io/pause:3.10"
+			p.Spec.ShareProcessNamespace = ptrTo(true)
+		}, 0, 0, true},
+		{"pause image, stop-delay annotation: exit 0 after it", nil, func(p *v1.Pod) {
+			p.Spec.Containers[0].Image = "registry.k8s.io/pause:3.10"
+			p.Annotations[AnnotationStopDelay] = "3s"
+		}, 3 * time.Second, 0, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			start := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
@@ -257,6 +273,15 @@ func TestSimPodsCommandStop(t *testing.T) {
 			}
 			if got != tc.wantCode || r.Status.Terminal != tc.terminal {
 				t.Errorf("at +%v: exit code %d terminal %v (state %+v), want %d %v", tc.at, got, r.Status.Terminal, c.State, tc.wantCode, tc.terminal)
+			}
+			if term := c.State.Terminated; term != nil {
+				wantReason := "Completed"
+				if term.ExitCode != 0 {
+					wantReason = "Error"
+				}
+				if term.Reason != wantReason {
+					t.Errorf("at +%v: reason %q, want %q (exit %d)", tc.at, term.Reason, wantReason, term.ExitCode)
+				}
 			}
 		})
 	}

@@ -96,7 +96,8 @@ type Behaviour struct {
 	// default). Without it, a container whose run its command decided stops as that command's process
 	// does on a kubelet's Node: a shell or sleep, PID 1 without a SIGTERM handler, ignores the SIGTERM
 	// and is killed at the grace period (exit 137); with shareProcessNamespace it is not PID 1 and dies
-	// of the SIGTERM at once (exit 143).
+	// of the SIGTERM at once (exit 143). A process with a SIGTERM handler that exits (/pause:
+	// RunOutcome.ExitsOnSIGTERM) stops at the delete request with exit 0.
 	StopDelaySet bool
 }
 
@@ -281,11 +282,18 @@ type SimInput struct {
 }
 
 // RunOutcome is how one run of a container ends: after Duration with ExitCode, or never by itself
-// (Forever).
+// (Forever); and how its process takes the kubelet's SIGTERM when a deletion (or the kubelet's kill)
+// stops it first.
 type RunOutcome struct {
 	Forever  bool
 	Duration time.Duration
 	ExitCode int32
+	// ExitsOnSIGTERM: the process has a SIGTERM handler that exits 0 at once (/pause: its sigdown), so
+	// it stops at the delete request with exit 0 (Completed), as a container without a command. False:
+	// the process is PID 1 of its container without a handler (a shell, sleep: the sandbox honours no
+	// trap), which ignores the SIGTERM and is killed at the grace period (exit 137), or, with
+	// shareProcessNamespace, not PID 1 and dies of it at once (exit 143).
+	ExitsOnSIGTERM bool
 }
 
 // Baseline is the containers' history up to At: what a simulator restarted finds in the pod's status
@@ -363,7 +371,8 @@ func apiTerminated(t *v1.ContainerStateTerminated) *pod.Terminated {
 // regular containers after all of them; a container that exited is restarted as its restart policy
 // says, after the kubelet's crash-loop back-off; on deletion (deletionTimestamp set) every container
 // stops at the delete request plus b.StopDelay, capped by the grace period (one whose command decides its
-// run, without a stop delay given: as its process would, Behaviour.StopDelaySet), and the view is
+// run, without a stop delay given: as its process would, Behaviour.StopDelaySet and
+// RunOutcome.ExitsOnSIGTERM), and the view is
 // Terminal once all have stopped.
 func Simulate(p *v1.Pod, b *Behaviour, in *SimInput, now time.Time) (*pod.RuntimeStatus, time.Time) {
 	return simulate(p, b, in, now, nil)
@@ -595,8 +604,8 @@ func (s *simulation) container(c *v1.Container, from time.Time, isInit, sidecar 
 				if !o.Forever {
 					end = start.Add(o.Duration)
 				}
-				if !stopAt.IsZero() && !s.b.StopDelaySet {
-					stopAt, stopCode = s.killAt, s.killCode
+				if !stopAt.IsZero() && !s.b.StopDelaySet && !o.ExitsOnSIGTERM {
+					stopAt, stopCode = s.killAt, s.killCode // PID 1 without a SIGTERM handler
 				}
 			}
 		}

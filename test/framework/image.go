@@ -14,9 +14,11 @@ import (
 )
 
 // ImageConfig is the part of an OCI image config's "config" that WriteImageTarConfig sets: the
-// process a container of the image runs when its spec gives no command (Entrypoint, then Cmd).
+// process a container of the image runs when its spec gives no command (Entrypoint, then Cmd), and the
+// user it runs as ("uid:gid"; empty: root).
 type ImageConfig struct {
 	Entrypoint, Cmd []string
+	User            string
 }
 
 // WriteImageTar writes an OCI image layout tarball to path holding one image named ref (e.g.
@@ -62,6 +64,9 @@ func WriteImageTarConfig(path, ref string, files map[string][]byte, cfg ImageCon
 	}
 	if len(cfg.Cmd) > 0 {
 		process["Cmd"] = cfg.Cmd
+	}
+	if cfg.User != "" {
+		process["User"] = cfg.User
 	}
 	config, _ := json.Marshal(map[string]any{
 		"architecture": runtime.GOARCH, "os": "linux", "config": process,
