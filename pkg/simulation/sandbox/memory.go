@@ -481,7 +481,7 @@ func (r *run) guard(ctx context.Context, id int) error {
 	sz := sizer{env: hc.Env, all: vars, params: r.paramsBound()}
 	bound := sz.stmt(g.stmt)
 	if sadd(use, bound) > r.lim.Memory {
-		return r.stopLocked(refuse("would hold more than %d bytes (the statement at %s)", r.lim.Memory, g.stmt.Pos()))
+		return r.stopLocked(refuseLimit("would hold more than %d bytes (the statement at %s)", r.lim.Memory, g.stmt.Pos()))
 	}
 	r.levels[d].pending = bound
 	return nil
@@ -509,7 +509,7 @@ func (r *run) guardCall(ctx context.Context, fn bool, args []string) error {
 	use, vars := r.memUse(hc.Env)
 	out := r.outputBound(ctx, args, vars)
 	if sadd(use, out) > r.lim.Memory {
-		return refuse("would hold more than %d bytes (%s's arguments and output)", r.lim.Memory, args[0])
+		return refuseLimit("would hold more than %d bytes (%s's arguments and output)", r.lim.Memory, args[0])
 	}
 	if b, ok := hc.Stdout.(*strings.Builder); ok && r.levels[d].out == b {
 		r.levels[d].maxLen = sadd(int64(b.Len()), out)
@@ -593,7 +593,7 @@ func (r *run) guardRead(ctx context.Context, fsys *FS, inner string) error {
 	}
 	use, _ := r.memUse(hc.Env)
 	if sadd(use, info.Size()) > r.lim.Memory {
-		return refuse("would hold more than %d bytes (reading %s)", r.lim.Memory, inner)
+		return refuseLimit("would hold more than %d bytes (reading %s)", r.lim.Memory, inner)
 	}
 	d := len(r.levels) - 1
 	r.levels[d].pending = sadd(r.levels[d].pending, info.Size())

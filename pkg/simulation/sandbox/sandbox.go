@@ -131,6 +131,10 @@ type Result struct {
 	Duration time.Duration
 	ExitCode int32
 	// Steps is the number of steps taken.
+	// Limit: the run broke one of its Limits (steps, real time, memory, script size); Reason says which.
+	// Such a run is stopped before it takes more, and running it again takes as much again: a caller
+	// does not run the same command again for the same container.
+	Limit bool
 	Steps int
 }
 
@@ -139,11 +143,19 @@ type Result struct {
 var ErrNoCommand = errors.New("no command in the container's spec (the image's entrypoint is not known)")
 
 // notHonoured is a handler's error that stops the run: the command cannot be honoured.
-type notHonoured struct{ reason string }
+type notHonoured struct {
+	reason string
+	limit  bool // a limit of Limits
+}
 
 func (e *notHonoured) Error() string { return e.reason }
 
 func refuse(format string, a ...any) error { return &notHonoured{reason: fmt.Sprintf(format, a...)} }
+
+// refuseLimit is refuse for a run that breaks one of its Limits.
+func refuseLimit(format string, a ...any) error {
+	return &notHonoured{reason: fmt.Sprintf(format, a...), limit: true}
+}
 
 // errForever stops a run that sleeps past the horizon.
 var errForever = errors.New("sleeps past the horizon")
@@ -182,7 +194,7 @@ func Run(ctx context.Context, p *Program, lim Limits) (res Result) {
 		return Result{Reason: reason}
 	}
 	if n := len(script); n > lim.ScriptBytes {
-		return Result{Reason: fmt.Sprintf("the command is %d bytes, more than %d", n, lim.ScriptBytes)}
+		return Result{Reason: fmt.Sprintf("the command is %d bytes, more than %d", n, lim.ScriptBytes), Limit: true}
 	}
 	file, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(script), "")
 	if err != nil {
@@ -232,11 +244,11 @@ func Run(ctx context.Context, p *Program, lim Limits) (res Result) {
 	res = Result{Steps: r.steps, Duration: r.slept}
 	switch {
 	case r.refused != nil:
-		res.Reason = r.refused.reason
+		res.Reason, res.Limit = r.refused.reason, r.refused.limit
 	case r.forever:
 		res.Honoured, res.Forever = true, true
 	case ctx.Err() != nil:
-		res.Reason = fmt.Sprintf("took more than %v of real time", lim.RealTime)
+		res.Reason, res.Limit = fmt.Sprintf("took more than %v of real time", lim.RealTime), true
 	case err == nil:
 		res.Honoured = true
 	default:
@@ -482,7 +494,7 @@ func (r *run) call(ctx context.Context, args []string) ([]string, error) {
 	}
 	r.mu.Unlock()
 	if steps > r.lim.Steps {
-		return nil, r.stop(refuse("took more than %d steps", r.lim.Steps))
+		return nil, r.stop(refuseLimit("took more than %d steps", r.lim.Steps))
 	}
 	if err != nil {
 		return nil, r.stop(err)
@@ -503,7 +515,7 @@ func (r *run) call(ctx context.Context, args []string) ([]string, error) {
 	}
 	if args[0] == "printf" && len(args) > 1 {
 		if n := printfWidth(args[1], args[2:]); n > r.lim.Memory {
-			return nil, r.stop(refuse("printf would format more than %d bytes", r.lim.Memory))
+			return nil, r.stop(refuseLimit("printf would format more than %d bytes", r.lim.Memory))
 		}
 	}
 	if args[0] == "[" || args[0] == "test" {
@@ -842,7 +854,9 @@ func (e *sandboxEnv) environ() expand.Environ {
 }
 
 func (e *sandboxEnv) Get(name string) expand.Variable {
-	str := func(s string) expand.Variable { return expand.Variable{Set: true, ReadOnly: true, Kind: expand.String, Str: s} }
+	str := func(s string) expand.Variable {
+		return expand.Variable{Set: true, ReadOnly: true, Kind: expand.String, Str: s}
+	}
 	switch {
 	case name == "TMPDIR" && e.hideTMPDIR:
 		return expand.Variable{Set: true, Exported: true, Kind: expand.String, Str: tmpDir}
