@@ -27,6 +27,7 @@ import (
 // guardDir is the directory of the guards' paths: under /dev/null, which no host has as a directory.
 const guardDir = "/dev/null/nodeagent-sandbox-guard/"
 
+
 // unbounded is the bound of what cannot be bounded (and saturates the sums).
 const unbounded = int64(1) << 50
 
@@ -61,6 +62,15 @@ type level struct {
 	pending int64 // what the statement expanding at this level holds: its bound, then its arguments
 }
 
+// frameCost and levelCost are what the interpreter itself holds for a function call and for a
+// command substitution being filled (its stack frames, a subshell's state), counted towards
+// Limits.Memory: so a recursion ends at the memory limit too (at about 120 calls deep with the default
+// 1 MiB).
+const (
+	frameCost = 8 << 10
+	levelCost = 4 << 10
+)
+
 // frame is a function call: the bytes of its positional parameters.
 type frame struct {
 	fn    string
@@ -81,9 +91,11 @@ func (topErr) Write(b []byte) (int, error) { return len(b), nil }
 // guards puts a guard in front of every statement of file (see above) and returns them by ID.
 func guards(file *syntax.File) []guarded {
 	var out []guarded
+	ours := map[*syntax.Stmt]bool{}
 	type ctx struct {
-		parent int // statement ID holding the innermost command substitution
-		first  *syntax.Stmt
+		parent   int // statement ID holding the innermost command substitution
+		first    *syntax.Stmt
+		shortcut *syntax.Stmt // the statement of a $(<file)
 		fn     string
 		top    bool
 	}
@@ -92,13 +104,21 @@ func guards(file *syntax.File) []guarded {
 		syntax.Walk(n, func(n syntax.Node) bool {
 			switch n := n.(type) {
 			case *syntax.Stmt:
-				if c, ok := n.Cmd.(*syntax.CallExpr); ok && len(c.Args) == 1 && c.Args[0].Lit() == stepName {
-					return false // Run's own step (shared by the loops): no expansion
+				if c, ok := n.Cmd.(*syntax.CallExpr); ok && len(c.Args) == 1 && c.Args[0].Lit() == stepName || ours[n] {
+					return false // Run's own step (shared by the loops), a guard
 				}
 				id := len(out)
 				out = append(out, guarded{stmt: n, parent: c.parent, first: n == c.first, fn: c.fn, top: c.top})
-				w := &syntax.Word{Parts: []syntax.WordPart{&syntax.CmdSubst{Stmts: []*syntax.Stmt{{Redirs: []*syntax.Redirect{{
-					Op: syntax.RdrIn, Word: &syntax.Word{Parts: []syntax.WordPart{&syntax.Lit{Value: guardDir + strconv.Itoa(id)}}}}}}}}}}
+				if c.shortcut == n {
+					// $(<file): the interpreter reads the file without a subshell, and takes a
+					// substitution in the file's name badly; the statement holding it bounds the name.
+					visit(n.Redirs[0], c)
+					return false
+				}
+				st := &syntax.Stmt{Redirs: []*syntax.Redirect{{
+					Op: syntax.RdrIn, Word: &syntax.Word{Parts: []syntax.WordPart{&syntax.Lit{Value: guardDir + strconv.Itoa(id)}}}}}}
+				ours[st] = true
+				w := &syntax.Word{Parts: []syntax.WordPart{&syntax.CmdSubst{Stmts: []*syntax.Stmt{st}}}}
 				redirs := n.Redirs
 				n.Redirs = append([]*syntax.Redirect{{Op: syntax.DplOut, N: &syntax.Lit{Value: "1"}, Word: w}}, redirs...)
 				// The statement's own parts, with this statement as the parent of their substitutions.
@@ -116,7 +136,7 @@ func guards(file *syntax.File) []guarded {
 					first = n.Stmts[0]
 				}
 				for _, st := range n.Stmts {
-					visit(st, ctx{parent: c.parent, first: first, fn: c.fn})
+					visit(st, ctx{parent: c.parent, first: first, fn: c.fn, shortcut: catShortcut(n)})
 				}
 				return false
 			case *syntax.FuncDecl:
@@ -130,6 +150,18 @@ func guards(file *syntax.File) []guarded {
 		visit(st, ctx{parent: -1, top: true})
 	}
 	return out
+}
+
+// catShortcut returns the statement of cs when cs is $(<file) (the interpreter's shortcut), else nil.
+func catShortcut(cs *syntax.CmdSubst) *syntax.Stmt {
+	if len(cs.Stmts) != 1 {
+		return nil
+	}
+	st := cs.Stmts[0]
+	if st.Cmd != nil || st.Negated || st.Background || st.Coprocess || st.Disown || len(st.Redirs) != 1 || st.Redirs[0].Op != syntax.RdrIn {
+		return nil
+	}
+	return st
 }
 
 // varBytes is what a variable's value holds.
@@ -333,7 +365,10 @@ func (s *sizer) parts(ps []syntax.WordPart) int64 {
 				n = sadd(n, s.word(e))
 			}
 		case *syntax.CmdSubst:
-			// Its output is measured as it is written (the guards of its statements).
+			// Its output is measured as it is written (the guards of its statements, guardRead).
+			if st := catShortcut(p); st != nil {
+				n = sadd(n, s.word(st.Redirs[0].Word))
+			}
 		}
 	}
 	return n
@@ -395,10 +430,10 @@ func (r *run) memUse(env expand.Environ) (total, vars int64) {
 	})
 	total = vars
 	for _, l := range r.levels {
-		total = sadd(total, sadd(l.maxLen, l.pending))
+		total = sadd(total, sadd(l.maxLen, sadd(l.pending, levelCost)))
 	}
 	for _, f := range r.frames {
-		total = sadd(total, f.bytes)
+		total = sadd(total, sadd(f.bytes, frameCost))
 	}
 	return sadd(total, r.params), vars
 }
@@ -509,6 +544,9 @@ func (r *run) guardCall(ctx context.Context, fn bool, args []string) error {
 	use, vars := r.memUse(hc.Env)
 	out := r.outputBound(ctx, args, vars)
 	if sadd(use, out) > r.lim.Memory {
+		if fn {
+			return refuseLimit("would hold more than %d bytes (calling %s, %d calls deep)", r.lim.Memory, args[0], len(r.frames))
+		}
 		return refuseLimit("would hold more than %d bytes (%s's arguments and output)", r.lim.Memory, args[0])
 	}
 	if b, ok := hc.Stdout.(*strings.Builder); ok && r.levels[d].out == b {
