@@ -27,7 +27,6 @@ import (
 // guardDir is the directory of the guards' paths: under /dev/null, which no host has as a directory.
 const guardDir = "/dev/null/nodeagent-sandbox-guard/"
 
-
 // unbounded is the bound of what cannot be bounded (and saturates the sums).
 const unbounded = int64(1) << 50
 
@@ -96,8 +95,8 @@ func guards(file *syntax.File) []guarded {
 		parent   int // statement ID holding the innermost command substitution
 		first    *syntax.Stmt
 		shortcut *syntax.Stmt // the statement of a $(<file)
-		fn     string
-		top    bool
+		fn       string
+		top      bool
 	}
 	var visit func(n syntax.Node, c ctx)
 	visit = func(n syntax.Node, c ctx) {

@@ -349,6 +349,12 @@ func check(file *syntax.File) string {
 			reason = "runs a coprocess"
 		case *syntax.ProcSubst:
 			reason = "uses a process substitution"
+		case *syntax.DeclClause:
+			for _, a := range n.Args {
+				if f := a.Value.Lit(); a.Naked && a.Value != nil && strings.HasPrefix(f, "-") && strings.Contains(f, "n") || n.Variant.Value == "nameref" {
+					reason = "makes a name reference (" + n.Variant.Value + " -n; the interpreter would read $$ or $PPID of the host through it)"
+				}
+			}
 		case *syntax.UnaryTest:
 			if n.Op == syntax.TsUsrOwn || n.Op == syntax.TsGrpOwn {
 				n.Op = syntax.TsExists // every file the run sees is its user's (root's), and its group's
@@ -507,11 +513,6 @@ func (r *run) call(ctx context.Context, args []string) ([]string, error) {
 	}
 	if args[0] == "pwd" && slices.Contains(args[1:], "-P") {
 		return nil, r.stop(refuse("the builtin pwd -P resolves symbolic links on the host"))
-	}
-	if (args[0] == "declare" || args[0] == "typeset" || args[0] == "local") && slices.ContainsFunc(args[1:], func(a string) bool {
-		return strings.HasPrefix(a, "-") && strings.Contains(a, "n")
-	}) {
-		return nil, r.stop(refuse("the builtin %s -n makes a name reference (the interpreter would read $$ or $PPID of the host through it)", args[0]))
 	}
 	if args[0] == "printf" && len(args) > 1 {
 		if n := printfWidth(args[1], args[2:]); n > r.lim.Memory {
