@@ -43,6 +43,7 @@ type Runner struct {
 	memHeld     int64
 	peakRunning int
 	peakMem     int64
+	runs        int
 }
 
 // NewRunner returns a Runner within b (zero fields: DefaultBudget's).
@@ -71,6 +72,7 @@ func (rr *Runner) Run(ctx context.Context, p *Program, lim Limits) (Result, erro
 	defer rr.cpu.Release(1)
 	rr.mu.Lock()
 	rr.running++
+	rr.runs++
 	rr.memHeld += w
 	rr.peakRunning = max(rr.peakRunning, rr.running)
 	rr.peakMem = max(rr.peakMem, rr.memHeld)
@@ -89,4 +91,11 @@ func (rr *Runner) Peak() (runs int, memory int64) {
 	rr.mu.Lock()
 	defer rr.mu.Unlock()
 	return rr.peakRunning, rr.peakMem
+}
+
+// Runs returns the number of runs made (not those whose wait ended).
+func (rr *Runner) Runs() int {
+	rr.mu.Lock()
+	defer rr.mu.Unlock()
+	return rr.runs
 }
