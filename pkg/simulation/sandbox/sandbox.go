@@ -16,7 +16,18 @@
 //     what evaluates text as code at run time (eval, source, trap) is not honoured, nor are builtins
 //     that look at the host (command, type, hash, ulimit, kill, ...);
 //   - each run is bounded: Limits.Steps (commands and loop iterations), Limits.RealTime (wall clock),
-//     Limits.Memory (the shell's variables) and the FS sizes.
+//     Limits.Memory and the FS sizes. Memory is bounded before it is allocated: a guard in front of
+//     every statement bounds what its expansions may allocate (words, assignments, here-documents,
+//     brace expansions) from the variables' sizes, with what the run holds (its variables, the
+//     command substitutions being filled, the function calls' parameters and frames), and each
+//     command's arguments and output are bounded before it runs (memory.go); a run past the limit
+//     stops before the allocation. Runner bounds all runs of a process together (Budget: the runs'
+//     memory summed, the runs interpreting at once);
+//   - nothing of the host is told: $$ is the container's PID (1), $PPID 0, ~root /root and any other
+//     ~user not honoured (the image's users are not known), -O and -G true of every file the run
+//     sees (the container's user, root, made them); indirect expansions ${!name} and name references
+//     (declare -n), through which the interpreter would read its host's $$ and $PPID, are not
+//     honoured.
 //
 // The result of one run (Run) is the run's simulated duration and exit code, that it runs until
 // stopped, or that the command cannot be honoured, with the reason. KWOK users describe the same
@@ -52,9 +63,12 @@ type Limits struct {
 	Steps int
 	// RealTime is the most wall-clock time one run may take; more: not honoured.
 	RealTime time.Duration
-	// Memory is the most bytes the run's shell variables may hold (names and values, the container's
-	// environment included), checked at every step; more: not honoured. A single printf may not
-	// format more than this either.
+	// Memory is the most bytes the run may hold: its shell variables (names and values, the
+	// container's environment included), the expansions of the statement it runs (an upper bound from
+	// the variables' sizes, checked before the statement expands), the output of the command
+	// substitutions being filled, the arguments and output of the command it runs, and 8 KiB per
+	// function call and 4 KiB per command substitution in progress (the interpreter's own state). A
+	// run that would pass it stops before the allocation: not honoured, Result.Limit.
 	Memory int64
 	// Horizon is the simulated time past which a run that is still sleeping counts as running until
 	// stopped.
