@@ -339,3 +339,43 @@ func TestSimPodsCommandStop(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// TestContainerPID: the shell's $$ is 1 in the container's own PID namespace; with
+// shareProcessNamespace the pause process is 1 and the containers follow in the spec's order.
+func TestContainerPID(t *testing.T) {
+	pod := func(shared *bool) *v1.Pod {
+		return &v1.Pod{Spec: v1.PodSpec{ShareProcessNamespace: shared,
+			InitContainers: []v1.Container{{Name: "init"}}, Containers: []v1.Container{{Name: "a"}, {Name: "b"}}}}
+	}
+	yes, no := true, false
+	for _, tc := range []struct {
+		name      string
+		shared    *bool
+		container string
+		want      int
+	}{
+		{"own namespace", nil, "b", 1},
+		{"shareProcessNamespace false", &no, "a", 1},
+		{"shared: the init container", &yes, "init", 2},
+		{"shared: the second container", &yes, "b", 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := pod(tc.shared)
+			var ctr *v1.Container
+			for _, l := range [][]v1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+				for i := range l {
+					if l[i].Name == tc.container {
+						ctr = &l[i]
+					}
+				}
+			}
+			if got := containerPID(p, ctr); got != tc.want {
+				t.Errorf("containerPID = %d, want %d", got, tc.want)
+			}
+			prog := (&commands{}).program(p, &v1.Container{Name: tc.container, Command: []string{"sh", "-c", "exit $$$$"}}, &podCommands{}, 0, time.Unix(0, 0)) // the kubelet makes $$ of $$$$
+			if res := sandbox.Run(context.Background(), prog, sandbox.Limits{}); res.ExitCode != int32(tc.want) {
+				t.Errorf("exit $$ = %+v, want %d", res, tc.want)
+			}
+		})
+	}
+}
