@@ -3,6 +3,7 @@ package simulation
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"path"
 	"strconv"
 	"strings"
@@ -24,6 +25,7 @@ const EventReasonCommandNotInterpreted = "CommandNotInterpreted"
 // host file system its hostPath volumes mount.
 type commands struct {
 	limits sandbox.Limits
+	runner *sandbox.Runner // the process's budget of runs (nil: NewRunner's defaults, made at the first run)
 
 	mu    sync.Mutex
 	hosts map[string]*sandbox.FS // by Node name
@@ -35,6 +37,7 @@ type commands struct {
 type podCommands struct {
 	runs     map[runKey]runResult
 	warned   map[string]bool
+	limited  map[string]string // by container: why a run of its command broke a limit (not run again)
 	emptyDir map[string]*sandbox.FS
 	podIPs   []string
 }
@@ -77,7 +80,7 @@ func (c *commands) program(p *v1.Pod, ctr *v1.Container, pc *podCommands, restar
 		return "$(" + name + ")"
 	}
 	prog := &sandbox.Program{Env: env, WorkingDir: ctr.WorkingDir, Hostname: podHostname(p), Now: start,
-		Seed: sandbox.Seed(string(p.UID), ctr.Name, strconv.Itoa(int(restarts)))}
+		Seed: sandbox.Seed(string(p.UID), ctr.Name, strconv.Itoa(int(restarts))), PID: containerPID(p, ctr)}
 	for _, a := range ctr.Command {
 		prog.Command = append(prog.Command, expandVars(a, mapping))
 	}
@@ -109,21 +112,61 @@ func (c *commands) program(p *v1.Pod, ctr *v1.Container, pc *podCommands, restar
 	return prog
 }
 
-// run interprets run restarts of container ctr of pod p: its outcome (ok false: no command, or one the
-// sandbox cannot honour, whose reason it returns).
-func (c *commands) run(ctx context.Context, p *v1.Pod, ctr *v1.Container, pc *podCommands, restarts int32, start time.Time) (runResult, string) {
+// run interprets run restarts of container ctr of pod p within the process's budget: its outcome (ok
+// false: no command, or one the sandbox cannot honour, whose reason it returns). A container one of
+// whose runs broke a limit of the sandbox is not interpreted again (the same command would cost as
+// much again): its later runs are not honoured, for the same reason. err is the end of the wait for
+// the budget (ctx done): nothing ran, and the caller may ask again.
+func (c *commands) run(ctx context.Context, p *v1.Pod, ctr *v1.Container, pc *podCommands, restarts int32, start time.Time) (runResult, string, error) {
 	if len(ctr.Command) == 0 {
 		if isPauseImage(ctr.Image) && len(ctr.Args) == 0 {
 			// /pause: until it is stopped; its SIGTERM handler (sigdown) exits 0 at once.
-			return runResult{ok: true, out: RunOutcome{Forever: true, ExitsOnSIGTERM: true}}, ""
+			return runResult{ok: true, out: RunOutcome{Forever: true, ExitsOnSIGTERM: true}}, "", nil
 		}
-		return runResult{}, ""
+		return runResult{}, "", nil
 	}
-	res := sandbox.Run(ctx, c.program(p, ctr, pc, restarts, start), c.limits)
+	if why := pc.limited[ctr.Name]; why != "" {
+		return runResult{}, why, nil
+	}
+	c.mu.Lock()
+	if c.runner == nil {
+		c.runner = sandbox.NewRunner(sandbox.Budget{})
+	}
+	runner := c.runner
+	c.mu.Unlock()
+	res, err := runner.Run(ctx, c.program(p, ctr, pc, restarts, start), c.limits)
+	if err != nil {
+		return runResult{}, "", fmt.Errorf("container %s: %w", ctr.Name, err)
+	}
 	if !res.Honoured {
-		return runResult{}, res.Reason
+		if res.Limit {
+			if pc.limited == nil {
+				pc.limited = map[string]string{}
+			}
+			pc.limited[ctr.Name] = res.Reason
+		}
+		return runResult{}, res.Reason, nil
 	}
-	return runResult{ok: true, out: RunOutcome{Forever: res.Forever, Duration: res.Duration, ExitCode: res.ExitCode}}, ""
+	return runResult{ok: true, out: RunOutcome{Forever: res.Forever, Duration: res.Duration, ExitCode: res.ExitCode}}, "", nil
+}
+
+// containerPID is the shell's PID in container ctr of p: 1, the first process of the container's own
+// PID namespace; with shareProcessNamespace the pod's pause process is 1, and each container's first
+// process is given 2 onwards in the spec's order (init containers first), as they start in that order.
+func containerPID(p *v1.Pod, ctr *v1.Container) int {
+	if p.Spec.ShareProcessNamespace == nil || !*p.Spec.ShareProcessNamespace {
+		return 1
+	}
+	pid := 2
+	for _, l := range [][]v1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+		for i := range l {
+			if l[i].Name == ctr.Name {
+				return pid
+			}
+			pid++
+		}
+	}
+	return pid
 }
 
 // pauseRepositories are the repositories of the pause image (the kubelet's sandbox image, and the e2e

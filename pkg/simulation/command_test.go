@@ -2,6 +2,8 @@ package simulation
 
 import (
 	"context"
+	"errors"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -13,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/nodeagent/nodeagent/pkg/simulation/sandbox"
 )
 
 // The e2e job fixtures' commands (k8s.io/kubernetes v1.37.2 test/e2e/framework/job/fixtures.go).
@@ -95,6 +99,11 @@ func TestSimPodsCommands(t *testing.T) {
 			want: []want{{after: 0, exitCode: 0, last: -1}, {after: time.Second, exitCode: 0, last: -1}},
 			wantEvent: "Warning CommandNotInterpreted Container c: its command is not interpreted (runs wget, a program the sandbox does not implement); " +
 				"it runs as without a command (nodeagent.io/ annotations, the simulation's defaults)"},
+		{name: "a command past the memory limit (issue 45's nested expansion): the default, one Warning Event",
+			pods: []*v1.Pod{jobPod("nested", "1", v1.RestartPolicyNever, emptyDir, []string{"sh", "-c"}, []string{nestedExpansion(256)})},
+			want: []want{{after: 0, exitCode: 0, last: -1}},
+			wantEvent: "Warning CommandNotInterpreted Container c: its command is not interpreted (would hold more than 1048576 bytes (the statement at 1:1029)); " +
+				"it runs as without a command (nodeagent.io/ annotations, the simulation's defaults)"},
 		{name: "notTerminate: the pause image without a command runs until stopped, even in a Job", pods: func() []*v1.Pod {
 			p := jobPod("pause", "1", v1.RestartPolicyNever, emptyDir, nil, nil)
 			p.Spec.Containers[0].Image = "registry.k8s.io/pause:3.10.2"
@@ -159,6 +168,73 @@ func TestSimPodsCommands(t *testing.T) {
 			}
 		})
 	}
+}
+
+// nestedExpansion is issue 45's command: one assignment of n MiB.
+func nestedExpansion(n int) string {
+	return "a=" + strings.Repeat("x", 1024) + "; b=" + strings.Repeat("$a", 1024) + "; c=" + strings.Repeat("$b", n) + "; exit 3"
+}
+
+// TestCommandsLimitNotRunAgain: a container whose run broke a limit of the sandbox is not interpreted
+// again at its restarts (the same reason at once); one whose run was refused for another reason, or
+// honoured, is; a run whose wait for the budget ended is not remembered.
+func TestCommandsLimitNotRunAgain(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		script   string
+		wantRuns int // of three runs (restarts 0, 1, 2)
+		reason   string
+	}{
+		{"past the memory limit", nestedExpansion(256), 1, "would hold more than 1048576 bytes (the statement at 1:1029)"},
+		{"past the steps", "while :; do :; done", 1, "took more than 10000 steps"},
+		{"an unknown program", "wget x", 3, "runs wget, a program the sandbox does not implement"},
+		{"honoured", "exit 3", 3, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &commands{}
+			p := jobPod("p", "1", v1.RestartPolicyOnFailure, emptyDir, []string{"sh", "-c", tc.script}, nil)
+			var pc podCommands
+			for restarts := range int32(3) {
+				r, reason, err := c.run(context.Background(), p, &p.Spec.Containers[0], &pc, restarts, time.Unix(0, 0))
+				if err != nil || reason != tc.reason || r.ok != (tc.reason == "") {
+					t.Errorf("run %d: %+v %q %v, want %q", restarts, r, reason, err, tc.reason)
+				}
+			}
+			if n := c.runner.Runs(); n != tc.wantRuns {
+				t.Errorf("interpreted %d times, want %d", n, tc.wantRuns)
+			}
+		})
+	}
+	c := &commands{runner: sandbox.NewRunner(sandbox.Budget{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	p := jobPod("p", "1", v1.RestartPolicyNever, emptyDir, []string{"sh", "-c", "exit 3"}, nil)
+	// A budget held by others: the wait ends with ctx.
+	busy := sandbox.NewRunner(sandbox.Budget{Memory: 1 << 20, Parallel: 1})
+	c.runner = busy
+	release := holdBudget(t, busy)
+	if _, _, err := c.run(ctx, p, &p.Spec.Containers[0], &podCommands{}, 0, time.Unix(0, 0)); err == nil || !errors.Is(err, context.Canceled) {
+		t.Errorf("run with the budget held and ctx done: %v, want context.Canceled", err)
+	}
+	release()
+}
+
+// holdBudget holds all of rr's budget (a run that waits in a command until released).
+func holdBudget(t *testing.T, rr *sandbox.Runner) func() {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	started := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		close(started)
+		_, _ = rr.Run(ctx, &sandbox.Program{Command: []string{"sh", "-c", "while :; do :; done"}}, sandbox.Limits{Steps: 1 << 30, RealTime: time.Hour})
+	}()
+	<-started
+	for rr.Runs() == 0 {
+		runtime.Gosched()
+	}
+	return func() { cancel(); <-done }
 }
 
 // TestContainerEnv: the container's environment as the kubelet's makeEnvironmentVariables makes it
@@ -288,3 +364,43 @@ func TestSimPodsCommandStop(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// TestContainerPID: the shell's $$ is 1 in the container's own PID namespace; with
+// shareProcessNamespace the pause process is 1 and the containers follow in the spec's order.
+func TestContainerPID(t *testing.T) {
+	pod := func(shared *bool) *v1.Pod {
+		return &v1.Pod{Spec: v1.PodSpec{ShareProcessNamespace: shared,
+			InitContainers: []v1.Container{{Name: "init"}}, Containers: []v1.Container{{Name: "a"}, {Name: "b"}}}}
+	}
+	yes, no := true, false
+	for _, tc := range []struct {
+		name      string
+		shared    *bool
+		container string
+		want      int
+	}{
+		{"own namespace", nil, "b", 1},
+		{"shareProcessNamespace false", &no, "a", 1},
+		{"shared: the init container", &yes, "init", 2},
+		{"shared: the second container", &yes, "b", 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := pod(tc.shared)
+			var ctr *v1.Container
+			for _, l := range [][]v1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+				for i := range l {
+					if l[i].Name == tc.container {
+						ctr = &l[i]
+					}
+				}
+			}
+			if got := containerPID(p, ctr); got != tc.want {
+				t.Errorf("containerPID = %d, want %d", got, tc.want)
+			}
+			prog := (&commands{}).program(p, &v1.Container{Name: tc.container, Command: []string{"sh", "-c", "exit $$$$"}}, &podCommands{}, 0, time.Unix(0, 0)) // the kubelet makes $$ of $$$$
+			if res := sandbox.Run(context.Background(), prog, sandbox.Limits{}); res.ExitCode != int32(tc.want) {
+				t.Errorf("exit $$ = %+v, want %d", res, tc.want)
+			}
+		})
+	}
+}

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"github.com/nodeagent/nodeagent/pkg/node"
@@ -303,7 +304,13 @@ func (s *simPods) commandRun(ctx context.Context, p *v1.Pod, sp *simPod, c *v1.C
 	if r, ok := sp.cmds.runs[key]; ok {
 		return r.out, r.ok
 	}
-	r, reason := s.commands.run(ctx, p, c, &sp.cmds, restarts, start)
+	r, reason, err := s.commands.run(ctx, p, c, &sp.cmds, restarts, start)
+	if err != nil {
+		// Nothing ran (the request ended while other runs held the budget): not memoized, the next
+		// view runs it. This view sees the container as without a command.
+		klog.FromContext(ctx).V(4).Info("Command not interpreted yet", "pod", klog.KObj(p), "err", err)
+		return RunOutcome{}, false
+	}
 	if sp.cmds.runs == nil {
 		sp.cmds.runs = map[runKey]runResult{}
 	}

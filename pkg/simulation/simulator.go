@@ -80,6 +80,11 @@ type Config struct {
 	// sandbox cannot honour leaves PodBehaviour's (a Warning Event says so once per container).
 	InterpretPodCommands bool
 	CommandLimits        sandbox.Limits
+	// CommandBudget bounds the interpretation of all the Nodes' commands together (zero fields:
+	// sandbox.DefaultBudget, 64 MiB and one run at a time): each run holds its CommandLimits.Memory of
+	// the budget's Memory and one of its Parallel slots while it runs, and waits for them (bounded by
+	// the status request's context) when other runs hold them.
+	CommandBudget sandbox.Budget
 	// FallbackClusterCIDR is where a Node without spec.podCIDRs (no nodeipam) takes its pods' IPs:
 	// the /24 of its global index (pod.FallbackPodCIDR); zero: pod.DefaultFallbackClusterCIDR.
 	FallbackClusterCIDR netip.Prefix
@@ -212,7 +217,7 @@ func New(cfg Config) (*Simulator, error) {
 		}
 		s.pods = newSimPods(cfg.PodBehaviour, t.RuntimeName, cfg.Dependencies.Recorder, cfg.Dependencies.Clock)
 		if cfg.InterpretPodCommands {
-			s.pods.commands = &commands{limits: cfg.CommandLimits}
+			s.pods.commands = &commands{limits: cfg.CommandLimits, runner: sandbox.NewRunner(cfg.CommandBudget)}
 		}
 	}
 	s.usage = NewUsage(cfg.Dependencies.Clock)

@@ -499,7 +499,7 @@ func progSeq(ctx context.Context, r *run, args []string) error {
 		return nil
 	}
 	if count+1 > r.lim.Memory/2 {
-		return refuse("runs seq of %d numbers, more than its memory allows", count+1)
+		return refuseLimit("runs seq of %d numbers, more than its memory allows", count+1)
 	}
 	out := interp.HandlerCtx(ctx).Stdout
 	for n := first; (incr > 0 && n <= last) || (incr < 0 && n >= last); n += incr {

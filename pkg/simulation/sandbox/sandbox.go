@@ -16,7 +16,18 @@
 //     what evaluates text as code at run time (eval, source, trap) is not honoured, nor are builtins
 //     that look at the host (command, type, hash, ulimit, kill, ...);
 //   - each run is bounded: Limits.Steps (commands and loop iterations), Limits.RealTime (wall clock),
-//     Limits.Memory (the shell's variables) and the FS sizes.
+//     Limits.Memory and the FS sizes. Memory is bounded before it is allocated: a guard in front of
+//     every statement bounds what its expansions may allocate (words, assignments, here-documents,
+//     brace expansions) from the variables' sizes, with what the run holds (its variables, the
+//     command substitutions being filled, the function calls' parameters and frames), and each
+//     command's arguments and output are bounded before it runs (memory.go); a run past the limit
+//     stops before the allocation. Runner bounds all runs of a process together (Budget: the runs'
+//     memory summed, the runs interpreting at once);
+//   - nothing of the host is told: $$ is the container's PID (1), $PPID 0, ~root /root and any other
+//     ~user not honoured (the image's users are not known), -O and -G true of every file the run
+//     sees (the container's user, root, made them); indirect expansions ${!name} and name references
+//     (declare -n), through which the interpreter would read its host's $$ and $PPID, are not
+//     honoured.
 //
 // The result of one run (Run) is the run's simulated duration and exit code, that it runs until
 // stopped, or that the command cannot be honoured, with the reason. KWOK users describe the same
@@ -52,9 +63,12 @@ type Limits struct {
 	Steps int
 	// RealTime is the most wall-clock time one run may take; more: not honoured.
 	RealTime time.Duration
-	// Memory is the most bytes the run's shell variables may hold (names and values, the container's
-	// environment included), checked at every step; more: not honoured. A single printf may not
-	// format more than this either.
+	// Memory is the most bytes the run may hold: its shell variables (names and values, the
+	// container's environment included), the expansions of the statement it runs (an upper bound from
+	// the variables' sizes, checked before the statement expands), the output of the command
+	// substitutions being filled, the arguments and output of the command it runs, and 8 KiB per
+	// function call and 4 KiB per command substitution in progress (the interpreter's own state). A
+	// run that would pass it stops before the allocation: not honoured, Result.Limit.
 	Memory int64
 	// Horizon is the simulated time past which a run that is still sleeping counts as running until
 	// stopped.
@@ -113,6 +127,10 @@ type Program struct {
 	Seed uint64
 	// Now is the simulated time when the run starts (file times).
 	Now time.Time
+	// PID is the shell's process ID in the container ($$; $PPID is 0): 0 means 1, the container's
+	// first process. With a PID namespace shared by the pod's containers (shareProcessNamespace) the
+	// pod's pause process is 1 and the caller gives another.
+	PID int
 }
 
 // Result is what one run comes to.
@@ -127,6 +145,10 @@ type Result struct {
 	Duration time.Duration
 	ExitCode int32
 	// Steps is the number of steps taken.
+	// Limit: the run broke one of its Limits (steps, real time, memory, script size); Reason says which.
+	// Such a run is stopped before it takes more, and running it again takes as much again: a caller
+	// does not run the same command again for the same container.
+	Limit bool
 	Steps int
 }
 
@@ -135,11 +157,19 @@ type Result struct {
 var ErrNoCommand = errors.New("no command in the container's spec (the image's entrypoint is not known)")
 
 // notHonoured is a handler's error that stops the run: the command cannot be honoured.
-type notHonoured struct{ reason string }
+type notHonoured struct {
+	reason string
+	limit  bool // a limit of Limits
+}
 
 func (e *notHonoured) Error() string { return e.reason }
 
 func refuse(format string, a ...any) error { return &notHonoured{reason: fmt.Sprintf(format, a...)} }
+
+// refuseLimit is refuse for a run that breaks one of its Limits.
+func refuseLimit(format string, a ...any) error {
+	return &notHonoured{reason: fmt.Sprintf(format, a...), limit: true}
+}
 
 // errForever stops a run that sleeps past the horizon.
 var errForever = errors.New("sleeps past the horizon")
@@ -178,7 +208,7 @@ func Run(ctx context.Context, p *Program, lim Limits) (res Result) {
 		return Result{Reason: reason}
 	}
 	if n := len(script); n > lim.ScriptBytes {
-		return Result{Reason: fmt.Sprintf("the command is %d bytes, more than %d", n, lim.ScriptBytes)}
+		return Result{Reason: fmt.Sprintf("the command is %d bytes, more than %d", n, lim.ScriptBytes), Limit: true}
 	}
 	file, err := syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(script), "")
 	if err != nil {
@@ -187,6 +217,7 @@ func Run(ctx context.Context, p *Program, lim Limits) (res Result) {
 	if reason := check(file); reason != "" {
 		return Result{Reason: reason}
 	}
+	guarded := guards(file)
 	// $RANDOM's generator seeded from p.Seed (assigning RANDOM seeds it).
 	seed, err := syntax.NewParser().Parse(strings.NewReader("RANDOM="+strconv.FormatUint(p.Seed>>1, 10)), "")
 	if err != nil {
@@ -195,19 +226,22 @@ func Run(ctx context.Context, p *Program, lim Limits) (res Result) {
 	file.Stmts = append(seed.Stmts, file.Stmts...)
 	ctx, cancel := context.WithTimeout(ctx, lim.RealTime)
 	defer cancel()
-	r := &run{p: p, lim: lim, rootfs: NewFS(lim.Memory)}
+	r := &run{p: p, lim: lim, rootfs: NewFS(lim.Memory), guarded: guarded, levels: []level{{}}, funcs: funcNames(file)}
+	for _, a := range params {
+		r.params += int64(len(a)) + 1
+	}
 	r.prepareRootfs()
 	defer func() {
 		if v := recover(); v != nil {
 			res = Result{Reason: fmt.Sprintf("the interpreter failed: %v", v), Steps: r.steps}
 		}
 	}()
-	env := &sandboxEnv{vars: r.environ(), hideTMPDIR: true}
+	env := &sandboxEnv{vars: r.environ(), hideTMPDIR: true, run: r}
 	runner, err := interp.New(
 		interp.Env(env),
 		func(ir *interp.Runner) error { ir.Dir = r.workingDir(); return nil }, // no stat of a host directory
 		interp.Params(append([]string{"--"}, params...)...),
-		interp.StdIO(nil, io.Discard, io.Discard),
+		interp.StdIO(nil, topOut{}, topErr{}),
 		interp.CallHandler(r.call),
 		interp.ExecHandlers(func(interp.ExecHandlerFunc) interp.ExecHandlerFunc { return r.exec }),
 		interp.OpenHandler(r.open),
@@ -224,11 +258,11 @@ func Run(ctx context.Context, p *Program, lim Limits) (res Result) {
 	res = Result{Steps: r.steps, Duration: r.slept}
 	switch {
 	case r.refused != nil:
-		res.Reason = r.refused.reason
+		res.Reason, res.Limit = r.refused.reason, r.refused.limit
 	case r.forever:
 		res.Honoured, res.Forever = true, true
 	case ctx.Err() != nil:
-		res.Reason = fmt.Sprintf("took more than %v of real time", lim.RealTime)
+		res.Reason, res.Limit = fmt.Sprintf("took more than %v of real time", lim.RealTime), true
 	case err == nil:
 		res.Honoured = true
 	default:
@@ -329,7 +363,35 @@ func check(file *syntax.File) string {
 			reason = "runs a coprocess"
 		case *syntax.ProcSubst:
 			reason = "uses a process substitution"
+		case *syntax.DeclClause:
+			for _, a := range n.Args {
+				if f := a.Value.Lit(); a.Naked && a.Value != nil && strings.HasPrefix(f, "-") && strings.Contains(f, "n") || n.Variant.Value == "nameref" {
+					reason = "makes a name reference (" + n.Variant.Value + " -n; the interpreter would read $$ or $PPID of the host through it)"
+				}
+			}
+		case *syntax.UnaryTest:
+			if n.Op == syntax.TsUsrOwn || n.Op == syntax.TsGrpOwn {
+				n.Op = syntax.TsExists // every file the run sees is its user's (root's), and its group's
+			}
+		case *syntax.ArithmExp:
+			hostVarsArith(n.X)
+		case *syntax.ArithmCmd:
+			hostVarsArith(n.X)
+		case *syntax.LetClause:
+			for _, x := range n.Exprs {
+				hostVarsArith(x)
+			}
+		case *syntax.CStyleLoop:
+			hostVarsArith(n.Init)
+			hostVarsArith(n.Cond)
+			hostVarsArith(n.Post)
 		case *syntax.ParamExp:
+			if n.Param != nil && hostVars[n.Param.Value] != "" {
+				n.Param = &syntax.Lit{ValuePos: n.Param.ValuePos, ValueEnd: n.Param.ValueEnd, Value: hostVars[n.Param.Value]}
+			}
+			if n.Excl && n.Index == nil && n.Names == 0 {
+				reason = "uses an indirect expansion ${!name} (the interpreter would read $$ or $PPID of the host through it)"
+			}
 			if w := n.Repl; w != nil && w.All && w.With != nil && len(w.With.Parts) > 0 &&
 				(len(w.With.Parts) != 1 || w.With.Lit() == "" || len(w.With.Lit()) > 16) {
 				reason = "replaces every match with an expansion or a long text (${x//p/...})"
@@ -348,6 +410,46 @@ func check(file *syntax.File) string {
 	return ""
 }
 
+// hostVars are the interpreter's special parameters that tell the host's facts (the simulator's
+// process IDs), and the variables Run gives in their place: the container's.
+var hostVars = map[string]string{"$": pidVar, "PPID": ppidVar}
+
+const (
+	pidVar  = "__nodeagent_sandbox_pid"
+	ppidVar = "__nodeagent_sandbox_ppid"
+)
+
+// hostVarsArith renames the host's special parameters named in an arithmetic expression ($((PPID))).
+func hostVarsArith(x syntax.ArithmExpr) {
+	switch x := x.(type) {
+	case *syntax.BinaryArithm:
+		hostVarsArith(x.X)
+		hostVarsArith(x.Y)
+	case *syntax.UnaryArithm:
+		hostVarsArith(x.X)
+	case *syntax.ParenArithm:
+		hostVarsArith(x.X)
+	case *syntax.Word:
+		if len(x.Parts) == 1 {
+			if l, ok := x.Parts[0].(*syntax.Lit); ok && hostVars[l.Value] != "" {
+				x.Parts[0] = &syntax.Lit{ValuePos: l.ValuePos, ValueEnd: l.ValueEnd, Value: hostVars[l.Value]}
+			}
+		}
+	}
+}
+
+// funcNames returns the names of the functions file declares.
+func funcNames(file *syntax.File) map[string]bool {
+	names := map[string]bool{}
+	syntax.Walk(file, func(n syntax.Node) bool {
+		if f, ok := n.(*syntax.FuncDecl); ok {
+			names[f.Name.Value] = true
+		}
+		return true
+	})
+	return names
+}
+
 // braceSeq matches a numeric brace sequence {from..to} or {from..to..step}.
 var braceSeq = regexp.MustCompile(`\{(-?[0-9]{1,18})\.\.(-?[0-9]{1,18})(\.\.-?[0-9]+)?\}`)
 
@@ -361,17 +463,29 @@ type run struct {
 	lim    Limits
 	rootfs *FS // the container's writable layer: what the run writes outside its volumes
 
+	guarded []guarded       // the statements' guards, by ID
+	funcs   map[string]bool // the functions the script declares
+
 	mu      sync.Mutex
 	steps   int
 	slept   time.Duration
 	forever bool
 	refused *notHonoured
+	levels  []level     // the command substitutions being filled, levels[0] the run's top
+	frames  []frame     // the function calls
+	depths  map[int]int // the level of each statement at its latest guard
+	params  int64       // an upper bound of the positional parameters (the script's, set's)
 }
 
 // stop records why the run stops (the first reason wins) and returns the error that stops it.
 func (r *run) stop(err error) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.stopLocked(err)
+}
+
+// stopLocked is stop with r.mu held.
+func (r *run) stopLocked(err error) error {
 	var nh *notHonoured
 	switch {
 	case r.refused != nil || r.forever:
@@ -383,30 +497,27 @@ func (r *run) stop(err error) error {
 	return err
 }
 
-// call runs before every command: it counts the step, checks the memory the shell's variables hold,
-// and refuses builtins the sandbox does not honour.
+// call runs before every command: it counts the step, bounds the memory the command's arguments
+// and output take with what the run holds (guardCall), and refuses builtins the sandbox does not
+// honour.
 func (r *run) call(ctx context.Context, args []string) ([]string, error) {
 	r.mu.Lock()
+	if r.refused != nil {
+		r.mu.Unlock()
+		return nil, r.refused
+	}
 	r.steps++
 	steps := r.steps
+	var err error
+	if steps <= r.lim.Steps && args[0] != stepName {
+		err = r.guardCall(ctx, r.funcs[args[0]], args)
+	}
 	r.mu.Unlock()
 	if steps > r.lim.Steps {
-		return nil, r.stop(refuse("took more than %d steps", r.lim.Steps))
+		return nil, r.stop(refuseLimit("took more than %d steps", r.lim.Steps))
 	}
-	hc := interp.HandlerCtx(ctx)
-	var size int64
-	hc.Env.Each(func(name string, vr expand.Variable) bool {
-		size += int64(len(name) + len(vr.Str))
-		for _, s := range vr.List {
-			size += int64(len(s))
-		}
-		for k, v := range vr.Map {
-			size += int64(len(k) + len(v))
-		}
-		return size <= r.lim.Memory
-	})
-	if size > r.lim.Memory {
-		return nil, r.stop(refuse("its variables hold more than %d bytes", r.lim.Memory))
+	if err != nil {
+		return nil, r.stop(err)
 	}
 	if args[0] == stepName {
 		return []string{":"}, nil
@@ -419,11 +530,85 @@ func (r *run) call(ctx context.Context, args []string) ([]string, error) {
 	}
 	if args[0] == "printf" && len(args) > 1 {
 		if n := printfWidth(args[1], args[2:]); n > r.lim.Memory {
-			return nil, r.stop(refuse("printf would format more than %d bytes", r.lim.Memory))
+			return nil, r.stop(refuseLimit("printf would format more than %d bytes", r.lim.Memory))
 		}
+	}
+	if args[0] == "[" || args[0] == "test" {
+		args = ownerTests(args)
 	}
 	return args, nil
 }
+
+// ownerTests returns the args of a test or [ command with its -O and -G operators (the file is owned
+// by the user, by the user's group) made -e: every file a run sees is its user's (the container's
+// root) and its group's; the interpreter would ask the host's user database. The operators are found
+// as the interpreter's parser finds them (a unary operator at the start of an expression, followed by
+// a word).
+func ownerTests(args []string) []string {
+	a := args[1:]
+	if args[0] == "[" && len(a) > 0 && a[len(a)-1] == "]" {
+		a = a[:len(a)-1]
+	}
+	if !slices.Contains(a, "-O") && !slices.Contains(a, "-G") {
+		return args
+	}
+	out := slices.Clone(args)
+	pos := 0
+	var classic func(pastAndOr bool)
+	base := func() {
+		if pos >= len(a) || a[pos] == ")" {
+			return
+		}
+		switch v := a[pos]; {
+		case v == "!":
+			pos++
+			classic(false)
+		case v == "(":
+			pos++
+			classic(false)
+			if pos < len(a) && a[pos] == ")" {
+				pos++
+			}
+		case unaryTestOps[v]:
+			pos++
+			if pos < len(a) {
+				if v == "-O" || v == "-G" {
+					out[pos] = "-e" // out is args: one ahead of a
+				}
+				pos++
+			}
+		default:
+			pos++
+		}
+	}
+	classic = func(pastAndOr bool) {
+		if pastAndOr {
+			base()
+		} else {
+			classic(true)
+		}
+		if pos >= len(a) || a[pos] == ")" {
+			return
+		}
+		op := a[pos]
+		pos++
+		if op == "-a" || op == "-o" {
+			classic(false)
+		} else {
+			pos++
+		}
+	}
+	for start := -1; pos < len(a) && pos != start; {
+		start = pos
+		classic(false)
+	}
+	return out
+}
+
+// unaryTestOps are the unary operators of test and [ (the interpreter's testUnaryOp).
+var unaryTestOps = map[string]bool{"-e": true, "-a": true, "-f": true, "-d": true, "-c": true, "-b": true, "-p": true, "-S": true,
+	"-L": true, "-h": true, "-k": true, "-g": true, "-u": true, "-G": true, "-O": true, "-N": true, "-r": true, "-w": true, "-x": true,
+	"-s": true, "-t": true, "-z": true, "-n": true, "-o": true, "-v": true, "-R": true}
 
 // printfWidth returns an upper bound of the widths and precisions format asks for (each * taken from
 // the args), plus the args' lengths.
@@ -532,6 +717,12 @@ func unknown(p string) error {
 	return refuse("reads %s, a file of the image (not known to the simulator)", p)
 }
 
+// guardFile is what a guard's path reads: "1" (the guard is the redirection 1>&1).
+type guardFile struct{ *strings.Reader }
+
+func (guardFile) Write([]byte) (int, error) { return 0, syscall.EBADF }
+func (guardFile) Close() error              { return nil }
+
 // discard is /dev/null and the standard outputs opened by name.
 type discard struct{}
 
@@ -551,6 +742,16 @@ func (r *run) refusef(f string, a ...any) error { return r.stop(refuse(f, a...))
 
 // open is the interpreter's OpenHandler: redirections and $(<file).
 func (r *run) open(ctx context.Context, name string, flag int, perm os.FileMode) (io.ReadWriteCloser, error) {
+	if id, ok := strings.CutPrefix(name, guardDir); ok && flag == os.O_RDONLY {
+		n, err := strconv.Atoi(id)
+		if err != nil {
+			n = -1
+		}
+		if err := r.guard(ctx, n); err != nil {
+			return nil, err
+		}
+		return guardFile{strings.NewReader("1")}, nil // 1>&1
+	}
 	p := abs(ctx, name)
 	switch {
 	case p == "/dev/null" || isDevOut(p):
@@ -567,6 +768,11 @@ func (r *run) open(ctx context.Context, name string, flag int, perm os.FileMode)
 	}
 	if rootfs && writing(flag) && !fsys.Exists(path.Dir(inner)) {
 		return nil, r.refuseUnknown(path.Dir(p)) // a directory of the image, or none
+	}
+	if !writing(flag) {
+		if err := r.guardRead(ctx, fsys, inner); err != nil {
+			return nil, r.stop(err)
+		}
 	}
 	f, err := fsys.OpenFile(inner, flag, perm)
 	if err != nil {
@@ -650,6 +856,7 @@ func (r *run) environ() []string {
 // sandboxEnv is the interpreter's Environ over the container's environment. While hideTMPDIR, TMPDIR
 // reads as tmpDir: the interpreter reads it once, at its reset, as the directory of its FIFOs.
 type sandboxEnv struct {
+	run        *run
 	vars       []string
 	hideTMPDIR bool
 	once       sync.Once
@@ -662,15 +869,37 @@ func (e *sandboxEnv) environ() expand.Environ {
 }
 
 func (e *sandboxEnv) Get(name string) expand.Variable {
-	if name == "TMPDIR" && e.hideTMPDIR {
+	str := func(s string) expand.Variable {
+		return expand.Variable{Set: true, ReadOnly: true, Kind: expand.String, Str: s}
+	}
+	switch {
+	case name == "TMPDIR" && e.hideTMPDIR:
 		return expand.Variable{Set: true, Exported: true, Kind: expand.String, Str: tmpDir}
+	case name == pidVar:
+		return str(strconv.Itoa(e.run.pid()))
+	case name == ppidVar:
+		return str("0") // the container runtime's, outside the container's PID namespace
+	case strings.HasPrefix(name, "HOME "): // ~user: the interpreter would ask the host's user database
+		user := strings.TrimPrefix(name, "HOME ")
+		if user == "root" {
+			return str("/root")
+		}
+		_ = e.run.stop(refuse("expands ~%s, a user of the image (its /etc/passwd is not known to the simulator)", user))
+		return str("~" + user)
 	}
 	return e.environ().Get(name)
 }
 
 func (e *sandboxEnv) Each(f func(name string, vr expand.Variable) bool) { e.environ().Each(f) }
 
-// seed returns a run's $RANDOM seed from the strings that name the run.
+func (r *run) pid() int {
+	if r.p.PID > 0 {
+		return r.p.PID
+	}
+	return 1
+}
+
+// Seed returns a run's $RANDOM seed from the strings that name the run.
 func Seed(parts ...string) uint64 {
 	h := fnv.New64a()
 	for _, p := range parts {

@@ -150,39 +150,53 @@ func TestRunEscapes(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		command []string
-		reason  string // a prefix of Result.Reason
+		reason  string // a prefix of Result.Reason; "": honoured, with exit code exit
+		exit    int32
 	}{
-		{"cat /etc/passwd", sh("cat /etc/passwd"), "reads /etc/passwd, a file of the image"},
-		{"read /etc/passwd by redirection", sh("x=$(</etc/passwd); echo $x"), "reads /etc/passwd, a file of the image"},
-		{"test a host file", sh("[ -f " + canary + " ] && exit 3"), "reads " + canary + ", a file of the image"},
-		{"/bin/rm -rf /", []string{"/bin/rm", "-rf", "/"}, "removes /, the image's files"},
-		{"rm a host file", []string{"rm", "-f", canary}, "reads " + canary + ", a file of the image"},
-		{"write in a host directory", sh("echo x > " + dir + "/new"), "reads " + dir + ", a file of the image"},
-		{"fork bomb", sh(":(){ :|:& };:"), "the command runs a background job"},
-		{"pipe bomb", sh("f(){ f|f; }; f"), "the command runs a pipeline"},
-		{"recursion", sh("f(){ f; }; f"), "took more than "}, // steps or real time, whichever first
+		// The container's facts, not the host's.
+		{"$$ is the container's PID 1", sh("exit $(($$ % 256))"), "", 1},
+		{"${$} too", sh("[ ${$} = 1 ] && exit 7"), "", 7},
+		{"$PPID is 0", sh(`[ "$PPID" = 0 ] && exit $((PPID + 8))`), "", 8},
+		{"$$ cannot be assigned", sh("__nodeagent_sandbox_pid=5; exit $$"), "", 1},
+		{"~user: a user of the image", sh("x=~nobody; exit 3"), "expands ~nobody, a user of the image", 0},
+		{"~root is /root", sh("[ ~root/x = /root/x ] && exit 9"), "", 9},
+		{"~ is $HOME", sh("HOME=/h; [ ~/x = /h/x ] && exit 10"), "", 10},
+		{"-O and -G: the container's user owns its files", sh("touch /tmp/f && [ -O /tmp/f ] && [[ -G /tmp/f ]] && test -O /tmp/f -a -G /tmp/f && exit 11"), "", 11},
+		{"-O as a string", sh(`[ x != -O ] && [ -n -O ] && [ -O ] && exit 12`), "", 12},
+		{"an indirect expansion", sh("x=PPID; exit ${!x}"), "the command uses an indirect expansion", 0},
+		{"a name reference", sh("declare -n x=PPID; exit $x"), "the command makes a name reference (declare -n", 0},
+		// Refused or bounded.
+		{"cat /etc/passwd", sh("cat /etc/passwd"), "reads /etc/passwd, a file of the image", 0},
+		{"read /etc/passwd by redirection", sh("x=$(</etc/passwd); echo $x"), "reads /etc/passwd, a file of the image", 0},
+		{"test a host file", sh("[ -f " + canary + " ] && exit 3"), "reads " + canary + ", a file of the image", 0},
+		{"/bin/rm -rf /", []string{"/bin/rm", "-rf", "/"}, "removes /, the image's files", 0},
+		{"rm a host file", []string{"rm", "-f", canary}, "reads " + canary + ", a file of the image", 0},
+		{"write in a host directory", sh("echo x > " + dir + "/new"), "reads " + dir + ", a file of the image", 0},
+		{"fork bomb", sh(":(){ :|:& };:"), "the command runs a background job", 0},
+		{"pipe bomb", sh("f(){ f|f; }; f"), "the command runs a pipeline", 0},
+		{"recursion", sh("f(){ f; }; f"), "would hold more than 1048576 bytes (calling f, ", 0}, // its frames
 		// Steps bound these (steps, not time: a loaded machine under -race may take more than the
 		// default 500 ms of real time for 10 000 steps; TestRunRealTime checks the real-time bound).
-		{"endless loop", sh("while :; do :; done"), "took more than 10000 steps"},
-		{"endless loop without commands", sh("while [[ 1 ]]; do x=1; done"), "took more than 10000 steps"},
-		{"endless sleeps", sh("while true; do sleep 1; done"), "took more than 10000 steps"},
-		{"1 GB string by doubling", sh("a=x; while [[ 1 ]]; do a=$a$a; done"), "its variables hold more than 1048576 bytes"},
-		{"1 GB string by printf", sh("printf '%01000000000d' 0 >/dev/null"), "printf would format more than 1048576 bytes"},
-		{"1 GB string by printf *", sh("x=$(printf '%*s' 1000000000 '')"), "printf would format more than 1048576 bytes"},
-		{"1 GB string by replacement", sh("a=$(seq 1 2000); b=${a//?/$a$a}"), "the command replaces every match with an expansion"},
-		{"1 GB by brace expansion", sh("echo {1..1000000000} >/dev/null"), "the command expands a brace sequence {1..1000000000} of more than 16384 words"},
-		{"seq", sh("seq 1 1000000000 >/dev/null"), "runs seq of 1000000000 numbers"},
-		{"a fifo on the host", sh("cat <(echo x)"), "the command uses a process substitution"},
-		{"eval of a pipeline", sh("eval ':|:'"), "the builtin eval evaluates text as code"},
-		{"a trap", sh("trap 'rm -rf /' EXIT"), "the builtin trap evaluates text as code"},
-		{"source a host file", sh(". /etc/profile"), "the builtin . reads a script"},
-		{"command -v looks at the host", sh("command -v ls"), "the builtin command looks programs up on the host"},
-		{"network", sh("nc -l 8080"), "runs nc, a program the sandbox does not implement"},
-		{"/dev/tcp", sh("echo x > /dev/tcp/127.0.0.1/80"), "uses /dev/tcp/127.0.0.1/80, a device or kernel file"},
-		{"/proc", sh("cat /proc/self/environ"), "uses /proc/self/environ, a device or kernel file"},
-		{"glob the host", sh("echo /*"), "lists /, a directory of the image"},
-		{"pwd -P resolves links on the host", sh("cd /tmp && pwd -P"), "the builtin pwd -P resolves symbolic links on the host"},
-		{"cd to the host", sh("cd /etc && exit 3"), "reads /etc, a file of the image"},
+		{"endless loop", sh("while :; do :; done"), "took more than 10000 steps", 0},
+		{"endless loop without commands", sh("while [[ 1 ]]; do x=1; done"), "took more than 10000 steps", 0},
+		{"endless sleeps", sh("while true; do sleep 1; done"), "took more than 10000 steps", 0},
+		{"1 GB string by doubling", sh("a=x; while [[ 1 ]]; do a=$a$a; done"), "would hold more than 1048576 bytes (the statement at 1:24)", 0},
+		{"1 GB string by printf", sh("printf '%01000000000d' 0 >/dev/null"), "would hold more than 1048576 bytes (printf's arguments and output)", 0},
+		{"1 GB string by printf *", sh("x=$(printf '%*s' 1000000000 '')"), "would hold more than 1048576 bytes (printf's arguments and output)", 0},
+		{"1 GB string by replacement", sh("a=$(seq 1 2000); b=${a//?/$a$a}"), "the command replaces every match with an expansion", 0},
+		{"1 GB by brace expansion", sh("echo {1..1000000000} >/dev/null"), "the command expands a brace sequence {1..1000000000} of more than 16384 words", 0},
+		{"seq", sh("seq 1 1000000000 >/dev/null"), "would hold more than 1048576 bytes (seq's arguments and output)", 0},
+		{"a fifo on the host", sh("cat <(echo x)"), "the command uses a process substitution", 0},
+		{"eval of a pipeline", sh("eval ':|:'"), "the builtin eval evaluates text as code", 0},
+		{"a trap", sh("trap 'rm -rf /' EXIT"), "the builtin trap evaluates text as code", 0},
+		{"source a host file", sh(". /etc/profile"), "the builtin . reads a script", 0},
+		{"command -v looks at the host", sh("command -v ls"), "the builtin command looks programs up on the host", 0},
+		{"network", sh("nc -l 8080"), "runs nc, a program the sandbox does not implement", 0},
+		{"/dev/tcp", sh("echo x > /dev/tcp/127.0.0.1/80"), "uses /dev/tcp/127.0.0.1/80, a device or kernel file", 0},
+		{"/proc", sh("cat /proc/self/environ"), "uses /proc/self/environ, a device or kernel file", 0},
+		{"glob the host", sh("echo /*"), "lists /, a directory of the image", 0},
+		{"pwd -P resolves links on the host", sh("cd /tmp && pwd -P"), "the builtin pwd -P resolves symbolic links on the host", 0},
+		{"cd to the host", sh("cd /etc && exit 3"), "reads /etc, a file of the image", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var before, after runtime.MemStats
@@ -196,7 +210,10 @@ func TestRunEscapes(t *testing.T) {
 			got := Run(context.Background(), &Program{Command: tc.command}, lim)
 			took := time.Since(start)
 			runtime.ReadMemStats(&after)
-			if got.Honoured || !strings.HasPrefix(got.Reason, tc.reason) {
+			switch {
+			case tc.reason == "" && (!got.Honoured || got.ExitCode != tc.exit):
+				t.Errorf("Run(%q) = %+v, want honoured, exit %d", tc.command, got, tc.exit)
+			case tc.reason != "" && (got.Honoured || !strings.HasPrefix(got.Reason, tc.reason)):
 				t.Errorf("Run(%q) = %+v, want not honoured: %q...", tc.command, got, tc.reason)
 			}
 			if took > 20*time.Second {
