@@ -148,7 +148,7 @@ func TestKubeletAPIFlood(t *testing.T) {
 	}
 	t.Run("kubectl logs of a pod on node 1", func(t *testing.T) {
 		out, took, err := kubectlLogs(20 * time.Second)
-		t.Logf("kubectl logs b during the flood: %v, %d bytes, %v", took, len(out), err)
+		t.Logf("kubectl logs b (Node 1 at %s:%d) during the flood: %v, %d bytes, %v", ip, firstPort+1, took, len(out), err)
 		if err != nil || out != "hello container=c restart=0 line=0\nhello container=c restart=0 line=1\nhello container=c restart=0 line=2\n" {
 			t.Errorf("kubectl logs b during the flood: %q, %v", out, err)
 		}

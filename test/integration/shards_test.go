@@ -319,6 +319,36 @@ func removeProxyAddress() {
 	}
 }
 
+// TestHostAddressNotFromLoopback: an address another test package added to lo (test/quickstart's
+// 198.18.0.47, removed when its test ends) is never hostAddress's choice. TestKubeletAPIFlood's
+// `kubectl logs` of a pod on Node 1 hung its whole 20 s with no byte when its Nodes' --node-ip was
+// such an address and it was removed mid-test: the API server's dial to the Node then left through
+// the default route and was never answered, while everything on 127.0.0.1 (the flood, the healthz
+// port, the Leases) went on.
+func TestHostAddressNotFromLoopback(t *testing.T) {
+	const other = "198.18.0.251"
+	if out, err := exec.Command("ip", "addr", "add", other+"/32", "dev", "lo").CombinedOutput(); err != nil && !strings.Contains(string(out), "File exists") {
+		t.Fatalf("adding %s to lo (the tests run as root, with iproute2): %v: %s", other, err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("ip", "addr", "del", other+"/32", "dev", "lo").Run() })
+	ip := hostAddress(t)
+	if ip == proxyAddress {
+		return // this process's own, removed at its end
+	}
+	ifaces, err := net.Interfaces()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, iface := range ifaces {
+		addrs, _ := iface.Addrs()
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok && n.IP.String() == ip && iface.Flags&net.FlagLoopback != 0 {
+				t.Errorf("hostAddress chose %s of %s, which another package may remove at any time", ip, iface.Name)
+			}
+		}
+	}
+}
+
 // proxyAddress is in 198.18.0.0/15 (RFC 2544, benchmarking): on no real network.
 const proxyAddress = "198.18.0.1"
 
