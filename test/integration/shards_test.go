@@ -589,7 +589,7 @@ func TestShards(t *testing.T) {
 	// Without --delete-nodes-on-exit (the binary's default), a clean exit leaves the Nodes.
 	keepPort := framework.FreePort()
 	keep := startShard(t, 9, []string{"simulate", "--kubeconfig=" + kubeconfig, "--nodes=3", "--node-name-prefix=keep-",
-		"--healthz-bind-address=127.0.0.1", "--healthz-port=" + strconv.Itoa(keepPort)}, nil, keepPort)
+		"--healthz-bind-address=127.0.0.1", "--healthz-port=" + strconv.Itoa(keepPort), "--port=0"}, nil, keepPort)
 	kctx, kcancel := context.WithTimeout(ctx, time.Minute)
 	defer kcancel()
 	for i := range 3 {
