@@ -51,6 +51,8 @@ func runSimulation(ctx context.Context, o options, root, dir, binDir, agentBin s
 	cp, err := framework.StartControlPlane(ctx, framework.ControlPlaneOptions{
 		Dir: filepath.Join(dir, "controlplane"), KubeconfigDir: dir, ControllerManager: true,
 		ExtraControllerManagerArgs: simulationControllerArgs, ExtraAPIServerArgs: frontProxy,
+		// The cluster CA in extension-apiserver-authentication, where the simulator finds it (as kubeadm's).
+		PublishKubeletClientCA: true,
 	})
 	if err != nil {
 		return err
