@@ -142,6 +142,12 @@ With --shards=K, this process is shard --shard-index (or the ordinal of its Stat
 labelled ` + simulation.LabelShard + `=I and ` + simulation.LabelSimulation + `=<the prefix's identity>;
 every shard must run the same --nodes, agreed on a Lease in kube-node-lease (docs/simulation.md, "Shards").
 
+Every Node serves the kubelet's API (kubectl logs, exec, port-forward, the node proxy, the metrics
+metrics-server scrapes) on its own port, --port+j (10250 by default; --port=0: off), at the node IP
+(--node-ip, else the address of the default route's interface), client certificates verified against
+--client-ca-file or the cluster's (kube-system's extension-apiserver-authentication ConfigMap); a start
+that cannot serve it says why in one line and goes on without it (docs/simulation.md).
+
 The agent's HTTP server also serves the control API, to loopback clients only (and through the API
 server's pod proxy with --control-allow-proxy; see "nodeagent simulate ctl"):
   GET  /simulation/nodes            every Node's state

@@ -89,6 +89,14 @@ func simulateKubeletAPI(ctx context.Context, o *simulateOptions, restConfig *res
 			"reason", unavailable.Error())
 		return nil, nil
 	}
+	if err == nil {
+		ca := c.Authentication.X509.ClientCAFile
+		if ca == "" {
+			ca = "ConfigMap " + authenticationConfigMapNamespace + "/" + authenticationConfigMapName
+		}
+		klog.FromContext(ctx).Info("The simulated Nodes serve the kubelet API", "nodeIP", k.NodeIP, "address", k.Address,
+			"ports", fmt.Sprintf("%d-%d", k.FirstPort, k.FirstPort+o.nodes-1), "clientCA", ca)
+	}
 	return k, err
 }
 
