@@ -28,9 +28,11 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -234,8 +236,9 @@ func runAgent(ctx context.Context, o options, cp *framework.ControlPlane, ctrd *
 		RuntimeEndpoint: ctrd.Endpoint,
 		// The cluster CA of the API server's kubelet client certificate, as kubeadm gives a kubelet, so
 		// that kubectl top, logs and the node proxy reach the agent's kubelet API.
+		// Its kubelet API on the kubelet's port (the framework's agents have it off), or a free one.
 		Args: append([]string{"--bootstrap-kubeconfig=" + cp.BootstrapKubeconfig(), "--rotate-certificates=true",
-			"--client-ca-file=" + cp.KubeletClientCAFile}, o.agentArgs...),
+			"--client-ca-file=" + cp.KubeletClientCAFile, "--port=" + strconv.Itoa(freeOr(10250))}, o.agentArgs...),
 	})
 	if err != nil {
 		return err
@@ -298,6 +301,16 @@ func runAgent(ctx context.Context, o options, cp *framework.ControlPlane, ctrd *
 		return fmt.Errorf("nodeagent exited (%v)", err)
 	}
 	return nil
+}
+
+// freeOr returns port when it is free on every address, else a free port (framework.FreePort).
+func freeOr(port int) int {
+	ln, err := net.Listen("tcp", ":"+strconv.Itoa(port))
+	if err != nil {
+		return framework.FreePort()
+	}
+	_ = ln.Close()
+	return port
 }
 
 // AgentCommands are the command lines (kubectl: the binary and its --kubeconfig) that localup prints once
