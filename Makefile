@@ -20,12 +20,13 @@ tools:
 build:
 	$(GO) build -tags grpcnotrace -ldflags "-X github.com/nodeagent/nodeagent/pkg/version.gitCommit=$$(git rev-parse --short HEAD 2>/dev/null)" -o _output/bin/nodeagent ./cmd/nodeagent
 
-## up: local control plane + containerd + nodeagent until Ctrl-C (ARGS="--exit-when-ready" to stop once Ready);
-## kubeconfigs in _output/local-up (admin.kubeconfig, node-<name>.kubeconfig). Builds only what it runs
-## (hack/install-deps.sh --for up: etcd, kube-apiserver, kube-controller-manager, kubectl). With SIMULATE=N:
-## the control plane with kube-scheduler and the controllers pods need, and `nodeagent simulate --nodes N`
-## under its RBAC identity (docs/simulation.md), no containerd; prints the kubectl commands that run a
-## Deployment on the simulated Nodes; state in _output/simulate.
+## up: local control plane + containerd + nodeagent + metrics-server until Ctrl-C (ARGS="--exit-when-ready" to
+## stop once Ready); kubeconfigs in _output/local-up (admin.kubeconfig, node-<name>.kubeconfig). Builds only
+## what it runs (hack/install-deps.sh --for up: etcd, kube-apiserver, kube-controller-manager, kubectl,
+## metrics-server). With SIMULATE=N: the control plane with kube-scheduler and the controllers pods need,
+## `nodeagent simulate --nodes N` under its RBAC identity (docs/simulation.md), no containerd, and
+## metrics-server; prints README's commands (a Deployment, logs -f, exec, port-forward, top, an HPA scaling
+## out); state in _output/simulate.
 SIMULATE ?=
 up:
 	hack/local-up.sh $(if $(strip $(SIMULATE)),--simulate=$(SIMULATE)) $(ARGS)

@@ -14,10 +14,10 @@
 #               cloud-node-controller (k8s.io/cloud-provider's node controllers over its fake cloud) and
 #               kubemark (kubemark's hollow node: the kubelet over a fake runtime, a second pod reference);
 #   up        what `make up` runs: containerd, the CNI plugins, iproute2, and etcd, kube-apiserver,
-#             kube-controller-manager and kubectl (no kubelet, kubemark, kube-scheduler,
-#             cloud-node-controller, helm or prometheus);
+#             kube-controller-manager and kubectl, and metrics-server (kubectl top; no kubelet, kubemark,
+#             kube-scheduler, cloud-node-controller, helm or prometheus);
 #   simulate  what `make up SIMULATE=N` runs: etcd, kube-apiserver, kube-controller-manager, kube-scheduler
-#             and kubectl (no Debian package: simulated Nodes need no container runtime).
+#             and kubectl, and metrics-server (no Debian package: simulated Nodes need no container runtime).
 # The components are built from the hack/tools module into _output/bin; each is rebuilt when it is missing
 # or hack/tools (go.mod, go.sum, *.go) changed since it was built, as recorded by its stamp file
 # _output/bin/.tools.<binary>.stamp; so `make up` builds its four, and a later `make test` only the others.
@@ -159,6 +159,7 @@ if [[ -z $skew && $set_name == test ]]; then
 fi
 
 # --- metrics-server, pinned in hack/metrics-server (a module of its own; stamp _output/bin/.metrics-server.stamp)
-if [[ -z $skew && $set_name == test ]]; then
+# `make up` runs it too (kubectl top, an HPA), with or without SIMULATE.
+if [[ -z $skew ]]; then
   "$ROOT/hack/build-metrics-server.sh"
 fi

@@ -6,8 +6,8 @@
 #   hack/local-up.sh --control-plane-only --nodes "a b c"   # no nodeagent: run it by hand (make cluster)
 #   hack/local-up.sh --simulate 20                # kube-scheduler and nodeagent simulate --nodes 20 (make up SIMULATE=20)
 # State, kubeconfigs and logs: _output/local-up, _output/cluster with --control-plane-only, _output/simulate
-# with --simulate (printed at start). It builds only what it runs: hack/install-deps.sh --for up, or --for
-# simulate (kube-scheduler too, no containerd).
+# with --simulate (printed at start). It builds only what it runs: hack/install-deps.sh --for up (with
+# metrics-server), or --for simulate (kube-scheduler too, no containerd).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"

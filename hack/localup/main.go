@@ -28,9 +28,11 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -50,6 +52,7 @@ type options struct {
 	exitWhenReady    bool
 	readyTimeout     time.Duration
 	agentArgs        []string
+	nodeIP           string // --simulate: the simulated Nodes' --node-ip (default: the simulator's choice)
 }
 
 func main() {
@@ -67,6 +70,8 @@ func main() {
 	flag.BoolVar(&o.exitWhenReady, "exit-when-ready", os.Getenv("LOCALUP_EXIT_WHEN_READY") != "",
 		"stop everything and exit 0 once the node (with --control-plane-only: the control plane) is Ready "+
 			"(also: env LOCALUP_EXIT_WHEN_READY=1)")
+	flag.StringVar(&o.nodeIP, "node-ip", os.Getenv("LOCALUP_NODE_IP"), "with --simulate: the simulated Nodes' --node-ip, where the API server and metrics-server reach "+
+		"their kubelet API (default: the simulator's choice, the address of the default route's interface; also: env LOCALUP_NODE_IP)")
 	flag.DurationVar(&o.readyTimeout, "ready-timeout", 2*time.Minute, "how long to wait for the node to be Ready")
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: localup [flags] [-- nodeagent flags]\n")
@@ -153,10 +158,17 @@ func run(ctx context.Context, o options) error {
 		names = o.nodes
 	}
 	say("starting etcd, kube-apiserver, kube-controller-manager")
+	var frontProxy []string
+	if !o.controlPlaneOnly {
+		// kubeadm's front-proxy PKI and flags, so that metrics-server serves metrics.k8s.io (kubectl top).
+		if frontProxy, err = framework.FrontProxyArgs(filepath.Join(dir, "controlplane", "front-proxy")); err != nil {
+			return err
+		}
+	}
 	cp, err := framework.StartControlPlane(ctx, framework.ControlPlaneOptions{
 		Dir: filepath.Join(dir, "controlplane"), KubeconfigDir: dir, NodeNames: names, ControllerManager: true,
 		// As kubeadm sets a cluster up: a bootstrap token, and the KCM signing and approving node CSRs.
-		Bootstrap: &framework.BootstrapOptions{},
+		Bootstrap: &framework.BootstrapOptions{}, ExtraAPIServerArgs: frontProxy,
 	})
 	if err != nil {
 		return err
@@ -222,7 +234,11 @@ func runAgent(ctx context.Context, o options, cp *framework.ControlPlane, ctrd *
 	agent, err := framework.StartAgent(ctx, framework.AgentOptions{
 		Dir: agentDir, NodeName: name, Kubeconfig: filepath.Join(agentDir, "kubeconfig"),
 		RuntimeEndpoint: ctrd.Endpoint,
-		Args:            append([]string{"--bootstrap-kubeconfig=" + cp.BootstrapKubeconfig(), "--rotate-certificates=true"}, o.agentArgs...),
+		// The cluster CA of the API server's kubelet client certificate, as kubeadm gives a kubelet, so
+		// that kubectl top, logs and the node proxy reach the agent's kubelet API.
+		// Its kubelet API on the kubelet's port (the framework's agents have it off), or a free one.
+		Args: append([]string{"--bootstrap-kubeconfig=" + cp.BootstrapKubeconfig(), "--rotate-certificates=true",
+			"--client-ca-file=" + cp.KubeletClientCAFile, "--port=" + strconv.Itoa(freeOr(10250))}, o.agentArgs...),
 	})
 	if err != nil {
 		return err
@@ -260,6 +276,18 @@ func runAgent(ctx context.Context, o options, cp *framework.ControlPlane, ctrd *
 		return err
 	}
 	fmt.Println(out)
+	say("starting metrics-server v0.8.0 (kubectl top), registered as v1beta1.metrics.k8s.io")
+	if ms, err := framework.StartMetricsServer(ctx, cp, filepath.Join(dir, "metrics-server")); err != nil {
+		say("metrics-server did not start, so kubectl top does not answer: %v", err)
+	} else {
+		defer ms.Stop()
+		fmt.Printf("  metrics-server     %s  (log %s)\n\n", ms.URL, ms.LogPath)
+	}
+	fmt.Printf("The node's kubelet API, through the API server (kubectl top answers after metrics-server's first scrape, 15 s):\n\n")
+	for _, c := range AgentCommands(kubectl, name) {
+		fmt.Printf("  %s\n", c)
+	}
+	fmt.Println()
 	if o.exitWhenReady {
 		say("node %q is Ready; exiting (--exit-when-ready)", name)
 		return nil
@@ -273,6 +301,25 @@ func runAgent(ctx context.Context, o options, cp *framework.ControlPlane, ctrd *
 		return fmt.Errorf("nodeagent exited (%v)", err)
 	}
 	return nil
+}
+
+// freeOr returns port when it is free on every address, else a free port (framework.FreePort).
+func freeOr(port int) int {
+	ln, err := net.Listen("tcp", ":"+strconv.Itoa(port))
+	if err != nil {
+		return framework.FreePort()
+	}
+	_ = ln.Close()
+	return port
+}
+
+// AgentCommands are the command lines (kubectl: the binary and its --kubeconfig) that localup prints once
+// the agent's node is Ready: its usage through metrics-server, and its Summary through the node proxy.
+func AgentCommands(kubectl, node string) []string {
+	return []string{
+		kubectl + " top node",
+		kubectl + " get --raw /api/v1/nodes/" + node + "/proxy/stats/summary",
+	}
 }
 
 func say(format string, args ...any) {

@@ -94,6 +94,11 @@ func newKubeletAPI(cfg *config.Completed, deps *Dependencies) (*kubeletAPI, erro
 	if err != nil {
 		return nil, err
 	}
+	if c.Authentication.X509.ClientCAFile == "" {
+		// As the kubelet: bearer tokens only. The API server's own requests (kubectl logs, top through
+		// metrics-server, the node proxy) carry its --kubelet-client-certificate, refused with 401.
+		klog.Background().Info("The kubelet API verifies no client certificate (no --client-ca-file): the API server's requests to it (kubectl logs, exec, top, the node proxy) get 401; give it the CA of the API server's --kubelet-client-certificate (kubeadm: /etc/kubernetes/pki/ca.crt)")
+	}
 	auth, err := kubeletserver.BuildAuth(deps.Client, c.Authentication, c.Authorization)
 	if err != nil {
 		return nil, err

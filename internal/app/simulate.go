@@ -31,7 +31,7 @@ var simulateAgentFlags = []string{
 	"kubeconfig", "node-labels", "register-with-taints", "register-schedulable",
 	"node-status-update-frequency", "node-status-report-frequency", "node-lease-duration-seconds", "node-status-max-images",
 	"healthz-bind-address", "healthz-port", "enable-profiling-handler", "kube-api-qps", "kube-api-burst",
-	// The kubelet's API of the simulated Nodes (simulation.KubeletAPI): off unless --port is set.
+	// The kubelet's API of the simulated Nodes (simulation.KubeletAPI): on unless --port=0.
 	"node-ip", "address", "port", "tls-cert-file", "tls-private-key-file", "anonymous-auth", "authentication-token-webhook",
 	"authentication-token-webhook-cache-ttl", "client-ca-file", "authorization-mode",
 	"authorization-webhook-cache-authorized-ttl", "authorization-webhook-cache-unauthorized-ttl",
@@ -90,8 +90,8 @@ func simulateFlags() (*simulateOptions, *pflag.FlagSet) {
 	// The simulation's defaults for the main client: it registers every Node through it, paced by it;
 	// one agent's 50/100 would take N/50 s to start N Nodes.
 	*o.agent.Config.KubeAPIQPS, o.agent.Config.KubeAPIBurst = simulateKubeAPIQPS, simulateKubeAPIBurst
-	// The kubelet's API is off by default in a simulation: --port is the first of --nodes ports.
-	*o.agent.Config.Port = 0
+	// The kubelet's API is on by default, as the kubelet's (--port 10250): --port is the first of
+	// --nodes ports (simulateKubeletAPI).
 	agentFlags := config.BindFlags(o.agent)
 	logFlags := pflag.NewFlagSet("logging", pflag.ContinueOnError)
 	logsapi.AddFlags(&config.NewDefault().Logging, logFlags)
@@ -148,6 +148,12 @@ With --shards=K, this process is shard --shard-index (or the ordinal of its Stat
 --shard-index-from-pod-name) and runs the global indexes [I×--nodes, (I+1)×--nodes), each Node
 labelled ` + simulation.LabelShard + `=I and ` + simulation.LabelSimulation + `=<the prefix's identity>;
 every shard must run the same --nodes, agreed on a Lease in kube-node-lease (docs/simulation.md, "Shards").
+
+Every Node serves the kubelet's API (kubectl logs, exec, port-forward, the node proxy, the metrics
+metrics-server scrapes) on its own port, --port+j (10250 by default; --port=0: off), at the node IP
+(--node-ip, else the address of the default route's interface), client certificates verified against
+--client-ca-file or the cluster's (kube-system's extension-apiserver-authentication ConfigMap); a start
+that cannot serve it says why in one line and goes on without it (docs/simulation.md).
 
 The agent's HTTP server also serves the control API, to loopback clients only (and through the API
 server's pod proxy with --control-allow-proxy; see "nodeagent simulate ctl"):
@@ -278,7 +284,7 @@ func runSimulate(ctx context.Context, o *simulateOptions) error {
 		return err
 	}
 	cfg := o.agent.Config
-	kubeletAPI, err := simulateKubeletAPI(o, restConfig)
+	kubeletAPI, err := simulateKubeletAPI(ctx, o, restConfig, hostKubeletAPI)
 	if err != nil {
 		return err
 	}

@@ -20,10 +20,16 @@ import (
 )
 
 // TestSimulateBadInput: each bad command line exits 1 with one "nodeagent: ..." line naming the flag
-// (or file) and the value, before any request reaches the API server.
+// (or file) and the value, before any request reaches the API server but one: the kubelet API's
+// read of the cluster's client CA (on by default), which comes before the template's Nodes are checked
+// (simulation.NewProcess takes the kubelet API); a read, never a write.
 func TestSimulateBadInput(t *testing.T) {
 	var requests atomic.Int64
 	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && r.URL.Path == "/api/v1/namespaces/kube-system/configmaps/extension-apiserver-authentication" {
+			http.Error(w, "not found", http.StatusNotFound)
+			return
+		}
 		requests.Add(1)
 		http.Error(w, "no", http.StatusInternalServerError)
 	}))

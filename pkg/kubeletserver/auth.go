@@ -30,12 +30,21 @@ type Auth struct {
 	// Authenticator identifies the user of a request; Authorizer decides on the attributes.
 	Authenticator authenticator.Request
 	Authorizer    authorizer.Authorizer
-	// clientCA reloads --client-ca-file when it changes (Run); nil without one.
-	clientCA *dynamiccertificates.DynamicFileCAContent
+	// clientCA reloads the client CA as it changes (Run); nil without one.
+	clientCA ClientCA
 }
 
-// Run reloads the client CA file as it changes (the kubelet's runAuthenticatorCAReload) until ctx
-// ends, then returns nil; without a client CA file it only waits for ctx.
+// ClientCA is a client CA bundle that can change while the process runs, and the loop that follows
+// it (Run, until ctx ends): k8s.io/apiserver's DynamicFileCAContent for a file (--client-ca-file), or
+// its ConfigMapCAController for the client-ca-file of kube-system's extension-apiserver-authentication
+// ConfigMap, as aggregated API servers find the cluster's client CA.
+type ClientCA interface {
+	dynamiccertificates.CAContentProvider
+	Run(ctx context.Context, workers int)
+}
+
+// Run reloads the client CA as it changes (the kubelet's runAuthenticatorCAReload) until ctx
+// ends, then returns nil; without a client CA it only waits for ctx.
 func (a *Auth) Run(ctx context.Context) error {
 	if a.clientCA != nil {
 		a.clientCA.Run(ctx, 1)
@@ -75,6 +84,19 @@ func DefaultAuthorization() kubeletconfig.KubeletAuthorization {
 // DefaultAuthentication's values. It errors, naming the field, on an unreadable client CA file, a
 // webhook without a client, and an unknown mode.
 func BuildAuth(client kubernetes.Interface, authn kubeletconfig.KubeletAuthentication, authz kubeletconfig.KubeletAuthorization) (*Auth, error) {
+	return buildAuth(client, authn, authz, nil)
+}
+
+// BuildAuthWithClientCA is BuildAuth with client certificates verified against ca instead of
+// authn.x509.clientCAFile (which it ignores); Auth.Run runs ca. A nil ca errors.
+func BuildAuthWithClientCA(client kubernetes.Interface, authn kubeletconfig.KubeletAuthentication, authz kubeletconfig.KubeletAuthorization, ca ClientCA) (*Auth, error) {
+	if ca == nil {
+		return nil, errors.New("authentication.x509: no client CA provided")
+	}
+	return buildAuth(client, authn, authz, ca)
+}
+
+func buildAuth(client kubernetes.Interface, authn kubeletconfig.KubeletAuthentication, authz kubeletconfig.KubeletAuthorization, ca ClientCA) (*Auth, error) {
 	def := DefaultAuthentication()
 	if authn.Anonymous.Enabled == nil {
 		authn.Anonymous.Enabled = def.Anonymous.Enabled
@@ -87,11 +109,14 @@ func BuildAuth(client kubernetes.Interface, authn kubeletconfig.KubeletAuthentic
 		Anonymous: &apiserver.AnonymousAuthConfig{Enabled: *authn.Anonymous.Enabled},
 		CacheTTL:  authn.Webhook.CacheTTL.Duration,
 	}
-	if authn.X509.ClientCAFile != "" {
-		ca, err := dynamiccertificates.NewDynamicCAContentFromFile("client-ca-bundle", authn.X509.ClientCAFile)
+	if ca == nil && authn.X509.ClientCAFile != "" {
+		f, err := dynamiccertificates.NewDynamicCAContentFromFile("client-ca-bundle", authn.X509.ClientCAFile)
 		if err != nil {
 			return nil, fmt.Errorf("authentication.x509.clientCAFile %q: %w", authn.X509.ClientCAFile, err)
 		}
+		ca = f
+	}
+	if ca != nil {
 		a.clientCA = ca
 		cfg.ClientCertificateCAContentProvider = ca
 	}

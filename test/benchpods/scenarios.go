@@ -232,7 +232,7 @@ func (e *sysEnv) startSystem(ctx context.Context, n int, prefix, template string
 	case systemNodeagent:
 		port := framework.FreePort()
 		args := []string{"simulate", "--kubeconfig=" + e.kubecfg, "--nodes=" + strconv.Itoa(n), "--node-name-prefix=" + prefix,
-			"--healthz-bind-address=127.0.0.1", "--healthz-port=" + strconv.Itoa(port), "-v=1"}
+			"--healthz-bind-address=127.0.0.1", "--healthz-port=" + strconv.Itoa(port), "-v=1", "--port=0"}
 		args = append(args, e.o.simulateArgs...)
 		if e.o.profileDir != "" {
 			args = append(args, "--enable-profiling-handler")

@@ -131,7 +131,7 @@ func measure(ctx context.Context, o options, sys string, n int, agentBin, binDir
 		for i := range o.shards {
 			log := filepath.Join(dir, "nodeagent-simulate.log")
 			args := []string{"simulate", "--kubeconfig=" + kubeconfig, "--nodes=" + strconv.Itoa(n/o.shards), "--node-name-prefix=sim-node-",
-				"--healthz-bind-address=127.0.0.1", "--healthz-port=" + strconv.Itoa(framework.FreePort()), "-v=1"}
+				"--healthz-bind-address=127.0.0.1", "--healthz-port=" + strconv.Itoa(framework.FreePort()), "-v=1", "--port=0"}
 			if o.shards > 1 {
 				log = filepath.Join(dir, fmt.Sprintf("nodeagent-simulate-%d.log", i))
 				args = append(args, "--shards="+strconv.Itoa(o.shards), "--shard-index="+strconv.Itoa(i))

@@ -375,8 +375,9 @@ func TestHelmDryRunServer(t *testing.T) {
 }
 
 // TestHelmSimulateKubeletAPI: simulate.kubeletAPI serves the simulated Nodes' kubelet API on the pod
-// IP (--node-ip=$(POD_IP) from the downward API), with the cluster CA as --client-ca-file and, with
-// tlsSecret, the Secret's certificate mounted and passed; off by default.
+// IP (--node-ip=$(POD_IP) from the downward API) by default, the client CA from kube-system's
+// extension-apiserver-authentication ConfigMap (a RoleBinding to its reader Role) unless clientCAFile
+// is set and, with tlsSecret, the Secret's certificate mounted and passed; enabled=false: --port=0.
 func TestHelmSimulateKubeletAPI(t *testing.T) {
 	container := func(set ...string) (args []string, env []string, mounts []string, volumes []string) {
 		objs := decode(t, helmTemplate(t, append([]string{"simulate.enabled=true"}, set...)...))
@@ -397,13 +398,23 @@ func TestHelmSimulateKubeletAPI(t *testing.T) {
 		}
 		return c.Args, env, mounts, volumes
 	}
-	args, env, _, _ := container()
-	if slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--port") }) || slices.Contains(env, "POD_IP=status.podIP") {
-		t.Errorf("default: args %q env %q: want no kubelet API", args, env)
+	args, env, _, _ := container("simulate.kubeletAPI.enabled=false")
+	if !slices.Contains(args, "--port=0") || slices.Contains(env, "POD_IP=status.podIP") {
+		t.Errorf("enabled=false: args %q env %q: want --port=0 and no POD_IP", args, env)
 	}
-	args, env, mounts, volumes := container("simulate.kubeletAPI.enabled=true", "simulate.kubeletAPI.tlsSecret=sim-tls")
-	for _, want := range []string{"--address=0.0.0.0", "--node-ip=$(POD_IP)", "--port=10250",
-		"--client-ca-file=/var/run/secrets/kubernetes.io/serviceaccount/ca.crt",
+	if objs := decode(t, helmTemplate(t, "simulate.enabled=true", "simulate.kubeletAPI.enabled=false")); objs["RoleBinding kube-system/nodeagent-simulator-authentication-reader"] != nil {
+		t.Errorf("enabled=false: the RoleBinding to extension-apiserver-authentication-reader is rendered")
+	}
+	args, env, _, _ = container()
+	if !slices.Contains(args, "--node-ip=$(POD_IP)") || !slices.Contains(args, "--port=10250") || !slices.Contains(env, "POD_IP=status.podIP") ||
+		slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--client-ca-file") }) {
+		t.Errorf("default: args %q env %q: want the kubelet API on the pod IP, the client CA from the ConfigMap", args, env)
+	}
+	if objs := decode(t, helmTemplate(t, "simulate.enabled=true")); objs["RoleBinding kube-system/nodeagent-simulator-authentication-reader"] == nil {
+		t.Errorf("default: no RoleBinding kube-system/nodeagent-simulator-authentication-reader")
+	}
+	args, env, mounts, volumes := container("simulate.kubeletAPI.clientCAFile=/etc/ca.crt", "simulate.kubeletAPI.tlsSecret=sim-tls")
+	for _, want := range []string{"--node-ip=$(POD_IP)", "--port=10250", "--client-ca-file=/etc/ca.crt",
 		"--tls-cert-file=/etc/nodeagent/tls/tls.crt", "--tls-private-key-file=/etc/nodeagent/tls/tls.key"} {
 		if !slices.Contains(args, want) {
 			t.Errorf("args %q lack %s", args, want)

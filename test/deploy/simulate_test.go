@@ -109,6 +109,10 @@ func TestSimulateOverlay(t *testing.T) {
 	if env["POD_NAME"] != "metadata.name" || env["POD_NAMESPACE"] != "metadata.namespace" {
 		t.Errorf("env %v: want POD_NAME and POD_NAMESPACE from the downward API", env)
 	}
+	// Issue 47: the kubelet API on the pod IP, so that the shards take the same ports on different IPs.
+	if env["POD_IP"] != "status.podIP" || !slices.Contains(c.Args, "--node-ip=$(POD_IP)") || !slices.Contains(c.Args, "--port=10250") {
+		t.Errorf("env %v, args %q: want the kubelet API on --node-ip=$(POD_IP), POD_IP from status.podIP, --port=10250", env, c.Args)
+	}
 	if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() || c.Resources.Limits.Memory().IsZero() {
 		t.Errorf("resources %v: want CPU and memory requests and a memory limit", c.Resources)
 	}

@@ -31,7 +31,7 @@ func startNodeagent(o options, kubeconfig, dir string) (*framework.Process, erro
 	}
 	args := append([]string{"simulate", "--kubeconfig=" + kubeconfig, "--nodes=" + strconv.Itoa(o.nodes),
 		"--node-name-prefix=e2e-", "--healthz-bind-address=127.0.0.1", "--healthz-port=" + strconv.Itoa(framework.FreePort()),
-		"--delete-nodes-on-exit"}, o.simArgs...)
+		"--delete-nodes-on-exit", "--port=0"}, o.simArgs...)
 	return framework.StartProcess("nodeagent simulate", filepath.Join(dir, "simulate.log"), agent, args...)
 }
 

@@ -45,6 +45,11 @@ type ControlPlaneOptions struct {
 	KubeconfigDir string
 	// ExtraAPIServerArgs are appended to kube-apiserver's arguments (a later flag overrides an earlier one).
 	ExtraAPIServerArgs []string
+	// PublishKubeletClientCA gives kube-apiserver the CA of its kubelet client certificate
+	// (KubeletClientCAFile) as its --client-ca-file, as kubeadm's one cluster CA is both: kube-apiserver
+	// then publishes it as client-ca-file in kube-system's extension-apiserver-authentication ConfigMap,
+	// where `nodeagent simulate` and aggregated API servers find it. Bootstrap sets its own.
+	PublishKubeletClientCA bool
 	// ExtraControllerManagerArgs are appended to kube-controller-manager's arguments.
 	ExtraControllerManagerArgs []string
 	// Bootstrap, if set, sets the cluster up for TLS bootstrap as kubeadm does (see BootstrapOptions);
@@ -224,6 +229,9 @@ func (cp *ControlPlane) writeFiles() error {
 		"--kubelet-client-certificate=" + kubeletClientCert, "--kubelet-client-key=" + kubeletClientKey,
 		"--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname",
 	}, cp.opts.ExtraAPIServerArgs...)
+	if cp.opts.PublishKubeletClientCA {
+		cp.apiArgs = append(cp.apiArgs, "--client-ca-file="+cp.KubeletClientCAFile)
+	}
 
 	cp.AdminConfig = cp.restConfig(adminToken)
 	if cp.AdminClient, err = kubernetes.NewForConfig(cp.AdminConfig); err != nil {

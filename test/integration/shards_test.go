@@ -135,8 +135,20 @@ func podArgs(t *testing.T, sts *appsv1.StatefulSet, kubeconfig string, port, nod
 		}
 	}
 	args = append(args, "--kubeconfig="+kubeconfig)
+	// The pod IP (--node-ip=$(POD_IP), the kubelet API's listeners): one loopback address per shard, as
+	// each pod has an IP of its own, so the shards' Nodes take the same ports without sharing them.
+	ordinal, err := simulation.ShardFromPodName(podName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	podIP := fmt.Sprintf("127.0.0.%d", 10+ordinal)
 	for _, e := range c.Env {
 		switch {
+		case e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "status.podIP":
+			env = append(env, e.Name+"="+podIP)
+			for i := range args {
+				args[i] = strings.ReplaceAll(args[i], "$("+e.Name+")", podIP)
+			}
 		case e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.name":
 			env = append(env, e.Name+"="+podName)
 		case e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.namespace":
@@ -679,7 +691,7 @@ func TestShards(t *testing.T) {
 	// Without --delete-nodes-on-exit (the binary's default), a clean exit leaves the Nodes.
 	keepPort := framework.FreePort()
 	keep := startShard(t, 9, []string{"simulate", "--kubeconfig=" + kubeconfig, "--nodes=3", "--node-name-prefix=keep-",
-		"--healthz-bind-address=127.0.0.1", "--healthz-port=" + strconv.Itoa(keepPort)}, nil, keepPort)
+		"--healthz-bind-address=127.0.0.1", "--healthz-port=" + strconv.Itoa(keepPort), "--port=0"}, nil, keepPort)
 	kctx, kcancel := context.WithTimeout(ctx, time.Minute)
 	defer kcancel()
 	for i := range 3 {

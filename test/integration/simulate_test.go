@@ -90,7 +90,8 @@ func startSimulatorUnder(t *testing.T, wrap []string, args ...string) *simulator
 	if err != nil {
 		t.Fatal(err)
 	}
-	args = append([]string{"simulate", "--healthz-bind-address=127.0.0.1", "--healthz-port=" + strconv.Itoa(port), "-v=2"}, args...)
+	// The kubelet API is on by default; a test that wants it gives --port (a later flag wins).
+	args = append([]string{"simulate", "--healthz-bind-address=127.0.0.1", "--healthz-port=" + strconv.Itoa(port), "-v=2", "--port=0"}, args...)
 	s.cmd = exec.Command(bin, args...)
 	if len(wrap) > 0 {
 		s.cmd = exec.Command(wrap[0], append(append(wrap[1:len(wrap):len(wrap)], bin), args...)...)
@@ -699,7 +700,7 @@ func runSimulateToExit(t *testing.T, args ...string) (int, string) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, bin, append([]string{"simulate", "--healthz-port=0"}, args...)...).CombinedOutput()
+	out, err := exec.CommandContext(ctx, bin, append([]string{"simulate", "--healthz-port=0", "--port=0"}, args...)...).CombinedOutput()
 	var exit *exec.ExitError
 	if errors.As(err, &exit) {
 		return exit.ExitCode(), string(out)

@@ -223,7 +223,7 @@ func startShard(ctx context.Context, t *testing.T, cp *framework.ControlPlane, i
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	p, err := framework.StartProcess(fmt.Sprintf("nodeagent simulate shard %d", index),
 		filepath.Join(t.TempDir(), "simulate.log"), bin, "simulate", "--kubeconfig="+cp.AdminKubeconfig,
-		"--healthz-bind-address=127.0.0.1", "--healthz-port="+strconv.Itoa(port),
+		"--healthz-bind-address=127.0.0.1", "--healthz-port="+strconv.Itoa(port), "--port=0",
 		"--nodes="+strconv.Itoa(nodes), "--shards="+strconv.Itoa(shards), "--shard-index="+strconv.Itoa(index),
 		"--node-name-prefix=fleet-sim-", "--simulated-taint")
 	if err != nil {
