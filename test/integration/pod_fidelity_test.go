@@ -752,16 +752,22 @@ func waitPodFinal(ctx context.Context, t *testing.T, client kubernetes.Interface
 
 // podFidCheckTimes logs, for a deletion, each side's time from the delete (actedAt) to the pod gone, and
 // for a terminal final phase each side's time from the pods' creation (created) to the first write of
-// that phase, as the watch told them; and fails when the simulated pod's differs from the kubelet's by
-// more than sc.goneWithin or sc.finalWithin.
+// that phase, as the watch told them; and fails when the simulated pod is gone more than sc.goneWithin
+// after the kubelet's (sooner is not a difference: a kubelet on a loaded machine takes seconds where it
+// takes 0.2 s alone, and the simulator has no process to stop), or reaches its final phase more than
+// sc.finalWithin from the kubelet's either way.
 func podFidCheckTimes(t *testing.T, sc podFidScenario, writes *statusWriteCounter, final map[string]*corev1.Pod, actedAt map[string]time.Time, created time.Time) {
 	t.Helper()
-	check := func(what string, times map[string]time.Duration, within time.Duration) {
+	check := func(what string, times map[string]time.Duration, within time.Duration, sooner bool) {
 		k, kok := times[podFidKubeletNS]
 		s, sok := times[podFidSimNS]
 		t.Logf("%s: kubelet %v, simulated %v, hollow node %v", what, k.Round(10*time.Millisecond), s.Round(10*time.Millisecond),
 			times[podFidHollowNS].Round(10*time.Millisecond))
-		if within > 0 && (!kok || !sok || (s-k).Abs() > within) {
+		d := s - k
+		if !sooner {
+			d = d.Abs()
+		}
+		if within > 0 && (!kok || !sok || d > within) {
 			t.Errorf("%s: simulated %v, kubelet %v: more than %v apart (or not seen)", what, s, k, within)
 		}
 	}
@@ -772,7 +778,7 @@ func podFidCheckTimes(t *testing.T, sc podFidScenario, writes *statusWriteCounte
 				times[ns] = at.Sub(actedAt[ns])
 			}
 		}
-		check("time from the delete to the pod gone", times, sc.goneWithin)
+		check("time from the delete to the pod gone", times, sc.goneWithin, true)
 	}
 	if phase := corev1.PodPhase(sc.final); (phase == corev1.PodFailed || phase == corev1.PodSucceeded) && !sc.job {
 		times := map[string]time.Duration{}
@@ -781,7 +787,7 @@ func podFidCheckTimes(t *testing.T, sc podFidScenario, writes *statusWriteCounte
 				times[ns] = at.Sub(created)
 			}
 		}
-		check("time from creation to "+sc.final, times, sc.finalWithin)
+		check("time from creation to "+sc.final, times, sc.finalWithin, false)
 	}
 }
 
