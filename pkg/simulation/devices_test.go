@@ -1,6 +1,8 @@
 package simulation
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -137,5 +139,54 @@ func TestParseTemplateDevicesErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDocsDeviceTemplates parses the templates of docs/simulation.md's "Devices" section (the 8-GPU Node,
+// the partitionable device): each is valid and makes the devices the text says.
+func TestDocsDeviceTemplates(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "simulation.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	start := strings.Index(doc, "\n## Devices\n")
+	end := strings.Index(doc[start+1:], "\n## ")
+	if start < 0 || end < 0 {
+		t.Fatal("no Devices section in docs/simulation.md")
+	}
+	section := doc[start : start+1+end]
+	var templates []string
+	for _, block := range strings.Split(section, "```yaml\n")[1:] {
+		block, _, _ = strings.Cut(block, "```")
+		switch {
+		case strings.HasPrefix(block, "apiVersion: v1\nkind: Node\n"):
+			templates = append(templates, block)
+		case strings.HasPrefix(block, "devices:\n"):
+			templates = append(templates, "apiVersion: v1\nkind: Node\n"+block)
+		}
+	}
+	for i, want := range []struct {
+		driver  string
+		devices []string
+	}{
+		{"gpu.example.com", []string{"gpu-0", "gpu-1", "gpu-0-r1", "gpu-1-r1", "gpu-0-r2", "gpu-1-r2", "gpu-0-r3", "gpu-1-r3"}},
+		{"mig.example.com", []string{"gpu-0", "gpu-0-half-0", "gpu-0-half-1"}},
+	} {
+		if i >= len(templates) {
+			t.Fatalf("%d templates in the Devices section, want 2", len(templates))
+		}
+		tmpl, err := ParseTemplate([]byte(templates[i]))
+		if err != nil {
+			t.Fatalf("template %d:\n%s\n%v", i, templates[i], err)
+		}
+		drv := tmpl.Devices.Drivers[0]
+		var names []string
+		for _, d := range drv.sliceDevices() {
+			names = append(names, d.Name)
+		}
+		if drv.Driver != want.driver || strings.Join(names, ",") != strings.Join(want.devices, ",") {
+			t.Errorf("template %d: driver %s devices %v, want %s %v", i, drv.Driver, names, want.driver, want.devices)
+		}
 	}
 }
