@@ -42,7 +42,8 @@ devices:
 // capacity, owned by the Node (its UID). With the DeviceClass of deploy/kubernetes/devices and a
 // ResourceClaimTemplate for 1 GPU, the real kube-scheduler allocates a GPU of the Node it binds the pod to
 // (the resourceclaim controller makes the claim), the claim is reserved for the pod, and the pod runs. A
-// Node stopped and deleted loses its slice (the garbage collector, by the owner reference).
+// Node stopped and deleted loses its slice (the garbage collector, by the owner reference); started again,
+// it registers a new Node, whose slice is published and owned by the new Node.
 func TestSimulateDevices(t *testing.T) {
 	t.Parallel()
 	const (
@@ -200,5 +201,33 @@ func TestSimulateDevices(t *testing.T) {
 	}
 	if _, err := admin.CoreV1().Nodes().Get(ctx, gone, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("node %s after its deletion: %v, want NotFound", gone, err)
+	}
+
+	// Started again, it registers a new Node (another UID), whose slice is published and owned by it.
+	sim.mustPost(t, gone, `{"stopped":false}`)
+	var again *resourcev1.ResourceSlice
+	err = framework.WaitFor(sctx, 250*time.Millisecond, func() (bool, error) {
+		n, err := admin.CoreV1().Nodes().Get(ctx, gone, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		} else if err != nil {
+			return false, err
+		}
+		list, err := admin.ResourceV1().ResourceSlices().List(ctx, bySelector)
+		if err != nil {
+			return false, err
+		}
+		for i, s := range list.Items {
+			if ptr.Deref(s.Spec.NodeName, "") == gone && len(s.OwnerReferences) == 1 && s.OwnerReferences[0].UID == n.UID {
+				again = &list.Items[i]
+			}
+		}
+		return again != nil && string(n.UID) != uids[gone], nil
+	})
+	if err != nil {
+		t.Fatalf("the slice of %s registered again: %v", gone, err)
+	}
+	if len(again.Spec.Devices) != 2 || again.Spec.Pool.Name != gone {
+		t.Errorf("slice %s of %s registered again: pool %+v, %d devices, want its pool and 2", again.Name, gone, again.Spec.Pool, len(again.Spec.Devices))
 	}
 }
