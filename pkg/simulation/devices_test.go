@@ -190,3 +190,39 @@ func TestDocsDeviceTemplates(t *testing.T) {
 		}
 	}
 }
+
+// TestResourceSlicesByTheLibrary holds the publishing of the simulated Nodes' ResourceSlices to
+// k8s.io/dynamic-resource-allocation's resourceslice controller, the kubelet plugins' own: pkg/simulation
+// starts it (resourceslice.StartController), and neither builds a ResourceSlice (ResourceSlice,
+// ResourceSliceSpec, ResourcePool) nor calls the ResourceSlices client itself.
+func TestResourceSlicesByTheLibrary(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	startsController := false
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		_, uses := parseUses(t, f)
+		for _, u := range uses {
+			for _, own := range []string{"ResourceSlice", "ResourceSliceSpec", "ResourcePool", "ResourceSliceList"} {
+				if u == "k8s.io/api/resource/v1."+own {
+					t.Errorf("%s uses %s: the slices are the resourceslice controller's", f, u)
+				}
+			}
+			startsController = startsController || u == "k8s.io/dynamic-resource-allocation/resourceslice.StartController"
+		}
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(src), ".ResourceSlices(") {
+			t.Errorf("%s calls the ResourceSlices client: the slices are the resourceslice controller's", f)
+		}
+	}
+	if !startsController {
+		t.Error("pkg/simulation does not call resourceslice.StartController")
+	}
+}
