@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -74,6 +75,17 @@ func TestSimulateDevices(t *testing.T) {
 	if err := os.WriteFile(tmpl, []byte(devicesTemplate), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// Without access to ResourceSlices the start is refused, naming it.
+	bare, err := cp.ServiceAccountKubeconfig(ctx, "nodeagent-devices-bare", "nobody")
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out := runSimulateToExit(t, "--kubeconfig="+bare, "--nodes=2", "--node-name-prefix="+prefix, "--node-template="+tmpl)
+	if want := "list resourceslices.resource.k8s.io, watch resourceslices.resource.k8s.io, create resourceslices.resource.k8s.io, " +
+		"update resourceslices.resource.k8s.io, delete resourceslices.resource.k8s.io; the simulation needs"; code != 1 || !strings.Contains(out, want) {
+		t.Errorf("without RBAC for the slices: exit %d, output:\n%s\nwant exit 1 saying %q", code, out, want)
+	}
+
 	sim := startSimulator(t, "--kubeconfig="+cp.AdminKubeconfig, "--nodes=2", "--node-name-prefix="+prefix, "--node-template="+tmpl)
 	waitNodesReady(ctx, t, admin, sim, nodes, 2*time.Minute)
 
@@ -88,7 +100,7 @@ func TestSimulateDevices(t *testing.T) {
 	}
 	bySelector := metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector(resourcev1.ResourceSliceSelectorDriver, driver).String()}
 	list := &resourcev1.ResourceSliceList{}
-	err := framework.WaitFor(sctx, 250*time.Millisecond, func() (bool, error) {
+	err = framework.WaitFor(sctx, 250*time.Millisecond, func() (bool, error) {
 		var err error
 		list, err = admin.ResourceV1().ResourceSlices().List(ctx, bySelector)
 		return err == nil && len(list.Items) == nodes, err
