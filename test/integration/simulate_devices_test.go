@@ -44,7 +44,8 @@ devices:
 // ResourceClaimTemplate for 1 GPU, the real kube-scheduler allocates a GPU of the Node it binds the pod to
 // (the resourceclaim controller makes the claim), the claim is reserved for the pod, and the pod runs. A
 // Node stopped and deleted loses its slice (the garbage collector, by the owner reference); started again,
-// it registers a new Node, whose slice is published and owned by the new Node.
+// it registers a new Node, whose slice is published and owned by the new Node. The simulation restarted with 3
+// GPUs per Node updates the slices in place.
 func TestSimulateDevices(t *testing.T) {
 	t.Parallel()
 	const (
@@ -241,5 +242,36 @@ func TestSimulateDevices(t *testing.T) {
 	}
 	if len(again.Spec.Devices) != 2 || again.Spec.Pool.Name != gone {
 		t.Errorf("slice %s of %s registered again: pool %+v, %d devices, want its pool and 2", again.Name, gone, again.Spec.Pool, len(again.Spec.Devices))
+	}
+
+	// The simulation restarted with a template of 3 GPUs: the slices are updated in place (the library
+	// keeps the generation when one update makes the change), still owned by their Nodes.
+	if err := sim.stop(20 * time.Second); err != nil {
+		t.Fatalf("nodeagent simulate: %v", err)
+	}
+	three := strings.Replace(devicesTemplate, "count: 2", "count: 3", 1)
+	if err := os.WriteFile(tmpl, []byte(three), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	startSimulator(t, "--kubeconfig="+cp.AdminKubeconfig, "--nodes=2", "--node-name-prefix="+prefix, "--node-template="+tmpl)
+	err = framework.WaitFor(sctx, 250*time.Millisecond, func() (bool, error) {
+		list, err = admin.ResourceV1().ResourceSlices().List(ctx, bySelector)
+		if err != nil || len(list.Items) != nodes {
+			return false, err
+		}
+		for _, s := range list.Items {
+			if len(s.Spec.Devices) != 3 {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("slices after the restart with 3 GPUs: %v (%d slices)", err, len(list.Items))
+	}
+	for _, s := range list.Items {
+		if s.Spec.Devices[2].Name != "gpu-2" || s.Spec.Pool.Generation != 1 || s.Spec.Pool.ResourceSliceCount != 1 || len(s.OwnerReferences) != 1 {
+			t.Errorf("slice %s after the restart: pool %+v, devices %d (third %s), owners %+v", s.Name, s.Spec.Pool, len(s.Spec.Devices), s.Spec.Devices[2].Name, s.OwnerReferences)
+		}
 	}
 }
