@@ -3,6 +3,7 @@ module github.com/nodeagent/nodeagent
 go 1.26.5
 
 require (
+	github.com/blang/semver/v4 v4.0.0
 	github.com/coreos/go-systemd/v22 v22.7.0
 	github.com/google/cadvisor/lib v0.60.6
 	github.com/moby/sys/userns v0.1.0
@@ -23,6 +24,7 @@ require (
 	k8s.io/cri-api v0.37.2
 	k8s.io/cri-client v0.37.2
 	k8s.io/cri-streaming v0.37.2
+	k8s.io/dynamic-resource-allocation v0.37.2
 	k8s.io/klog/v2 v2.140.0
 	k8s.io/kubelet v0.37.2
 	k8s.io/node-problem-detector v1.36.0
@@ -39,7 +41,6 @@ require (
 	github.com/acobaugh/osrelease v0.1.0 // indirect
 	github.com/antlr4-go/antlr/v4 v4.13.1 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
-	github.com/blang/semver/v4 v4.0.0 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/cyphar/filepath-securejoin v0.6.1 // indirect

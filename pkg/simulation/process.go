@@ -109,6 +109,7 @@ type Process struct {
 	Simulator *Simulator
 
 	podInformers informers.SharedInformerFactory
+	devices      *deviceSlices // nil: the template has no devices
 }
 
 // NewProcess builds the process's clients, metrics, queue and Simulator, and checks the Node the
@@ -177,6 +178,9 @@ func NewProcess(ctx context.Context, cfg ProcessConfig) (*Process, error) {
 	if err := p.checkNodeObject(ctx); err != nil {
 		return nil, err
 	}
+	if err := p.newDeviceSlices(); err != nil {
+		return nil, err
+	}
 	return p, nil
 }
 
@@ -213,6 +217,9 @@ func (p *Process) Preflight(ctx context.Context) error {
 	}
 	if p.cfg.KubeletAPI != nil {
 		extra = append(slices.Clone(extra), KubeletAPIAccess...)
+	}
+	if p.devices != nil {
+		extra = append(slices.Clone(extra), ResourceSliceAccess...)
 	}
 	if err := CheckAccess(ctx, p.set.Client, p.cfg.Kubeconfig, extra...); err != nil {
 		return err
@@ -320,9 +327,11 @@ func (p *Process) Run(ctx context.Context) error {
 		defer close(foreignDone)
 		p.Simulator.stopForeignNodesEvery(foreignCtx, p.set.Client, clock.RealClock{}, ForeignCheckPeriod)
 	}()
+	devicesDone := p.runDeviceSlices(foreignCtx)
 	err := p.Simulator.Run(ctx)
 	stopForeign()
 	<-foreignDone
+	<-devicesDone
 	klog.FromContext(ctx).Info("Shutting down nodeagent simulate")
 	return err
 }

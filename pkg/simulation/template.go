@@ -82,6 +82,9 @@ type Template struct {
 	// RuntimeHandlers and Features are what every Node's CRI fake reports in Status.
 	RuntimeHandlers []v1.NodeRuntimeHandler
 	Features        *v1.NodeFeatures
+	// Devices are the simulated DRA drivers of every Node (the file's top-level devices section,
+	// devices.go); nil without one.
+	Devices *Devices
 }
 
 // DefaultTemplate is the template used without --node-template: 4 CPUs, 16 GiB, 110 pods, 100 GiB
@@ -121,6 +124,10 @@ func ParseTemplate(data []byte) (*Template, error) {
 	if err != nil {
 		return nil, fmt.Errorf("decoding: %w", err)
 	}
+	js, devicesJS, err := cutDevices(js)
+	if err != nil {
+		return nil, fmt.Errorf("decoding: %w", err)
+	}
 	var n v1.Node
 	if err := config.UnmarshalStrict(js, &n); err != nil {
 		return nil, fmt.Errorf("decoding: %w", err)
@@ -133,7 +140,16 @@ func ParseTemplate(data []byte) (*Template, error) {
 		} `json:"status"`
 	}
 	_ = json.Unmarshal(js, &raw) // decoded strictly above
-	return templateFromNode(&n, quantityTexts(raw.Status.Capacity), quantityTexts(raw.Status.Allocatable))
+	t, err := templateFromNode(&n, quantityTexts(raw.Status.Capacity), quantityTexts(raw.Status.Allocatable))
+	if devicesJS == nil {
+		return t, err
+	}
+	devices, devErrs := parseDevices(devicesJS)
+	if err != nil || len(devErrs) > 0 {
+		return nil, errors.Join(append([]error{err}, devErrs...)...)
+	}
+	t.Devices = devices
+	return t, nil
 }
 
 // quantityTexts returns each quantity as written in the manifest (a JSON string or number).

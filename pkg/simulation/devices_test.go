@@ -1,0 +1,228 @@
+package simulation
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
+)
+
+// gpuTemplate is docs/simulation.md's 8-GPU example, shortened to 2 GPUs and a partitionable device.
+const gpuTemplate = `apiVersion: v1
+kind: Node
+status:
+  capacity: {nvidia.com/gpu: "8"}
+devices:
+  drivers:
+  - driver: gpu.example.com
+    devices:
+    - name: gpu-{index}
+      count: 2
+      attributes:
+        model: {string: H100}
+        resource.kubernetes.io/pcieRoot: {string: pci0000:00}
+        driverVersion: {version: 1.2.3}
+      capacity:
+        memory: {value: 80Gi}
+  - driver: mig.example.com
+    sharedCounters:
+    - name: gpu-0-counters
+      counters: {memory: {value: 80Gi}}
+    devices:
+    - name: whole
+      consumesCounters: [{counterSet: gpu-0-counters, counters: {memory: {value: 80Gi}}}]
+    - name: half-{index}
+      count: 2
+      consumesCounters: [{counterSet: gpu-0-counters, counters: {memory: {value: 40Gi}}}]
+`
+
+func TestParseTemplateDevices(t *testing.T) {
+	tmpl, err := ParseTemplate([]byte(gpuTemplate))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tmpl.Devices == nil || len(tmpl.Devices.Drivers) != 2 {
+		t.Fatalf("devices %+v: want 2 drivers", tmpl.Devices)
+	}
+	gpu := resourcev1.Device{
+		Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{
+			"model":                           {StringValue: ptr.To("H100")},
+			"resource.kubernetes.io/pcieRoot": {StringValue: ptr.To("pci0000:00")},
+			"driverVersion":                   {VersionValue: ptr.To("1.2.3")},
+		},
+		Capacity: map[resourcev1.QualifiedName]resourcev1.DeviceCapacity{"memory": {Value: resource.MustParse("80Gi")}},
+	}
+	gpu0, gpu1 := *gpu.DeepCopy(), *gpu.DeepCopy()
+	gpu0.Name, gpu1.Name = "gpu-0", "gpu-1"
+	res := driverResources("sim-0003", tmpl.Devices.Drivers[0])
+	want := []resourcev1.Device{gpu0, gpu1}
+	if got := res.Pools["sim-0003"].Slices[0].Devices; !equality.Semantic.DeepEqual(want, got) || len(res.Pools) != 1 {
+		t.Errorf("gpu.example.com's pools %v, devices\n%+v\nwant\n%+v", res.Pools, got, want)
+	}
+	mig := driverResources("sim-0003", tmpl.Devices.Drivers[1]).Pools["sim-0003"].Slices[0]
+	var names []string
+	for _, d := range mig.Devices {
+		names = append(names, d.Name)
+	}
+	if strings.Join(names, ",") != "whole,half-0,half-1" || len(mig.SharedCounters) != 1 || len(mig.Devices[2].ConsumesCounters) != 1 {
+		t.Errorf("mig.example.com's slice %+v: want whole, half-0, half-1 consuming gpu-0-counters", mig)
+	}
+	if q := tmpl.Allocatable["nvidia.com/gpu"]; q.Value() != 8 {
+		t.Errorf("allocatable nvidia.com/gpu %s, want 8 (a device plugin's extended resource)", q.String())
+	}
+	if DefaultTemplate().Devices != nil {
+		t.Error("the default template has devices")
+	}
+}
+
+func TestParseTemplateDevicesErrors(t *testing.T) {
+	const head = "apiVersion: v1\nkind: Node\ndevices:\n"
+	for _, tc := range []struct {
+		name, devices string
+		want          []string // each in the error
+	}{
+		{"unknown field", "  drivers: [{driver: a.example.com, devices: [{name: a, colour: red}]}]", []string{`devices: strict decoding error: unknown field "drivers[0].devices[0].colour"`}},
+		{"mis-cased", "  Drivers: []", []string{`unknown field "Drivers"`}},
+		{"no drivers", "  drivers: []", []string{`devices.drivers "": must list at least one driver`}},
+		{"bad driver", "  drivers: [{driver: GPU_vendor, devices: [{name: a}]}]", []string{`devices.drivers[0].driver "GPU_vendor": must be a lowercase DNS subdomain`}},
+		{"duplicate driver", "  drivers: [{driver: a.example.com, devices: [{name: a}]}, {driver: a.example.com, devices: [{name: a}]}]",
+			[]string{`devices.drivers[1].driver "a.example.com": same driver as devices.drivers[0]`}},
+		{"no devices", "  drivers: [{driver: a.example.com, devices: []}]", []string{`devices.drivers[0].devices "0": must make 1 to 128 devices`}},
+		{"too many", "  drivers: [{driver: a.example.com, devices: [{name: 'g-{index}', count: 100}, {name: 'h-{index}', count: 29}]}]",
+			[]string{`devices.drivers[0].devices "129": must make 1 to 128 devices`}},
+		{"count without index", "  drivers: [{driver: a.example.com, devices: [{name: gpu, count: 8}]}]",
+			[]string{`devices.drivers[0].devices[0].name "gpu": must contain {index} with count 8`}},
+		{"index without count", "  drivers: [{driver: a.example.com, devices: [{name: 'gpu-{index}'}]}]",
+			[]string{`devices.drivers[0].devices[0].name "gpu-{index}": {index} needs count`}},
+		{"negative count", "  drivers: [{driver: a.example.com, devices: [{name: 'gpu-{index}', count: -1}]}]",
+			[]string{`devices.drivers[0].devices[0].count "-1": must be between 0 (one device) and 128`}},
+		{"bad name", "  drivers: [{driver: a.example.com, devices: [{name: 'GPU-{index}', count: 2}]}]",
+			[]string{`devices.drivers[0].devices[0].name "GPU-{index}": makes device name "GPU-0"`}},
+		{"duplicate name", "  drivers: [{driver: a.example.com, devices: [{name: 'gpu-{index}', count: 2}, {name: gpu-1}]}]",
+			[]string{`devices.drivers[0].devices[1].name "gpu-1": same device name as devices.drivers[0].devices[0]`}},
+		{"node selection", "  drivers: [{driver: a.example.com, devices: [{name: a, allNodes: true}]}]",
+			[]string{`devices.drivers[0].devices[0] "a": nodeName, nodeSelector and allNodes must not be set`}},
+		{"attribute name", "  drivers: [{driver: a.example.com, devices: [{name: a, attributes: {'bad-name': {int: 1}}}]}]",
+			[]string{`devices.drivers[0].devices[0].attributes[bad-name] "bad-name": must be a C identifier`}},
+		{"attribute domain", "  drivers: [{driver: a.example.com, devices: [{name: a, attributes: {'Bad_Domain/x': {int: 1}}}]}]",
+			[]string{`devices.drivers[0].devices[0].attributes[Bad_Domain/x] "Bad_Domain/x": domain must be a DNS subdomain`}},
+		{"two values", "  drivers: [{driver: a.example.com, devices: [{name: a, attributes: {x: {int: 1, bool: true}}}]}]",
+			[]string{`devices.drivers[0].devices[0].attributes[x] "2": must have exactly one of int, bool`}},
+		{"no value", "  drivers: [{driver: a.example.com, devices: [{name: a, attributes: {x: {}}}]}]",
+			[]string{`devices.drivers[0].devices[0].attributes[x] "0": must have exactly one of`}},
+		{"long string", "  drivers: [{driver: a.example.com, devices: [{name: a, attributes: {x: {string: " + strings.Repeat("s", 65) + "}}}]}]",
+			[]string{`devices.drivers[0].devices[0].attributes[x] "` + strings.Repeat("s", 65) + `": a string of at most 64 characters`}},
+		{"bad version", "  drivers: [{driver: a.example.com, devices: [{name: a, attributes: {v: {version: '1.2'}}}]}]",
+			[]string{`devices.drivers[0].devices[0].attributes[v] "1.2": must be a semantic version 2.0.0`}},
+		{"negative capacity", "  drivers: [{driver: a.example.com, devices: [{name: a, capacity: {memory: {value: -1Gi}}}]}]",
+			[]string{`devices.drivers[0].devices[0].capacity[memory].value "-1Gi": must not be negative`}},
+		{"unknown counter set", "  drivers: [{driver: a.example.com, devices: [{name: a, consumesCounters: [{counterSet: nope, counters: {m: {value: 1}}}]}]}]",
+			[]string{`devices.drivers[0].devices[0].consumesCounters[0].counterSet "nope": not in the driver's sharedCounters`}},
+		{"unknown counter", "  drivers: [{driver: a.example.com, sharedCounters: [{name: cs, counters: {m: {value: 1}}}], devices: [{name: a, consumesCounters: [{counterSet: cs, counters: {other: {value: 1}}}]}]}]",
+			[]string{`devices.drivers[0].devices[0].consumesCounters[0].counters "other": not a counter of shared counter set cs`}},
+		{"with a Node error too", "  drivers: []\nstatus: {capacity: {cpu: 1500m}}",
+			[]string{`status.capacity[cpu] "1500m": must be a whole number`, `devices.drivers "": must list at least one driver`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseTemplate([]byte(head + tc.devices))
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q\nwant it to contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// TestDocsDeviceTemplates parses the templates of docs/simulation.md's "Devices" section (the 8-GPU Node,
+// the partitionable device): each is valid and makes the devices the text says.
+func TestDocsDeviceTemplates(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "simulation.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	start := strings.Index(doc, "\n## Devices\n")
+	end := strings.Index(doc[start+1:], "\n## ")
+	if start < 0 || end < 0 {
+		t.Fatal("no Devices section in docs/simulation.md")
+	}
+	section := doc[start : start+1+end]
+	var templates []string
+	for _, block := range strings.Split(section, "```yaml\n")[1:] {
+		block, _, _ = strings.Cut(block, "```")
+		switch {
+		case strings.HasPrefix(block, "apiVersion: v1\nkind: Node\n"):
+			templates = append(templates, block)
+		case strings.HasPrefix(block, "devices:\n"):
+			templates = append(templates, "apiVersion: v1\nkind: Node\n"+block)
+		}
+	}
+	for i, want := range []struct {
+		driver  string
+		devices []string
+	}{
+		{"gpu.example.com", []string{"gpu-0", "gpu-1", "gpu-0-r1", "gpu-1-r1", "gpu-0-r2", "gpu-1-r2", "gpu-0-r3", "gpu-1-r3"}},
+		{"mig.example.com", []string{"gpu-0", "gpu-0-half-0", "gpu-0-half-1"}},
+	} {
+		if i >= len(templates) {
+			t.Fatalf("%d templates in the Devices section, want 2", len(templates))
+		}
+		tmpl, err := ParseTemplate([]byte(templates[i]))
+		if err != nil {
+			t.Fatalf("template %d:\n%s\n%v", i, templates[i], err)
+		}
+		drv := tmpl.Devices.Drivers[0]
+		var names []string
+		for _, d := range drv.sliceDevices() {
+			names = append(names, d.Name)
+		}
+		if drv.Driver != want.driver || strings.Join(names, ",") != strings.Join(want.devices, ",") {
+			t.Errorf("template %d: driver %s devices %v, want %s %v", i, drv.Driver, names, want.driver, want.devices)
+		}
+	}
+}
+
+// TestResourceSlicesByTheLibrary holds the publishing of the simulated Nodes' ResourceSlices to
+// k8s.io/dynamic-resource-allocation's resourceslice controller, the kubelet plugins' own: pkg/simulation
+// starts it (resourceslice.StartController), and neither builds a ResourceSlice (ResourceSlice,
+// ResourceSliceSpec, ResourcePool) nor calls the ResourceSlices client itself.
+func TestResourceSlicesByTheLibrary(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	startsController := false
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		_, uses := parseUses(t, f)
+		for _, u := range uses {
+			for _, own := range []string{"ResourceSlice", "ResourceSliceSpec", "ResourcePool", "ResourceSliceList"} {
+				if u == "k8s.io/api/resource/v1."+own {
+					t.Errorf("%s uses %s: the slices are the resourceslice controller's", f, u)
+				}
+			}
+			startsController = startsController || u == "k8s.io/dynamic-resource-allocation/resourceslice.StartController"
+		}
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(src), ".ResourceSlices(") {
+			t.Errorf("%s calls the ResourceSlices client: the slices are the resourceslice controller's", f)
+		}
+	}
+	if !startsController {
+		t.Error("pkg/simulation does not call resourceslice.StartController")
+	}
+}
