@@ -45,7 +45,7 @@ func TestCommandLogs(t *testing.T) {
 				Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
 				Containers: []corev1.Container{{Name: "c", Image: "busybox", Command: []string{"sh", "-c", script},
 					TerminationMessagePolicy: policy,
-					Env: []corev1.EnvVar{{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}}}}},
+					Env:                      []corev1.EnvVar{{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}}}}},
 		}
 	}
 	for _, p := range []*corev1.Pod{
