@@ -86,6 +86,6 @@ func TestRunOutputBounded(t *testing.T) {
 	// The output held counts against the run's memory: a run allowed less than its output stops.
 	got := Run(context.Background(), &Program{Command: sh(`i=0; while [ $i -lt 100 ]; do printf "%01000d\n" 1; i=$((i+1)); done`)}, Limits{Memory: 48 << 10})
 	if got.Honoured || !got.Limit {
-		t.Errorf("Run with 48 KiB writing 100 KB = %+v, want stopped at its memory limit", got)
+		t.Errorf("Run with 48 KiB writing 100 KB: honoured %v, limit %v (%s); want stopped at its memory limit", got.Honoured, got.Limit, got.Reason)
 	}
 }
