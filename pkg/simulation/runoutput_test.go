@@ -210,3 +210,36 @@ func TestLogTail(t *testing.T) {
 		})
 	}
 }
+
+// TestSimPodsRunOutputRestarts: each run of a restarting container has its own lines (kubectl logs and
+// --previous), and a pod keeps those of the current and previous runs only.
+func TestSimPodsRunOutputRestarts(t *testing.T) {
+	start := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	clk := testingclock.NewFakeClock(start)
+	s := newSimPods(Behaviour{}, "fakeRuntime", record.NewFakeRecorder(10), clk)
+	s.commands = &commands{}
+	p := jobPod("restarts", "0", v1.RestartPolicyOnFailure, emptyDir,
+		[]string{"sh", "-c", `n=$(cat /data/n 2>/dev/null || echo 0); echo run $n; echo $((n+1)) > /data/n; [ $n -ge 2 ]`}, nil)
+	ctx := context.Background()
+	_ = s.CreatePod(ctx, p)
+	clk.Step(5 * time.Minute)
+	r, err := s.GetPodStatus(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := r.Status.Containers[0]; c.RestartCount != 2 || c.State.Terminated == nil || c.State.Terminated.ExitCode != 0 {
+		t.Fatalf("container %+v, want exited 0 after 2 restarts", c)
+	}
+	for _, tc := range []struct {
+		restart int32
+		want    string
+	}{{0, ""}, {1, "run 1"}, {2, "run 2"}} {
+		var got []string
+		for _, l := range s.runOutput(p, "c", tc.restart) {
+			got = append(got, l.Text)
+		}
+		if strings.Join(got, "|") != tc.want {
+			t.Errorf("run %d: lines %q, want %q", tc.restart, got, tc.want)
+		}
+	}
+}
