@@ -30,7 +30,9 @@
 //     honoured.
 //
 // The result of one run (Run) is the run's simulated duration and exit code, that it runs until
-// stopped, or that the command cannot be honoured, with the reason. KWOK users describe the same
+// stopped, or that the command cannot be honoured, with the reason; and what it wrote: each line of its
+// standard output and error with its simulated time (the last MaxOutputBytes of them, output.go), and
+// its termination message file's content at the exit (Program.TerminationMessagePath). KWOK users describe the same
 // outcomes with Stages (a delay and a patch of the container status); here the pod's own command does.
 package sandbox
 
@@ -66,7 +68,8 @@ type Limits struct {
 	// Memory is the most bytes the run may hold: its shell variables (names and values, the
 	// container's environment included), the expansions of the statement it runs (an upper bound from
 	// the variables' sizes, checked before the statement expands), the output of the command
-	// substitutions being filled, the arguments and output of the command it runs, and 8 KiB per
+	// substitutions being filled, the arguments and output of the command it runs, the output it
+	// recorded (Result.Output, at most MaxOutputBytes and two lines being written), and 8 KiB per
 	// function call and 4 KiB per command substitution in progress (the interpreter's own state). A
 	// run that would pass it stops before the allocation: not honoured, Result.Limit.
 	Memory int64
