@@ -144,8 +144,14 @@ func (t topOut) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
+func (topOut) Read([]byte) (int, error) { return 0, io.EOF }
+func (topOut) Close() error             { return nil }
+
 // topErr is the run's standard error.
 type topErr struct{ o *output }
+
+func (topErr) Read([]byte) (int, error) { return 0, io.EOF }
+func (topErr) Close() error             { return nil }
 
 func (t topErr) Write(b []byte) (int, error) {
 	if t.o != nil {

@@ -30,6 +30,8 @@ func TestRunOutput(t *testing.T) {
 		{name: "env, printenv, cat of a file", command: sh(`echo x > /tmp/f; cat /tmp/f; printenv A; env`), env: []string{"A=1"},
 			want: []Line{{Text: "x"}, {Text: "1"}, {Text: "A=1"}, {Text: "EUID=0"}, {Text: "GID=0"}, {Text: "HOME=/root"}, {Text: "HOSTNAME="},
 				{Text: "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}, {Text: "UID=0"}}},
+		{name: "/dev/stdout and /dev/stderr by name", command: sh(`echo a > /dev/stdout; echo b >/dev/stderr; echo c 2>/dev/null >/dev/stderr; x=$(echo d > /dev/stdout)`),
+			want: []Line{{Text: "a"}, {Stderr: true, Text: "b"}}},
 		{name: "a command substitution is not output", command: sh(`x=$(echo inner); echo "got $x"`), want: []Line{{Text: "got inner"}}},
 		{name: "the last line without a newline is partial", command: sh(`printf done`), want: []Line{{Partial: true, Text: "done"}}},
 		{name: "a long line is cut as containerd cuts it", command: []string{"echo", long},

@@ -790,6 +790,20 @@ func (r *run) open(ctx context.Context, name string, flag int, perm os.FileMode)
 			}
 		}
 		return r.rootfs.OpenFile(p, flag, perm)
+	case isDevOut(p) && writing(flag):
+		// The run's standard output or error by name: the log, when that is where the descriptor goes.
+		hc := interp.HandlerCtx(ctx)
+		w := hc.Stdout
+		if p == "/dev/stderr" || p == "/dev/fd/2" {
+			w = hc.Stderr
+		}
+		switch w := w.(type) {
+		case topOut:
+			return w, nil
+		case topErr:
+			return w, nil
+		}
+		return discard{}, nil
 	case p == "/dev/null" || isDevOut(p):
 		return discard{}, nil
 	case strings.HasPrefix(p, "/dev/") || strings.HasPrefix(p, "/proc/") || strings.HasPrefix(p, "/sys/"):
