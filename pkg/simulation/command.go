@@ -80,7 +80,8 @@ func (c *commands) program(p *v1.Pod, ctr *v1.Container, pc *podCommands, restar
 		return "$(" + name + ")"
 	}
 	prog := &sandbox.Program{Env: env, WorkingDir: ctr.WorkingDir, Hostname: podHostname(p), Now: start,
-		Seed: sandbox.Seed(string(p.UID), ctr.Name, strconv.Itoa(int(restarts))), PID: containerPID(p, ctr)}
+		Seed: sandbox.Seed(string(p.UID), ctr.Name, strconv.Itoa(int(restarts))), PID: containerPID(p, ctr),
+		TerminationMessagePath: ctr.TerminationMessagePath}
 	for _, a := range ctr.Command {
 		prog.Command = append(prog.Command, expandVars(a, mapping))
 	}
@@ -147,7 +148,8 @@ func (c *commands) run(ctx context.Context, p *v1.Pod, ctr *v1.Container, pc *po
 		}
 		return runResult{}, res.Reason, nil
 	}
-	return runResult{ok: true, out: RunOutcome{Forever: res.Forever, Duration: res.Duration, ExitCode: res.ExitCode}}, "", nil
+	return runResult{ok: true, out: RunOutcome{Forever: res.Forever, Duration: res.Duration, ExitCode: res.ExitCode,
+		Output: res.Output, TerminationMessage: res.TerminationMessage}}, "", nil
 }
 
 // containerPID is the shell's PID in container ctr of p: 1, the first process of the container's own

@@ -80,6 +80,9 @@ func (s *Simulator) ServeKubeletAPI(ctx context.Context) error {
 		return errors.New("simulation: the kubelet's API needs Dependencies.Pods (the pod informer)")
 	}
 	provider := &Streaming{Pods: s.cfg.Dependencies.Pods, Clock: s.cfg.Dependencies.Clock, PortForwardTargets: k.PortForwardTargets}
+	if s.pods != nil && s.pods.commands != nil {
+		provider.Output = s.pods.runOutput
+	}
 	if c := s.cfg.Dependencies.Client; c != nil {
 		provider.ConfigMaps = func(ctx context.Context, namespace, name string) (*v1.ConfigMap, error) {
 			return c.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})

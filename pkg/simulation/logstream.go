@@ -170,7 +170,7 @@ func (s *logStream) nextChunk() ([]byte, error) {
 		// Wait for the next line's time, and at most followCheckPeriod, on the shared clock.
 		now := s.st.Clock.Now()
 		wake := now.Add(followCheckPeriod)
-		if s.spec.period > 0 {
+		if s.spec.period > 0 || s.next < len(s.spec.recorded) {
 			if t := s.spec.lineTime(s.run, s.next); t.Before(wake) {
 				wake = t
 			}
@@ -239,6 +239,14 @@ func (s logSpec) appendLine(b []byte, container string, r run, k int, timestamps
 	if timestamps {
 		b = s.lineTime(r, k).UTC().AppendFormat(b, time.RFC3339Nano)
 		b = append(b, ' ')
+	}
+	if s.recorded != nil {
+		l := s.recorded[k]
+		b = append(b, l.Text...)
+		if l.Partial {
+			return b
+		}
+		return append(b, '\n')
 	}
 	if s.from != nil {
 		b = append(b, s.from.lines[k%len(s.from.lines)]...)

@@ -315,6 +315,7 @@ func (s *simPods) commandRun(ctx context.Context, p *v1.Pod, sp *simPod, c *v1.C
 		sp.cmds.runs = map[runKey]runResult{}
 	}
 	sp.cmds.runs[key] = r
+	sp.cmds.forgetOutput(c.Name, restarts)
 	if reason != "" && !sp.cmds.warned[c.Name] {
 		if sp.cmds.warned == nil {
 			sp.cmds.warned = map[string]bool{}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/nodeagent/nodeagent/pkg/pod"
+	"github.com/nodeagent/nodeagent/pkg/simulation/sandbox"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -294,6 +295,12 @@ type RunOutcome struct {
 	// trap), which ignores the SIGTERM and is killed at the grace period (exit 137), or, with
 	// shareProcessNamespace, not PID 1 and dies of it at once (exit 143).
 	ExitsOnSIGTERM bool
+	// Output is what the command wrote to its standard output and error (its last lines, with their
+	// times from the run's start); the container's log when not empty.
+	Output []sandbox.Line
+	// TerminationMessage is the content of the container's terminationMessagePath when the command
+	// exits by itself (its last 4096 bytes).
+	TerminationMessage string
 }
 
 // Baseline is the containers' history up to At: what a simulator restarted finds in the pod's status
@@ -598,8 +605,10 @@ func (s *simulation) container(c *v1.Container, from time.Time, isInit, sidecar 
 			}
 		}
 		stopAt, stopCode := s.stopAt, s.stopCode
+		var cmdRun *RunOutcome // the run of the container's command, when it decides
 		if s.in.Run != nil && !cb.RunAnnotated {
 			if o, ok := s.in.Run(c, restarts, start); ok { // the container's command decides
+				cmdRun = &o
 				end, code = time.Time{}, o.ExitCode
 				if !o.Forever {
 					end = start.Add(o.Duration)
@@ -661,6 +670,9 @@ func (s *simulation) container(c *v1.Container, from time.Time, isInit, sidecar 
 			return cs, time.Time{}, false
 		}
 		term := &pod.Terminated{ExitCode: code, Reason: reason, StartedAt: start, FinishedAt: end, ID: cs.ID}
+		if cmdRun != nil {
+			term.Message = cmdRun.terminationMessage(c, start, end, code)
+		}
 		stopped := !s.stopAt.IsZero() && !end.Before(s.stopAt)
 		// A regular init container that exited 0 is never run again; one that failed is, unless the
 		// pod's restartPolicy is Never (kubelet's computeInitContainerActions).

@@ -17,6 +17,7 @@ import (
 
 	"github.com/nodeagent/nodeagent/pkg/kubeletserver"
 	"github.com/nodeagent/nodeagent/pkg/node"
+	"github.com/nodeagent/nodeagent/pkg/simulation/sandbox"
 )
 
 // The annotations that shape what the kubelet's API answers for a simulated pod (docs/simulation.md,
@@ -70,6 +71,9 @@ type Streaming struct {
 	ConfigMaps ConfigMapGetter
 	// configMapLines shares the lines of each ConfigMap among the streams reading it.
 	configMapLines logLinesCache
+	// Output returns the lines run restart of a container of pod p wrote as its command was
+	// interpreted (nil: none, the log is the annotations'). Nil: no command's output.
+	Output func(p *v1.Pod, container string, restart int32) []sandbox.Line
 	// PortForwardTargets are the operator's port-forward targets (--port-forward-target), by name:
 	// the only addresses a port-forward to a simulated pod ever dials, when the pod's
 	// AnnotationPortForward picks one by name. Nil: none.
@@ -85,6 +89,9 @@ type logSpec struct {
 	text   string
 	// from, when set, are the lines of AnnotationLogConfigMap: line k is from.lines[k % len].
 	from *logLines
+	// recorded, when set, are the lines the container's command wrote (sandbox.Result.Output), each
+	// at the run's start plus its offset; the annotations do not apply.
+	recorded []sandbox.Line
 }
 
 func parseLogSpec(p *v1.Pod) (logSpec, error) {
@@ -147,6 +154,9 @@ func containerRun(p *v1.Pod, container string, previous bool) (run, error) {
 // years) is at started plus that Duration: no run lives that long, so no such line is ever written
 // (linesUntil saturates alike), and a follow stream waiting for one waits its followCheckPeriod.
 func (s logSpec) lineTime(r run, k int) time.Time {
+	if s.recorded != nil {
+		return r.started.Add(s.recorded[min(k, len(s.recorded)-1)].Offset)
+	}
 	if k < s.lines || s.period == 0 {
 		return r.started
 	}
@@ -166,6 +176,9 @@ func (s logSpec) linesUntil(r run, t time.Time) int {
 	if t.Before(r.started) {
 		return 0
 	}
+	if s.recorded != nil {
+		return s.recordedLinesUntil(t.Sub(r.started))
+	}
 	n := s.lines
 	if s.period > 0 {
 		n += int(t.Sub(r.started) / s.period)
@@ -182,6 +195,9 @@ func (s logSpec) linesUntil(r run, t time.Time) int {
 func (s logSpec) firstSince(r run, since time.Time) int {
 	if !since.After(r.started) {
 		return 0
+	}
+	if s.recorded != nil {
+		return s.recordedFirstSince(since.Sub(r.started))
 	}
 	if s.period == 0 {
 		return s.lines // every line was written at the start, before since
@@ -222,6 +238,11 @@ func (st *Streaming) GetContainerLogs(ctx context.Context, namespace, podName, c
 	r, err := containerRun(p, container, opts.Previous)
 	if err != nil {
 		return nil, err
+	}
+	if st.Output != nil {
+		if lines := st.Output(p, container, r.restart); len(lines) > 0 {
+			spec = recordedLog(lines)
+		}
 	}
 	now := st.Clock.Now()
 	end := now

@@ -76,17 +76,6 @@ type frame struct {
 	bytes int64
 }
 
-// topOut is the run's standard output and error (nothing is kept of them): a type of its own, so that
-// a guard knows a statement writing there is at the run's top.
-type topOut struct{}
-
-func (topOut) Write(b []byte) (int, error) { return len(b), nil }
-
-// topErr is the run's standard error.
-type topErr struct{}
-
-func (topErr) Write(b []byte) (int, error) { return len(b), nil }
-
 // guards puts a guard in front of every statement of file (see above) and returns them by ID.
 func guards(file *syntax.File) []guarded {
 	var out []guarded
@@ -434,7 +423,7 @@ func (r *run) memUse(env expand.Environ) (total, vars int64) {
 	for _, f := range r.frames {
 		total = sadd(total, sadd(f.bytes, frameCost))
 	}
-	return sadd(total, r.params), vars
+	return sadd(sadd(total, r.params), r.out.bytes()), vars
 }
 
 // paramsBound is an upper bound of the positional parameters now.

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"reflect"
 	"runtime"
 	"runtime/metrics"
 	"strings"
@@ -179,7 +180,7 @@ func TestRunnerWait(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	res, err := rr.Run(ctx, &Program{Command: sh("exit 3")}, Limits{})
-	if err == nil || res != (Result{}) || !strings.Contains(err.Error(), "context canceled") {
+	if err == nil || !reflect.DeepEqual(res, Result{}) || !strings.Contains(err.Error(), "context canceled") {
 		t.Errorf("Run = %+v, %v; want a zero Result and the end of the wait", res, err)
 	}
 	rr.mem.Release(1 << 20)

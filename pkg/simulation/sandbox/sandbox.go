@@ -30,7 +30,9 @@
 //     honoured.
 //
 // The result of one run (Run) is the run's simulated duration and exit code, that it runs until
-// stopped, or that the command cannot be honoured, with the reason. KWOK users describe the same
+// stopped, or that the command cannot be honoured, with the reason; and what it wrote: each line of its
+// standard output and error with its simulated time (the last MaxOutputBytes of them, output.go), and
+// its termination message file's content at the exit (Program.TerminationMessagePath). KWOK users describe the same
 // outcomes with Stages (a delay and a patch of the container status); here the pod's own command does.
 package sandbox
 
@@ -66,7 +68,8 @@ type Limits struct {
 	// Memory is the most bytes the run may hold: its shell variables (names and values, the
 	// container's environment included), the expansions of the statement it runs (an upper bound from
 	// the variables' sizes, checked before the statement expands), the output of the command
-	// substitutions being filled, the arguments and output of the command it runs, and 8 KiB per
+	// substitutions being filled, the arguments and output of the command it runs, the output it
+	// recorded (Result.Output, at most MaxOutputBytes and two lines being written), and 8 KiB per
 	// function call and 4 KiB per command substitution in progress (the interpreter's own state). A
 	// run that would pass it stops before the allocation: not honoured, Result.Limit.
 	Memory int64
@@ -131,6 +134,10 @@ type Program struct {
 	// first process. With a PID namespace shared by the pod's containers (shareProcessNamespace) the
 	// pod's pause process is 1 and the caller gives another.
 	PID int
+	// TerminationMessagePath is the container's terminationMessagePath ("": none): an empty file of the
+	// container's own layer when the run starts (the kubelet mounts one there), which the run may
+	// write even under /dev; Result.TerminationMessage is its content at the exit.
+	TerminationMessagePath string
 }
 
 // Result is what one run comes to.
@@ -150,6 +157,14 @@ type Result struct {
 	// does not run the same command again for the same container.
 	Limit bool
 	Steps int
+	// Output is what the run wrote to its standard output and error, line by line with its simulated
+	// time: the last MaxOutputBytes of it; Dropped is how many lines before were not kept. Kept for a
+	// run not honoured too, up to where it stopped.
+	Output  []Line
+	Dropped int
+	// TerminationMessage is the last MaxTerminationMessageBytes of Program.TerminationMessagePath's
+	// file at the run's exit ("" for a run that does not exit by itself).
+	TerminationMessage string
 }
 
 // ErrNoCommand: the container's spec has no command (its image's entrypoint, unknown to the simulator,
@@ -227,6 +242,10 @@ func Run(ctx context.Context, p *Program, lim Limits) (res Result) {
 	ctx, cancel := context.WithTimeout(ctx, lim.RealTime)
 	defer cancel()
 	r := &run{p: p, lim: lim, rootfs: NewFS(lim.Memory), guarded: guarded, levels: []level{{}}, funcs: funcNames(file)}
+	r.out = &output{now: func() time.Duration { r.mu.Lock(); defer r.mu.Unlock(); return r.slept }}
+	if p.TerminationMessagePath != "" && path.IsAbs(p.TerminationMessagePath) {
+		r.termPath = path.Clean(p.TerminationMessagePath)
+	}
 	for _, a := range params {
 		r.params += int64(len(a)) + 1
 	}
@@ -241,7 +260,7 @@ func Run(ctx context.Context, p *Program, lim Limits) (res Result) {
 		interp.Env(env),
 		func(ir *interp.Runner) error { ir.Dir = r.workingDir(); return nil }, // no stat of a host directory
 		interp.Params(append([]string{"--"}, params...)...),
-		interp.StdIO(nil, topOut{}, topErr{}),
+		interp.StdIO(nil, topOut{r.out}, topErr{r.out}),
 		interp.CallHandler(r.call),
 		interp.ExecHandlers(func(interp.ExecHandlerFunc) interp.ExecHandlerFunc { return r.exec }),
 		interp.OpenHandler(r.open),
@@ -275,6 +294,10 @@ func Run(ctx context.Context, p *Program, lim Limits) (res Result) {
 	}
 	if !res.Honoured {
 		res.Duration = 0
+	}
+	res.Output, res.Dropped = r.out.result()
+	if res.Honoured && !res.Forever {
+		res.TerminationMessage = r.terminationMessage()
 	}
 	return res
 }
@@ -466,15 +489,17 @@ type run struct {
 	guarded []guarded       // the statements' guards, by ID
 	funcs   map[string]bool // the functions the script declares
 
-	mu      sync.Mutex
-	steps   int
-	slept   time.Duration
-	forever bool
-	refused *notHonoured
-	levels  []level     // the command substitutions being filled, levels[0] the run's top
-	frames  []frame     // the function calls
-	depths  map[int]int // the level of each statement at its latest guard
-	params  int64       // an upper bound of the positional parameters (the script's, set's)
+	mu       sync.Mutex
+	steps    int
+	slept    time.Duration
+	forever  bool
+	refused  *notHonoured
+	out      *output     // the run's standard output and error
+	termPath string      // the termination message file (cleaned; "": none)
+	levels   []level     // the command substitutions being filled, levels[0] the run's top
+	frames   []frame     // the function calls
+	depths   map[int]int // the level of each statement at its latest guard
+	params   int64       // an upper bound of the positional parameters (the script's, set's)
 }
 
 // stop records why the run stops (the first reason wins) and returns the error that stops it.
@@ -696,6 +721,10 @@ func abs(ctx context.Context, p string) string {
 // directory, and the parents of the mount points.
 func (r *run) prepareRootfs() {
 	_ = r.rootfs.MkdirAll("/tmp")
+	if r.termPath != "" {
+		_ = r.rootfs.MkdirAll(path.Dir(r.termPath))
+		_ = r.rootfs.Touch(r.termPath, r.p.Now)
+	}
 	_ = r.rootfs.MkdirAll(r.workingDir())
 	for _, m := range r.p.Mounts {
 		_ = r.rootfs.MkdirAll(path.Dir(path.Clean(m.Path)))
@@ -754,6 +783,27 @@ func (r *run) open(ctx context.Context, name string, flag int, perm os.FileMode)
 	}
 	p := abs(ctx, name)
 	switch {
+	case p == r.termPath:
+		if !writing(flag) {
+			if err := r.guardRead(ctx, r.rootfs, p); err != nil {
+				return nil, r.stop(err)
+			}
+		}
+		return r.rootfs.OpenFile(p, flag, perm)
+	case isDevOut(p) && writing(flag):
+		// The run's standard output or error by name: the log, when that is where the descriptor goes.
+		hc := interp.HandlerCtx(ctx)
+		w := hc.Stdout
+		if p == "/dev/stderr" || p == "/dev/fd/2" {
+			w = hc.Stderr
+		}
+		switch w := w.(type) {
+		case topOut:
+			return w, nil
+		case topErr:
+			return w, nil
+		}
+		return discard{}, nil
 	case p == "/dev/null" || isDevOut(p):
 		return discard{}, nil
 	case strings.HasPrefix(p, "/dev/") || strings.HasPrefix(p, "/proc/") || strings.HasPrefix(p, "/sys/"):
