@@ -231,7 +231,7 @@ func New(cfg Config) (*Simulator, error) {
 		if !cfg.FallbackClusterCIDR.IsValid() {
 			s.cfg.FallbackClusterCIDR = pod.DefaultFallbackClusterCIDR
 		}
-		last := cfg.Shard.First(cfg.Nodes) + cfg.Nodes - 1
+		last := cfg.Shard.First(cfg.Nodes) + max(cfg.Nodes, 1) - 1
 		if _, err := pod.FallbackPodCIDR(s.cfg.FallbackClusterCIDR, pod.DefaultFallbackNodeMaskSize, last); err != nil {
 			return nil, fmt.Errorf("simulation: FallbackClusterCIDR %s: %w", s.cfg.FallbackClusterCIDR, err)
 		}
