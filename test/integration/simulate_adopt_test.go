@@ -54,6 +54,12 @@ func TestSimulateAdopt(t *testing.T) {
 	if err := cp.CreateNamespace(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
+	// waitFor is framework.WaitFor bounded by 30 s, so that a broken adoption fails rather than hangs.
+	waitFor := func(cond func() (bool, error)) error {
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		return framework.WaitFor(wctx, 500*time.Millisecond, cond)
+	}
 	rl := func(kv ...string) corev1.ResourceList {
 		out := corev1.ResourceList{}
 		for i := 0; i < len(kv); i += 2 {
@@ -81,7 +87,7 @@ func TestSimulateAdopt(t *testing.T) {
 	waitAdopted := func(name string) *corev1.Node {
 		t.Helper()
 		var got *corev1.Node
-		err := framework.WaitFor(ctx, 500*time.Millisecond, func() (bool, error) {
+		err := waitFor(func() (bool, error) {
 			select {
 			case <-sim.done:
 				return false, fmt.Errorf("nodeagent simulate exited: %v: %w", sim.err, framework.ErrStop)
@@ -133,7 +139,7 @@ func TestSimulateAdopt(t *testing.T) {
 
 	// The Lease is renewed.
 	lease0 := getLease(ctx, t, admin, nodes[0].Name)
-	if err := framework.WaitFor(ctx, 500*time.Millisecond, func() (bool, error) {
+	if err := waitFor(func() (bool, error) {
 		l := getLease(ctx, t, admin, nodes[0].Name)
 		return l.Spec.RenewTime != nil && l.Spec.RenewTime.After(lease0.Spec.RenewTime.Time), nil
 	}); err != nil {
@@ -147,7 +153,7 @@ func TestSimulateAdopt(t *testing.T) {
 	if _, err := admin.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := framework.WaitFor(ctx, 500*time.Millisecond, func() (bool, error) {
+	if err := waitFor(func() (bool, error) {
 		got, err := admin.CoreV1().Pods(ns).Get(ctx, p.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -167,7 +173,7 @@ func TestSimulateAdopt(t *testing.T) {
 		t.Fatal(err)
 	}
 	changed := time.Now()
-	if err := framework.WaitFor(ctx, 500*time.Millisecond, func() (bool, error) {
+	if err := waitFor(func() (bool, error) {
 		n, err := admin.CoreV1().Nodes().Get(ctx, nodes[0].Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -193,7 +199,7 @@ func TestSimulateAdopt(t *testing.T) {
 	if err := admin.CoreV1().Nodes().Delete(ctx, nodes[0].Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := framework.WaitFor(ctx, 500*time.Millisecond, func() (bool, error) {
+	if err := waitFor(func() (bool, error) {
 		return !simulatedNodeListed(ctx, t, sim, nodes[0].Name), nil
 	}); err != nil {
 		t.Fatalf("deleted node %s still run: %v", nodes[0].Name, err)
