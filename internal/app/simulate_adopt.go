@@ -32,7 +32,7 @@ func (o *adoptOptions) validateNodes(nodes int) error {
 	}
 	if err := simulation.ValidateNodes(nodes); err != nil {
 		if nodes == 0 {
-			return fmt.Errorf("--nodes 0: adopts only, and needs --manage-all-nodes, --manage-nodes-with-annotation-selector, --manage-nodes-with-label-selector or --manage-single-node")
+			return fmt.Errorf("--nodes 0: %w, or 0 (adopt only) with --manage-all-nodes, --manage-nodes-with-annotation-selector, --manage-nodes-with-label-selector or --manage-single-node", err)
 		}
 		return fmt.Errorf("--nodes %d: %w", nodes, err)
 	}

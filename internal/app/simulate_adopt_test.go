@@ -18,7 +18,7 @@ func TestSimulateAdoptFlags(t *testing.T) {
 		{"both", []string{"--nodes=10", "--manage-all-nodes"}, ""},
 		{"two selectors", []string{"--nodes=0", "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake", "--manage-nodes-with-label-selector=type=kwok"}, ""},
 		{"single", []string{"--nodes=0", "--manage-single-node=node-1"}, ""},
-		{"nothing to run", []string{"--nodes=0"}, "--nodes 0: adopts only"},
+		{"nothing to run", []string{"--nodes=0"}, "--nodes 0: must be between 1 and 10000, or 0 (adopt only) with --manage-all-nodes"},
 		{"too many", []string{"--nodes=10001", "--manage-all-nodes"}, "--nodes 10001"},
 		{"all and single", []string{"--nodes=0", "--manage-all-nodes", "--manage-single-node=n"}, "--manage-all-nodes"},
 		{"single and label", []string{"--manage-single-node=n", "--manage-nodes-with-label-selector=a=b"}, `--manage-single-node "n"`},
