@@ -76,6 +76,8 @@ type simulateOptions struct {
 	portForwardTargets []string
 	// The simulated Nodes' kubelet API connections (--max-connections-per-node, --reserved-file-descriptors).
 	kubeletAPIConns kubeletAPIConnOptions
+	// adopt is the --manage-* flags: the Nodes others create that are run too (simulate_adopt.go).
+	adopt adoptOptions
 	// getenv and hostname read POD_NAME, POD_NAMESPACE and the host name (os.Getenv, os.Hostname;
 	// replaced in tests).
 	getenv   func(string) string
@@ -96,7 +98,7 @@ func simulateFlags() (*simulateOptions, *pflag.FlagSet) {
 	logFlags := pflag.NewFlagSet("logging", pflag.ContinueOnError)
 	logsapi.AddFlags(&config.NewDefault().Logging, logFlags)
 	fs := pflag.NewFlagSet("simulate", pflag.ContinueOnError)
-	fs.IntVar(&o.nodes, "nodes", o.nodes, fmt.Sprintf("Number of Nodes this process (shard) simulates, 1 to %d; a simulation of --shards shards has --shards × --nodes.", simulation.MaxNodes))
+	fs.IntVar(&o.nodes, "nodes", o.nodes, fmt.Sprintf("Number of Nodes this process (shard) simulates, 1 to %d; a simulation of --shards shards has --shards × --nodes. 0 with a --manage-* flag: only the Nodes others create.", simulation.MaxNodes))
 	fs.StringVar(&o.prefix, "node-name-prefix", o.prefix, "Prefix of the simulated Nodes' names: <prefix>0000, <prefix>0001, ..., <prefix>9999, <prefix>10000, ... (the global index on at least 4 digits, whatever --nodes and --shards); also the simulation's identity (the label nodeagent.io/simulation).")
 	fs.IntVar(&o.shards, "shards", o.shards, fmt.Sprintf("Number of shards (processes) the simulation is split into, 1 to %d: shard I runs the Nodes with global indexes [I×--nodes, (I+1)×--nodes).", simulation.MaxShards))
 	fs.IntVar(&o.shardIndex, "shard-index", o.shardIndex, "This process's shard, 0 to --shards − 1.")
@@ -118,6 +120,7 @@ func simulateFlags() (*simulateOptions, *pflag.FlagSet) {
 	fs.DurationVar(&o.podStopDelay, "pod-stop-delay", 0, "Default time from a simulated pod's deletion to its containers stopped, capped by its grace period (annotation nodeagent.io/stop-delay).")
 	fs.IntVar(&o.podWorkers, "pod-workers", o.podWorkers, "Workers that run the pods bound to the simulated Nodes (admission, status writes, deletion), from a work queue of their own, so that no pod storm delays a Lease or a Node status; 0: one per 20 Nodes, 32 to 128.")
 	o.kubeletAPIConns.addFlags(fs)
+	o.adopt.addFlags(fs)
 	for _, name := range simulateAgentFlags {
 		fs.AddFlag(agentFlags.Lookup(name))
 	}
@@ -189,8 +192,8 @@ type simulationConfig struct {
 // completeSimulate checks the whole command line and reads the template, before anything touches the
 // cluster. The error names the flag (or the file) and the value.
 func completeSimulate(o *simulateOptions) (*simulationConfig, error) {
-	if err := simulation.ValidateNodes(o.nodes); err != nil {
-		return nil, fmt.Errorf("--nodes %d: %w", o.nodes, err)
+	if err := o.adopt.validateNodes(o.nodes); err != nil {
+		return nil, err
 	}
 	if o.shards < 1 || o.shards > simulation.MaxShards {
 		return nil, fmt.Errorf("--shards %d: must be between 1 and %d", o.shards, simulation.MaxShards)
@@ -311,6 +314,7 @@ func runSimulate(ctx context.Context, o *simulateOptions) error {
 		},
 		InterpretPodCommands: o.podCommandInterpretation, KubeletAPI: kubeletAPI,
 		ProcessStart: processStart, DeleteNodesOnExit: o.deleteNodesOnExit,
+		Adopt: o.adopt.NodeSelector,
 	})
 	if err != nil {
 		return err
@@ -326,6 +330,9 @@ func runSimulate(ctx context.Context, o *simulateOptions) error {
 	group := lifecycle.Group{ShutdownTimeout: 10 * time.Second}
 	group.AddCache("node informer", p.Informers())
 	group.AddCache("pod informer", p.PodInformers())
+	if adopted, ok := p.AdoptedInformers(); ok {
+		group.AddCache("adopted node informer", adopted)
+	}
 	if *cfg.HealthzPort > 0 {
 		srv, err := server.New(server.Config{
 			BindAddress: cfg.HealthzBindAddress, Port: int(*cfg.HealthzPort), Metrics: p.Metrics.Handler(),

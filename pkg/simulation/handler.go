@@ -100,8 +100,9 @@ func guard(next http.Handler, allowedHosts []string) http.Handler {
 func (s *Simulator) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+Path+"nodes", func(w http.ResponseWriter, r *http.Request) {
-		l := List{Nodes: make([]NodeState, 0, len(s.nodes))}
-		for _, n := range s.nodes {
+		adopted := s.adoptedNodes()
+		l := List{Nodes: make([]NodeState, 0, len(s.nodes)+len(adopted))}
+		for _, n := range append(slices.Clip(s.nodes), adopted...) {
 			if r.Context().Err() != nil {
 				return // the client is gone: each Node's state costs its controller's Status
 			}
@@ -127,7 +128,7 @@ func (s *Simulator) handler() http.Handler {
 	})
 	mux.HandleFunc("GET "+Path+"nodes/{name}", func(w http.ResponseWriter, r *http.Request) {
 		name := r.PathValue("name")
-		if _, ok := s.byName[name]; !ok {
+		if _, ok := s.lookup(name); !ok {
 			http.Error(w, fmt.Sprintf("%s %q", ErrUnknownNode, name), http.StatusNotFound)
 			return
 		}
@@ -135,7 +136,7 @@ func (s *Simulator) handler() http.Handler {
 	})
 	mux.HandleFunc("POST "+Path+"nodes/{name}", func(w http.ResponseWriter, r *http.Request) {
 		name := r.PathValue("name")
-		if _, ok := s.byName[name]; !ok {
+		if _, ok := s.lookup(name); !ok {
 			http.Error(w, fmt.Sprintf("%s %q", ErrUnknownNode, name), http.StatusNotFound)
 			return
 		}

@@ -58,7 +58,7 @@ func BenchmarkPodCacheHeap(b *testing.B) {
 func benchmarkPodCacheHeap(b *testing.B, shard Shard) {
 	const pods, nodes, perSecond = 10000, 1000, 400
 	wire := benchPodFixture(b)
-	transform := trimPod("sim-node-", shard, nodes)
+	transform := trimPod("sim-node-", shard, nodes, false)
 	var perPod float64
 	for b.Loop() {
 		indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, node.PodIndexers())

@@ -149,7 +149,7 @@ func fixturePod(t testing.TB) *v1.Pod {
 // node.PodOfOtherNode holds; through node.IndexedPodLister, the latter is a pod with its name,
 // namespace, UID, resourceVersion and Node, and is on no Node's list.
 func TestTrimPod(t *testing.T) {
-	transform := trimPod("sim-node-", Shard{Index: 1, Count: 2}, 1000) // the shard of Nodes 1000-1999
+	transform := trimPod("sim-node-", Shard{Index: 1, Count: 2}, 1000, false) // the shard of Nodes 1000-1999
 	for _, tc := range []struct {
 		name, node string
 		own        bool

@@ -358,8 +358,9 @@ func (s *simPods) entry(p *v1.Pod, b *Behaviour) *simPod {
 // trimPod is the pod informer's transform: a pod bound to one of this shard's Nodes is kept without
 // its managedFields (never read), sharing with the shard's other pods what they hold alike (podCache);
 // a pod of any other Node is cut down to its name, namespace, UID, resourceVersion and spec.nodeName
-// (node.PodOfOtherNode), so that a shard holds whole only its own Nodes' pods.
-func trimPod(prefix string, shard Shard, nodes int) func(any) (any, error) {
+// (node.PodOfOtherNode), so that a shard holds whole only its own Nodes' pods. With adopt, the pods
+// of any other Node this shard would adopt by its name (AdoptedShard) are kept whole too.
+func trimPod(prefix string, shard Shard, nodes int, adopt bool) func(any) (any, error) {
 	first := shard.First(nodes)
 	pc := newPodCache()
 	return func(obj any) (any, error) {
@@ -367,11 +368,18 @@ func trimPod(prefix string, shard Shard, nodes int) func(any) (any, error) {
 		if !ok {
 			return obj, nil
 		}
-		if ownNode(p.Spec.NodeName, prefix, first, nodes) {
+		if ownNode(p.Spec.NodeName, prefix, first, nodes) ||
+			(adopt && AdoptedShard(p.Spec.NodeName, shard.count()) == shard.Index && !isTemplateName(p.Spec.NodeName, prefix)) {
 			return pc.compact(p), nil
 		}
 		return pc.otherNode(p), nil
 	}
+}
+
+// isTemplateName reports whether name is one NodeName makes with prefix (of any shard).
+func isTemplateName(name, prefix string) bool {
+	_, ok := ParseNodeName(name, prefix)
+	return ok
 }
 
 // ownNode reports whether name is NodeName(prefix, i) for an i in [first, first+nodes).
@@ -438,7 +446,7 @@ func (s *Simulator) SetPodContainer(ctx context.Context, namespace, name string,
 	if err != nil {
 		return PodState{}, fmt.Errorf("%w: %s/%s: %v", ErrUnknownPod, namespace, name, err)
 	}
-	n, ok := s.byName[p.Spec.NodeName]
+	n, ok := s.lookup(p.Spec.NodeName)
 	if !ok {
 		return PodState{}, fmt.Errorf("%w: %s/%s is bound to %q", ErrUnknownPod, namespace, name, p.Spec.NodeName)
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/nodeagent/nodeagent/pkg/lifecycle"
 	"github.com/nodeagent/nodeagent/pkg/metrics"
 	"github.com/nodeagent/nodeagent/pkg/node"
+	"github.com/nodeagent/nodeagent/pkg/nodecache"
 	"github.com/nodeagent/nodeagent/pkg/version"
 )
 
@@ -94,6 +95,9 @@ type ProcessConfig struct {
 	DeleteNodesOnExit bool
 	// KubeletAPI, if set, serves the kubelet's API of every simulated Node (Config.KubeletAPI).
 	KubeletAPI *KubeletAPI
+	// Adopt selects the Nodes that others create which the simulation also runs (KWOK's --manage-*
+	// flags; Config.Adopt); the zero NodeSelector adopts none. With it, Nodes may be 0: adopt only.
+	Adopt NodeSelector
 }
 
 // Process is one `nodeagent simulate`: the API clients and Node informer (Shard.Selector: selecting
@@ -110,6 +114,8 @@ type Process struct {
 
 	podInformers informers.SharedInformerFactory
 	devices      *deviceSlices // nil: the template has no devices
+	// adoptInformers is the adopted Nodes' informer (ProcessConfig.Adopt); nil when none is adopted.
+	adoptInformers informers.SharedInformerFactory
 }
 
 // NewProcess builds the process's clients, metrics, queue and Simulator, and checks the Node the
@@ -131,7 +137,7 @@ func NewProcess(ctx context.Context, cfg ProcessConfig) (*Process, error) {
 	// One watch of the pods bound to any Node, indexed by Node: each shard keeps only its own Nodes'
 	// pods whole (trimPod), so that a shard's memory follows its own pods.
 	p.podInformers = informers.NewSharedInformerFactoryWithOptions(set.Client, 0,
-		informers.WithTransform(trimPod(cfg.NamePrefix, cfg.Shard, cfg.Nodes)),
+		informers.WithTransform(trimPod(cfg.NamePrefix, cfg.Shard, cfg.Nodes, cfg.Adopt.Enabled())),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermNotEqualSelector("spec.nodeName", "").String()
 		}))
@@ -157,6 +163,23 @@ func NewProcess(ctx context.Context, cfg ProcessConfig) (*Process, error) {
 	if _, err := podInformer.AddEventHandler(p.Queue.PodEventHandler()); err != nil {
 		return nil, fmt.Errorf("pod informer: %w", err)
 	}
+	var adopt *Adoption
+	if cfg.Adopt.Enabled() {
+		if err := cfg.Adopt.Validate(); err != nil {
+			return nil, err
+		}
+		// The Nodes others create, in an informer of their own (its own tracker): the selector is not
+		// the simulation's, and the informer holds every shard's adopted Nodes (AdoptedShard picks).
+		p.adoptInformers = informers.NewSharedInformerFactoryWithOptions(set.Client, 0,
+			informers.WithTransform(nodecache.TrimNode), informers.WithTweakListOptions(cfg.Adopt.TweakListOptions))
+		adopt = &Adoption{Selector: cfg.Adopt, Informer: p.adoptInformers.Core().V1().Nodes().Informer(), Cache: nodecache.New(clk)}
+		if _, err := adopt.Informer.AddEventHandler(adopt.Cache.EventHandler()); err != nil {
+			return nil, fmt.Errorf("adopted node informer: %w", err)
+		}
+		if err := adopt.Informer.SetWatchErrorHandlerWithContext(adopt.Cache.WatchErrorHandler()); err != nil {
+			return nil, fmt.Errorf("adopted node informer: %w", err)
+		}
+	}
 	p.Simulator, err = New(Config{
 		Nodes: cfg.Nodes, NamePrefix: cfg.NamePrefix, Shard: cfg.Shard, Template: cfg.Template, Node: cfg.Node,
 		Dependencies: node.Dependencies{
@@ -170,7 +193,7 @@ func NewProcess(ctx context.Context, cfg ProcessConfig) (*Process, error) {
 			PodClient: set.Pods, PodMetadataClient: set.PodMetadata,
 		},
 		PodBehaviour: cfg.PodBehaviour, KubeletAPI: cfg.KubeletAPI, InterpretPodCommands: cfg.InterpretPodCommands,
-		StartQPS: float64(cfg.QPS), StartBurst: cfg.Burst,
+		StartQPS: float64(cfg.QPS), StartBurst: cfg.Burst, Adopt: adopt,
 	})
 	if err != nil {
 		return nil, err
@@ -188,6 +211,9 @@ func NewProcess(ctx context.Context, cfg ProcessConfig) (*Process, error) {
 // --register-with-taints) whose Nodes the API server or etcd would refuse (CheckNodeObject), naming
 // the flags.
 func (p *Process) checkNodeObject(ctx context.Context) error {
+	if p.cfg.Nodes == 0 {
+		return nil // adopt only: no Node of the template's is registered
+	}
 	n, err := p.Simulator.InitialNode(ctx)
 	if err != nil {
 		return err
@@ -223,6 +249,9 @@ func (p *Process) Preflight(ctx context.Context) error {
 	}
 	if err := CheckAccess(ctx, p.set.Client, p.cfg.Kubeconfig, extra...); err != nil {
 		return err
+	}
+	if p.cfg.Nodes == 0 {
+		return nil // adopt only: no Node of the simulation's own, so no layout and no Lease of its own to check
 	}
 	unlabelled, err := CheckOwnership(ctx, p.set.Client, Ownership{NamePrefix: p.cfg.NamePrefix, Nodes: p.cfg.Nodes, Shard: p.cfg.Shard})
 	if err != nil {
@@ -302,6 +331,16 @@ const deleteWorkers = 16
 func (p *Process) Informers() lifecycle.Informers {
 	p.set.Informers.Core().V1().Nodes().Informer() // requested before Start, so that it is started and waited for
 	return lifecycle.Informers{SharedInformerFactory: p.set.Informers}
+}
+
+// AdoptedInformers is the adopted Nodes' informer (ProcessConfig.Adopt), a lifecycle.Cache for the
+// group's first phase, so that Run adopts the Nodes that exist at once; ok false when none is adopted.
+func (p *Process) AdoptedInformers() (lifecycle.Informers, bool) {
+	if p.adoptInformers == nil {
+		return lifecycle.Informers{}, false
+	}
+	p.adoptInformers.Core().V1().Nodes().Informer()
+	return lifecycle.Informers{SharedInformerFactory: p.adoptInformers}, true
 }
 
 // PodInformers is the process's pod informer (the pods bound to any Node; those of other Nodes than

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"golang.org/x/time/rate"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -88,6 +90,10 @@ type Config struct {
 	// FallbackClusterCIDR is where a Node without spec.podCIDRs (no nodeipam) takes its pods' IPs:
 	// the /24 of its global index (pod.FallbackPodCIDR); zero: pod.DefaultFallbackClusterCIDR.
 	FallbackClusterCIDR netip.Prefix
+	// Adopt, if set, also runs the Nodes that others create and Adopt.Selector selects (KWOK's
+	// --manage-* flags; adopt.go), those of this Shard by AdoptedShard, each by the same controller
+	// as the template's Nodes but never registering it. Nodes may then be 0: adopt only.
+	Adopt *Adoption
 }
 
 // Simulator runs N simulated Nodes in one process, each one node.Controller (the very loops a
@@ -107,6 +113,12 @@ type Simulator struct {
 
 	restarts chan restart
 	done     chan struct{} // closed when Run has returned
+
+	// adopted are the running adopted Nodes by name (Config.Adopt), slotsUsed their slots
+	// (adoptedIndex); both guarded by adoptedMu.
+	adoptedMu sync.Mutex
+	adopted   map[string]*simNode
+	slotsUsed map[int]bool
 }
 
 // Phase is where a simulated Node is: pending (not started yet: starts are paced), running, or stopped
@@ -121,7 +133,10 @@ const (
 )
 
 type simNode struct {
-	index   int
+	index int
+	// adopted: a Node another creates (Config.Adopt), its slot in adoptedIndex.
+	adopted bool
+	slot    int
 	name    string
 	host    *host
 	runtime *simRuntime
@@ -164,7 +179,15 @@ func ValidateNamePrefix(prefix string, total int) error {
 // New validates cfg and builds the Simulator and every Node's host and CRI fakes. It makes no API
 // call and starts nothing. Errors name the field.
 func New(cfg Config) (*Simulator, error) {
-	if err := ValidateNodes(cfg.Nodes); err != nil {
+	if cfg.Adopt != nil {
+		if err := cfg.Adopt.Selector.Validate(); err != nil {
+			return nil, fmt.Errorf("simulation: Adopt: %w", err)
+		}
+		if !cfg.Adopt.Selector.Enabled() || cfg.Adopt.Informer == nil || cfg.Adopt.Cache == nil {
+			return nil, errors.New("simulation: Adopt needs a Selector that selects, an Informer and a Cache")
+		}
+	}
+	if err := ValidateNodes(cfg.Nodes); err != nil && (cfg.Adopt == nil || cfg.Nodes != 0) {
 		return nil, fmt.Errorf("simulation: Nodes %d: %w", cfg.Nodes, err)
 	}
 	if err := ValidateShards(cfg.Shard.count(), cfg.Shard.Index); err != nil {
@@ -206,12 +229,14 @@ func New(cfg Config) (*Simulator, error) {
 		reservation: t.reservation(),
 		restarts:    make(chan restart),
 		done:        make(chan struct{}),
+		adopted:     map[string]*simNode{},
+		slotsUsed:   map[int]bool{},
 	}
 	if cfg.Dependencies.Pods != nil {
 		if !cfg.FallbackClusterCIDR.IsValid() {
 			s.cfg.FallbackClusterCIDR = pod.DefaultFallbackClusterCIDR
 		}
-		last := cfg.Shard.First(cfg.Nodes) + cfg.Nodes - 1
+		last := cfg.Shard.First(cfg.Nodes) + max(cfg.Nodes, 1) - 1
 		if _, err := pod.FallbackPodCIDR(s.cfg.FallbackClusterCIDR, pod.DefaultFallbackNodeMaskSize, last); err != nil {
 			return nil, fmt.Errorf("simulation: FallbackClusterCIDR %s: %w", s.cfg.FallbackClusterCIDR, err)
 		}
@@ -247,7 +272,8 @@ func New(cfg Config) (*Simulator, error) {
 		s.nodes[j], s.byName[name] = n, n
 	}
 	// Check once what node.New will need, so that a bad Config fails here, not in Run.
-	if err := errors.Join(s.nodeConfig(s.nodes[0]).Validate(), cfg.Dependencies.Validate()); err != nil {
+	check := &simNode{name: NodeName(cfg.NamePrefix, first), host: newHost(t, "check"), runtime: newSimRuntime(s.shared)}
+	if err := errors.Join(s.nodeConfig(check).Validate(), cfg.Dependencies.Validate()); err != nil {
 		return nil, fmt.Errorf("simulation: %w", err)
 	}
 	return s, nil
@@ -269,7 +295,11 @@ func (s *Simulator) nodeConfig(n *simNode) node.Config {
 	c.NodeName, c.Hostname, c.RegisterNode = n.name, n.name, true
 	c.Labels, c.Taints, c.Unschedulable = s.labels, s.taints, c.Unschedulable || t.Unschedulable
 	c.NodeIPs = []net.IP{nodeIP(n.index)}
-	if k := s.cfg.KubeletAPI; k != nil {
+	if n.adopted {
+		// Its creator's: never registered (so never labelled or tainted here), its status filled from
+		// the template where the creator set none, its kubelet API not served (no port of its own).
+		c.RegisterNode, c.Labels, c.Taints, c.Unschedulable = false, nil, nil, false
+	} else if k := s.cfg.KubeletAPI; k != nil {
 		c.NodeIPs, c.KubeletPort = []net.IP{k.NodeIP}, k.port(n.index-s.cfg.Shard.First(s.cfg.Nodes))
 	}
 	c.ExternalCloudProvider, c.ProviderID = false, ""
@@ -283,13 +313,28 @@ func (s *Simulator) nodeConfig(n *simNode) node.Config {
 		c.AgentVersion = t.KubeletVersion
 	}
 	c.ExtraFuncs = s.extraFuncs
+	if n.adopted {
+		lister := corelisters.NewNodeLister(s.cfg.Adopt.Informer.GetIndexer())
+		c.ExtraFuncs = append(slices.Clip(s.extraFuncs), nodestatus.Func{Name: "KeepCreatorStatus", Setter: keepCreatorStatus(lister.Get)})
+	}
 	c.Host, c.Runtime = n.host, n.runtime
 	if s.pods != nil {
 		c.Pods = s.pods
-		// Validated in New for the highest index: never an error here.
+		// Validated in New for the highest template index; an adopted Node past the cluster CIDR gets
+		// none (its pods wait for spec.podCIDRs).
 		c.FallbackPodCIDR, _ = pod.FallbackPodCIDR(s.cfg.FallbackClusterCIDR, pod.DefaultFallbackNodeMaskSize, n.index)
 	}
 	return c
+}
+
+// dependencies returns the Dependencies of n's controller: an adopted Node reads its Node through
+// the adopted informer (Config.Adopt).
+func (s *Simulator) dependencies(n *simNode) node.Dependencies {
+	d := s.cfg.Dependencies
+	if n.adopted {
+		d.NodeLister, d.Cache = corelisters.NewNodeLister(s.cfg.Adopt.Informer.GetIndexer()), s.cfg.Adopt.Cache
+	}
+	return d
 }
 
 // Run runs the queue of every Node's steps, starts the Nodes on it, paced by StartQPS and
@@ -299,11 +344,21 @@ func (s *Simulator) nodeConfig(n *simNode) node.Config {
 func (s *Simulator) Run(ctx context.Context) error {
 	defer close(s.done)
 	logger := klog.FromContext(ctx)
-	logger.Info("Starting simulated nodes", "nodes", len(s.nodes), "first", s.nodes[0].name, "last", s.nodes[len(s.nodes)-1].name,
-		"startQPS", s.cfg.StartQPS, "startBurst", s.cfg.StartBurst)
+	if len(s.nodes) > 0 {
+		logger.Info("Starting simulated nodes", "nodes", len(s.nodes), "first", s.nodes[0].name, "last", s.nodes[len(s.nodes)-1].name,
+			"startQPS", s.cfg.StartQPS, "startBurst", s.cfg.StartBurst)
+	}
 	queue := s.cfg.Dependencies.Queue
 	schedErr := make(chan error, 1)
 	go func() { schedErr <- queue.Run(ctx) }()
+	if a := s.cfg.Adopt; a != nil {
+		logger.Info("Adopting the nodes others create", "selector", a.Selector, "shard", s.cfg.Shard.Index, "shards", s.cfg.Shard.count())
+		reg, err := a.Informer.AddEventHandler(s.adoptHandler(ctx))
+		if err != nil {
+			return fmt.Errorf("adopted node informer: %w", err)
+		}
+		defer func() { _ = a.Informer.RemoveEventHandler(reg) }()
+	}
 
 	pending := make(chan *simNode)
 	go func() {
@@ -342,7 +397,7 @@ func (s *Simulator) start(ctx context.Context, n *simNode, restart bool) {
 	if n.phase == PhaseRunning || (n.phase == PhaseStopped && !restart) {
 		return
 	}
-	ctrl, err := node.New(s.nodeConfig(n), s.cfg.Dependencies)
+	ctrl, err := node.New(s.nodeConfig(n), s.dependencies(n))
 	if err == nil {
 		err = s.cfg.Dependencies.Queue.Start(ctrl)
 	}
@@ -381,7 +436,7 @@ func (c Change) Empty() bool { return c == Change{} }
 // a name that is not simulated here, and ctx's error, or an error saying the simulator is not running,
 // when a stop or start could not complete.
 func (s *Simulator) Set(ctx context.Context, name string, c Change) (NodeState, error) {
-	n, ok := s.byName[name]
+	n, ok := s.lookup(name)
 	if !ok {
 		return NodeState{}, fmt.Errorf("%w: %q", ErrUnknownNode, name)
 	}
@@ -479,18 +534,19 @@ type NodeState struct {
 
 // State returns the state of Node name; the zero NodeState for an unknown name.
 func (s *Simulator) State(name string) NodeState {
-	n, ok := s.byName[name]
+	n, ok := s.lookup(name)
 	if !ok {
 		return NodeState{}
 	}
 	return n.state()
 }
 
-// States returns the state of every Node, in index order.
+// States returns the state of every Node, in index order, then of the adopted Nodes by name.
 func (s *Simulator) States() []NodeState {
-	out := make([]NodeState, len(s.nodes))
-	for i, n := range s.nodes {
-		out[i] = n.state()
+	adopted := s.adoptedNodes()
+	out := make([]NodeState, 0, len(s.nodes)+len(adopted))
+	for _, n := range append(slices.Clip(s.nodes), adopted...) {
+		out = append(out, n.state())
 	}
 	return out
 }
@@ -515,7 +571,7 @@ func (n *simNode) state() NodeState {
 // Controller returns the controller of Node name (the running one, or the last one run), nil before
 // its first start or for an unknown name.
 func (s *Simulator) Controller(name string) *node.Controller {
-	n, ok := s.byName[name]
+	n, ok := s.lookup(name)
 	if !ok {
 		return nil
 	}
@@ -529,7 +585,7 @@ func (s *Simulator) Controller(name string) *node.Controller {
 func (s *Simulator) Healthy() error {
 	var bad int
 	var first error
-	for _, n := range s.nodes {
+	for _, n := range append(slices.Clip(s.nodes), s.adoptedNodes()...) {
 		n.mu.Lock()
 		ctrl, running := n.ctrl, n.phase == PhaseRunning
 		n.mu.Unlock()

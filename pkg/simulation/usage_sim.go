@@ -21,7 +21,7 @@ import (
 // it, a Node of that name with no capacity) and its pods in the pod informer. It errors with
 // ErrUnknownNode for a name that is none of this simulator's Nodes.
 func (s *Simulator) StatsSummary(name string) (resourcemetrics.StatsSummaryGetter, error) {
-	if _, ok := s.byName[name]; !ok {
+	if _, ok := s.lookup(name); !ok {
 		return nil, fmt.Errorf("%w %q", ErrUnknownNode, name)
 	}
 	return resourcemetrics.StatsSummaryFunc(func(context.Context) (*statsv1alpha1.Summary, error) {
@@ -35,7 +35,7 @@ func (s *Simulator) StatsSummary(name string) (resourcemetrics.StatsSummaryGette
 // each pod's record. Nil when the Nodes run no pods (the kubelet's registry with no prober worker). It
 // errors with ErrUnknownNode for a name that is none of this simulator's Nodes.
 func (s *Simulator) ProbeCounts(name string) (probemetrics.Getter, error) {
-	if _, ok := s.byName[name]; !ok {
+	if _, ok := s.lookup(name); !ok {
 		return nil, fmt.Errorf("%w %q", ErrUnknownNode, name)
 	}
 	if s.pods == nil || s.cfg.Dependencies.Pods == nil {
@@ -128,7 +128,7 @@ func (s *Simulator) simulatedPod(namespace, name string) (*v1.Pod, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s/%s: %v", ErrUnknownPod, namespace, name, err)
 	}
-	if _, ok := s.byName[p.Spec.NodeName]; !ok {
+	if _, ok := s.lookup(p.Spec.NodeName); !ok {
 		return nil, fmt.Errorf("%w: %s/%s is bound to %q", ErrUnknownPod, namespace, name, p.Spec.NodeName)
 	}
 	return p, nil
@@ -148,7 +148,7 @@ func (s *Simulator) podUsage(p *v1.Pod) PodUsageState {
 // SetNodeUsage sets the Node's base usage (besides its pods) from now on. Errors wrap ErrUnknownNode
 // or ErrBadUsage.
 func (s *Simulator) SetNodeUsage(name string, c UsageChange) (NodeUsageState, error) {
-	if _, ok := s.byName[name]; !ok {
+	if _, ok := s.lookup(name); !ok {
 		return NodeUsageState{}, fmt.Errorf("%w %q", ErrUnknownNode, name)
 	}
 	if err := s.usage.SetNode(name, c); err != nil {
@@ -193,7 +193,7 @@ func (s *Simulator) installUsage(mux *http.ServeMux) {
 	}
 	mux.HandleFunc("GET "+Path+"usage/nodes/{name}", func(w http.ResponseWriter, r *http.Request) {
 		name := r.PathValue("name")
-		if _, ok := s.byName[name]; !ok {
+		if _, ok := s.lookup(name); !ok {
 			answer(w, nil, fmt.Errorf("%w %q", ErrUnknownNode, name))
 			return
 		}
