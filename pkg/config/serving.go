@@ -5,17 +5,18 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeletconfig "k8s.io/kubelet/config/v1beta1"
 	"k8s.io/utils/ptr"
+
+	"github.com/nodeagent/nodeagent/pkg/kubeletserver/authdefaults"
 )
 
 // DefaultKubeletPort is the kubelet's --port: its API (pkg/kubeletserver) listens there.
 const DefaultKubeletPort = 10250
 
 // setServingDefaults fills the kubelet's API fields with the kubelet's v1beta1 defaults: address
-// 0.0.0.0, port 10250, anonymous requests refused, TokenReview on (cached 2 m), authorization
-// Webhook (allowed answers cached 5 m, denied 30 s).
+// 0.0.0.0, port 10250, and authdefaults.Set's (anonymous requests refused, TokenReview on cached
+// 2 m, authorization Webhook with allowed answers cached 5 m and denied 30 s).
 func setServingDefaults(c *NodeAgentConfiguration) {
 	if c.Address == "" {
 		c.Address = "0.0.0.0"
@@ -23,26 +24,7 @@ func setServingDefaults(c *NodeAgentConfiguration) {
 	if c.Port == nil {
 		c.Port = ptr.To[int32](DefaultKubeletPort)
 	}
-	a := &c.Authentication
-	if a.Anonymous.Enabled == nil {
-		a.Anonymous.Enabled = ptr.To(false)
-	}
-	if a.Webhook.Enabled == nil {
-		a.Webhook.Enabled = ptr.To(true)
-	}
-	if a.Webhook.CacheTTL.Duration == 0 {
-		a.Webhook.CacheTTL = metav1.Duration{Duration: 2 * time.Minute}
-	}
-	z := &c.Authorization
-	if z.Mode == "" {
-		z.Mode = kubeletconfig.KubeletAuthorizationModeWebhook
-	}
-	if z.Webhook.CacheAuthorizedTTL.Duration == 0 {
-		z.Webhook.CacheAuthorizedTTL = metav1.Duration{Duration: 5 * time.Minute}
-	}
-	if z.Webhook.CacheUnauthorizedTTL.Duration == 0 {
-		z.Webhook.CacheUnauthorizedTTL = metav1.Duration{Duration: 30 * time.Second}
-	}
+	authdefaults.Set(&c.Authentication, &c.Authorization)
 }
 
 // bindServingFlags adds the kubelet's flags of its API server, with the kubelet's names.

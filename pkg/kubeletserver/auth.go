@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/apis/apiserver"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
@@ -20,6 +18,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	kubeletconfig "k8s.io/kubelet/config/v1beta1"
+
+	"github.com/nodeagent/nodeagent/pkg/kubeletserver/authdefaults"
 )
 
 // Auth authenticates and authorizes the requests to the kubelet's API of every Node of a process:
@@ -58,21 +58,16 @@ func (a *Auth) Run(ctx context.Context) error {
 // bearer tokens through TokenReview cached 2 m, authorization by SubjectAccessReview, allowed
 // answers cached 5 m and denied ones 30 s.
 func DefaultAuthentication() kubeletconfig.KubeletAuthentication {
-	enabled, disabled := true, false
-	return kubeletconfig.KubeletAuthentication{
-		Anonymous: kubeletconfig.KubeletAnonymousAuthentication{Enabled: &disabled},
-		Webhook:   kubeletconfig.KubeletWebhookAuthentication{Enabled: &enabled, CacheTTL: metaDuration(2 * time.Minute)},
-	}
+	var authn kubeletconfig.KubeletAuthentication
+	authdefaults.Set(&authn, nil)
+	return authn
 }
 
 // DefaultAuthorization is documented with DefaultAuthentication.
 func DefaultAuthorization() kubeletconfig.KubeletAuthorization {
-	return kubeletconfig.KubeletAuthorization{
-		Mode: kubeletconfig.KubeletAuthorizationModeWebhook,
-		Webhook: kubeletconfig.KubeletWebhookAuthorization{
-			CacheAuthorizedTTL: metaDuration(5 * time.Minute), CacheUnauthorizedTTL: metaDuration(30 * time.Second),
-		},
-	}
+	var authz kubeletconfig.KubeletAuthorization
+	authdefaults.Set(nil, &authz)
+	return authz
 }
 
 // BuildAuth builds the authenticator and authorizer as the kubelet's BuildAuthn and BuildAuthz
@@ -154,34 +149,14 @@ func buildAuth(client kubernetes.Interface, authn kubeletconfig.KubeletAuthentic
 	return a, nil
 }
 
-// The kubelet's paths that its attributes getter maps to subresources (pkg/kubelet/server).
-const (
-	metricsPath       = "/metrics"
-	statsPath         = "/stats/"
-	logsPath          = "/logs/"
-	checkpointPath    = "/checkpoint/"
-	allocatedPodsPath = "/allocatedPods"
-	podsPath          = "/pods"
-	runningPodsPath   = "/runningpods/"
-	healthzPath       = "/healthz"
-	configzPath       = "/configz"
-	statuszPath       = "/statusz"
-	flagzPath         = "/flagz"
-)
-
-func isSubpath(subpath, path string) bool {
-	path = strings.TrimSuffix(path, "/")
-	return subpath == path || (strings.HasPrefix(subpath, path) && subpath[len(path)] == '/')
-}
-
 // RequestAttributes returns the authorization attributes of a request to Node nodeName's API, the
 // kubelet's nodeAuthorizerAttributesGetter.GetRequestAttributes with KubeletFineGrainedAuthz on
 // (locked on since 1.36): resource nodes, name nodeName, verb from the method (POST create, GET get,
-// PUT update, PATCH patch, DELETE delete), and the subresources tried in order: pods then proxy for
-// /pods, /allocatedPods and /runningpods/; healthz then proxy for /healthz; configz then proxy for
-// /configz; stats for /stats/, metrics for /metrics, log for /logs/, checkpoint for /checkpoint/,
-// statusz for /statusz, configz for /flagz; proxy for everything else (exec, attach, portForward,
-// run, containerLogs).
+// PUT update, PATCH patch, DELETE delete), and one attribute per subresource of the path's root in
+// the route table (webServices; tried in order): pods then proxy for /pods, /allocatedPods and
+// /runningpods/; healthz then proxy for /healthz; configz then proxy for /configz; stats for /stats/,
+// metrics for /metrics, log for /logs/, checkpoint for /checkpoint/, statusz for /statusz, configz
+// for /flagz; proxy for every other path (exec, attach, portForward, run, containerLogs).
 func RequestAttributes(nodeName string, u user.Info, r *http.Request) []authorizer.Attributes {
 	var verb string
 	switch r.Method {
@@ -197,30 +172,9 @@ func RequestAttributes(nodeName string, u user.Info, r *http.Request) []authoriz
 		verb = "delete"
 	}
 	p := r.URL.Path
-	var subresources []string
-	switch {
-	case isSubpath(p, allocatedPodsPath), isSubpath(p, podsPath), isSubpath(p, runningPodsPath):
-		subresources = append(subresources, "pods")
-	case isSubpath(p, healthzPath):
-		subresources = append(subresources, "healthz")
-	case isSubpath(p, configzPath):
-		subresources = append(subresources, "configz")
-	}
-	switch {
-	case isSubpath(p, statsPath):
-		subresources = append(subresources, "stats")
-	case isSubpath(p, metricsPath):
-		subresources = append(subresources, "metrics")
-	case isSubpath(p, logsPath):
-		subresources = append(subresources, "log")
-	case isSubpath(p, checkpointPath):
-		subresources = append(subresources, "checkpoint")
-	case isSubpath(p, statuszPath):
-		subresources = append(subresources, "statusz")
-	case isSubpath(p, flagzPath):
-		subresources = append(subresources, "configz")
-	default:
-		subresources = append(subresources, "proxy")
+	subresources := defaultSubresources
+	if ws, _, ok := webServiceOf(p); ok {
+		subresources = ws.subresources
 	}
 	attrs := make([]authorizer.Attributes, 0, len(subresources))
 	for _, sub := range subresources {
@@ -274,8 +228,6 @@ func (a *Auth) filter(nodeName string, next http.Handler) http.Handler {
 		next.ServeHTTP(w, r)
 	})
 }
-
-func metaDuration(d time.Duration) metav1.Duration { return metav1.Duration{Duration: d} }
 
 // webhookRetryBackoff is k8s.io/apiserver/pkg/server/options.DefaultAuthWebhookRetryBackoff, which
 // the kubelet passes to both webhooks (copied: that package would link etcd's client in): 5 tries,

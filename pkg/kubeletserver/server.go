@@ -41,10 +41,13 @@ type Config struct {
 	NodeName string
 	// Pods reads the pods bound to the Node (the pod informer). Required.
 	Pods PodLister
-	// Provider serves the containers' logs, exec, attach and port-forward: any of
-	// ContainerLogsGetter, ContainerRunner, ContainerAttacher and PortForwarder; a path whose
-	// interface it lacks (or a nil Provider) answers 501.
-	Provider any
+	// ContainerLogs, Runner, Attacher and PortForwarder serve the containers' paths, one optional
+	// interface per capability as Virtual Kubelet's api.PodHandlerConfig has one handler per path:
+	// /containerLogs, /exec and /run, /attach, /portForward. A nil one answers its paths 501.
+	ContainerLogs ContainerLogsGetter
+	Runner        ContainerRunner
+	Attacher      ContainerAttacher
+	PortForwarder PortForwarder
 	// Auth authenticates and authorizes every request (BuildAuth); required: the kubelet's secure
 	// port has no unauthenticated mode, and anonymous requests are Auth's to allow.
 	Auth *Auth
@@ -52,10 +55,11 @@ type Config struct {
 	// healthy. Checks are more /healthz checks.
 	SyncLoop func(*http.Request) error
 	Checks   []healthz.HealthChecker
-	// Stats serves /stats/summary and /metrics/resource (resourcemetrics.Handlers): a
-	// resourcemetrics.StatsSummaryGetter and/or MetricsResourceGetter; nil: Provider's, if it
-	// implements them; a path without one answers 501.
-	Stats any
+	// StatsSummary serves /stats/summary, and /metrics/resource without MetricsResource
+	// (resourcemetrics.FromSummary); MetricsResource serves /metrics/resource (Virtual Kubelet's
+	// GetStatsSummary and GetMetricsResource). A path without either answers 501.
+	StatsSummary    resourcemetrics.StatsSummaryGetter
+	MetricsResource resourcemetrics.MetricsResourceGetter
 	// CadvisorCollectors serve /metrics/cadvisor (cadvisor's Prometheus collectors, as the
 	// kubelet registers them); none: 501.
 	CadvisorCollectors []prometheus.Collector
@@ -74,8 +78,8 @@ type Server struct {
 	// summary, resource and cadvisor serve /stats/summary, /metrics/resource and /metrics/cadvisor
 	// (cadvisor nil: 501).
 	summary, resource, cadvisor http.Handler
-	// probes serves /metrics/probes.
-	probes http.Handler
+	// probes serves /metrics/probes; healthz /healthz and its checks.
+	probes, healthz http.Handler
 }
 
 // New validates cfg and builds the Node's handler. It errors, naming the field, when NodeName,
@@ -90,11 +94,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("kubeletserver %q: Config.Auth (an authenticator and an authorizer) is required", cfg.NodeName)
 	}
 	s := &Server{cfg: cfg}
-	stats := cfg.Stats
-	if stats == nil {
-		stats = cfg.Provider
-	}
-	s.summary, s.resource = resourcemetrics.Handlers(cfg.NodeName, stats)
+	s.summary, s.resource = resourcemetrics.Handlers(cfg.NodeName, cfg.StatsSummary, cfg.MetricsResource)
 	s.probes = probemetrics.Handler(cfg.Probes)
 	if len(cfg.CadvisorCollectors) > 0 {
 		r := metrics.NewKubeRegistry()
@@ -110,93 +110,14 @@ func New(cfg Config) (*Server, error) {
 	}
 	checks := append([]healthz.HealthChecker{healthz.PingHealthz, healthz.LogHealthz, healthz.NamedCheck("syncloop", syncLoop)}, cfg.Checks...)
 	healthz.InstallHandler(mux, checks...)
-	s.routes = &router{s: s, fallback: mux}
+	s.healthz = mux
+	s.routes = router{s: s}
 	s.handler = cfg.Auth.filter(cfg.NodeName, s.routes)
 	return s, nil
 }
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
-
-// router dispatches the kubelet's paths by their segments, as go-restful matches the kubelet's
-// routes: a segment never holds a "/", so a container name with one (or "..") matches no route and
-// answers 404; the path is not cleaned (no redirect).
-type router struct {
-	s        *Server
-	fallback http.Handler
-}
-
-func (rt *router) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	segs := strings.Split(strings.TrimPrefix(r.URL.Path, "/"), "/")
-	s := rt.s
-	get, getPost := r.Method == http.MethodGet, r.Method == http.MethodGet || r.Method == http.MethodPost
-	switch {
-	case segs[0] == "pods" && len(segs) == 1 || (len(segs) == 2 && segs[0] == "pods" && segs[1] == ""):
-		if !get {
-			methodNotAllowed(w, http.MethodGet)
-			return
-		}
-		s.getPods(w, r)
-	case segs[0] == "containerLogs" && len(segs) == 4 && nonEmpty(segs[1:]):
-		if !get {
-			methodNotAllowed(w, http.MethodGet)
-			return
-		}
-		s.getContainerLogs(w, r, segs[1], segs[2], segs[3])
-	case (segs[0] == "exec" || segs[0] == "attach") && (len(segs) == 4 || len(segs) == 5) && nonEmpty(segs[1:]) && getPost:
-		uid := ""
-		if len(segs) == 5 {
-			uid = segs[3]
-		}
-		s.getExecOrAttach(w, r, segs[0] == "exec", segs[1], segs[2], types.UID(uid), segs[len(segs)-1])
-	case segs[0] == "portForward" && (len(segs) == 3 || len(segs) == 4) && nonEmpty(segs[1:]) && getPost:
-		uid := ""
-		if len(segs) == 4 {
-			uid = segs[3]
-		}
-		s.getPortForward(w, r, segs[1], segs[2], types.UID(uid))
-	case segs[0] == "run" && (len(segs) == 4 || len(segs) == 5) && nonEmpty(segs[1:]) && r.Method == http.MethodPost:
-		uid := ""
-		if len(segs) == 5 {
-			uid = segs[3]
-		}
-		s.getRun(w, r, segs[1], segs[2], types.UID(uid), segs[len(segs)-1])
-	case len(segs) == 2 && segs[0] == "stats" && segs[1] == "summary":
-		if !getPost {
-			methodNotAllowed(w, "GET, POST")
-			return
-		}
-		s.summary.ServeHTTP(w, r)
-	case len(segs) == 2 && segs[0] == "metrics" && (segs[1] == "resource" || segs[1] == "cadvisor" || segs[1] == "probes"):
-		if !get {
-			methodNotAllowed(w, http.MethodGet)
-			return
-		}
-		switch {
-		case segs[1] == "resource":
-			s.resource.ServeHTTP(w, r)
-		case segs[1] == "probes":
-			s.probes.ServeHTTP(w, r)
-		case s.cadvisor != nil:
-			s.cadvisor.ServeHTTP(w, r)
-		default:
-			s.notImplemented(w, "cadvisor metrics")
-		}
-	case segs[0] == "healthz":
-		rt.fallback.ServeHTTP(w, r)
-	default:
-		http.NotFound(w, r)
-	}
-}
-
-func nonEmpty(segs []string) bool {
-	for _, s := range segs {
-		if s == "" {
-			return false
-		}
-	}
-	return true
-}
 
 // writeErrorString writes msg with status code, as go-restful's Response.WriteErrorString (the
 // kubelet's error answers): no Content-Type set (Go's sniffing makes it text/plain).
@@ -205,15 +126,56 @@ func writeErrorString(w http.ResponseWriter, code int, msg string) {
 	_, _ = io.WriteString(w, msg)
 }
 
-func methodNotAllowed(w http.ResponseWriter, allowed string) {
-	w.Header().Set("Allow", allowed)
-	writeErrorString(w, http.StatusMethodNotAllowed, "Method Not Allowed")
-}
-
 // notImplemented answers a path whose interface the provider lacks: 501 and the plain-text error
 // body the kubelet writes for a runtime error, naming the Virtual Kubelet method.
 func (s *Server) notImplemented(w http.ResponseWriter, method string) {
 	writeErrorString(w, http.StatusNotImplemented, fmt.Sprintf("node %q does not implement %s", s.cfg.NodeName, method))
+}
+
+// The routes' handlers (webServices).
+
+func (s *Server) serveHealthz(w http.ResponseWriter, r *http.Request, _ pathParams) {
+	s.healthz.ServeHTTP(w, r)
+}
+
+func (s *Server) serveSummary(w http.ResponseWriter, r *http.Request, _ pathParams) {
+	s.summary.ServeHTTP(w, r)
+}
+
+func (s *Server) serveMetricsResource(w http.ResponseWriter, r *http.Request, _ pathParams) {
+	s.resource.ServeHTTP(w, r)
+}
+
+func (s *Server) serveMetricsCadvisor(w http.ResponseWriter, r *http.Request, _ pathParams) {
+	if s.cadvisor == nil {
+		s.notImplemented(w, "cadvisor metrics")
+		return
+	}
+	s.cadvisor.ServeHTTP(w, r)
+}
+
+func (s *Server) serveMetricsProbes(w http.ResponseWriter, r *http.Request, _ pathParams) {
+	s.probes.ServeHTTP(w, r)
+}
+
+func (s *Server) serveContainerLogs(w http.ResponseWriter, r *http.Request, p pathParams) {
+	s.getContainerLogs(w, r, p.namespace, p.pod, p.container)
+}
+
+func (s *Server) serveExec(w http.ResponseWriter, r *http.Request, p pathParams) {
+	s.getExecOrAttach(w, r, true, p.namespace, p.pod, p.uid, p.container)
+}
+
+func (s *Server) serveAttach(w http.ResponseWriter, r *http.Request, p pathParams) {
+	s.getExecOrAttach(w, r, false, p.namespace, p.pod, p.uid, p.container)
+}
+
+func (s *Server) servePortForward(w http.ResponseWriter, r *http.Request, p pathParams) {
+	s.getPortForward(w, r, p.namespace, p.pod, p.uid)
+}
+
+func (s *Server) serveRun(w http.ResponseWriter, r *http.Request, p pathParams) {
+	s.getRun(w, r, p.namespace, p.pod, p.uid, p.container)
 }
 
 // podByName is the kubelet's GetPodByName: the pod bound to this Node, else false (absent, or
@@ -353,12 +315,11 @@ func (s *Server) getContainerLogs(w http.ResponseWriter, r *http.Request, namesp
 		writeErrorString(w, http.StatusNotFound, fmt.Sprintf("container %q not found in pod %q", container, podName))
 		return
 	}
-	logs, ok := s.cfg.Provider.(ContainerLogsGetter)
-	if !ok {
+	if s.cfg.ContainerLogs == nil {
 		s.notImplemented(w, "GetContainerLogs")
 		return
 	}
-	rc, err := logs.GetContainerLogs(r.Context(), namespace, podName, container, opts)
+	rc, err := s.cfg.ContainerLogs.GetContainerLogs(r.Context(), namespace, podName, container, opts)
 	if err != nil {
 		writeErrorString(w, http.StatusBadRequest, err.Error())
 		return
@@ -403,9 +364,9 @@ func (s *Server) getExecOrAttach(w http.ResponseWriter, r *http.Request, exec bo
 		writeErrorString(w, http.StatusInternalServerError, fmt.Sprintf("container not found (%q)", container))
 		return
 	}
-	a := adapter{namespace: namespace, provider: s.cfg.Provider}
+	a := adapter{namespace: namespace, cfg: &s.cfg}
 	if exec {
-		if _, ok := s.cfg.Provider.(ContainerRunner); !ok {
+		if s.cfg.Runner == nil {
 			s.notImplemented(w, "RunInContainer")
 			return
 		}
@@ -417,7 +378,7 @@ func (s *Server) getExecOrAttach(w http.ResponseWriter, r *http.Request, exec bo
 			StreamIdleTimeout, StreamCreationTimeout, remotecommand.SupportedStreamingProtocols)
 		return
 	}
-	if _, ok := s.cfg.Provider.(ContainerAttacher); !ok {
+	if s.cfg.Attacher == nil {
 		s.notImplemented(w, "AttachToContainer")
 		return
 	}
@@ -449,12 +410,12 @@ func (s *Server) getPortForward(w http.ResponseWriter, r *http.Request, namespac
 		writeErrorString(w, http.StatusNotFound, "pod not found")
 		return
 	}
-	if _, ok := s.cfg.Provider.(PortForwarder); !ok {
+	if s.cfg.PortForwarder == nil {
 		s.notImplemented(w, "PortForward")
 		return
 	}
 	serve := func(w http.ResponseWriter, r *http.Request) {
-		portforward.ServePortForward(w, r, adapter{namespace: namespace, provider: s.cfg.Provider}, podName, string(p.UID), pfOpts,
+		portforward.ServePortForward(w, r, adapter{namespace: namespace, cfg: &s.cfg}, podName, string(p.UID), pfOpts,
 			StreamIdleTimeout, StreamCreationTimeout, portforward.SupportedProtocols)
 	}
 	if tunnel {
@@ -472,8 +433,7 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request, namespace, podNa
 		writeErrorString(w, http.StatusNotFound, "pod does not exist")
 		return
 	}
-	runner, ok := s.cfg.Provider.(ContainerRunner)
-	if !ok {
+	if s.cfg.Runner == nil {
 		s.notImplemented(w, "RunInContainer")
 		return
 	}
@@ -485,7 +445,7 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request, namespace, podNa
 	var out limitedBuffer
 	out.max = maxRunOutput
 	aio := &attachIO{stdout: nopCloser{&out}, stderr: nopCloser{&out}, resize: closedResize()}
-	if err := runner.RunInContainer(r.Context(), namespace, podName, container, cmd, aio); err != nil {
+	if err := s.cfg.Runner.RunInContainer(r.Context(), namespace, podName, container, cmd, aio); err != nil {
 		writeErrorString(w, http.StatusInternalServerError, err.Error())
 		return
 	}
@@ -520,25 +480,25 @@ func closedResize() <-chan TermSize {
 	return c
 }
 
-// adapter turns the provider's Virtual Kubelet methods into cri-streaming's Executor, Attacher and
+// adapter turns the Config's Virtual Kubelet methods into cri-streaming's Executor, Attacher and
 // PortForwarder (which name a pod without its namespace).
 type adapter struct {
 	namespace string
-	provider  any
+	cfg       *Config
 }
 
 func (a adapter) ExecInContainer(ctx context.Context, name, _ string, container string, cmd []string, in io.Reader, out, errw io.WriteCloser, tty bool, resize <-chan remotecommand.TerminalSize, _ time.Duration) error {
 	aio := newAttachIO(ctx, in, out, errw, tty, resize)
-	return a.provider.(ContainerRunner).RunInContainer(ctx, a.namespace, name, container, cmd, aio)
+	return a.cfg.Runner.RunInContainer(ctx, a.namespace, name, container, cmd, aio)
 }
 
 func (a adapter) AttachContainer(ctx context.Context, name, _ string, container string, in io.Reader, out, errw io.WriteCloser, tty bool, resize <-chan remotecommand.TerminalSize) error {
 	aio := newAttachIO(ctx, in, out, errw, tty, resize)
-	return a.provider.(ContainerAttacher).AttachToContainer(ctx, a.namespace, name, container, aio)
+	return a.cfg.Attacher.AttachToContainer(ctx, a.namespace, name, container, aio)
 }
 
 func (a adapter) PortForward(ctx context.Context, name, _ string, port int32, stream io.ReadWriteCloser) error {
-	return a.provider.(PortForwarder).PortForward(ctx, a.namespace, name, port, stream)
+	return a.cfg.PortForwarder.PortForward(ctx, a.namespace, name, port, stream)
 }
 
 // attachIO is AttachIO over cri-streaming's streams.

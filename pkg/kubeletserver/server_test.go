@@ -21,6 +21,8 @@ import (
 	restclient "k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
 	utilexec "k8s.io/utils/exec"
+
+	"github.com/nodeagent/nodeagent/pkg/resourcemetrics"
 )
 
 type fakePods map[string]*v1.Pod
@@ -87,11 +89,22 @@ func (execProvider) RunInContainer(_ context.Context, _, _, _ string, cmd []stri
 	return utilexec.CodeExitError{Err: io.EOF, Code: 3}
 }
 
+// withProvider sets cfg's capabilities to those of the interfaces provider implements.
+func withProvider(cfg Config, provider any) Config {
+	cfg.ContainerLogs, _ = provider.(ContainerLogsGetter)
+	cfg.Runner, _ = provider.(ContainerRunner)
+	cfg.Attacher, _ = provider.(ContainerAttacher)
+	cfg.PortForwarder, _ = provider.(PortForwarder)
+	cfg.StatsSummary, _ = provider.(resourcemetrics.StatsSummaryGetter)
+	cfg.MetricsResource, _ = provider.(resourcemetrics.MetricsResourceGetter)
+	return cfg
+}
+
 func newTestServer(t *testing.T, provider any) *httptest.Server {
 	t.Helper()
 	pods := fakePods{"ns/p": runningPod("ns", "p", "n1"), "ns/other": runningPod("ns", "other", "n2")}
-	srv, err := New(Config{NodeName: "n1", Pods: pods, Provider: provider,
-		Auth: &Auth{Authenticator: tokenAuth, Authorizer: allowAdminAndViewerHealthz{authorizerfactory.NewAlwaysAllowAuthorizer()}}})
+	srv, err := New(withProvider(Config{NodeName: "n1", Pods: pods,
+		Auth: &Auth{Authenticator: tokenAuth, Authorizer: allowAdminAndViewerHealthz{authorizerfactory.NewAlwaysAllowAuthorizer()}}}, provider))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +160,10 @@ func TestServerPathsAndAuth(t *testing.T) {
 		{"attach not implemented", "POST", "/attach/ns/p/c?output=1", "admin", 501, `node "n1" does not implement AttachToContainer`},
 		{"unknown path", "GET", "/stats/container", "admin", 404, "404 page not found\n"},
 		{"run not implemented", "POST", "/run/ns/p/c?cmd=ls", "admin", 501, `node "n1" does not implement RunInContainer`},
-		{"run GET", "GET", "/run/ns/p/c?cmd=ls", "admin", 404, "404 page not found\n"},
+		{"run GET", "GET", "/run/ns/p/c?cmd=ls", "admin", 405, "Method Not Allowed"},
+		{"exec PUT", "PUT", "/exec/ns/p/c?command=ls&output=1", "admin", 405, "Method Not Allowed"},
+		{"healthz POST", "POST", "/healthz", "admin", 405, "Method Not Allowed"},
+		{"not served: configz", "GET", "/configz", "admin", 404, "404 page not found\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, body := do(t, ts, tc.method, tc.path, tc.token)

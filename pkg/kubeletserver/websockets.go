@@ -8,9 +8,9 @@ import (
 	"net/url"
 	"sync"
 
-	"k8s.io/apimachinery/pkg/util/httpstream/wsstream"
 	translator "k8s.io/apiserver/pkg/util/proxy"
 	"k8s.io/cri-streaming/pkg/streaming/remotecommand"
+	"k8s.io/streaming/pkg/httpstream/wsstream"
 )
 
 // FeatureExtendWebSocketsToKubelet is the node feature a Node declares in status.declaredFeatures

@@ -34,15 +34,17 @@ type CadvisorCollectorsGetter interface {
 }
 
 // statsProvider returns what serves the Node's /stats/summary and /metrics/resource: the pod
-// provider when it implements StatsSummaryGetter or MetricsResourceGetter, else the Host when it
-// does (the agent's machine, no pods), else nil (501); and the Host's cadvisor collectors.
-func (c *Controller) statsProvider(provider any) (any, []prometheus.Collector) {
-	var stats any
+// provider's StatsSummaryGetter and MetricsResourceGetter when it implements either, else the
+// Host's (the agent's machine, no pods), else nil (501); and the Host's cadvisor collectors.
+func (c *Controller) statsProvider(provider any) (StatsSummaryGetter, MetricsResourceGetter, []prometheus.Collector) {
+	var (
+		summary  StatsSummaryGetter
+		resource MetricsResourceGetter
+	)
 	for _, p := range []any{provider, c.cfg.Host} {
-		_, summary := p.(StatsSummaryGetter)
-		_, resource := p.(MetricsResourceGetter)
-		if summary || resource {
-			stats = p
+		summary, _ = p.(StatsSummaryGetter)
+		resource, _ = p.(MetricsResourceGetter)
+		if summary != nil || resource != nil {
 			break
 		}
 	}
@@ -50,5 +52,5 @@ func (c *Controller) statsProvider(provider any) (any, []prometheus.Collector) {
 	if g, ok := c.cfg.Host.(CadvisorCollectorsGetter); ok {
 		cadvisor = g.CadvisorCollectors()
 	}
-	return stats, cadvisor
+	return summary, resource, cadvisor
 }

@@ -47,11 +47,16 @@ func (c *Controller) KubeletServer(auth *kubeletserver.Auth) (*kubeletserver.Ser
 	if c.cfg.Pods != nil {
 		provider = c.cfg.Pods
 	}
-	stats, cadvisor := c.statsProvider(provider)
-	probes, _ := provider.(ProbeCountsGetter) // none: the kubelet's registry with no prober worker
-	return kubeletserver.New(kubeletserver.Config{
-		NodeName: c.cfg.NodeName, Pods: c.deps.Pods, Provider: provider, Auth: auth,
+	cfg := kubeletserver.Config{
+		NodeName: c.cfg.NodeName, Pods: c.deps.Pods, Auth: auth,
 		SyncLoop: func(*http.Request) error { return c.Healthy() },
-		Stats:    stats, CadvisorCollectors: cadvisor, Probes: probes,
-	})
+	}
+	// The PodProvider's optional interfaces, one per capability (a nil one answers 501).
+	cfg.ContainerLogs, _ = provider.(ContainerLogsGetter)
+	cfg.Runner, _ = provider.(ContainerRunner)
+	cfg.Attacher, _ = provider.(ContainerAttacher)
+	cfg.PortForwarder, _ = provider.(PortForwarder)
+	cfg.Probes, _ = provider.(ProbeCountsGetter) // none: the kubelet's registry with no prober worker
+	cfg.StatsSummary, cfg.MetricsResource, cfg.CadvisorCollectors = c.statsProvider(provider)
+	return kubeletserver.New(cfg)
 }

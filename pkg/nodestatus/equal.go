@@ -8,7 +8,7 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/utils/ptr"
 
-	"github.com/nodeagent/nodeagent/internal/apiequal"
+	"github.com/nodeagent/nodeagent/pkg/apiequal"
 )
 
 // NodeStatusHasChanged reports whether status differs from original, ignoring condition heartbeat

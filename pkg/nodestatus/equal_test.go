@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/nodeagent/nodeagent/internal/apiequal/apiequaltest"
+	"github.com/nodeagent/nodeagent/pkg/apiequal/apiequaltest"
 )
 
 // comparedFields are the NodeStatus fields statusEqualButConditions compares (Conditions is

@@ -6,7 +6,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/nodeagent/nodeagent/internal/apiequal"
+	"github.com/nodeagent/nodeagent/pkg/apiequal"
 )
 
 // StatusEqual reports whether a and b are the same status as apiequality.Semantic.DeepEqual says

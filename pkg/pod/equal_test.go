@@ -9,7 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/nodeagent/nodeagent/internal/apiequal/apiequaltest"
+	"github.com/nodeagent/nodeagent/pkg/apiequal/apiequaltest"
 )
 
 // TestStatusEqualCoversPodStatus fails when PodStatus, or a type StatusEqual compares field by field,

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/utils/ptr"
 
-	"github.com/nodeagent/nodeagent/internal/apiequal"
+	"github.com/nodeagent/nodeagent/pkg/apiequal"
 )
 
 // StatusPatch returns the strategic-merge patch that takes oldStatus to newStatus for the pod with uid,

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 
-	"github.com/nodeagent/nodeagent/internal/apiequal/apiequaltest"
+	"github.com/nodeagent/nodeagent/pkg/apiequal/apiequaltest"
 )
 
 // wholeStatusPatch is StatusPatch as it was, and as the kubelet's status manager writes: nothing when

@@ -203,21 +203,22 @@ func TestHandlers(t *testing.T) {
 	summaryOnly := StatsSummaryFunc(func(context.Context) (*statsv1alpha1.Summary, error) { return summary(), nil })
 	for _, tc := range []struct {
 		name                     string
-		provider                 any
+		summary                  StatsSummaryGetter
+		resource                 MetricsResourceGetter
 		wantSummary, wantMetrics int
 		wantSummaryBody, wantRes string
 	}{
-		{name: "nil provider", wantSummary: 501, wantMetrics: 501,
+		{name: "neither", wantSummary: 501, wantMetrics: 501,
 			wantSummaryBody: `node "n1" does not implement GetStatsSummary`, wantRes: `node "n1" does not implement GetMetricsResource`},
-		{name: "neither interface", provider: struct{}{}, wantSummary: 501, wantMetrics: 501,
-			wantSummaryBody: `node "n1" does not implement GetStatsSummary`, wantRes: `node "n1" does not implement GetMetricsResource`},
-		{name: "GetStatsSummary: both paths", provider: summaryOnly, wantSummary: 200, wantMetrics: 200,
+		{name: "GetStatsSummary: both paths", summary: summaryOnly, wantSummary: 200, wantMetrics: 200,
 			wantSummaryBody: `"nodeName": "n1"`, wantRes: "node_cpu_usage_seconds_total 12.5 1795762830000"},
-		{name: "GetMetricsResource only", provider: metricsOnly{}, wantSummary: 501, wantMetrics: 200,
+		{name: "both: GetMetricsResource serves /metrics/resource", summary: summaryOnly, resource: metricsOnly{}, wantSummary: 200, wantMetrics: 200,
+			wantSummaryBody: `"nodeName": "n1"`, wantRes: "own_metric 1"},
+		{name: "GetMetricsResource only", resource: metricsOnly{}, wantSummary: 501, wantMetrics: 200,
 			wantSummaryBody: `node "n1" does not implement GetStatsSummary`, wantRes: "own_metric 1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, r := Handlers("n1", tc.provider)
+			s, r := Handlers("n1", tc.summary, tc.resource)
 			code, _, body := get(t, s, http.MethodGet, SummaryPath)
 			if code != tc.wantSummary || !strings.Contains(body, tc.wantSummaryBody) {
 				t.Errorf("%s: %d %q, want %d with %q", SummaryPath, code, body, tc.wantSummary, tc.wantSummaryBody)

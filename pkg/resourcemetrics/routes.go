@@ -12,25 +12,24 @@ const (
 	MetricsResourcePath = "/metrics/resource"
 )
 
-// Handlers returns the handlers of SummaryPath and MetricsResourcePath for a Node's provider, which
-// may implement StatsSummaryGetter and MetricsResourceGetter (Virtual Kubelet's optional
-// GetStatsSummary and GetMetricsResource): /stats/summary needs the first; /metrics/resource takes
-// the second, else FromSummary of the first. A path whose interface the provider lacks (or a nil
-// provider) answers 501 with the plain-text error "node <name> does not implement <method>", as the
-// Node's other optional paths.
-func Handlers(nodeName string, provider any) (summary, resource http.Handler) {
+// Handlers returns the handlers of SummaryPath and MetricsResourcePath for a Node (Virtual
+// Kubelet's optional GetStatsSummary and GetMetricsResource): /stats/summary needs summary;
+// /metrics/resource takes resource, else FromSummary of summary. A path without either (nil) answers
+// 501 with the plain-text error "node <name> does not implement <method>", as the Node's other
+// optional paths.
+func Handlers(nodeName string, summary StatsSummaryGetter, resource MetricsResourceGetter) (summaryHandler, resourceHandler http.Handler) {
 	notImplemented := func(method string) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			writeError(w, http.StatusNotImplemented, fmt.Sprintf("node %q does not implement %s", nodeName, method))
 		})
 	}
-	summary, resource = notImplemented("GetStatsSummary"), notImplemented("GetMetricsResource")
-	if g, ok := provider.(StatsSummaryGetter); ok && g != nil {
-		summary = SummaryHandler(g)
-		resource = MetricsResourceHandler(FromSummary(g))
+	summaryHandler, resourceHandler = notImplemented("GetStatsSummary"), notImplemented("GetMetricsResource")
+	if summary != nil {
+		summaryHandler = SummaryHandler(summary)
+		resourceHandler = MetricsResourceHandler(FromSummary(summary))
 	}
-	if g, ok := provider.(MetricsResourceGetter); ok && g != nil {
-		resource = MetricsResourceHandler(g)
+	if resource != nil {
+		resourceHandler = MetricsResourceHandler(resource)
 	}
-	return summary, resource
+	return summaryHandler, resourceHandler
 }

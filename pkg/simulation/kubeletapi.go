@@ -115,7 +115,9 @@ func (s *Simulator) ServeKubeletAPI(ctx context.Context) error {
 			return err
 		}
 		srv, err := kubeletserver.New(kubeletserver.Config{
-			NodeName: name, Pods: s.cfg.Dependencies.Pods, Provider: provider, Auth: k.Auth, Stats: stats, Probes: probes,
+			NodeName: name, Pods: s.cfg.Dependencies.Pods, Auth: k.Auth,
+			ContainerLogs: provider, Runner: provider, Attacher: provider, PortForwarder: provider,
+			StatsSummary: stats, Probes: probes,
 			SyncLoop: func(*http.Request) error {
 				if c := s.Controller(name); c != nil {
 					return c.Healthy()

@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/nodeagent/nodeagent/internal/apiequal/apiequaltest"
+	"github.com/nodeagent/nodeagent/pkg/apiequal/apiequaltest"
 	"github.com/nodeagent/nodeagent/pkg/node"
 )
 

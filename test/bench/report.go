@@ -435,6 +435,31 @@ func (rp *report) targets() []target {
 	}
 }
 
+// fileHeader opens BENCHMARKS.md: what the file is, and its sections (those below analysisMarker are written by
+// hand or by the other bench programs; keep the list in step with their headings).
+const fileHeader = "# Benchmarks\n" +
+	"\n" +
+	"Today's figures, one section per benchmark: the latest run's table with its command, machine, date and commit,\n" +
+	"what limits it, and a \"Changes\" line on what moved a figure. Runs that later runs replaced are not kept here:\n" +
+	"`git log -p BENCHMARKS.md` has them. The programs rewrite their own parts (`make bench` everything above its\n" +
+	"marker below, the others what lies between their BEGIN and END markers); the rest is written by hand.\n" +
+	"\n" +
+	"- [make bench](#make-bench-the-agent-vs-the-reference-kubelet): the agent vs the reference kubelet, one Node each\n" +
+	"  (time to Ready, RSS, idle CPU, API requests).\n" +
+	"- bench-scale, `nodeagent simulate` vs KWOK, Nodes without pods: [100](#bench-scale-nodeagent-simulate-vs-kwok-100-nodes),\n" +
+	"  [1000 and 5000](#bench-scale-nodeagent-simulate-vs-kwok-1000-and-5000-nodes),\n" +
+	"  [5000 in 5 shards](#bench-scale-nodeagent-simulate-vs-kwok-5000-nodes-nodeagent-in-5-shard-processes),\n" +
+	"  [10 000](#bench-scale-nodeagent-simulate-vs-kwok-10000-nodes) Nodes.\n" +
+	"- [bench-pods](#bench-pods-pods-on-nodeagents-simulated-nodes-and-on-kwoks-same-run): pods on simulated Nodes vs\n" +
+	"  KWOK and kubemark; [the pod status patch](#the-pod-status-patch-built-from-what-changed);\n" +
+	"  [bench-sim-pods](#pods-on-simulated-nodes-make-bench-sim-pods).\n" +
+	"- [Memory per mode and bench-companion](#memory-per-mode-and-make-bench-companion-nodeagent-standalone-and---companion-vs-node-problem-detector-v1360):\n" +
+	"  `--companion` vs node-problem-detector.\n" +
+	"- [bench-kubelet-api](#bench-kubelet-api-the-simulated-nodes-kubelet-api): the simulated Nodes' kubelet API;\n" +
+	"  [bench-metrics](#bench-metrics-1000-nodes--10-pods-scraped-by-metrics-server-v080-every-15-s): metrics-server scraping them.\n" +
+	"- [Sandbox](#sandbox-one-interpreted-command): a container command interpreted;\n" +
+	"  [e2e-sig-apps](#e2e-sig-apps-kubernetes-sig-apps-conformance-specs-on-nodeagents-and-kwoks-nodes): conformance pass counts.\n"
+
 // analysisMarker separates the generated part of BENCHMARKS.md from hand-written notes kept across runs.
 const analysisMarker = "<!-- Everything below this line is written by hand and kept when `make bench` rewrites the file. -->"
 
@@ -449,12 +474,14 @@ func (rp *report) write(path string) error {
 	e, k, a := rp.env, rp.kubelet, rp.agent
 	var b strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
-	p("# Benchmarks: nodeagent vs the reference kubelet")
+	b.WriteString(fileHeader)
+	p("")
+	p("## make bench: the agent vs the reference kubelet")
 	p("")
 	p("Written by `make bench` (`go run ./test/bench`) on %s; the run took %s.", e.date, e.duration)
 	p("Both ran on one control plane and one containerd, side by side; see [Method](#method).")
 	p("")
-	p("## Machine")
+	p("### Machine")
 	p("")
 	p("- CPU: %d cores (%s)", e.cores, e.cpuModel)
 	p("- Memory: %s", e.memTotal)
@@ -462,7 +489,7 @@ func (rp *report) write(path string) error {
 	p("- Load average (1, 5, 15 min) at start: %s; at end: %s. The machine is shared: other work was not stopped, so", e.loadStart, e.loadEnd)
 	p("  timings carry its noise (both columns alike, as the cold starts alternate).")
 	p("")
-	p("## Versions")
+	p("### Versions")
 	p("")
 	p("- kubelet: %s (built by hack/install-deps.sh from hack/tools; `kubelet --version` says v0.0.0-master because it is built without the release ldflags)", e.kubelet)
 	p("- nodeagent: %s, commit %s", e.agent, e.commit)
@@ -470,7 +497,7 @@ func (rp *report) write(path string) error {
 	p("- containerd: %s", e.containerd)
 	p("- bench program: %s", e.benchGo)
 	p("")
-	p("## Results")
+	p("### Results")
 	p("")
 	p("Ratio is nodeagent ÷ kubelet. %d timed cold starts each; steady-state window %s.", len(a.runs), k.window.Round(time.Second))
 	p("")
@@ -480,7 +507,7 @@ func (rp *report) write(path string) error {
 		p("| %s | %s | %s | %s |", r.metric, r.kubelet, r.agent, r.ratio)
 	}
 	p("")
-	p("### Steady-state requests per minute, by verb and resource")
+	p("#### Steady-state requests per minute, by verb and resource")
 	p("")
 	p("| verb resource | kubelet | nodeagent |")
 	p("|---|---:|---:|")
@@ -499,7 +526,7 @@ func (rp *report) write(path string) error {
 		p("| (none) | 0 | 0 |")
 	}
 	p("")
-	p("### Cold starts, exec → Ready (ms)")
+	p("#### Cold starts, exec → Ready (ms)")
 	p("")
 	for _, r := range []*result{k, a} {
 		ms := r.readyMillis()
@@ -511,7 +538,7 @@ func (rp *report) write(path string) error {
 			r.name, strings.Join(parts, ", "), float64(r.warmupReady)/float64(time.Millisecond), joinFloats(r.startupRequests))
 	}
 	p("")
-	p("### Host cost samples")
+	p("#### Host cost samples")
 	p("")
 	for _, r := range []*result{k, a} {
 		p("- %s: %d samples; RSS %.1f–%.1f MiB; CPU %.2f s over %s; goroutines %s at the start of the window, %s at the end",
@@ -519,7 +546,7 @@ func (rp *report) write(path string) error {
 			num(goroutinesVal(r.goroutinesStart), 0), num(goroutinesVal(r.goroutinesEnd), 0))
 	}
 	p("")
-	p("## Targets (issue 5)")
+	p("### Targets (issue 5)")
 	p("")
 	for _, t := range rp.targets() {
 		mark := "not met"
@@ -529,7 +556,7 @@ func (rp *report) write(path string) error {
 		p("- %s: %s — %s", t.what, mark, t.got)
 	}
 	p("")
-	p("## Method")
+	p("### Method")
 	p("")
 	p("- Control plane: test/framework's etcd, kube-apiserver (Node,RBAC authorization, NodeRestriction) and")
 	p("  kube-controller-manager (nodelifecycle, nodeipam, ttl), all on 127.0.0.1. Each agent has its own node name")

@@ -125,7 +125,7 @@ func render(o options, e *benchkit.Env, runs []*systemRun, km *kubemarkRun) stri
 	b := &strings.Builder{}
 	p := func(format string, args ...any) { fmt.Fprintf(b, format+"\n", args...) }
 	p("%s", sectionBegin)
-	p("### bench-pods: pods on nodeagent's simulated Nodes and on KWOK's, same run")
+	p("## bench-pods: pods on nodeagent's simulated Nodes and on KWOK's, same run")
 	p("")
 	p("- Command: `make bench-pods` (`go run ./test/benchpods`: --one-node-pods %d, --nodes %d, --deployments %d × --replicas %d, --churn %d, --steady %v, --kubemark %d); started %s, took %v.",
 		o.onePods, o.nodes, o.deployments, o.replicas, o.churn, o.steady, o.kubemark, e.Started.Format("2006-01-02 15:04 UTC"), e.Took.Round(time.Second))
