@@ -50,7 +50,9 @@ func (f *fakeManager) GetVersionInfo() (*cadvisorapi.VersionInfo, error) {
 func (f *fakeManager) GetMachineInfo() (*cadvisorapi.MachineInfo, error) {
 	return &cadvisorapi.MachineInfo{NumCores: 2}, nil
 }
-func (f *fakeManager) GetDirFsInfo(string) (cadvisorapi.FsInfo, error) { return cadvisorapi.FsInfo{}, nil }
+func (f *fakeManager) GetDirFsInfo(string) (cadvisorapi.FsInfo, error) {
+	return cadvisorapi.FsInfo{}, nil
+}
 
 // TestStatsOnDemand: cadvisor's manager is made and started by the first request (a Summary or a
 // scrape of /metrics/cadvisor's collectors), not by NewStats or Run; once; again after a failed
