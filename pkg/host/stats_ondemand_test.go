@@ -68,6 +68,15 @@ func TestStatsOnDemand(t *testing.T) {
 		}
 		return err
 	}
+	register := func(s *Stats) error { // what the kubelet API's server does when it is built
+		reg := prometheus.NewPedanticRegistry()
+		for _, c := range s.CadvisorCollectors() {
+			if err := reg.Register(c); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	for _, tc := range []struct {
 		name      string
 		requests  []func(*Stats) error
@@ -76,6 +85,7 @@ func TestStatsOnDemand(t *testing.T) {
 		wantErrs  int
 	}{
 		{name: "no request", wantMade: 0},
+		{name: "collectors registered, not scraped", requests: []func(*Stats) error{register}, wantMade: 0},
 		{name: "summaries", requests: []func(*Stats) error{summary, summary, summary}, wantMade: 1},
 		{name: "scrapes", requests: []func(*Stats) error{scrape, scrape}, wantMade: 1},
 		{name: "scrape then summary", requests: []func(*Stats) error{scrape, summary}, wantMade: 1},
