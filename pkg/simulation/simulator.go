@@ -241,8 +241,12 @@ func New(cfg Config) (*Simulator, error) {
 			return nil, fmt.Errorf("simulation: FallbackClusterCIDR %s: %w", s.cfg.FallbackClusterCIDR, err)
 		}
 		s.pods = newSimPods(cfg.PodBehaviour, t.RuntimeName, cfg.Dependencies.Recorder, cfg.Dependencies.Clock)
+		if cfg.Dependencies.Client != nil {
+			s.pods.dra = newDRA(cfg.Dependencies.Client, t.Devices)
+			s.pods.driverEnv = t.Devices.driverEnv()
+		}
 		if cfg.InterpretPodCommands {
-			s.pods.commands = &commands{limits: cfg.CommandLimits, runner: sandbox.NewRunner(cfg.CommandBudget)}
+			s.pods.commands = &commands{limits: cfg.CommandLimits, runner: sandbox.NewRunner(cfg.CommandBudget), deviceEnv: s.pods.deviceEnv}
 		}
 	}
 	s.usage = NewUsage(cfg.Dependencies.Clock)
