@@ -125,6 +125,8 @@ func TestParseTemplateDevicesErrors(t *testing.T) {
 			[]string{`devices.drivers[0].devices[0].consumesCounters[0].counterSet "nope": not in the driver's sharedCounters`}},
 		{"unknown counter", "  drivers: [{driver: a.example.com, sharedCounters: [{name: cs, counters: {m: {value: 1}}}], devices: [{name: a, consumesCounters: [{counterSet: cs, counters: {other: {value: 1}}}]}]}]",
 			[]string{`devices.drivers[0].devices[0].consumesCounters[0].counters "other": not a counter of shared counter set cs`}},
+		{"bad env", "  drivers: [{driver: a.example.com, env: '1GPU=', devices: [{name: a}]}]",
+			[]string{`devices.drivers[0].env "1GPU=": must be an environment variable name`}},
 		{"with a Node error too", "  drivers: []\nstatus: {capacity: {cpu: 1500m}}",
 			[]string{`status.capacity[cpu] "1500m": must be a whole number`, `devices.drivers "": must list at least one driver`}},
 	} {
