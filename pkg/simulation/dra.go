@@ -128,6 +128,27 @@ type DeviceHealthChange struct {
 	Message string                  `json:"message,omitempty"`
 }
 
+// NodeDevicesChange is the body of POST /simulation/nodes/{name}/slices: the Node's ResourceSlice of
+// Driver lists only the template's devices named in Devices (null: all of them again), as a Node whose
+// GPUs differ from the template's, or one that lost a device.
+type NodeDevicesChange struct {
+	Driver  string   `json:"driver"`
+	Devices []string `json:"devices"`
+}
+
+// SetNodeDevices applies c to Node name's slice (updated at once if published, else published so).
+// Errors wrap ErrUnknownNode, or ErrBadDeviceChange (the simulation has no devices, or a driver or
+// device not in the template), naming the value.
+func (s *Simulator) SetNodeDevices(name string, c NodeDevicesChange) error {
+	if _, ok := s.lookup(name); !ok {
+		return fmt.Errorf("%w: %q", ErrUnknownNode, name)
+	}
+	if s.slices == nil {
+		return fmt.Errorf("%w: the template has no devices", ErrBadDeviceChange)
+	}
+	return s.slices.setNodeDevices(name, c.Driver, c.Devices)
+}
+
 // ErrBadDeviceChange is the error of SetDeviceHealth for a change it cannot apply.
 var ErrBadDeviceChange = errors.New("bad device change")
 

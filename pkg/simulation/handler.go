@@ -48,6 +48,8 @@ type Summary struct {
 //	POST /simulation/nodes/{name}/devices  apply a DeviceHealthChange to a device of the Node, e.g.
 //	                               {"driver":"gpu.example.com","device":"gpu-0","health":"Unhealthy"}; answers
 //	                               {"pods": [namespace/name, ...]}, the pods using it
+//	POST /simulation/nodes/{name}/slices  apply a NodeDevicesChange: the Node's slice of a driver lists only
+//	                               the template's devices named, e.g. {"driver":"gpu.example.com","devices":["gpu-0"]}
 //
 // An unknown Node is 404; a body that is not a JSON Change (an unknown or mis-cased field, a value of
 // the wrong type) or names no field ({}, null) is 400; each with a one-line plain-text message. A
@@ -199,6 +201,26 @@ func (s *Simulator) handler() http.Handler {
 			writeJSON(w, struct {
 				Pods []string `json:"pods"`
 			}{Pods: append([]string{}, pods...)})
+		}
+	})
+	mux.HandleFunc("POST "+Path+"nodes/{name}/slices", func(w http.ResponseWriter, r *http.Request) {
+		var c NodeDevicesChange
+		data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+		if err == nil {
+			err = config.UnmarshalStrict(data, &c)
+		}
+		if err != nil {
+			http.Error(w, "bad request: body is not a JSON NodeDevicesChange {\"driver\": DRIVER, \"devices\": [NAME, ...] or null}: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		err = s.SetNodeDevices(r.PathValue("name"), c)
+		switch {
+		case errors.Is(err, ErrUnknownNode):
+			http.Error(w, err.Error(), http.StatusNotFound)
+		case err != nil:
+			http.Error(w, "bad request: "+err.Error(), http.StatusBadRequest)
+		default:
+			writeJSON(w, c)
 		}
 	})
 	s.installUsage(mux)

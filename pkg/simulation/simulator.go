@@ -109,7 +109,9 @@ type Simulator struct {
 	reservation v1.ResourceList
 	extraFuncs  []nodestatus.Func
 	pods        *simPods // nil: the Nodes run no pods
-	usage       *Usage   // the Nodes' and their pods' simulated resource usage (usage.go)
+	// slices publishes the Nodes' ResourceSlices (nil: no devices, or not run by a Process).
+	slices *deviceSlices
+	usage  *Usage // the Nodes' and their pods' simulated resource usage (usage.go)
 
 	restarts chan restart
 	done     chan struct{} // closed when Run has returned

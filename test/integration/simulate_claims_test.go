@@ -52,7 +52,8 @@ devices:
 //   - a Deployment of 2 pods of 2 GPUs each with 3 GPUs left: one runs, with allocatedResourcesStatus
 //     claim:gpu Healthy for both devices, the other stays Pending with the scheduler's reason;
 //   - a device marked Unhealthy through the control API flips the running pod's allocatedResourcesStatus;
-//   - a DeviceTaintRule with NoExecute on that device has the device-taint eviction controller evict it.
+//   - a DeviceTaintRule with NoExecute on that device has the device-taint eviction controller evict it;
+//   - a Node's own devices through the control API (POST .../slices): its slice lists only those, then all.
 func TestSimulateDeviceClaims(t *testing.T) {
 	t.Parallel()
 	const (
@@ -286,6 +287,36 @@ func TestSimulateDeviceClaims(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatalf("pod %s on the tainted device: %v, want evicted (gone)", running.Name, err)
+	}
+
+	// 7. A Node's own devices through the control API: its slice lists only gpu-1, then all again.
+	sliceDevices := func(node string) []string {
+		l, err := admin.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{
+			FieldSelector: fields.OneTermEqualSelector(resourcev1.ResourceSliceSelectorNodeName, node).String()})
+		if err != nil || len(l.Items) != 1 {
+			return nil
+		}
+		var names []string
+		for _, d := range l.Items[0].Spec.Devices {
+			names = append(names, d.Name)
+		}
+		return names
+	}
+	for _, tc := range []struct{ body, want string }{
+		{`{"driver":"gpu.example.com","devices":["gpu-1"]}`, "gpu-1"},
+		{`{"driver":"gpu.example.com","devices":null}`, "gpu-0,gpu-1"},
+	} {
+		if code, body, err := sim.postPath(ctx, "nodes/"+prefix+"0001/slices", tc.body); err != nil || code != http.StatusOK {
+			t.Fatalf("POST slices %s: %d %s %v", tc.body, code, body, err)
+		}
+		var got []string
+		err := framework.WaitFor(sctx, 250*time.Millisecond, func() (bool, error) {
+			got = sliceDevices(prefix + "0001")
+			return strings.Join(got, ",") == tc.want, nil
+		})
+		if err != nil {
+			t.Errorf("after POST slices %s: devices %q, want %s", tc.body, got, tc.want)
+		}
 	}
 }
 
