@@ -310,10 +310,12 @@ func TestSimulateDeviceClaims(t *testing.T) {
 			t.Fatalf("POST slices %s: %d %s %v", tc.body, code, body, err)
 		}
 		var got []string
-		err := framework.WaitFor(sctx, 250*time.Millisecond, func() (bool, error) {
+		wctx, wcancel := context.WithTimeout(sctx, 30*time.Second)
+		err := framework.WaitFor(wctx, 250*time.Millisecond, func() (bool, error) {
 			got = sliceDevices(prefix + "0001")
 			return strings.Join(got, ",") == tc.want, nil
 		})
+		wcancel()
 		if err != nil {
 			t.Errorf("after POST slices %s: devices %q, want %s", tc.body, got, tc.want)
 		}
