@@ -429,6 +429,9 @@ func (c *Controller) syncPod(ctx context.Context, key string, p *v1.Pod, prevAnn
 			// The kubelet's volume manager: the pod waits ContainerCreating until its volumes mount.
 			return c.notStarted(ctx, key, p, st, ReasonFailedMount, msg)
 		}
+		if r, ok := c.prepareDynamicResources(ctx, key, p, st); !ok {
+			return r
+		}
 		ips, err := c.ensurePodIPs(key, p)
 		if err != nil {
 			return c.sandboxFailed(ctx, key, p, st, err)
@@ -580,6 +583,9 @@ func (c *Controller) killedPod(p *v1.Pod, st *podSyncStatus) *v1.Pod {
 // held of the Node is released (its sandbox is gone) and, once it is being deleted, the pod is deleted
 // from the API (a pod the provider ran is first told to the provider, and its final status written).
 func (c *Controller) syncTerminatedPod(ctx context.Context, key string, p *v1.Pod, st *podSyncStatus) result {
+	if r, ok := c.unprepareDynamicResources(ctx, key, p); !ok {
+		return r
+	}
 	c.releasePod(key, st.uid)
 	if p.DeletionTimestamp == nil {
 		return result{after: never}

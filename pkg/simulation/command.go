@@ -26,6 +26,8 @@ const EventReasonCommandNotInterpreted = "CommandNotInterpreted"
 type commands struct {
 	limits sandbox.Limits
 	runner *sandbox.Runner // the process's budget of runs (nil: NewRunner's defaults, made at the first run)
+	// deviceEnv, if set, is the environment the DRA drivers' CDI specs add to a container (simPods.deviceEnv).
+	deviceEnv func(p *v1.Pod, ctr *v1.Container) []string
 
 	mu    sync.Mutex
 	hosts map[string]*sandbox.FS // by Node name
@@ -73,6 +75,9 @@ func (c *commands) hostFS(nodeName string) *sandbox.FS {
 // resource references are left out), and its emptyDir and hostPath mounts.
 func (c *commands) program(p *v1.Pod, ctr *v1.Container, pc *podCommands, restarts int32, start time.Time) *sandbox.Program {
 	env, vars := containerEnv(p, ctr, pc.podIPs)
+	if c.deviceEnv != nil { // appended, as a runtime applies the CDI specs' edits to the container's env
+		env = append(env, c.deviceEnv(p, ctr)...)
+	}
 	mapping := func(name string) string {
 		if v, ok := vars[name]; ok {
 			return v

@@ -19,6 +19,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/nodeagent/nodeagent/pkg/dra"
 	"github.com/nodeagent/nodeagent/pkg/node"
 	"github.com/nodeagent/nodeagent/pkg/pod"
 	"github.com/nodeagent/nodeagent/pkg/probemetrics"
@@ -37,6 +38,10 @@ type simPods struct {
 	clock       clock.Clock
 	// commands interprets the containers' commands (nil: not interpreted, Config.InterpretPodCommands).
 	commands *commands
+	// dra is the Nodes' DRA manager (dra.go; nil: no client), driverEnv the template's drivers that
+	// name an environment variable for their devices, in the template's order.
+	dra       *dra.Manager
+	driverEnv []driverEnvName
 
 	mu   sync.Mutex
 	pods map[types.UID]*simPod
@@ -151,7 +156,7 @@ func (s *simPods) parseBehaviour(ctx context.Context, p *v1.Pod) {
 
 // DeletePod marks the pod stopping (Simulate stops its containers after the stop delay, within the
 // grace period) the first time, with a deletionTimestamp; forgets it otherwise.
-func (s *simPods) DeletePod(_ context.Context, p *v1.Pod) error {
+func (s *simPods) DeletePod(ctx context.Context, p *v1.Pod) error {
 	s.mu.Lock()
 	if sp := s.pods[p.UID]; sp != nil && p.DeletionTimestamp != nil && !sp.stopping {
 		sp.stopping, sp.stopSeen = true, s.clock.Now()
@@ -162,6 +167,9 @@ func (s *simPods) DeletePod(_ context.Context, p *v1.Pod) error {
 	}
 	delete(s.pods, p.UID)
 	s.mu.Unlock()
+	if s.dra != nil { // a pod that left the API without its containers stopping here: its claims too
+		return s.dra.UnprepareResources(ctx, p)
+	}
 	return nil
 }
 
@@ -202,6 +210,7 @@ func (s *simPods) GetPodStatus(ctx context.Context, p *v1.Pod) (node.PodRuntimeS
 	sp.seen = seen
 	s.mu.Unlock()
 	s.record(events)
+	s.setAllocatedResourcesStatus(p, rt)
 	r := node.PodRuntimeStatus{Status: rt}
 	if !next.IsZero() {
 		r.RecheckAfter = max(next.Sub(now), time.Millisecond)

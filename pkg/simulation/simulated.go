@@ -199,7 +199,7 @@ func PodBehaviour(p *v1.Pod, def Behaviour) (Behaviour, error) {
 		containers[p.Spec.EphemeralContainers[i].Name] = true
 	}
 	for key, v := range p.Annotations {
-		if !strings.HasPrefix(key, annotationPrefix) || key == AnnotationStopDelay || slices.Contains(fields, key) || IsUsageAnnotation(key) || IsStreamingAnnotation(key) {
+		if !strings.HasPrefix(key, annotationPrefix) || key == AnnotationStopDelay || key == AnnotationPrepareError || slices.Contains(fields, key) || IsUsageAnnotation(key) || IsStreamingAnnotation(key) {
 			continue
 		}
 		known := false

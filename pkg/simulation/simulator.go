@@ -109,7 +109,9 @@ type Simulator struct {
 	reservation v1.ResourceList
 	extraFuncs  []nodestatus.Func
 	pods        *simPods // nil: the Nodes run no pods
-	usage       *Usage   // the Nodes' and their pods' simulated resource usage (usage.go)
+	// slices publishes the Nodes' ResourceSlices (nil: no devices, or not run by a Process).
+	slices *deviceSlices
+	usage  *Usage // the Nodes' and their pods' simulated resource usage (usage.go)
 
 	restarts chan restart
 	done     chan struct{} // closed when Run has returned
@@ -241,8 +243,12 @@ func New(cfg Config) (*Simulator, error) {
 			return nil, fmt.Errorf("simulation: FallbackClusterCIDR %s: %w", s.cfg.FallbackClusterCIDR, err)
 		}
 		s.pods = newSimPods(cfg.PodBehaviour, t.RuntimeName, cfg.Dependencies.Recorder, cfg.Dependencies.Clock)
+		if cfg.Dependencies.Client != nil {
+			s.pods.dra = newDRA(cfg.Dependencies.Client, t.Devices)
+			s.pods.driverEnv = t.Devices.driverEnv()
+		}
 		if cfg.InterpretPodCommands {
-			s.pods.commands = &commands{limits: cfg.CommandLimits, runner: sandbox.NewRunner(cfg.CommandBudget)}
+			s.pods.commands = &commands{limits: cfg.CommandLimits, runner: sandbox.NewRunner(cfg.CommandBudget), deviceEnv: s.pods.deviceEnv}
 		}
 	}
 	s.usage = NewUsage(cfg.Dependencies.Clock)
