@@ -241,7 +241,7 @@ func (s *simPods) viewWith(ctx context.Context, p *v1.Pod, probes bool) (*simPod
 	in := SimInput{StartTime: sp.start, RuntimeName: s.runtimeName, Overrides: sp.overrides, DeletionSeen: sp.stopSeen,
 		EphemeralStarts: sp.ephemeralStarts, Baseline: sp.baseline}
 	s.mu.Unlock()
-	if s.commands != nil && hasCommand(p) {
+	if s.commands != nil && (hasCommand(p) || referencesObjects(p)) {
 		in.Run = func(c *v1.Container, restarts int32, start time.Time) (RunOutcome, bool) {
 			return s.commandRun(ctx, p, sp, c, restarts, start)
 		}
@@ -281,6 +281,33 @@ func (s *simPods) probeCounts(ctx context.Context, p *v1.Pod) []probemetrics.Cou
 	return out
 }
 
+// referencesObjects reports whether a container or init container of p reads a ConfigMap, a Secret or
+// a resource field in its env, or p has a volume the kubelet writes from the API's objects (their
+// config is made by the commands' runtime, whether or not they have a command).
+func referencesObjects(p *v1.Pod) bool {
+	for _, l := range [][]v1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+		for i := range l {
+			if containerReferencesObjects(&l[i]) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// containerReferencesObjects reports whether c's env reads a ConfigMap, a Secret or a resource field.
+func containerReferencesObjects(c *v1.Container) bool {
+	if len(c.EnvFrom) > 0 {
+		return true
+	}
+	for _, e := range c.Env {
+		if e.ValueFrom != nil && (e.ValueFrom.ConfigMapKeyRef != nil || e.ValueFrom.SecretKeyRef != nil || e.ValueFrom.ResourceFieldRef != nil) {
+			return true
+		}
+	}
+	return false
+}
+
 // hasCommand reports whether a container or init container of p has a command, or is the pause image
 // (only those are interpreted: a pod without one costs nothing more).
 func hasCommand(p *v1.Pod) bool {
@@ -310,6 +337,21 @@ func (s *simPods) commandRun(ctx context.Context, p *v1.Pod, sp *simPod, c *v1.C
 		// view runs it. This view sees the container as without a command.
 		klog.FromContext(ctx).V(4).Info("Command not interpreted yet", "pod", klog.KObj(p), "err", err)
 		return RunOutcome{}, false
+	}
+	if r.out.CreateError != nil {
+		// Not created: not memoized, asked again at the next view (at most createRetry later).
+		if sp.cmds.createFailed == nil {
+			sp.cmds.createFailed = map[runKey]bool{}
+		}
+		if !sp.cmds.createFailed[key] && isMountError(r.out.CreateError) {
+			s.recorder.Event(p, v1.EventTypeWarning, EventReasonFailedMount, r.out.CreateError.Error())
+		}
+		sp.cmds.createFailed[key] = true
+		return r.out, r.ok
+	}
+	if sp.cmds.createFailed[key] {
+		delete(sp.cmds.createFailed, key)
+		r.out.Delay = max(0, s.clock.Now().Sub(start))
 	}
 	if sp.cmds.runs == nil {
 		sp.cmds.runs = map[runKey]runResult{}
