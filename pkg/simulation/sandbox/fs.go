@@ -287,3 +287,45 @@ func (i fileInfo) Mode() fs.FileMode {
 func (i fileInfo) ModTime() time.Time { return i.mod }
 func (i fileInfo) IsDir() bool        { return i.dir }
 func (i fileInfo) Sys() any           { return nil }
+
+// Rename moves the file or directory oldName (with everything under it) to newName, whose parent
+// must be a directory; an existing newName is replaced when both are files (as rename(2)), else the
+// error says why.
+func (f *FS) Rename(oldName, newName string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	op, np := clean(oldName), clean(newName)
+	n, ok := f.nodes[op]
+	switch {
+	case !ok:
+		return pathErr("rename", op, fs.ErrNotExist)
+	case op == "/":
+		return pathErr("rename", op, syscall.EBUSY)
+	case op == np:
+		return nil
+	case strings.HasPrefix(np, op+"/"):
+		return pathErr("rename", np, syscall.EINVAL)
+	}
+	if parent, pok := f.nodes[path.Dir(np)]; !pok || !parent.dir {
+		return pathErr("rename", np, fs.ErrNotExist)
+	}
+	if old, exists := f.nodes[np]; exists {
+		if old.dir || n.dir {
+			return pathErr("rename", np, fs.ErrExist)
+		}
+		f.size -= entryCost + int64(len(old.data))
+		delete(f.nodes, np)
+	}
+	moved := map[string]*fsNode{np: n}
+	if n.dir {
+		for _, c := range f.under(op) {
+			moved[np+strings.TrimPrefix(c, op)] = f.nodes[c]
+			delete(f.nodes, c)
+		}
+	}
+	delete(f.nodes, op)
+	for k, v := range moved {
+		f.nodes[k] = v
+	}
+	return nil
+}
