@@ -290,7 +290,7 @@ func (r *run) file(ctx context.Context, p string, create bool) (*FS, string, boo
 		return nil, "", false, refuse("uses %s, a device or kernel file", p)
 	}
 	fsys, inner, ro, rootfs := r.resolve(p)
-	if rootfs && !fsys.Exists(inner) && !(create && fsys.Exists(path.Dir(inner))) {
+	if rootfs && !fsys.Known(inner) && !(create && fsys.Known(path.Dir(inner))) {
 		return nil, "", false, unknown(p)
 	}
 	return fsys, inner, ro, nil
