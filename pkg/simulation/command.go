@@ -54,8 +54,9 @@ type runKey struct {
 }
 
 type runResult struct {
-	out RunOutcome
-	ok  bool
+	out   RunOutcome
+	ok    bool
+	files *runFiles // the run's files over its time (an honoured run of a command)
 }
 
 // hostFS returns the Node's host file system (made at its first hostPath mount).
@@ -174,8 +175,24 @@ func (c *commands) run(ctx context.Context, p *v1.Pod, ctr *v1.Container, pc *po
 		}
 		return runResult{}, res.Reason, nil
 	}
-	return runResult{ok: true, out: RunOutcome{Forever: res.Forever, Duration: res.Duration, ExitCode: res.ExitCode,
-		Output: res.Output, TerminationMessage: res.TerminationMessage}}, "", nil
+	rf := &runFiles{prog: *prog, layer: res.Layer}
+	rf.prog.Command, rf.prog.Args = nil, nil
+	out := RunOutcome{Forever: res.Forever, Duration: res.Duration, ExitCode: res.ExitCode,
+		Output: res.Output, TerminationMessage: res.TerminationMessage}
+	if hasExecProbe(ctr) {
+		out.Probe = c.probeAnswer(p, ctr, rf)
+	}
+	return runResult{ok: true, out: out, files: rf}, "", nil
+}
+
+// hasExecProbe reports whether c has a probe with an exec handler.
+func hasExecProbe(c *v1.Container) bool {
+	for _, pr := range []*v1.Probe{c.StartupProbe, c.LivenessProbe, c.ReadinessProbe} {
+		if pr != nil && pr.Exec != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // containerPID is the shell's PID in container ctr of p: 1, the first process of the container's own

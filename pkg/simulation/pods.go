@@ -488,7 +488,7 @@ func (s *Simulator) SetPodContainer(ctx context.Context, namespace, name string,
 	if err != nil {
 		return PodState{}, fmt.Errorf("%w: %s/%s: %v", ErrUnknownPod, namespace, name, err)
 	}
-	n, ok := s.lookup(p.Spec.NodeName)
+	_, ok := s.lookup(p.Spec.NodeName)
 	if !ok {
 		return PodState{}, fmt.Errorf("%w: %s/%s is bound to %q", ErrUnknownPod, namespace, name, p.Spec.NodeName)
 	}
@@ -521,13 +521,22 @@ func (s *Simulator) SetPodContainer(ctx context.Context, namespace, name string,
 			o.Unready = !*c.Ready
 		}
 	})
+	s.notifyPod(p)
+	return s.pods.state(p), nil
+}
+
+// notifyPod queues p for a sync by its simulated Node's controller (when this simulator runs it).
+func (s *Simulator) notifyPod(p *v1.Pod) {
+	n, ok := s.lookup(p.Spec.NodeName)
+	if !ok {
+		return
+	}
 	n.mu.Lock()
 	ctrl := n.ctrl
 	n.mu.Unlock()
 	if ctrl != nil {
-		ctrl.NotifyPod(namespace, name)
+		ctrl.NotifyPod(p.Namespace, p.Name)
 	}
-	return s.pods.state(p), nil
 }
 
 func hasContainer(p *v1.Pod, name string) bool {

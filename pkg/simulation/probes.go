@@ -39,6 +39,9 @@ const (
 	ProbeFailAfter
 	ProbePassAfter
 	ProbeFlap
+	// ProbeTimeline: the probe's answer at each time comes from Answer (an exec probe's command run
+	// against the container's files at that time, RunOutcome.Probe).
+	ProbeTimeline
 )
 
 // ProbeBehaviour is what one kind of probe of a container answers: Mode, with After the duration the
@@ -46,6 +49,10 @@ const (
 type ProbeBehaviour struct {
 	Mode  ProbeMode
 	After time.Duration
+	// Answer is the probe's answer at since from the run's start (ProbeTimeline). It must give the same
+	// answer for the same time, except that a kubectl exec into the container may change those at and
+	// after its own time.
+	Answer func(since time.Duration) bool
 }
 
 // parseProbe parses a probe annotation's value.
@@ -89,6 +96,8 @@ func (b ProbeBehaviour) succeeds(start, t time.Time) bool {
 		return since >= b.After
 	case ProbeFlap:
 		return (since/b.After)%2 == 0
+	case ProbeTimeline:
+		return b.Answer(since)
 	}
 	return true
 }

@@ -612,6 +612,7 @@ func (s *simulation) container(c *v1.Container, from time.Time, isInit, sidecar 
 	for restarts := restarts0; ; restarts++ {
 		cs.RestartCount = restarts
 		cs.ID = containerRuntimeID(s.pod, c.Name, restarts)
+		cb := cb // this run's: its exec probes may be answered from its command's run
 		var end time.Time
 		code, reason := cb.ExitCode, pod.ReasonCompleted
 		if cb.RunDuration != nil {
@@ -635,6 +636,9 @@ func (s *simulation) container(c *v1.Container, from time.Time, isInit, sidecar 
 				}
 				cmdRun = &o
 				start = start.Add(o.Delay)
+				if o.Probe != nil {
+					cb = execProbes(c, cb, o.Probe)
+				}
 				end, code = time.Time{}, o.ExitCode
 				if !o.Forever {
 					end = start.Add(o.Duration)
@@ -753,6 +757,24 @@ func (s *simulation) container(c *v1.Container, from time.Time, isInit, sidecar 
 			return cs, time.Time{}, false
 		}
 	}
+}
+
+// execProbes returns cb with its probes of c answered by answer (RunOutcome.Probe) where it answers
+// them.
+func execProbes(c *v1.Container, cb ContainerBehaviour, answer func(string, *v1.Probe) (ProbeBehaviour, bool)) ContainerBehaviour {
+	for _, k := range []struct {
+		kind  string
+		probe *v1.Probe
+		b     *ProbeBehaviour
+	}{{"Startup", c.StartupProbe, &cb.Startup}, {"Liveness", c.LivenessProbe, &cb.Liveness}, {"Readiness", c.ReadinessProbe, &cb.Readiness}} {
+		if k.probe == nil {
+			continue
+		}
+		if b, ok := answer(k.kind, k.probe); ok {
+			*k.b = b
+		}
+	}
+	return cb
 }
 
 // runProbes returns, for a run of container c started at start, when it is started (its startup

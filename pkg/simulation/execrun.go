@@ -1,0 +1,204 @@
+package simulation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodeagent/nodeagent/pkg/pod"
+	"github.com/nodeagent/nodeagent/pkg/simulation/sandbox"
+)
+
+// runFiles is what a container's run has of files over its simulated time: its own layer as its
+// command changed it (sandbox.Result.Layer) and as the commands exec'd into it since changed it
+// (execs), with its environment and volumes (prog); and the answers of its exec probes so far, by the
+// layer's state they ran against (a probe's answer changes only when the files do).
+type runFiles struct {
+	prog  sandbox.Program // env, mounts, working directory, hostname and PID of the run
+	layer *sandbox.Timeline
+
+	mu    sync.Mutex
+	execs *sandbox.Timeline // what the exec'd commands changed, at their times (nil: none yet)
+	memo  map[probeState]bool
+}
+
+// probeState is one probe's command against one state of the layer: the changes of the command and
+// of the execs up to then.
+type probeState struct {
+	kind          string
+	layer, execed int
+}
+
+// maxProbeMemo bounds a run's memoized probe answers (more: forgotten, and run again when asked).
+const maxProbeMemo = 4096
+
+// probeWaitTimeout bounds how long an exec probe waits for the process's sandbox budget; past it the
+// probe answers as without a command (success), not memoized.
+const probeWaitTimeout = 2 * time.Second
+
+// stateAt returns the run's layer at since from its start (with the execs' changes up to then), and
+// the indices that name it.
+func (rf *runFiles) stateAt(since time.Duration, maxBytes int64) (*sandbox.FS, int, int) {
+	return sandbox.StateAt(since, maxBytes, rf.layer, rf.execs), rf.layer.Until(since), rf.execs.Until(since)
+}
+
+func (c *commands) memory() int64 {
+	if c.limits.Memory > 0 {
+		return c.limits.Memory
+	}
+	return sandbox.DefaultLimits.Memory
+}
+
+// sandboxRunner returns the process's runner of commands.
+func (c *commands) sandboxRunner() *sandbox.Runner {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.runner == nil {
+		c.runner = sandbox.NewRunner(sandbox.Budget{})
+	}
+	return c.runner
+}
+
+// probeAnswer returns RunOutcome.Probe for a run of container ctr of p: an exec probe (without a
+// nodeagent.io/ probe annotation for the container) answered by running its command in the sandbox
+// against the run's files at each probe's time, success when it exits 0 within timeoutSeconds (the
+// kubelet's exec prober); a command the sandbox cannot honour answers success (as without a command).
+// Answers are memoized by the files' state, so that a probe costs one run per change of the files,
+// not one per period.
+func (c *commands) probeAnswer(p *v1.Pod, ctr *v1.Container, rf *runFiles) func(string, *v1.Probe) (ProbeBehaviour, bool) {
+	return func(kind string, probe *v1.Probe) (ProbeBehaviour, bool) {
+		if probe.Exec == nil || len(probe.Exec.Command) == 0 || probeAnnotated(p, ctr.Name, kind) {
+			return ProbeBehaviour{}, false
+		}
+		timeout := time.Duration(max(probe.TimeoutSeconds, 1)) * time.Second
+		return ProbeBehaviour{Mode: ProbeTimeline, Answer: func(since time.Duration) bool {
+			return c.runProbe(rf, kind, probe.Exec.Command, timeout, since)
+		}}, true
+	}
+}
+
+// probeAnnotated reports whether p has a nodeagent.io/ probe annotation of kind for container (it then
+// answers, not the command).
+func probeAnnotated(p *v1.Pod, container, kind string) bool {
+	key := map[string]string{"Liveness": AnnotationLivenessProbe, "Readiness": AnnotationReadinessProbe, "Startup": AnnotationStartupProbe}[kind]
+	_, pod := p.Annotations[key]
+	_, own := p.Annotations[key+"."+container]
+	return pod || own
+}
+
+// runProbe answers one exec probe at since (memoized by the files' state).
+func (c *commands) runProbe(rf *runFiles, kind string, command []string, timeout, since time.Duration) bool {
+	rf.mu.Lock()
+	defer rf.mu.Unlock()
+	state, li, ei := rf.stateAt(since, c.memory())
+	key := probeState{kind: kind, layer: li, execed: ei}
+	if ok, found := rf.memo[key]; found {
+		return ok
+	}
+	prog := rf.prog
+	prog.Command, prog.Args, prog.Rootfs, prog.TerminationMessagePath = command, nil, state, ""
+	prog.Seed = sandbox.Seed(prog.Hostname, kind, strconv.Itoa(li), strconv.Itoa(ei))
+	ctx, cancel := context.WithTimeout(context.Background(), probeWaitTimeout)
+	defer cancel()
+	res, err := c.sandboxRunner().Run(ctx, &prog, c.limits)
+	if err != nil {
+		return true
+	}
+	ok := !res.Honoured || (!res.Forever && res.Duration <= timeout && res.ExitCode == 0)
+	if len(rf.memo) >= maxProbeMemo {
+		clear(rf.memo)
+	}
+	if rf.memo == nil {
+		rf.memo = map[probeState]bool{}
+	}
+	rf.memo[key] = ok
+	return ok
+}
+
+// ExecResult is what a command exec'd into a simulated container wrote and its exit code.
+type ExecResult struct {
+	Stdout, Stderr []byte
+	ExitCode       int32
+}
+
+// ErrExecNotInterpreted: the command exec'd cannot be interpreted in the container's sandbox (its run
+// is not interpreted, or the command runs a program or reads a file the sandbox does not know); the
+// error says why. The caller answers as without interpretation.
+var ErrExecNotInterpreted = errors.New("not interpreted")
+
+// execInContainer runs cmd in container of p as the kubelet's exec would (RunInContainer): in the
+// sandbox, with the container's environment and volumes, against its own layer as its run has it
+// now in simulated time; what cmd changes in the layer is seen by the later execs and exec probes of
+// the run (its volumes are the pod's, shared at once). The command's simulated time passes at once
+// (its sleeps are not waited for). Every limit of the sandbox applies; the output is its last
+// sandbox.MaxOutputBytes. changed reports whether it changed the layer. Errors: ErrExecNotInterpreted
+// (wrapped, with the reason), or the end of ctx while waiting for the budget.
+func (s *simPods) execInContainer(ctx context.Context, p *v1.Pod, container string, cmd []string) (res ExecResult, changed bool, err error) {
+	if s.commands == nil || len(cmd) == 0 {
+		return res, false, fmt.Errorf("%w: the simulator does not interpret commands", ErrExecNotInterpreted)
+	}
+	sp, rt, _, now := s.view(ctx, p)
+	var restarts int32
+	var start time.Time
+	found := false
+	for _, l := range [][]pod.ContainerStatus{rt.InitContainers, rt.Containers} {
+		for _, cs := range l {
+			if cs.Name == container && cs.State.Running != nil {
+				restarts, start, found = cs.RestartCount, cs.State.Running.StartedAt, true
+			}
+		}
+	}
+	if !found {
+		return res, false, fmt.Errorf("%w: container %q of pod %s/%s is not running", ErrExecNotInterpreted, container, p.Namespace, p.Name)
+	}
+	sp.cmdsMu.Lock()
+	r, ok := sp.cmds.runs[runKey{container: container, restarts: restarts}]
+	sp.cmdsMu.Unlock()
+	if !ok || !r.ok || r.files == nil {
+		return res, false, fmt.Errorf("%w: the command of container %q is not interpreted", ErrExecNotInterpreted, container)
+	}
+	rf := r.files
+	rf.mu.Lock()
+	defer rf.mu.Unlock()
+	since := max(0, now.Sub(start))
+	state, _, _ := rf.stateAt(since, s.commands.memory())
+	if rf.execs == nil {
+		rf.execs = sandbox.NewTimeline(s.commands.memory())
+	}
+	before := rf.execs.Len()
+	state.Record(rf.execs, func() time.Duration { return since })
+	prog := rf.prog
+	prog.Command, prog.Args, prog.Rootfs, prog.TerminationMessagePath, prog.Now = cmd, nil, state, "", now
+	prog.Seed = sandbox.Seed(prog.Hostname, "exec", strconv.Itoa(rf.execs.Len()), now.String())
+	out, err := s.commands.sandboxRunner().Run(ctx, &prog, s.commands.limits)
+	if err != nil {
+		return res, false, err
+	}
+	changed = rf.execs.Len() != before
+	if changed {
+		clear(rf.memo) // the answers at and after now may change; those before are made again alike
+	}
+	switch {
+	case !out.Honoured:
+		return res, changed, fmt.Errorf("%w: %s", ErrExecNotInterpreted, out.Reason)
+	case out.Forever:
+		return res, changed, fmt.Errorf("%w: the command runs until stopped", ErrExecNotInterpreted)
+	}
+	for _, l := range out.Output {
+		b := &res.Stdout
+		if l.Stderr {
+			b = &res.Stderr
+		}
+		*b = append(*b, l.Text...)
+		if !l.Partial {
+			*b = append(*b, '\n')
+		}
+	}
+	res.ExitCode = out.ExitCode
+	return res, changed, nil
+}
