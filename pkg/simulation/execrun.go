@@ -95,11 +95,12 @@ func probeAnnotated(p *v1.Pod, container, kind string) bool {
 func (c *commands) runProbe(rf *runFiles, kind string, command []string, timeout, since time.Duration) bool {
 	rf.mu.Lock()
 	defer rf.mu.Unlock()
-	state, li, ei := rf.stateAt(since, c.memory())
+	li, ei := rf.layer.Until(since), rf.execs.Until(since)
 	key := probeState{kind: kind, layer: li, execed: ei}
 	if ok, found := rf.memo[key]; found {
 		return ok
 	}
+	state, _, _ := rf.stateAt(since, c.memory())
 	prog := rf.prog
 	prog.Command, prog.Args, prog.Rootfs, prog.TerminationMessagePath = command, nil, state, ""
 	prog.Seed = sandbox.Seed(prog.Hostname, kind, strconv.Itoa(li), strconv.Itoa(ei))
