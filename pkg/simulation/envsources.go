@@ -2,11 +2,13 @@ package simulation
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -32,6 +34,14 @@ type envSources struct {
 	configMaps  ConfigMapGetter
 	secrets     SecretGetter
 	allocatable v1.ResourceList
+	// forbidden: a read of that kind was Forbidden (the simulator's identity may not): no more GETs of
+	// it, each reference taken as absent (skippable).
+	configMapsForbidden, secretsForbidden atomic.Bool
+}
+
+// errForbidden is a read not made: an earlier one of its kind was Forbidden.
+func errForbidden(kind, name string) error {
+	return apierrors.NewForbidden(v1.Resource(kind), name, errors.New("the simulator's identity may not read them"))
 }
 
 // objectCache holds the ConfigMaps and Secrets read for one container's config (as the kubelet's
@@ -48,9 +58,15 @@ func (oc *objectCache) configMap(ctx context.Context, namespace, name string) (*
 	if cm, ok := oc.configMaps[name]; ok {
 		return cm, nil
 	}
+	if oc.src.configMapsForbidden.Load() {
+		return nil, errForbidden("configmaps", name)
+	}
 	ctx, cancel := context.WithTimeout(ctx, objectGetTimeout)
 	defer cancel()
 	cm, err := oc.src.configMaps(ctx, namespace, name)
+	if apierrors.IsForbidden(err) {
+		oc.src.configMapsForbidden.Store(true)
+	}
 	if apierrors.IsNotFound(err) {
 		return nil, apierrors.NewNotFound(v1.Resource("configmap"), name)
 	}
@@ -69,9 +85,15 @@ func (oc *objectCache) secret(ctx context.Context, namespace, name string) (*v1.
 	if s, ok := oc.secrets[name]; ok {
 		return s, nil
 	}
+	if oc.src.secretsForbidden.Load() {
+		return nil, errForbidden("secrets", name)
+	}
 	ctx, cancel := context.WithTimeout(ctx, objectGetTimeout)
 	defer cancel()
 	s, err := oc.src.secrets(ctx, namespace, name)
+	if apierrors.IsForbidden(err) {
+		oc.src.secretsForbidden.Store(true)
+	}
 	if apierrors.IsNotFound(err) {
 		return nil, apierrors.NewNotFound(v1.Resource("secret"), name)
 	}
@@ -83,6 +105,14 @@ func (oc *objectCache) secret(ctx context.Context, namespace, name string) (*v1.
 	}
 	oc.secrets[name] = s
 	return s, nil
+}
+
+// skippable reports whether a failed read of an object leaves its reference out rather than failing
+// the container: a missing optional object (as the kubelet), or one the simulator's identity may not
+// read (Forbidden: the simulation's RBAC grants no get on Secrets; as pkg/node's check of volumes, the
+// reference is then taken as absent, as before the simulator read them).
+func skippable(err error, optional bool) bool {
+	return (apierrors.IsNotFound(err) && optional) || apierrors.IsForbidden(err)
 }
 
 // containerEnv returns container ctr's environment (NAME=value) and the same as a map, as the
@@ -121,7 +151,7 @@ func containerEnv(ctx context.Context, p *v1.Pod, ctr *v1.Container, podIPs []st
 		case ef.ConfigMapRef != nil && hasConfigMaps:
 			cm, err := oc.configMap(ctx, p.Namespace, ef.ConfigMapRef.Name)
 			if err != nil {
-				if apierrors.IsNotFound(err) && ef.ConfigMapRef.Optional != nil && *ef.ConfigMapRef.Optional {
+				if skippable(err, ef.ConfigMapRef.Optional != nil && *ef.ConfigMapRef.Optional) {
 					continue
 				}
 				return nil, nil, err
@@ -130,7 +160,7 @@ func containerEnv(ctx context.Context, p *v1.Pod, ctr *v1.Container, podIPs []st
 		case ef.SecretRef != nil && hasSecrets:
 			s, err := oc.secret(ctx, p.Namespace, ef.SecretRef.Name)
 			if err != nil {
-				if apierrors.IsNotFound(err) && ef.SecretRef.Optional != nil && *ef.SecretRef.Optional {
+				if skippable(err, ef.SecretRef.Optional != nil && *ef.SecretRef.Optional) {
 					continue
 				}
 				return nil, nil, err
@@ -176,7 +206,7 @@ func containerEnv(ctx context.Context, p *v1.Pod, ctr *v1.Container, podIPs []st
 			optional := ref.Optional != nil && *ref.Optional
 			cm, err := oc.configMap(ctx, p.Namespace, ref.Name)
 			if err != nil {
-				if apierrors.IsNotFound(err) && optional {
+				if skippable(err, optional) {
 					continue
 				}
 				return nil, nil, err
@@ -194,7 +224,7 @@ func containerEnv(ctx context.Context, p *v1.Pod, ctr *v1.Container, podIPs []st
 			optional := ref.Optional != nil && *ref.Optional
 			s, err := oc.secret(ctx, p.Namespace, ref.Name)
 			if err != nil {
-				if apierrors.IsNotFound(err) && optional {
+				if skippable(err, optional) {
 					continue
 				}
 				return nil, nil, err

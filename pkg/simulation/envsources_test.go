@@ -2,6 +2,7 @@ package simulation
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -21,6 +22,7 @@ type fakeObjects struct {
 	configMaps map[string]*v1.ConfigMap
 	secrets    map[string]*v1.Secret
 	gets       int
+	forbidden  bool // Secrets: Forbidden
 }
 
 func (f *fakeObjects) sources() *envSources {
@@ -34,6 +36,9 @@ func (f *fakeObjects) sources() *envSources {
 		},
 		secrets: func(_ context.Context, ns, name string) (*v1.Secret, error) {
 			f.gets++
+			if f.forbidden {
+				return nil, apierrors.NewForbidden(v1.Resource("secrets"), name, errors.New("no"))
+			}
 			if s, ok := f.secrets[ns+"/"+name]; ok {
 				return s, nil
 			}
@@ -79,12 +84,13 @@ func TestContainerEnvSources(t *testing.T) {
 		return s
 	}
 	for _, tc := range []struct {
-		name     string
-		envFrom  []v1.EnvFromSource
-		env      []v1.EnvVar
-		want     []string
-		wantErr  string
-		wantGets int
+		name      string
+		forbidden bool
+		envFrom   []v1.EnvFromSource
+		env       []v1.EnvVar
+		want      []string
+		wantErr   string
+		wantGets  int
 	}{
 		{name: "configMapKeyRef and secretKeyRef, $(VAR) of them", env: []v1.EnvVar{
 			{Name: "A", ValueFrom: cmKey("cm", "a", false)}, {Name: "PW", ValueFrom: secretKey("s", "pw", false)},
@@ -99,6 +105,9 @@ func TestContainerEnvSources(t *testing.T) {
 			{ConfigMapRef: &v1.ConfigMapEnvSource{LocalObjectReference: v1.LocalObjectReference{Name: "nope"}, Optional: yes()}}},
 			env:  []v1.EnvVar{{Name: "K", ValueFrom: cmKey("cm", "missing", true)}, {Name: "S", ValueFrom: secretKey("nope", "k", true)}, {Name: "E"}},
 			want: []string{"E="}, wantGets: 3},
+		{name: "Secrets forbidden: left out, read once", forbidden: true, env: []v1.EnvVar{
+			{Name: "PW", ValueFrom: secretKey("s", "pw", false)}, {Name: "PW2", ValueFrom: secretKey("other", "pw", false)}, {Name: "A", ValueFrom: cmKey("cm", "a", false)}},
+			want: []string{"A=1"}, wantGets: 2},
 		{name: "missing ConfigMap", env: []v1.EnvVar{{Name: "A", ValueFrom: cmKey("nope", "a", false)}},
 			wantErr: `configmap "nope" not found`, wantGets: 1},
 		{name: "missing key of a ConfigMap", env: []v1.EnvVar{{Name: "A", ValueFrom: cmKey("cm", "zz", false)}},
@@ -114,6 +123,7 @@ func TestContainerEnvSources(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			objs := newFakeObjects()
+			objs.forbidden = tc.forbidden
 			p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}}
 			ctr := &v1.Container{Name: "c", EnvFrom: tc.envFrom, Env: tc.env, Resources: v1.ResourceRequirements{
 				Limits:   v1.ResourceList{v1.ResourceCPU: resource.MustParse("500m")},

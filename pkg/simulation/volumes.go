@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/nodeagent/nodeagent/pkg/simulation/sandbox"
 )
@@ -145,7 +144,7 @@ func configMapFiles(ctx context.Context, oc *objectCache, p *v1.Pod, ref *v1.Loc
 	}
 	cm, err := oc.configMap(ctx, p.Namespace, ref.Name)
 	if err != nil {
-		if apierrors.IsNotFound(err) && optional {
+		if skippable(err, optional) {
 			return nil
 		}
 		return err
@@ -167,7 +166,7 @@ func secretFiles(ctx context.Context, oc *objectCache, p *v1.Pod, name string, i
 	}
 	s, err := oc.secret(ctx, p.Namespace, name)
 	if err != nil {
-		if apierrors.IsNotFound(err) && optional {
+		if skippable(err, optional) {
 			return nil
 		}
 		return err
