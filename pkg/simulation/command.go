@@ -57,6 +57,8 @@ type runResult struct {
 	out   RunOutcome
 	ok    bool
 	files *runFiles // the run's files over its time (an honoured run of a command)
+	// postStartFailed: its postStart exec hook failed (the kubelet killed it, RunOutcome ends then).
+	postStartFailed bool
 }
 
 // hostFS returns the Node's host file system (made at its first hostPath mount).
@@ -182,7 +184,11 @@ func (c *commands) run(ctx context.Context, p *v1.Pod, ctr *v1.Container, pc *po
 	if hasExecProbe(ctr) {
 		out.Probe = c.probeAnswer(p, ctr, rf)
 	}
-	return runResult{ok: true, out: out, files: rf}, "", nil
+	failed, err := c.postStart(ctx, p, ctr, rf, &out)
+	if err != nil {
+		return runResult{}, "", fmt.Errorf("container %s: postStart: %w", ctr.Name, err)
+	}
+	return runResult{ok: true, out: out, files: rf, postStartFailed: failed}, "", nil
 }
 
 // hasExecProbe reports whether c has a probe with an exec handler.

@@ -203,3 +203,53 @@ func (s *simPods) execInContainer(ctx context.Context, p *v1.Pod, container stri
 	res.ExitCode = out.ExitCode
 	return res, changed, nil
 }
+
+// The kubelet's Event of a postStart hook that failed (events.FailedPostStartHook, "PostStartHook
+// failed": its output is not told, so that no secret leaks) and the message of the Killing Event of
+// the container it then kills.
+const (
+	EventReasonFailedPostStartHook = "FailedPostStartHook"
+	postStartFailedMessage         = "PostStartHook failed"
+)
+
+// minimumGracePeriod is the kubelet's shortest grace period of a container it kills
+// (minimumGracePeriodInSeconds).
+const minimumGracePeriod = 2 * time.Second
+
+// postStart runs container ctr's postStart exec hook (if it has one) as the kubelet does right after
+// the container started: in the sandbox, against the run's layer at its start, its changes seen by the
+// later execs and probes. A hook that exits non-zero makes the kubelet kill the container
+// (killContainer "FailedPostStartHook"): out then ends at most the pod's grace period after its
+// start (at least 2 s), killed with 137 as a shell without a SIGTERM handler is. A hook the sandbox
+// cannot honour counts as succeeded (as without a command). It reports whether the hook failed.
+func (c *commands) postStart(ctx context.Context, p *v1.Pod, ctr *v1.Container, rf *runFiles, out *RunOutcome) (bool, error) {
+	if ctr.Lifecycle == nil || ctr.Lifecycle.PostStart == nil || ctr.Lifecycle.PostStart.Exec == nil || len(ctr.Lifecycle.PostStart.Exec.Command) == 0 {
+		return false, nil
+	}
+	rf.mu.Lock()
+	defer rf.mu.Unlock()
+	state, _, _ := rf.stateAt(0, c.memory())
+	if rf.execs == nil {
+		rf.execs = sandbox.NewTimeline(c.memory())
+	}
+	state.Record(rf.execs, func() time.Duration { return 0 })
+	prog := rf.prog
+	prog.Command, prog.Args, prog.Rootfs, prog.TerminationMessagePath = ctr.Lifecycle.PostStart.Exec.Command, nil, state, ""
+	prog.Seed = sandbox.Seed(prog.Hostname, "postStart")
+	res, err := c.sandboxRunner().Run(ctx, &prog, c.limits)
+	if err != nil {
+		return false, err
+	}
+	if !res.Honoured || res.Forever || res.ExitCode == 0 {
+		return false, nil
+	}
+	grace := 30 * time.Second
+	if g := p.Spec.TerminationGracePeriodSeconds; g != nil {
+		grace = time.Duration(*g) * time.Second
+	}
+	grace = max(grace, minimumGracePeriod)
+	if out.Forever || out.Duration > grace {
+		out.Forever, out.Duration, out.ExitCode = false, grace, 137
+	}
+	return true, nil
+}

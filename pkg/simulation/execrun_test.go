@@ -3,6 +3,8 @@ package simulation
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -130,6 +132,75 @@ func TestSimPodsExecLivenessProbe(t *testing.T) {
 			}
 			if got := r.Status.Containers[0].RestartCount; got != tc.restarts {
 				t.Errorf("restarts %d at +%v, want %d (state %+v)", got, tc.at, tc.restarts, r.Status.Containers[0].State)
+			}
+		})
+	}
+}
+
+// TestSimPodsPostStartExec: a postStart exec hook runs in the sandbox at the container's start: its
+// files are seen by exec; one that fails is told (FailedPostStartHook, Killing) and the container is
+// killed at the grace period (137), then restarted.
+func TestSimPodsPostStartExec(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		hook       string
+		at         time.Duration
+		restarts   int32
+		lastCode   int32 // -1: none
+		wantEvents []string
+	}{
+		{name: "succeeds: its file seen by exec", hook: "echo hi > /tmp/ps", at: time.Minute, lastCode: -1},
+		{name: "fails: killed at the grace period, restarted (and its hook fails again)", hook: "echo hi > /tmp/ps; exit 1", at: 5 * time.Second, restarts: 1, lastCode: 137,
+			wantEvents: []string{"Warning FailedPostStartHook PostStartHook failed", "Normal Killing FailedPostStartHook",
+				"Warning FailedPostStartHook PostStartHook failed", "Normal Killing FailedPostStartHook"}},
+		{name: "fails: running before the grace period", hook: "exit 2", at: 4 * time.Second, lastCode: -1,
+			wantEvents: []string{"Warning FailedPostStartHook PostStartHook failed", "Normal Killing FailedPostStartHook"}},
+		{name: "a program the sandbox does not know: succeeded", hook: "wget http://x; exit 1", at: time.Minute, lastCode: -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+			clk := testingclock.NewFakeClock(start)
+			recorder := record.NewFakeRecorder(100)
+			s := newSimPods(Behaviour{}, "fakeRuntime", recorder, clk)
+			s.commands = &commands{}
+			p := execPod("sleep 3600", nil, nil)
+			grace := int64(5)
+			p.Spec.TerminationGracePeriodSeconds = &grace
+			p.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PostStart: &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"sh", "-c", tc.hook}}}}
+			ctx := context.Background()
+			if err := s.CreatePod(ctx, p); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.GetPodStatus(ctx, p); err != nil {
+				t.Fatal(err)
+			}
+			clk.SetTime(start.Add(tc.at))
+			r, err := s.GetPodStatus(ctx, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cs := r.Status.Containers[0]
+			last := int32(-1)
+			if cs.LastTerminated != nil {
+				last = cs.LastTerminated.ExitCode
+			}
+			if cs.RestartCount != tc.restarts || last != tc.lastCode {
+				t.Errorf("restarts %d, last exit %d; want %d, %d (state %+v)", cs.RestartCount, last, tc.restarts, tc.lastCode, cs.State)
+			}
+			var events []string
+			for len(recorder.Events) > 0 {
+				if e := <-recorder.Events; strings.Contains(e, "PostStart") {
+					events = append(events, e)
+				}
+			}
+			if !slices.Equal(events, tc.wantEvents) {
+				t.Errorf("events %q, want %q", events, tc.wantEvents)
+			}
+			if tc.name == "succeeds: its file seen by exec" {
+				res, _, err := s.execInContainer(ctx, p, "c", []string{"cat", "/tmp/ps"})
+				if err != nil || string(res.Stdout) != "hi\n" {
+					t.Errorf("exec cat /tmp/ps: %q %v", res.Stdout, err)
+				}
 			}
 		})
 	}

@@ -308,6 +308,16 @@ func containerReferencesObjects(c *v1.Container) bool {
 	return false
 }
 
+// containerField is the field path of container name's list in p's spec.
+func containerField(p *v1.Pod, name string) string {
+	for i := range p.Spec.InitContainers {
+		if p.Spec.InitContainers[i].Name == name {
+			return "spec.initContainers"
+		}
+	}
+	return "spec.containers"
+}
+
 // hasCommand reports whether a container or init container of p has a command, or is the pause image
 // (only those are interpreted: a pod without one costs nothing more).
 func hasCommand(p *v1.Pod) bool {
@@ -358,6 +368,11 @@ func (s *simPods) commandRun(ctx context.Context, p *v1.Pod, sp *simPod, c *v1.C
 	}
 	sp.cmds.runs[key] = r
 	sp.cmds.forgetOutput(c.Name, restarts)
+	if r.postStartFailed {
+		ref := containerRef(p, containerField(p, c.Name), c.Name)
+		s.recorder.Event(ref, v1.EventTypeWarning, EventReasonFailedPostStartHook, postStartFailedMessage)
+		s.recorder.Event(ref, v1.EventTypeNormal, EventReasonKilling, EventReasonFailedPostStartHook)
+	}
 	if reason != "" && !sp.cmds.warned[c.Name] {
 		if sp.cmds.warned == nil {
 			sp.cmds.warned = map[string]bool{}
