@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"sync"
 	"time"
@@ -76,7 +77,7 @@ func (c *commands) probeAnswer(p *v1.Pod, ctr *v1.Container, rf *runFiles) func(
 			return ProbeBehaviour{}, false
 		}
 		timeout := time.Duration(max(probe.TimeoutSeconds, 1)) * time.Second
-		return ProbeBehaviour{Mode: ProbeTimeline, Answer: func(since time.Duration) bool {
+		return ProbeBehaviour{Mode: ProbeTimeline, Answer: func(since time.Duration) (bool, time.Duration) {
 			return c.runProbe(rf, kind, probe.Exec.Command, timeout, since)
 		}}, true
 	}
@@ -91,14 +92,22 @@ func probeAnnotated(p *v1.Pod, container, kind string) bool {
 	return pod || own
 }
 
-// runProbe answers one exec probe at since (memoized by the files' state).
-func (c *commands) runProbe(rf *runFiles, kind string, command []string, timeout, since time.Duration) bool {
+// runProbe answers one exec probe at since (memoized by the files' state), with the time of the next
+// change of the files (math.MaxInt64: none).
+func (c *commands) runProbe(rf *runFiles, kind string, command []string, timeout, since time.Duration) (bool, time.Duration) {
 	rf.mu.Lock()
 	defer rf.mu.Unlock()
 	li, ei := rf.layer.Until(since), rf.execs.Until(since)
+	next := time.Duration(math.MaxInt64)
+	if li < rf.layer.Len() {
+		next = rf.layer.At(li)
+	}
+	if ei < rf.execs.Len() {
+		next = min(next, rf.execs.At(ei))
+	}
 	key := probeState{kind: kind, layer: li, execed: ei}
 	if ok, found := rf.memo[key]; found {
-		return ok
+		return ok, next
 	}
 	state, _, _ := rf.stateAt(since, c.memory())
 	prog := rf.prog
@@ -108,7 +117,7 @@ func (c *commands) runProbe(rf *runFiles, kind string, command []string, timeout
 	defer cancel()
 	res, err := c.sandboxRunner().Run(ctx, &prog, c.limits)
 	if err != nil {
-		return true
+		return true, next
 	}
 	ok := !res.Honoured || (!res.Forever && res.Duration <= timeout && res.ExitCode == 0)
 	if len(rf.memo) >= maxProbeMemo {
@@ -118,7 +127,7 @@ func (c *commands) runProbe(rf *runFiles, kind string, command []string, timeout
 		rf.memo = map[probeState]bool{}
 	}
 	rf.memo[key] = ok
-	return ok
+	return ok, next
 }
 
 // ExecResult is what a command exec'd into a simulated container wrote and its exit code.

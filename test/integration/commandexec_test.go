@@ -30,7 +30,7 @@ func TestCommandExec(t *testing.T) {
 	const ns = "command-exec"
 	ctx := t.Context()
 	dir := t.TempDir()
-	sctx, cancel := context.WithTimeout(ctx, 4*time.Minute)
+	sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	cp := framework.StartTestControlPlane(sctx, t, framework.ControlPlaneOptions{Dir: filepath.Join(dir, "cp")})
 	admin := cp.AdminClient
@@ -99,6 +99,14 @@ func TestCommandExec(t *testing.T) {
 	wait := func(what string, cond func() bool) {
 		t.Helper()
 		if err := framework.WaitFor(sctx, 300*time.Millisecond, func() (bool, error) { return cond(), nil }); err != nil {
+			pods, _ := admin.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+			for _, p := range pods.Items {
+				t.Logf("pod %s: %s %+v", p.Name, p.Status.Phase, p.Status.ContainerStatuses)
+			}
+			events, _ := admin.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+			for _, e := range events.Items {
+				t.Logf("event %s %s %s: %s", e.InvolvedObject.Name, e.Type, e.Reason, e.Message)
+			}
 			t.Fatalf("waiting for %s: %v", what, err)
 		}
 	}
