@@ -42,8 +42,8 @@ func isMountError(err error) bool {
 // path) a file holding the value; without the ..data symlinks and the files' modes. It is made at the
 // first run that mounts it and kept for the pod (the kubelet updates such volumes when the objects
 // change; here they keep the content of their first read). Its size is at most sandbox.DefaultFSBytes
-// (as an emptyDir's): a bigger volume, or a missing object or key that is not optional, is a
-// mountError.
+// (as an emptyDir's): a bigger volume, or a missing object or key that is not optional (of a
+// ConfigMap or Secret volume; a projected volume leaves them out), is a mountError.
 func (c *commands) objectVolume(ctx context.Context, p *v1.Pod, vol *v1.Volume, pc *podCommands) (*sandbox.FS, error) {
 	if fs := pc.objects[vol.Name]; fs != nil {
 		return fs, nil
@@ -62,12 +62,16 @@ func (c *commands) objectVolume(ctx context.Context, p *v1.Pod, vol *v1.Volume, 
 	case vol.DownwardAPI != nil:
 		err = downwardAPIFiles(p, vol.DownwardAPI.Items, pc.podIPs, oc.src.allocatable, files)
 	case vol.Projected != nil:
+		// As pkg/node's check of volumes, a projected volume is not held for a missing object or key:
+		// its files are left out (the kube-api-access volume of every pod names kube-root-ca.crt, which
+		// a control plane without the root CA publisher never has).
+		lenient := true
 		for _, s := range vol.Projected.Sources {
 			switch {
 			case s.ConfigMap != nil:
-				err = configMapFiles(ctx, oc, p, &s.ConfigMap.LocalObjectReference, s.ConfigMap.Items, s.ConfigMap.Optional, files)
+				err = configMapFiles(ctx, oc, p, &s.ConfigMap.LocalObjectReference, s.ConfigMap.Items, &lenient, files)
 			case s.Secret != nil:
-				err = secretFiles(ctx, oc, p, s.Secret.Name, s.Secret.Items, s.Secret.Optional, files)
+				err = secretFiles(ctx, oc, p, s.Secret.Name, s.Secret.Items, &lenient, files)
 			case s.DownwardAPI != nil:
 				err = downwardAPIFiles(p, s.DownwardAPI.Items, pc.podIPs, oc.src.allocatable, files)
 			}
