@@ -132,7 +132,7 @@ func TestCommandExec(t *testing.T) {
 			{[]string{"cat", "/tmp/health"}, "ok\n", false},
 			{[]string{"ls", "/etc/cm"}, "a\nb\n", false},
 			{[]string{"sh", "-c", "rm /tmp/health && echo removed $A"}, "removed from-cm\n", false},
-			{[]string{"cat", "/tmp/health"}, "cat: /tmp/health: No such file or directory\n", true},
+			{[]string{"cat", "/tmp/health"}, "cat: /tmp/health: No such file or directory\ncommand terminated with exit code 1\n", true}, // kubectl's own line
 		} {
 			out, err := kubectl(append([]string{"exec", "files", "--"}, tc.args...)...)
 			if out != tc.want || (err != nil) != tc.wantErr {
