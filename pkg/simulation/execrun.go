@@ -72,8 +72,12 @@ func (c *commands) sandboxRunner() *sandbox.Runner {
 // Answers are memoized by the files' state, so that a probe costs one run per change of the files,
 // not one per period.
 func (c *commands) probeAnswer(p *v1.Pod, ctr *v1.Container, rf *runFiles) func(string, *v1.Probe) (ProbeBehaviour, bool) {
+	annotated := map[string]bool{}
+	for _, kind := range []string{"Startup", "Liveness", "Readiness"} {
+		annotated[kind] = probeAnnotated(p, ctr.Name, kind)
+	}
 	return func(kind string, probe *v1.Probe) (ProbeBehaviour, bool) {
-		if probe.Exec == nil || len(probe.Exec.Command) == 0 || probeAnnotated(p, ctr.Name, kind) {
+		if probe.Exec == nil || len(probe.Exec.Command) == 0 || annotated[kind] {
 			return ProbeBehaviour{}, false
 		}
 		timeout := time.Duration(max(probe.TimeoutSeconds, 1)) * time.Second

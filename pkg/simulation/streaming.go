@@ -23,7 +23,8 @@ import (
 
 // The annotations that shape what the kubelet's API answers for a simulated pod (docs/simulation.md,
 // "Logs, exec, attach and port-forward"). Nothing runs on the simulator's host: logs are computed,
-// exec and attach answered from these annotations, port-forward answered in memory (portforward.go).
+// exec and attach answered from these annotations (exec also by the sandbox, Streaming.Exec),
+// port-forward answered in memory (portforward.go).
 const (
 	// AnnotationLogLines is how many log lines each container writes when it starts ("0" none;
 	// default 1).
