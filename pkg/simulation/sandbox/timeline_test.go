@@ -67,9 +67,9 @@ func TestLayerTimeline(t *testing.T) {
 // without end gets ENOSPC past it, as on a full disk (the interpreter's echo does not report its write
 // errors: the file stays empty).
 func TestLayerTimelineBounded(t *testing.T) {
-	res := Run(context.Background(), &Program{Command: sh(`i=0; while [ $i -lt 2000 ]; do echo 0123456789012345678901234567890123456789 > /tmp/f; i=$((i+1)); done; cat /tmp/f; exit 3`)},
-		Limits{Memory: 64 << 10})
-	if !res.Honoured || res.ExitCode != 3 || res.Layer.Bytes() > 64<<10 || len(res.Output) != 0 {
+	res := Run(context.Background(), &Program{Command: sh(`i=0; while [ $i -lt 400 ]; do echo 0123456789012345678901234567890123456789 > /tmp/f; i=$((i+1)); done; cat /tmp/f; exit 3`)},
+		Limits{Memory: 32 << 10, RealTime: 10 * time.Second})
+	if !res.Honoured || res.ExitCode != 3 || res.Layer.Bytes() > 32<<10 || len(res.Output) != 0 {
 		t.Fatalf("%+v (layer %d bytes)", res, res.Layer.Bytes())
 	}
 }
