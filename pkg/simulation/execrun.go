@@ -25,7 +25,14 @@ type runFiles struct {
 
 	mu    sync.Mutex
 	execs *sandbox.Timeline // what the exec'd commands changed, at their times (nil: none yet)
-	memo  map[probeState]bool
+	memo  map[probeState]probeResult
+}
+
+// probeResult is a probe's answer against one state of the files, and the time from the run's start to
+// which it holds (math.MaxInt64: for ever).
+type probeResult struct {
+	ok    bool
+	until time.Duration
 }
 
 // probeState is one probe's command against one state of the layer: the changes of the command and
@@ -96,42 +103,50 @@ func probeAnnotated(p *v1.Pod, container, kind string) bool {
 	return pod || own
 }
 
-// runProbe answers one exec probe at since (memoized by the files' state), with the time of the next
-// change of the files (math.MaxInt64: none).
+// runProbe answers one exec probe at since (memoized by the files' state), with the time to which
+// the answer holds: the next change of the files, or past it when the states after it are known to
+// answer the same (so that the probes over them are walked as one).
 func (c *commands) runProbe(rf *runFiles, kind string, command []string, timeout, since time.Duration) (bool, time.Duration) {
 	rf.mu.Lock()
 	defer rf.mu.Unlock()
 	li, ei := rf.layer.Until(since), rf.execs.Until(since)
-	next := time.Duration(math.MaxInt64)
-	if li < rf.layer.Len() {
-		next = rf.layer.At(li)
-	}
-	if ei < rf.execs.Len() {
-		next = min(next, rf.execs.At(ei))
-	}
 	key := probeState{kind: kind, layer: li, execed: ei}
-	if ok, found := rf.memo[key]; found {
-		return ok, next
+	a, found := rf.memo[key]
+	if !found {
+		next := time.Duration(math.MaxInt64)
+		if li < rf.layer.Len() {
+			next = rf.layer.At(li)
+		}
+		if ei < rf.execs.Len() {
+			next = min(next, rf.execs.At(ei))
+		}
+		state, _, _ := rf.stateAt(since, c.memory())
+		prog := rf.prog
+		prog.Command, prog.Args, prog.Rootfs, prog.TerminationMessagePath = command, nil, state, ""
+		prog.Seed = sandbox.Seed(prog.Hostname, kind, strconv.Itoa(li), strconv.Itoa(ei))
+		ctx, cancel := context.WithTimeout(context.Background(), probeWaitTimeout)
+		defer cancel()
+		res, err := c.sandboxRunner().Run(ctx, &prog, c.limits)
+		if err != nil {
+			return true, next // not memoized: asked again
+		}
+		a = probeResult{ok: !res.Honoured || (!res.Forever && res.Duration <= timeout && res.ExitCode == 0), until: next}
+		if len(rf.memo) >= maxProbeMemo {
+			clear(rf.memo)
+		}
+		if rf.memo == nil {
+			rf.memo = map[probeState]probeResult{}
+		}
 	}
-	state, _, _ := rf.stateAt(since, c.memory())
-	prog := rf.prog
-	prog.Command, prog.Args, prog.Rootfs, prog.TerminationMessagePath = command, nil, state, ""
-	prog.Seed = sandbox.Seed(prog.Hostname, kind, strconv.Itoa(li), strconv.Itoa(ei))
-	ctx, cancel := context.WithTimeout(context.Background(), probeWaitTimeout)
-	defer cancel()
-	res, err := c.sandboxRunner().Run(ctx, &prog, c.limits)
-	if err != nil {
-		return true, next
+	for a.until != math.MaxInt64 { // the states after, known to answer the same
+		b, known := rf.memo[probeState{kind: kind, layer: rf.layer.Until(a.until), execed: rf.execs.Until(a.until)}]
+		if !known || b.ok != a.ok || b.until <= a.until {
+			break
+		}
+		a.until = b.until
 	}
-	ok := !res.Honoured || (!res.Forever && res.Duration <= timeout && res.ExitCode == 0)
-	if len(rf.memo) >= maxProbeMemo {
-		clear(rf.memo)
-	}
-	if rf.memo == nil {
-		rf.memo = map[probeState]bool{}
-	}
-	rf.memo[key] = ok
-	return ok, next
+	rf.memo[key] = a
+	return a.ok, a.until
 }
 
 // ExecResult is what a command exec'd into a simulated container wrote and its exit code.
