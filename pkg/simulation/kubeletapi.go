@@ -82,6 +82,13 @@ func (s *Simulator) ServeKubeletAPI(ctx context.Context) error {
 	provider := &Streaming{Pods: s.cfg.Dependencies.Pods, Clock: s.cfg.Dependencies.Clock, PortForwardTargets: k.PortForwardTargets}
 	if s.pods != nil && s.pods.commands != nil {
 		provider.Output = s.pods.runOutput
+		provider.Exec = func(ctx context.Context, p *v1.Pod, container string, cmd []string) (ExecResult, error) {
+			res, changed, err := s.pods.execInContainer(ctx, p, container, cmd)
+			if changed {
+				s.notifyPod(p) // its exec probes may answer otherwise from now on
+			}
+			return res, err
+		}
 	}
 	if c := s.cfg.Dependencies.Client; c != nil {
 		provider.ConfigMaps = func(ctx context.Context, namespace, name string) (*v1.ConfigMap, error) {

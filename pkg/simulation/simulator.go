@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/time/rate"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/klog/v2"
@@ -248,7 +249,19 @@ func New(cfg Config) (*Simulator, error) {
 			s.pods.driverEnv = t.Devices.driverEnv()
 		}
 		if cfg.InterpretPodCommands {
-			s.pods.commands = &commands{limits: cfg.CommandLimits, runner: sandbox.NewRunner(cfg.CommandBudget), deviceEnv: s.pods.deviceEnv}
+			s.pods.commands = &commands{limits: cfg.CommandLimits, runner: sandbox.NewRunner(cfg.CommandBudget),
+				src: &envSources{allocatable: t.Allocatable}, deviceEnv: s.pods.deviceEnv}
+			if c := cfg.Dependencies.Client; c != nil {
+				// A bounded GET per object a container's config or volume references, per run (the
+				// kubelet's configMapManager and secretManager watch them; a pod that references none
+				// costs none).
+				s.pods.commands.src.configMaps = func(ctx context.Context, namespace, name string) (*v1.ConfigMap, error) {
+					return c.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
+				}
+				s.pods.commands.src.secrets = func(ctx context.Context, namespace, name string) (*v1.Secret, error) {
+					return c.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+				}
+			}
 		}
 	}
 	s.usage = NewUsage(cfg.Dependencies.Clock)
