@@ -187,12 +187,16 @@ func (s *Simulator) adoptNode(ctx context.Context, name string) {
 		runtime: newSimRuntime(s.shared), phase: PhasePending, runtimeReady: true, networkReady: true}
 	s.adopted[name] = n
 	s.adoptedMu.Unlock()
-	klog.FromContext(ctx).Info("Adopting node", "node", name)
+	if s.cfg.KubeletAPI != nil {
+		s.serveAdoptedKubeletAPI(ctx, n)
+	}
+	klog.FromContext(ctx).Info("Adopting node", "node", name, "kubeletPort", n.kubeletPort)
 	s.start(ctx, n, false)
 }
 
-// releaseNode stops the controller of the adopted Node name, and its pods' workers with it: the
-// Node is its creator's, so it is never registered again.
+// releaseNode stops the controller of the adopted Node name, and its pods' workers with it, then its
+// kubelet API (closing its listener and connections, freeing its port): the Node is its creator's, so
+// it is never registered again.
 func (s *Simulator) releaseNode(ctx context.Context, name, why string) {
 	s.adoptedMu.Lock()
 	n, ok := s.adopted[name]
@@ -211,6 +215,9 @@ func (s *Simulator) releaseNode(ctx context.Context, name, why string) {
 	}
 	n.phase = PhaseStopped
 	n.mu.Unlock()
+	if n.stopAPI != nil {
+		n.stopAPI()
+	}
 }
 
 // lookup returns the simulated Node name: one of the template's, or an adopted one.

@@ -195,3 +195,24 @@ func TestKeepCreatorStatus(t *testing.T) {
 		}
 	})
 }
+
+func TestAdoptedPort(t *testing.T) {
+	for _, tc := range []struct {
+		name               string
+		first, nodes, slot int
+		want               int
+	}{
+		{"adopt only: the first port", 10250, 0, 0, 10250},
+		{"past the template Nodes", 10250, 100, 0, 10350},
+		{"the k-th slot", 10250, 100, 7, 10357},
+		{"the last port", 65000, 500, 35, 65535},
+		{"past 65535: none", 65000, 500, 36, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := &KubeletAPI{FirstPort: tc.first}
+			if got := k.adoptedPort(tc.nodes, tc.slot); got != tc.want {
+				t.Errorf("adoptedPort(%d, %d) with FirstPort %d = %d, want %d", tc.nodes, tc.slot, tc.first, got, tc.want)
+			}
+		})
+	}
+}

@@ -76,24 +76,8 @@ func (s *Simulator) ServeKubeletAPI(ctx context.Context) error {
 	if k == nil {
 		return errors.New("simulation: no KubeletAPI configured")
 	}
-	if s.cfg.Dependencies.Pods == nil {
-		return errors.New("simulation: the kubelet's API needs Dependencies.Pods (the pod informer)")
-	}
-	provider := &Streaming{Pods: s.cfg.Dependencies.Pods, Clock: s.cfg.Dependencies.Clock, PortForwardTargets: k.PortForwardTargets}
-	if s.pods != nil && s.pods.commands != nil {
-		provider.Output = s.pods.runOutput
-	}
-	if c := s.cfg.Dependencies.Client; c != nil {
-		provider.ConfigMaps = func(ctx context.Context, namespace, name string) (*v1.ConfigMap, error) {
-			return c.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
-		}
-	}
-	var pool *kubeletserver.ConnectionPool
-	if k.Connections != (kubeletserver.ConnectionLimits{}) {
-		var err error
-		if pool, err = kubeletserver.NewConnectionPool(k.Connections); err != nil {
-			return err
-		}
+	if _, _, err := s.kubeletAPIShared(); err != nil {
+		return err
 	}
 	listeners := make([]net.Listener, 0, len(s.nodes))
 	handlers := make([]http.Handler, 0, len(s.nodes))
@@ -103,37 +87,10 @@ func (s *Simulator) ServeKubeletAPI(ctx context.Context) error {
 		}
 	}
 	for j, n := range s.nodes {
-		name := n.name
-		stats, err := s.StatsSummary(name)
+		ln, srv, err := s.listenKubeletAPI(n.name, int(k.port(j)))
 		if err != nil {
 			closeAll()
 			return err
-		}
-		probes, err := s.ProbeCounts(name)
-		if err != nil {
-			closeAll()
-			return err
-		}
-		srv, err := kubeletserver.New(kubeletserver.Config{
-			NodeName: name, Pods: s.cfg.Dependencies.Pods, Provider: provider, Auth: k.Auth, Stats: stats, Probes: probes,
-			SyncLoop: func(*http.Request) error {
-				if c := s.Controller(name); c != nil {
-					return c.Healthy()
-				}
-				return nil
-			},
-		})
-		if err != nil {
-			closeAll()
-			return err
-		}
-		ln, err := kubeletserver.Listen(k.Address, int(k.port(j)))
-		if err != nil {
-			closeAll()
-			return fmt.Errorf("simulated node %s: %w", name, err)
-		}
-		if pool != nil {
-			ln = pool.Listener(ln)
 		}
 		listeners, handlers = append(listeners, ln), append(handlers, srv)
 	}
@@ -154,6 +111,109 @@ func (s *Simulator) ServeKubeletAPI(ctx context.Context) error {
 	wg.Wait()
 	close(errs)
 	return <-errs
+}
+
+// kubeletAPIShared returns what every Node's kubelet API shares, built once: the provider answering
+// for the pods (Streaming) and the connection pool (nil: no cap). It errors when the pods' informer is
+// missing or the connection limits are invalid.
+func (s *Simulator) kubeletAPIShared() (*Streaming, *kubeletserver.ConnectionPool, error) {
+	s.apiOnce.Do(func() {
+		k := s.cfg.KubeletAPI
+		if s.cfg.Dependencies.Pods == nil {
+			s.apiErr = errors.New("simulation: the kubelet's API needs Dependencies.Pods (the pod informer)")
+			return
+		}
+		provider := &Streaming{Pods: s.cfg.Dependencies.Pods, Clock: s.cfg.Dependencies.Clock, PortForwardTargets: k.PortForwardTargets}
+		if s.pods != nil && s.pods.commands != nil {
+			provider.Output = s.pods.runOutput
+		}
+		if c := s.cfg.Dependencies.Client; c != nil {
+			provider.ConfigMaps = func(ctx context.Context, namespace, name string) (*v1.ConfigMap, error) {
+				return c.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
+			}
+		}
+		s.apiProvider = provider
+		if k.Connections != (kubeletserver.ConnectionLimits{}) {
+			s.apiPool, s.apiErr = kubeletserver.NewConnectionPool(k.Connections)
+		}
+	})
+	return s.apiProvider, s.apiPool, s.apiErr
+}
+
+// listenKubeletAPI opens the kubelet API's listener of the simulated Node name on port (under the
+// connection pool's caps) and returns it with the Node's handler. Errors name the Node.
+func (s *Simulator) listenKubeletAPI(name string, port int) (net.Listener, http.Handler, error) {
+	k := s.cfg.KubeletAPI
+	provider, pool, err := s.kubeletAPIShared()
+	if err != nil {
+		return nil, nil, err
+	}
+	stats, err := s.StatsSummary(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	probes, err := s.ProbeCounts(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	srv, err := kubeletserver.New(kubeletserver.Config{
+		NodeName: name, Pods: s.cfg.Dependencies.Pods, Provider: provider, Auth: k.Auth, Stats: stats, Probes: probes,
+		SyncLoop: func(*http.Request) error {
+			if c := s.Controller(name); c != nil {
+				return c.Healthy()
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("simulated node %s: %w", name, err)
+	}
+	ln, err := kubeletserver.Listen(k.Address, port)
+	if err != nil {
+		return nil, nil, fmt.Errorf("simulated node %s: %w", name, err)
+	}
+	if pool != nil {
+		ln = pool.Listener(ln)
+	}
+	return ln, srv, nil
+}
+
+// adoptedPort is the kubelet API's port of the adopted Node in slot: past the template Nodes' ports,
+// FirstPort+Nodes+slot, or 0 past 65535.
+func (k *KubeletAPI) adoptedPort(nodes, slot int) int {
+	if p := k.FirstPort + nodes + slot; p <= 65535 {
+		return p
+	}
+	return 0
+}
+
+// serveAdoptedKubeletAPI opens and serves the kubelet API of the adopted Node n on its port
+// (KubeletAPI.adoptedPort) until ctx ends or releaseNode stops it, and records the port in n for its
+// daemonEndpoints. A port that cannot be listened on is logged and leaves the Node without the API
+// (port 0), as the template Nodes when --port cannot be served.
+func (s *Simulator) serveAdoptedKubeletAPI(ctx context.Context, n *simNode) {
+	k := s.cfg.KubeletAPI
+	logger := klog.FromContext(ctx)
+	port := k.adoptedPort(s.cfg.Nodes, n.slot)
+	if port == 0 {
+		logger.Info("Adopted node serves no kubelet API: no port left past 65535", "node", n.name, "slot", n.slot)
+		return
+	}
+	ln, srv, err := s.listenKubeletAPI(n.name, port)
+	if err != nil {
+		logger.Error(err, "Adopted node serves no kubelet API", "node", n.name, "port", port)
+		return
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	n.kubeletPort = int32(port)
+	n.stopAPI = func() { cancel(); <-done }
+	go func() {
+		defer close(done)
+		if err := kubeletserver.Serve(sctx, ln, k.TLS, srv); err != nil {
+			logger.Error(err, "Adopted node's kubelet API stopped", "node", n.name, "port", port)
+		}
+	}()
 }
 
 // KubeletAPIAccess is what the kubelet's API needs besides Access: TokenReview and
