@@ -110,6 +110,10 @@ func (s *Simulator) ServeKubeletAPI(ctx context.Context) error {
 	}
 	wg.Wait()
 	close(errs)
+	if len(listeners) == 0 {
+		// Adopted Nodes only (--nodes=0): each serves its own (serveAdoptedKubeletAPI) until ctx ends.
+		<-ctx.Done()
+	}
 	return <-errs
 }
 
