@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -51,7 +52,8 @@ type karpenterRun struct {
 // Karpenter sees each NodeClaim registered and initialized (its karpenter.sh/unregistered taint removed,
 // the Node Ready, its allocatable that of the NodeClaim's instance type); every pod runs; scaled to 0,
 // the empty Nodes are consolidated and deleted and no Node, NodeClaim or pod is left. It logs, side by
-// side, the time from pending to Running and the backends' CPU. Karpenter runs as admin.
+// side, the time from pending to Running and the backends' CPU. Karpenter runs as the ServiceAccount
+// of its chart, with the chart's RBAC (karpenterIdentity).
 func TestKarpenter(t *testing.T) {
 	t.Parallel()
 	root, err := framework.RepoRoot()
@@ -59,7 +61,7 @@ func TestKarpenter(t *testing.T) {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(root, "_output", "bin")
-	for _, f := range []string{"karpenter-kwok", "karpenter-crds", "kwok", "kwok-node-stages.yaml", "kwok-pod-stages.yaml"} {
+	for _, f := range []string{"karpenter-kwok", "karpenter-crds", "karpenter-chart", "helm", "kwok", "kwok-node-stages.yaml", "kwok-pod-stages.yaml"} {
 		if _, err := os.Stat(filepath.Join(bin, f)); err != nil {
 			t.Fatalf("%v: make tools builds it (hack/build-karpenter.sh, hack/build-kwok.sh)", err)
 		}
@@ -154,9 +156,10 @@ func runKarpenter(t *testing.T, bin, backend string) karpenterRun {
 	}
 
 	// Karpenter, as its chart runs it (kwok/charts/templates/deployment.yaml) but outside the cluster:
-	// no leader election, its ports free ones, consolidation quick.
+	// under its chart's identity and RBAC, no leader election, its ports free ones, batches short.
+	kubeconfig := karpenterIdentity(sctx, t, cp, bin, dir)
 	karpenter, err := framework.StartProcessEnv("karpenter", filepath.Join(dir, "karpenter.log"),
-		[]string{"KUBECONFIG=" + cp.AdminKubeconfig, "SYSTEM_NAMESPACE=kube-system", "DISABLE_LEADER_ELECTION=true",
+		[]string{"KUBECONFIG=" + kubeconfig, "SYSTEM_NAMESPACE=kube-system", "DISABLE_LEADER_ELECTION=true",
 			"METRICS_PORT=" + strconv.Itoa(framework.FreePort()), "HEALTH_PROBE_PORT=" + strconv.Itoa(framework.FreePort()),
 			"LOG_LEVEL=info", "BATCH_IDLE_DURATION=1s", "BATCH_MAX_DURATION=3s", "FEATURE_GATES=NodeRepair=false"},
 		filepath.Join(bin, "karpenter-kwok"))
@@ -338,6 +341,35 @@ func runKarpenter(t *testing.T, bin, backend string) karpenterRun {
 	t.Logf("%s: %d pods Running %v after the Deployment's create on %d Nodes; none left %v after the scale to 0; backend CPU %v over %v",
 		backend, karpenterReplicas, run.running, run.nodes, run.gone, run.cpu, time.Since(start))
 	return run
+}
+
+// karpenterIdentity applies the RBAC of Karpenter's chart (bin/karpenter-chart, rendered by helm
+// template for release karpenter in kube-system: its ServiceAccount, ClusterRoles, Roles and their
+// bindings) and returns a kubeconfig of that ServiceAccount.
+func karpenterIdentity(ctx context.Context, t *testing.T, cp *framework.ControlPlane, bin, dir string) string {
+	t.Helper()
+	args := []string{"template", "karpenter", filepath.Join(bin, "karpenter-chart"), "--namespace", "kube-system"}
+	for _, f := range []string{"serviceaccount", "aggregate-clusterrole", "clusterrole", "clusterrole-kwok", "role", "rolebinding"} {
+		args = append(args, "--show-only", "templates/"+f+".yaml")
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(bin, "helm"), args...)
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+filepath.Join(dir, "helm"), "HELM_CONFIG_HOME="+filepath.Join(dir, "helm"), "HELM_DATA_HOME="+filepath.Join(dir, "helm"))
+	rbac, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("helm %v: %v", args, err)
+	}
+	path := filepath.Join(dir, "karpenter-rbac.yaml")
+	if err := os.WriteFile(path, rbac, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := cp.Kubectl(ctx, "apply", "-f", path); err != nil {
+		t.Fatalf("kubectl apply Karpenter's RBAC: %v: %s", err, out)
+	}
+	kubeconfig, err := cp.ServiceAccountKubeconfig(ctx, "kube-system", "karpenter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kubeconfig
 }
 
 // claimCondition is the status ("True", "False", "Unknown", or "" when absent) of the condition typ of
