@@ -22,7 +22,9 @@ import (
 // address, Node j of the shard on FirstPort+j, so that the API server's node proxy and every client
 // of status.daemonEndpoints reach each Node at its own InternalIP and port with no Node name in
 // the path (/api/v1/nodes/N/proxy/pods lists N's pods). Every Node reports NodeIP as its
-// InternalIP and its port in daemonEndpoints.
+// InternalIP and its port in daemonEndpoints. The adopted Nodes (Config.Adopt) follow the shard's
+// template Nodes: the k-th slot on FirstPort+Nodes+k (adoptedPort), opened when the Node is adopted
+// and closed when it is released; one whose creator set addresses keeps them.
 type KubeletAPI struct {
 	// Address is the IP the listeners bind (--address); NodeIP the InternalIP every simulated Node
 	// reports, reachable from the API server (--node-ip, the pod IP in the StatefulSet).

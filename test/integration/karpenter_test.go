@@ -34,6 +34,21 @@ var (
 // which its kwok provider puts on every Node it creates and Karpenter removes once the Node registered.
 const karpenterUnregisteredTaint = "karpenter.sh/unregistered"
 
+// karpenterScenario is one Deployment Karpenter provisions for: replicas pods requesting cpu each, on
+// instance types of fewer than maxInstanceCPU CPUs, all Running within running and all gone within gone
+// after the scale to 0, the whole run within total.
+type karpenterScenario struct {
+	replicas             int32
+	cpu, maxInstanceCPU  string
+	running, gone, total time.Duration
+	minNodes             int
+}
+
+// karpenterTest is TestKarpenter's scenario: at 1500m of CPU each, more than one Node's worth on any
+// instance type of 4 CPUs or fewer.
+var karpenterTest = karpenterScenario{replicas: 6, cpu: "1500m", maxInstanceCPU: "5",
+	running: 150 * time.Second, gone: 120 * time.Second, total: 3 * time.Minute, minNodes: 2}
+
 // karpenterRun is what one backend's run of TestKarpenter measured.
 type karpenterRun struct {
 	backend   string
@@ -41,6 +56,7 @@ type karpenterRun struct {
 	gone      time.Duration // from the scale to 0 to no Node and no NodeClaim left
 	cpu       time.Duration // the backend process's CPU from its start to the end
 	karpenter time.Duration // Karpenter's CPU over the same run
+	rss       int64         // the backend's RSS with every pod Running, bytes
 	nodes     int           // Nodes Karpenter created for the pods
 }
 
@@ -56,6 +72,14 @@ type karpenterRun struct {
 // of its chart, with the chart's RBAC (karpenterIdentity).
 func TestKarpenter(t *testing.T) {
 	t.Parallel()
+	bin := karpenterBin(t)
+	runKarpenterBackends(t, bin, karpenterTest)
+}
+
+// karpenterBin is _output/bin with Karpenter, its CRDs and chart, helm and KWOK in it; it fails the
+// test when one is missing.
+func karpenterBin(t *testing.T) string {
+	t.Helper()
 	root, err := framework.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -66,33 +90,39 @@ func TestKarpenter(t *testing.T) {
 			t.Fatalf("%v: make tools builds it (hack/build-karpenter.sh, hack/build-kwok.sh)", err)
 		}
 	}
+	return bin
+}
+
+// runKarpenterBackends runs sc with nodeagent, then KWOK, as the backend, and logs their figures side
+// by side.
+func runKarpenterBackends(t *testing.T, bin string, sc karpenterScenario) []karpenterRun {
 	var runs []karpenterRun
 	for _, backend := range []string{"nodeagent", "kwok"} {
 		t.Run(backend, func(t *testing.T) {
-			runs = append(runs, runKarpenter(t, bin, backend))
+			runs = append(runs, runKarpenter(t, bin, backend, sc))
 		})
 	}
-	t.Logf("%-10s %8s %-22s %-26s %s", "backend", "nodes", "pending→Running", "scaled to 0→none left", "backend CPU (Karpenter's)")
+	t.Logf("%d pods of %s CPU:", sc.replicas, sc.cpu)
+	t.Logf("%-10s %6s %-16s %-22s %-26s %s", "backend", "nodes", "pending→Running", "scaled to 0→none left", "backend CPU (Karpenter's)", "backend RSS")
 	for _, r := range runs {
-		t.Logf("%-10s %8d %-22s %-26s %s (%s)", r.backend, r.nodes, r.running.Round(100*time.Millisecond),
-			r.gone.Round(100*time.Millisecond), r.cpu.Round(10*time.Millisecond), r.karpenter.Round(10*time.Millisecond))
+		t.Logf("%-10s %6d %-16s %-22s %-26s %.1f MiB", r.backend, r.nodes, r.running.Round(100*time.Millisecond),
+			r.gone.Round(100*time.Millisecond), fmt.Sprintf("%s (%s)", r.cpu.Round(10*time.Millisecond), r.karpenter.Round(10*time.Millisecond)),
+			float64(r.rss)/(1<<20))
 	}
+	return runs
 }
 
-// karpenterReplicas is the Deployment's size: at 1500m of CPU each, more than one Node's worth on any
-// instance type of 4 CPUs or fewer.
-const karpenterReplicas = 6
-
-func runKarpenter(t *testing.T, bin, backend string) karpenterRun {
+func runKarpenter(t *testing.T, bin, backend string, sc karpenterScenario) karpenterRun {
 	ctx := t.Context()
-	sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	sctx, cancel := context.WithTimeout(ctx, sc.total)
 	defer cancel()
 	dir := t.TempDir()
 	cp := framework.StartTestControlPlane(sctx, t, framework.ControlPlaneOptions{
 		Dir: filepath.Join(dir, "cp"), ControllerManager: true, PublishKubeletClientCA: true,
-		ExtraControllerManagerArgs: []string{"--controllers=nodelifecycle,ttl,deployment,replicaset,garbagecollector"},
+		ExtraControllerManagerArgs: []string{"--controllers=nodelifecycle,ttl,deployment,replicaset,garbagecollector",
+			"--kube-api-qps=1000", "--kube-api-burst=2000"},
 	})
-	if err := cp.StartScheduler(sctx); err != nil {
+	if err := cp.StartScheduler(sctx, "--kube-api-qps=1000", "--kube-api-burst=2000"); err != nil {
 		t.Fatal(err)
 	}
 	admin := cp.AdminClient
@@ -100,12 +130,17 @@ func runKarpenter(t *testing.T, bin, backend string) karpenterRun {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// waitFor is framework.WaitFor bounded by d, naming what it waited for.
-	waitFor := func(what string, d time.Duration, cond func() (bool, error)) {
+	// waitFor is framework.WaitFor bounded by d, naming what it waited for; every 500 ms, or every
+	// interval[0] for a List of many pods.
+	waitFor := func(what string, d time.Duration, cond func() (bool, error), interval ...time.Duration) {
 		t.Helper()
 		wctx, cancel := context.WithTimeout(sctx, d)
 		defer cancel()
-		if err := framework.WaitFor(wctx, 500*time.Millisecond, cond); err != nil {
+		every := 500 * time.Millisecond
+		if len(interval) > 0 && sc.replicas > 100 {
+			every = interval[0]
+		}
+		if err := framework.WaitFor(wctx, every, cond); err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
 	}
@@ -192,13 +227,13 @@ func runKarpenter(t *testing.T, bin, backend string) karpenterRun {
 		"spec": map[string]any{
 			"disruption": map[string]any{"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "0s",
 				"budgets": []any{map[string]any{"nodes": "100%"}}},
-			"limits": map[string]any{"cpu": "1000"},
+			"limits": map[string]any{"cpu": "100000"},
 			"template": map[string]any{"spec": map[string]any{
 				"expireAfter": "Never",
 				"requirements": []any{
 					map[string]any{"key": "kubernetes.io/os", "operator": "In", "values": []any{"linux"}},
 					map[string]any{"key": "karpenter.sh/capacity-type", "operator": "In", "values": []any{"on-demand"}},
-					map[string]any{"key": "karpenter.kwok.sh/instance-cpu", "operator": "Lt", "values": []any{"5"}},
+					map[string]any{"key": "karpenter.kwok.sh/instance-cpu", "operator": "Lt", "values": []any{sc.maxInstanceCPU}},
 				},
 				"nodeClassRef": map[string]any{"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"},
 			}},
@@ -215,11 +250,11 @@ func runKarpenter(t *testing.T, bin, backend string) karpenterRun {
 	}
 	labels := map[string]string{"app": "inflate"}
 	deploy := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "inflate", Namespace: ns},
-		Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](karpenterReplicas), Selector: &metav1.LabelSelector{MatchLabels: labels},
+		Spec: appsv1.DeploymentSpec{Replicas: ptr.To(sc.replicas), Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec: corev1.PodSpec{TerminationGracePeriodSeconds: ptr.To[int64](0),
 					Containers: []corev1.Container{{Name: "inflate", Image: "registry.k8s.io/pause:3.10",
-						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1500m")}}}}}}}}
+						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(sc.cpu)}}}}}}}}
 	created := time.Now()
 	if _, err := admin.AppsV1().Deployments(ns).Create(sctx, deploy, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -231,7 +266,7 @@ func runKarpenter(t *testing.T, bin, backend string) karpenterRun {
 		}
 		return l.Items, nil
 	}
-	waitFor("every pod Running on Karpenter's Nodes", 150*time.Second, func() (bool, error) {
+	waitFor("every pod Running on Karpenter's Nodes", sc.running, func() (bool, error) {
 		if err := errors.Join(karpenter.ExitedErr(), backendExited()); err != nil {
 			return false, err
 		}
@@ -245,9 +280,12 @@ func runKarpenter(t *testing.T, bin, backend string) karpenterRun {
 				running++
 			}
 		}
-		return running == karpenterReplicas, fmt.Errorf("%d of %d pods Running", running, karpenterReplicas)
-	})
+		return running == int(sc.replicas), fmt.Errorf("%d of %d pods Running", running, sc.replicas)
+	}, 2*time.Second)
 	run := karpenterRun{backend: backend, running: time.Since(created)}
+	if st, err := framework.ReadProcStats(backendPID); err == nil {
+		run.rss = st.RSS
+	}
 
 	// Karpenter saw each NodeClaim registered and initialized; its Node is untainted, Ready and has the
 	// instance type's allocatable.
@@ -255,8 +293,8 @@ func runKarpenter(t *testing.T, bin, backend string) karpenterRun {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(claims.Items) < 2 {
-		t.Errorf("%d NodeClaims for %d pods of 1500m, want at least 2", len(claims.Items), karpenterReplicas)
+	if len(claims.Items) < sc.minNodes {
+		t.Errorf("%d NodeClaims for %d pods of %s, want at least %d", len(claims.Items), sc.replicas, sc.cpu, sc.minNodes)
 	}
 	run.nodes = len(claims.Items)
 	waitFor("every NodeClaim Registered and Initialized", 30*time.Second, func() (bool, error) {
@@ -312,7 +350,7 @@ func runKarpenter(t *testing.T, bin, backend string) karpenterRun {
 		[]byte(`{"spec":{"replicas":0}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor("no pod, NodeClaim or Node left after the scale to 0", 120*time.Second, func() (bool, error) {
+	waitFor("no pod, NodeClaim or Node left after the scale to 0", sc.gone, func() (bool, error) {
 		if err := errors.Join(karpenter.ExitedErr(), backendExited()); err != nil {
 			return false, err
 		}
@@ -330,7 +368,7 @@ func runKarpenter(t *testing.T, bin, backend string) karpenterRun {
 		}
 		return len(pods)+len(claims.Items)+len(nodes.Items) == 0,
 			fmt.Errorf("%d pods, %d NodeClaims, %d Nodes left", len(pods), len(claims.Items), len(nodes.Items))
-	})
+	}, 2*time.Second)
 	run.gone = time.Since(scaled)
 	if run.cpu, err = framework.ReadProcCPU(backendPID); err != nil {
 		t.Fatal(err)
@@ -339,7 +377,7 @@ func runKarpenter(t *testing.T, bin, backend string) karpenterRun {
 		t.Fatal(err)
 	}
 	t.Logf("%s: %d pods Running %v after the Deployment's create on %d Nodes; none left %v after the scale to 0; backend CPU %v over %v",
-		backend, karpenterReplicas, run.running, run.nodes, run.gone, run.cpu, time.Since(start))
+		backend, sc.replicas, run.running, run.nodes, run.gone, run.cpu, time.Since(start))
 	return run
 }
 
