@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"maps"
+	"net/netip"
 	"slices"
 
 	v1 "k8s.io/api/core/v1"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/nodeagent/nodeagent/pkg/nodecache"
 	"github.com/nodeagent/nodeagent/pkg/nodestatus"
+	"github.com/nodeagent/nodeagent/pkg/pod"
 )
 
 // NodeSelector says which Nodes that others create (Karpenter's and the cluster autoscaler's kwok
@@ -133,6 +135,21 @@ type Adoption struct {
 func (s *Simulator) adoptedIndex(slot int) int {
 	count := s.cfg.Shard.count()
 	return s.cfg.Nodes*count + slot*count + s.cfg.Shard.Index
+}
+
+// AdoptedPodCIDRMaskSize is the size of an adopted Node's fallback pod CIDR: a /21, 2046 pod IPs, since
+// its allocatable pods is its creator's and may be past a /24's 253 (Karpenter's kwok instance types
+// allow up to 1024 pods).
+const AdoptedPodCIDRMaskSize = 21
+
+// adoptedPodCIDR is the fallback pod CIDR of shard's adopted Node in slot (for a Node without
+// spec.podCIDRs): the /21s of cluster past every /24 of the template Nodes of all count shards (nodes
+// each), shard I's k-th slot taking the (k×count + I)-th of them. It errors, as pod.FallbackPodCIDR,
+// past the cluster CIDR: that Node's pods wait for spec.podCIDRs.
+func adoptedPodCIDR(cluster netip.Prefix, nodes, count, shard, slot int) (netip.Prefix, error) {
+	perBlock := 1 << (pod.DefaultFallbackNodeMaskSize - AdoptedPodCIDRMaskSize) // /24s in a /21: 8
+	first := (nodes*count + perBlock - 1) / perBlock
+	return pod.FallbackPodCIDR(cluster, AdoptedPodCIDRMaskSize, first+slot*count+shard)
 }
 
 // ownsAdopted reports whether this shard runs the adopted Node n.

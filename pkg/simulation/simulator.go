@@ -339,6 +339,9 @@ func (s *Simulator) nodeConfig(n *simNode) node.Config {
 		// Validated in New for the highest template index; an adopted Node past the cluster CIDR gets
 		// none (its pods wait for spec.podCIDRs).
 		c.FallbackPodCIDR, _ = pod.FallbackPodCIDR(s.cfg.FallbackClusterCIDR, pod.DefaultFallbackNodeMaskSize, n.index)
+		if n.adopted {
+			c.FallbackPodCIDR, _ = adoptedPodCIDR(s.cfg.FallbackClusterCIDR, s.cfg.Nodes, s.cfg.Shard.count(), s.cfg.Shard.Index, n.slot)
+		}
 	}
 	return c
 }
