@@ -119,7 +119,7 @@ func runKarpenter(t *testing.T, bin, backend string, sc karpenterScenario) karpe
 	dir := t.TempDir()
 	cp := framework.StartTestControlPlane(sctx, t, framework.ControlPlaneOptions{
 		Dir: filepath.Join(dir, "cp"), ControllerManager: true, PublishKubeletClientCA: true,
-		ExtraControllerManagerArgs: []string{"--controllers=nodelifecycle,ttl,deployment,replicaset,garbagecollector",
+		ExtraControllerManagerArgs: []string{"--controllers=nodelifecycle,ttl,deployment,replicaset,garbagecollector,podgc",
 			"--kube-api-qps=1000", "--kube-api-burst=2000"},
 	})
 	if err := cp.StartScheduler(sctx, "--kube-api-qps=1000", "--kube-api-burst=2000"); err != nil {
