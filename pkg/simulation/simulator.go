@@ -20,6 +20,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/nodeagent/nodeagent/pkg/kubeletserver"
 	"github.com/nodeagent/nodeagent/pkg/node"
 	"github.com/nodeagent/nodeagent/pkg/nodestatus"
 	"github.com/nodeagent/nodeagent/pkg/pod"
@@ -122,6 +123,13 @@ type Simulator struct {
 	adoptedMu sync.Mutex
 	adopted   map[string]*simNode
 	slotsUsed map[int]bool
+
+	// apiOnce builds what every Node's kubelet API shares (kubeletAPIShared): apiProvider, apiPool
+	// (nil: no cap), or apiErr.
+	apiOnce     sync.Once
+	apiProvider *Streaming
+	apiPool     *kubeletserver.ConnectionPool
+	apiErr      error
 }
 
 // Phase is where a simulated Node is: pending (not started yet: starts are paced), running, or stopped
@@ -140,9 +148,13 @@ type simNode struct {
 	// adopted: a Node another creates (Config.Adopt), its slot in adoptedIndex.
 	adopted bool
 	slot    int
-	name    string
-	host    *host
-	runtime *simRuntime
+	// kubeletPort is an adopted Node's kubelet API port (0: none served) and stopAPI stops serving it
+	// and waits (serveAdoptedKubeletAPI); both set before its controller starts.
+	kubeletPort int32
+	stopAPI     func()
+	name        string
+	host        *host
+	runtime     *simRuntime
 
 	mu                         sync.Mutex
 	phase                      Phase
@@ -316,8 +328,12 @@ func (s *Simulator) nodeConfig(n *simNode) node.Config {
 	c.NodeIPs = []net.IP{nodeIP(n.index)}
 	if n.adopted {
 		// Its creator's: never registered (so never labelled or tainted here), its status filled from
-		// the template where the creator set none, its kubelet API not served (no port of its own).
+		// the template where the creator set none, its kubelet API on a port of its own past the
+		// template Nodes' (serveAdoptedKubeletAPI) when the process serves it.
 		c.RegisterNode, c.Labels, c.Taints, c.Unschedulable = false, nil, nil, false
+		if n.kubeletPort != 0 {
+			c.NodeIPs, c.KubeletPort = []net.IP{s.cfg.KubeletAPI.NodeIP}, n.kubeletPort
+		}
 	} else if k := s.cfg.KubeletAPI; k != nil {
 		c.NodeIPs, c.KubeletPort = []net.IP{k.NodeIP}, k.port(n.index-s.cfg.Shard.First(s.cfg.Nodes))
 	}
@@ -342,6 +358,9 @@ func (s *Simulator) nodeConfig(n *simNode) node.Config {
 		// Validated in New for the highest template index; an adopted Node past the cluster CIDR gets
 		// none (its pods wait for spec.podCIDRs).
 		c.FallbackPodCIDR, _ = pod.FallbackPodCIDR(s.cfg.FallbackClusterCIDR, pod.DefaultFallbackNodeMaskSize, n.index)
+		if n.adopted {
+			c.FallbackPodCIDR, _ = adoptedPodCIDR(s.cfg.FallbackClusterCIDR, s.cfg.Nodes, s.cfg.Shard.count(), s.cfg.Shard.Index, n.slot)
+		}
 	}
 	return c
 }
