@@ -72,13 +72,13 @@ type simPod struct {
 	// namespace, name and node are the pod's (strings shared with the informer's copy), for GetPods.
 	namespace, name, node string
 	start                 time.Time
-	stopping              bool       // DeletePod was called with a deletionTimestamp
-	stopSeen              time.Time  // when: the delete request as Simulate places it within its second
+	stopping              bool      // DeletePod was called with a deletionTimestamp
+	stopSeen              time.Time // when: the delete request as Simulate places it within its second
 	// preStop are its containers' preStop exec hooks as they ran at the deletion (SimInput.PreStop;
 	// nil: none).
-	preStop map[string]PreStopHook
-	behaviour             *Behaviour // read-only, shared with the pods that parse alike (sharedBehaviour)
-	overrides             Overrides
+	preStop   map[string]PreStopHook
+	behaviour *Behaviour // read-only, shared with the pods that parse alike (sharedBehaviour)
+	overrides Overrides
 	// seen is the view of its containers last told in Events (containerEvents).
 	seen []containerSeen
 	// ephemeralStarts are when each ephemeral container was first seen (SimInput.EphemeralStarts).
