@@ -72,13 +72,10 @@ type simPod struct {
 	// namespace, name and node are the pod's (strings shared with the informer's copy), for GetPods.
 	namespace, name, node string
 	start                 time.Time
-	stopping              bool      // DeletePod was called with a deletionTimestamp
-	stopSeen              time.Time // when: the delete request as Simulate places it within its second
-	// preStop are its containers' preStop exec hooks as they ran at the deletion (SimInput.PreStop;
-	// nil: none).
-	preStop   map[string]PreStopHook
-	behaviour *Behaviour // read-only, shared with the pods that parse alike (sharedBehaviour)
-	overrides Overrides
+	stopping              bool       // DeletePod was called with a deletionTimestamp
+	stopSeen              time.Time  // when: the delete request as Simulate places it within its second
+	behaviour             *Behaviour // read-only, shared with the pods that parse alike (sharedBehaviour)
+	overrides             Overrides
 	// seen is the view of its containers last told in Events (containerEvents).
 	seen []containerSeen
 	// ephemeralStarts are when each ephemeral container was first seen (SimInput.EphemeralStarts).
@@ -91,6 +88,9 @@ type simPod struct {
 	// view before a change of behaviour (none before a simulator's restart: the kubelet's counters
 	// start again at 0 when it restarts); the probes since are simulated again at each count.
 	probeBase probeTallies
+	// preStop are its containers' preStop exec hooks as they ran at the deletion (SimInput.PreStop;
+	// nil: none).
+	preStop map[string]PreStopHook
 	// cmds holds the outcome of each container run its command decided (memoized: a run is
 	// interpreted once, when it starts), under its own lock, held while a run is interpreted.
 	cmdsMu sync.Mutex
@@ -167,7 +167,7 @@ func (s *simPods) DeletePod(ctx context.Context, p *v1.Pod) error {
 	if sp := s.pods[p.UID]; sp != nil && p.DeletionTimestamp != nil && !sp.stopping {
 		seen := s.clock.Now()
 		s.mu.Unlock()
-		hooks := s.preStopHooks(ctx, p) // before the view sees the deletion: it delays the stops
+		hooks := s.preStopHooks(ctx, p) // before the view sees the deletion: they delay the stops
 		s.mu.Lock()
 		if sp.stopping {
 			s.mu.Unlock()
