@@ -177,6 +177,9 @@ func (s *simPods) DeletePod(ctx context.Context, p *v1.Pod) error {
 		events := killingEvents(p, sp.seen)
 		s.mu.Unlock()
 		s.record(events)
+		if len(hooks) == 0 {
+			return nil
+		}
 		for _, name := range slices.Sorted(maps.Keys(hooks)) {
 			if hooks[name].Failed { // the kubelet tells it when the hook ends; here at the deletion
 				s.recorder.Event(containerRef(p, containerField(p, name), name), v1.EventTypeWarning, EventReasonFailedPreStopHook, preStopFailedMessage)

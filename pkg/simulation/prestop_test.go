@@ -2,12 +2,14 @@ package simulation
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	testingclock "k8s.io/utils/clock/testing"
 )
@@ -95,6 +97,8 @@ func TestSimPodsPreStopExec(t *testing.T) {
 		{name: "writes a file, then sleeps: exec sees it", hook: []string{"sh", "-c", "echo bye > /tmp/bye; sleep 3"}, wantStop: 3 * time.Second, wantCode: 143, wantFile: "bye\n"},
 		{name: "fails after 2 s: told, stops at +2 s", hook: []string{"sh", "-c", "sleep 2; echo secret; exit 3"}, wantStop: 2 * time.Second, wantCode: 143, wantEvt: true},
 		{name: "no hook: at once", wantCode: 143},
+		{name: "sleep 3600: the whole grace period", hook: []string{"sleep", "3600"}, wantStop: 30 * time.Second, wantCode: 143},
+		{name: "sleep infinity: the whole grace period", hook: []string{"sleep", "infinity"}, wantStop: 30 * time.Second, wantCode: 143},
 		{name: "a program the sandbox does not know: succeeded at once", hook: []string{"wget", "http://x"}, wantCode: 143},
 		{name: "pause image: no program to exec, failed, exit 0 at once", hook: []string{"sleep", "5"}, pause: true, wantEvt: true},
 	} {
@@ -164,6 +168,40 @@ func TestSimPodsPreStopExec(t *testing.T) {
 			}
 			if strings.Join(events, "|") != strings.Join(want, "|") {
 				t.Errorf("events %q, want %q", events, want)
+			}
+		})
+	}
+}
+
+// BenchmarkSimPodsDeletePreStop: what a deletion costs the simulator (DeletePod, then the status pass
+// that sees the containers stopped) for a pod without a preStop hook and one with a preStop exec hook.
+func BenchmarkSimPodsDeletePreStop(b *testing.B) {
+	for _, hook := range [][]string{nil, {"sh", "-c", "echo bye > /tmp/bye; sleep 3"}} {
+		b.Run(map[bool]string{true: "no hook", false: "preStop exec"}[hook == nil], func(b *testing.B) {
+			start := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+			clk := testingclock.NewFakeClock(start)
+			s := newSimPods(Behaviour{}, "fakeRuntime", &record.FakeRecorder{}, clk)
+			s.commands = &commands{}
+			ctx := context.Background()
+			for i := 0; b.Loop(); i++ {
+				p := execPod("sleep 3600", nil, nil)
+				p.UID = types.UID("uid-" + strconv.Itoa(i))
+				p.Spec.ShareProcessNamespace = ptrTo(true)
+				if hook != nil {
+					p.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PreStop: &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: hook}}}
+				}
+				_ = s.CreatePod(ctx, p)
+				if _, err := s.GetPodStatus(ctx, p); err != nil {
+					b.Fatal(err)
+				}
+				p.DeletionGracePeriodSeconds = ptrTo(int64(30))
+				p.DeletionTimestamp = &metav1.Time{Time: clk.Now().Add(30 * time.Second)}
+				_ = s.DeletePod(ctx, p)
+				if _, err := s.GetPodStatus(ctx, p); err != nil {
+					b.Fatal(err)
+				}
+				p.DeletionTimestamp = nil
+				_ = s.DeletePod(ctx, p) // forgotten
 			}
 		})
 	}
