@@ -85,10 +85,10 @@ func preStopCommand(c *v1.Container) []string {
 // command is not interpreted runs no hook, except the pause image without a command, which has no
 // program but /pause: its hook fails at once (the runtime's exec finds no executable). A hook the
 // sandbox cannot honour counts as succeeded at once, as without a command. nil when p has no preStop
-// exec hook or commands are not interpreted.
+// exec hook, commands are not interpreted, or the deletion has no grace period.
 func (s *simPods) preStopHooks(ctx context.Context, p *v1.Pod) map[string]PreStopHook {
-	if s.commands == nil || !hasPreStopExec(p) {
-		return nil
+	if s.commands == nil || !hasPreStopExec(p) || p.DeletionGracePeriodSeconds == nil || *p.DeletionGracePeriodSeconds <= 0 {
+		return nil // the kubelet runs no hook without a grace period
 	}
 	q := *p // the containers as they run before the deletion stops them
 	q.DeletionTimestamp, q.DeletionGracePeriodSeconds = nil, nil

@@ -92,11 +92,13 @@ func TestSimPodsPreStopExec(t *testing.T) {
 		wantCode int32
 		wantEvt  bool
 		wantFile string // what exec cat /tmp/bye answers at the deletion ("": not asked)
+		noGrace  bool   // deleted with a grace period of 0 (else 30 s)
 	}{
 		{name: "sleep 5: dies of the SIGTERM at +5 s", hook: []string{"sleep", "5"}, wantStop: 5 * time.Second, wantCode: 143},
 		{name: "writes a file, then sleeps: exec sees it", hook: []string{"sh", "-c", "echo bye > /tmp/bye; sleep 3"}, wantStop: 3 * time.Second, wantCode: 143, wantFile: "bye\n"},
 		{name: "fails after 2 s: told, stops at +2 s", hook: []string{"sh", "-c", "sleep 2; echo secret; exit 3"}, wantStop: 2 * time.Second, wantCode: 143, wantEvt: true},
 		{name: "no hook: at once", wantCode: 143},
+		{name: "a grace period of 0: not run", hook: []string{"sh", "-c", "sleep 2; exit 1"}, noGrace: true, wantCode: 143},
 		{name: "sleep 3600: the whole grace period", hook: []string{"sleep", "3600"}, wantStop: 30 * time.Second, wantCode: 143},
 		{name: "sleep infinity: the whole grace period", hook: []string{"sleep", "infinity"}, wantStop: 30 * time.Second, wantCode: 143},
 		{name: "a program the sandbox does not know: succeeded at once", hook: []string{"wget", "http://x"}, wantCode: 143},
@@ -125,8 +127,12 @@ func TestSimPodsPreStopExec(t *testing.T) {
 			}
 			clk.Step(10 * time.Second)
 			p = p.DeepCopy()
-			p.DeletionGracePeriodSeconds = ptrTo(int64(30))
-			p.DeletionTimestamp = &metav1.Time{Time: clk.Now().Add(30 * time.Second)}
+			grace := int64(30)
+			if tc.noGrace {
+				grace = 0
+			}
+			p.DeletionGracePeriodSeconds = ptrTo(grace)
+			p.DeletionTimestamp = &metav1.Time{Time: clk.Now().Add(time.Duration(grace) * time.Second)}
 			deleted := clk.Now()
 			if err := s.DeletePod(ctx, p); err != nil {
 				t.Fatal(err)
