@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strconv"
@@ -87,6 +88,9 @@ type simPod struct {
 	// view before a change of behaviour (none before a simulator's restart: the kubelet's counters
 	// start again at 0 when it restarts); the probes since are simulated again at each count.
 	probeBase probeTallies
+	// preStop are its containers' preStop exec hooks as they ran at the deletion (SimInput.PreStop;
+	// nil: none).
+	preStop map[string]PreStopHook
 	// cmds holds the outcome of each container run its command decided (memoized: a run is
 	// interpreted once, when it starts), under its own lock, held while a run is interpreted.
 	cmdsMu sync.Mutex
@@ -155,14 +159,32 @@ func (s *simPods) parseBehaviour(ctx context.Context, p *v1.Pod) {
 }
 
 // DeletePod marks the pod stopping (Simulate stops its containers after the stop delay, within the
-// grace period) the first time, with a deletionTimestamp; forgets it otherwise.
+// grace period) the first time, with a deletionTimestamp, after running its containers' preStop exec
+// hooks once (preStopHooks: they delay the containers' SIGTERM; a failed one is told in the kubelet's
+// Warning FailedPreStopHook Event); forgets it otherwise.
 func (s *simPods) DeletePod(ctx context.Context, p *v1.Pod) error {
 	s.mu.Lock()
 	if sp := s.pods[p.UID]; sp != nil && p.DeletionTimestamp != nil && !sp.stopping {
-		sp.stopping, sp.stopSeen = true, s.clock.Now()
+		seen := s.clock.Now()
+		s.mu.Unlock()
+		hooks := s.preStopHooks(ctx, p) // before the view sees the deletion: they delay the stops
+		s.mu.Lock()
+		if sp.stopping {
+			s.mu.Unlock()
+			return nil
+		}
+		sp.stopping, sp.stopSeen, sp.preStop = true, seen, hooks
 		events := killingEvents(p, sp.seen)
 		s.mu.Unlock()
 		s.record(events)
+		if len(hooks) == 0 {
+			return nil
+		}
+		for _, name := range slices.Sorted(maps.Keys(hooks)) {
+			if hooks[name].Failed { // the kubelet tells it when the hook ends; here at the deletion
+				s.recorder.Event(containerRef(p, containerField(p, name), name), v1.EventTypeWarning, EventReasonFailedPreStopHook, preStopFailedMessage)
+			}
+		}
 		return nil
 	}
 	delete(s.pods, p.UID)
@@ -248,7 +270,7 @@ func (s *simPods) viewWith(ctx context.Context, p *v1.Pod, probes bool) (*simPod
 		base.add(sp.probeBase)
 	}
 	in := SimInput{StartTime: sp.start, RuntimeName: s.runtimeName, Overrides: sp.overrides, DeletionSeen: sp.stopSeen,
-		EphemeralStarts: sp.ephemeralStarts, Baseline: sp.baseline}
+		EphemeralStarts: sp.ephemeralStarts, Baseline: sp.baseline, PreStop: sp.preStop}
 	s.mu.Unlock()
 	if s.commands != nil && (hasCommand(p) || referencesObjects(p)) {
 		in.Run = func(c *v1.Container, restarts int32, start time.Time) (RunOutcome, bool) {

@@ -280,6 +280,10 @@ type SimInput struct {
 	// count) once it has started, unless the container's behaviour is RunAnnotated; ok false: the
 	// behaviour's RunDuration and ExitCode apply. It must give the same answer for the same run.
 	Run func(c *v1.Container, restarts int32, start time.Time) (out RunOutcome, ok bool)
+	// PreStop are the preStop exec hooks run at the deletion (the simulated runtime interprets each
+	// once, when it first sees the deletion), by container name: each delays its container's SIGTERM
+	// as the kubelet's killContainer does (PreStopHook). A container not there has no hook run.
+	PreStop map[string]PreStopHook
 }
 
 // RunOutcome is how one run of a container ends: after Duration with ExitCode, or never by itself
@@ -423,6 +427,7 @@ func simulate(p *v1.Pod, b *Behaviour, in *SimInput, now time.Time, tally probeT
 			// The request was in [requested, requested+1s), and not after it was seen.
 			requested = requested.Add(min(seen.Sub(requested), time.Second-time.Nanosecond))
 		}
+		sim.requested, sim.grace = requested, grace
 		sim.stopAt, sim.stopCode = requested.Add(b.StopDelay), 0
 		if b.StopDelay >= grace {
 			sim.stopAt, sim.stopCode = requested.Add(grace), 137
@@ -493,6 +498,10 @@ type simulation struct {
 	killAt   time.Time
 	killCode int32
 	lastStop time.Time
+	// requested and grace: the delete request as placed (DeletionSeen) and the deletion's grace
+	// period (deletionGracePeriodSeconds), for the preStop hooks (afterPreStop).
+	requested time.Time
+	grace     time.Duration
 	// tally, when not nil, gets the probes each container run ran (tallyRun).
 	tally probeTallies
 }
@@ -645,6 +654,9 @@ func (s *simulation) container(c *v1.Container, from time.Time, isInit, sidecar 
 				}
 				if !stopAt.IsZero() && !s.b.StopDelaySet && !o.ExitsOnSIGTERM {
 					stopAt, stopCode = s.killAt, s.killCode // PID 1 without a SIGTERM handler
+				}
+				if h, ok := s.in.PreStop[c.Name]; ok && !stopAt.IsZero() && s.grace > 0 {
+					stopAt, stopCode = s.afterPreStop(h, o.ExitsOnSIGTERM)
 				}
 			}
 		}

@@ -9,8 +9,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/nodeagent/nodeagent/test/framework"
 )
@@ -24,7 +26,9 @@ import (
 //   - an exec liveness probe `cat /tmp/health` restarts the container once its command removed the file
 //     (the conformance spec);
 //   - a container whose env names a ConfigMap that does not exist waits with CreateContainerConfigError
-//     and the kubelet's message, and starts once the ConfigMap is created.
+//     and the kubelet's message, and starts once the ConfigMap is created;
+//   - a preStop exec hook `sleep 3` delays the SIGTERM of a pod deleted with a grace period of 30 s: it
+//     is gone after 3 s and well before 30 s; one that exits non-zero is told (FailedPreStopHook).
 func TestCommandExec(t *testing.T) {
 	t.Parallel()
 	const ns = "command-exec"
@@ -171,6 +175,44 @@ func TestCommandExec(t *testing.T) {
 		events, err := admin.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=missing,reason=Failed"})
 		if err != nil || len(events.Items) == 0 || !strings.Contains(events.Items[0].Message, `Error: configmap "late" not found`) {
 			t.Errorf("Failed Events %v (%v)", events, err)
+		}
+	})
+	t.Run("preStop exec", func(t *testing.T) {
+		preStop := func(name string, hook ...string) *corev1.Pod {
+			p := pod(name, "sleep 3600", func(c *corev1.Container) {
+				c.Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: hook}}}
+			})
+			p.Spec.ShareProcessNamespace = ptr.To(true) // the shell is not PID 1: the SIGTERM ends it
+			return p
+		}
+		for _, p := range []*corev1.Pod{preStop("prestop", "sleep", "3"), preStop("prestop-fails", "sh", "-c", "echo secret; exit 1")} {
+			if _, err := admin.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		wait("prestop running", func() bool {
+			return status("prestop").State.Running != nil && status("prestop-fails").State.Running != nil
+		})
+		gone := func(name string) bool {
+			_, err := admin.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+			return apierrors.IsNotFound(err)
+		}
+		deleted := time.Now()
+		for _, name := range []string{"prestop", "prestop-fails"} {
+			if err := admin.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](30)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		wait("prestop gone", func() bool { return gone("prestop") })
+		took := time.Since(deleted)
+		t.Logf("the pod with a preStop sleep 3 was gone %v after its deletion (grace 30 s)", took)
+		if took < 3*time.Second || took > 15*time.Second {
+			t.Errorf("the pod with a preStop sleep 3 was gone %v after its deletion (grace 30 s), want 3 s to 15 s", took)
+		}
+		wait("prestop-fails gone", func() bool { return gone("prestop-fails") })
+		events, err := admin.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=prestop-fails,reason=FailedPreStopHook"})
+		if err != nil || len(events.Items) != 1 || events.Items[0].Message != "PreStopHook failed" || events.Items[0].Type != corev1.EventTypeWarning {
+			t.Errorf("FailedPreStopHook Events %+v (%v), want one Warning \"PreStopHook failed\"", events, err)
 		}
 	})
 }
