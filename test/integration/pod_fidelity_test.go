@@ -147,9 +147,9 @@ type podFidScenario struct {
 	// settles): each side's first status write with that summary, as the test's watch saw it, is compared
 	// instead of a final state.
 	firstStage string
-	// finalWithin, when set, is how much later or sooner than the kubelet's the simulated pod may reach
-	// its final phase (its first status write with that phase as the watch saw it, from the pods'
-	// creation); goneWithin, for a deletion, how much the time from the delete to the pod gone (the
+	// finalWithin, when set, is how much later than the kubelet's the simulated pod may reach its final
+	// phase (its first status write with that phase as the watch saw it, from the pods' creation; sooner
+	// is no difference, within the kubelet's rule: an active deadline not before it); goneWithin, for a deletion, how much the time from the delete to the pod gone (the
 	// watch's DELETED event) may differ from the kubelet's.
 	finalWithin, goneWithin time.Duration
 }
@@ -759,7 +759,7 @@ func waitPodFinal(ctx context.Context, t *testing.T, client kubernetes.Interface
 // that phase, as the watch told them; and fails when the simulated pod is gone more than sc.goneWithin
 // after the kubelet's (sooner is not a difference: a kubelet on a loaded machine takes seconds where it
 // takes 0.2 s alone, and the simulator has no process to stop), or reaches its final phase more than
-// sc.finalWithin from the kubelet's either way.
+// sc.finalWithin after the kubelet's (sooner likewise, but an active deadline never before the deadline).
 func podFidCheckTimes(t *testing.T, sc podFidScenario, writes *statusWriteCounter, final map[string]*corev1.Pod, actedAt map[string]time.Time, createdAt map[string]time.Time) {
 	t.Helper()
 	check := func(what string, times map[string]time.Duration, within time.Duration, sooner bool) {
@@ -791,7 +791,19 @@ func podFidCheckTimes(t *testing.T, sc podFidScenario, writes *statusWriteCounte
 				times[ns] = at.Sub(createdAt[ns+"/"+p.Name])
 			}
 		}
-		check("time from creation to "+sc.final, times, sc.finalWithin, false)
+		check("time from creation to "+sc.final, times, sc.finalWithin, true)
+		// Sooner than a loaded kubelet is no difference, but never sooner than the kubelet's rule allows:
+		// an active deadline fails the pod activeDeadlineSeconds after its status.startTime
+		// (kubelet_pods.go pastActiveDeadline), not before.
+		if p := final[podFidSimNS]; p != nil && p.Spec.ActiveDeadlineSeconds != nil {
+			at, ok := writes.phaseAt(p.UID, phase)
+			if p.Status.StartTime == nil || !ok {
+				t.Errorf("simulated pod %s: no startTime or no %s write seen", p.Name, phase)
+			} else if deadline := p.Status.StartTime.Add(time.Duration(*p.Spec.ActiveDeadlineSeconds) * time.Second); at.Before(deadline) {
+				t.Errorf("simulated pod %s: %s at %v, before its active deadline %v (startTime %v + %ds)", p.Name, phase,
+					at.Format(time.RFC3339Nano), deadline.Format(time.RFC3339Nano), p.Status.StartTime.Format(time.RFC3339), *p.Spec.ActiveDeadlineSeconds)
+			}
+		}
 	}
 }
 
