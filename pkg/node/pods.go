@@ -347,7 +347,9 @@ func (c *Controller) rejectPod(ctx context.Context, p *v1.Pod, st *podSyncStatus
 	if err := c.patchPodStatus(ctx, p, st, &status); err != nil {
 		return patchFailed(err)
 	}
-	st.finished = true
+	if err := st.setState(RejectedPod); err != nil {
+		return result{after: never, err: err}
+	}
 	return result{after: never}
 }
 
@@ -486,7 +488,7 @@ func (c *Controller) generatePodStatus(p *v1.Pod, rt *pod.RuntimeStatus, evict *
 }
 
 // deletePod deletes a pod whose containers have stopped, with grace 0 and its UID as a precondition,
-// as the kubelet's status manager once the pod can be deleted (once: st.finished); its finalizers are
+// as the kubelet's status manager once the pod can be deleted (once: then FinishedPod); its finalizers are
 // left to their owners.
 func (c *Controller) deletePod(ctx context.Context, p *v1.Pod, st *podSyncStatus) result {
 	zero := int64(0)
@@ -496,7 +498,9 @@ func (c *Controller) deletePod(ctx context.Context, p *v1.Pod, st *podSyncStatus
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return result{after: never, err: fmt.Errorf("deleting pod %s/%s: %w", p.Namespace, p.Name, err)}
 	}
-	st.finished = true
+	if err := st.setState(FinishedPod); err != nil {
+		return result{after: never, err: err}
+	}
 	return result{after: never}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,26 +20,39 @@ import (
 	"github.com/nodeagent/nodeagent/pkg/pod"
 )
 
-// PodWorkerState is where an admitted pod is in its lifecycle on its Node: the kubelet's
-// PodWorkerState (pkg/kubelet/pod_workers.go). A pod moves only forward: SyncPod → TerminatingPod →
-// TerminatedPod.
+// PodWorkerState is where a pod is in its lifecycle on its Node: the kubelet's PodWorkerState
+// (pkg/kubelet/pod_workers.go), with the admission before it and its two ends made states of their
+// own (the kubelet keeps them in podSyncStatus's fields: a rejected pod, a finished one). A pod moves
+// only forward, along podWorkerTransitions: AdmitPod → SyncPod → TerminatingPod → TerminatedPod →
+// FinishedPod, with AdmitPod → RejectedPod, AdmitPod → TerminatedPod and SyncPod → TerminatedPod.
+// podSyncStatus.setState is the one place a state is written.
 type PodWorkerState uint8
 
 const (
+	// AdmitPod: the pod is new to its worker and not yet admitted (the kubelet's HandlePodAdditions):
+	// admitted, it moves to SyncPod; rejected, to RejectedPod; terminal or being deleted before it was
+	// ever admitted here, to TerminatedPod.
+	AdmitPod PodWorkerState = iota
 	// SyncPod: the pod is running, or should be: its containers are started, kept as its spec says,
 	// and its status written (the kubelet's SyncPod). A deletion moves it to TerminatingPod, a
 	// terminal phase (every container exited for good) to TerminatedPod.
-	SyncPod PodWorkerState = iota
+	SyncPod
 	// TerminatingPod: the pod is being deleted; its containers are stopped within the grace period
 	// (PodProvider.DeletePod) and its status written until none runs (SyncTerminatingPod).
 	TerminatingPod
 	// TerminatedPod: no container of the pod runs nor will again; what it held of the Node (addresses,
 	// its part in admission) is released, and a pod being deleted is deleted from the API once its
-	// final status is written (SyncTerminatedPod and the status manager's deletion).
+	// final status is written (SyncTerminatedPod and the status manager's deletion): then FinishedPod.
 	TerminatedPod
+	// FinishedPod: the pod has been deleted from the API; nothing more is done for its UID (the
+	// kubelet's podSyncStatus.finished).
+	FinishedPod
+	// RejectedPod: admission rejected the pod and its rejection (phase Failed) is written; nothing more
+	// is done for its UID (the kubelet's rejectPod, after which no pod worker runs the pod).
+	RejectedPod
 )
 
-var podWorkerStateNames = [...]string{"SyncPod", "TerminatingPod", "TerminatedPod"}
+var podWorkerStateNames = [...]string{"AdmitPod", "SyncPod", "TerminatingPod", "TerminatedPod", "FinishedPod", "RejectedPod"}
 
 // String returns the state's name as the kubelet names it.
 func (s PodWorkerState) String() string {
@@ -46,6 +60,30 @@ func (s PodWorkerState) String() string {
 		return podWorkerStateNames[s]
 	}
 	return fmt.Sprintf("PodWorkerState(%d)", uint8(s))
+}
+
+// podWorkerTransitions are the state changes a pod's worker may make, from each state: every other
+// is refused (setState).
+var podWorkerTransitions = [...][]PodWorkerState{
+	AdmitPod:       {SyncPod, TerminatedPod, RejectedPod},
+	SyncPod:        {TerminatingPod, TerminatedPod},
+	TerminatingPod: {TerminatedPod},
+	TerminatedPod:  {FinishedPod},
+	FinishedPod:    nil,
+	RejectedPod:    nil,
+}
+
+// done reports whether nothing more is done for the pod's UID in state s (FinishedPod, RejectedPod).
+func (s PodWorkerState) done() bool { return s == FinishedPod || s == RejectedPod }
+
+// setState moves the pod's worker to state to: the one place its state is written. It returns an
+// error naming both states, and leaves the state, when podWorkerTransitions does not allow the move.
+func (st *podSyncStatus) setState(to PodWorkerState) error {
+	if int(st.state) >= len(podWorkerTransitions) || !slices.Contains(podWorkerTransitions[st.state], to) {
+		return fmt.Errorf("pod worker state %s cannot become %s", st.state, to)
+	}
+	st.state = to
+	return nil
 }
 
 // podWorkers is the kubelet's podWorkers for the pods of one Node whose Config has a PodProvider:
@@ -84,14 +122,11 @@ type podSync struct {
 // podSyncStatus is what a pod's worker keeps of its pod: the kubelet's podSyncStatus. Only the pod's
 // own sync reads or writes it.
 type podSyncStatus struct {
-	uid   types.UID
-	state PodWorkerState
-	// admitted: by this process, or found admitted by an earlier one (status.startTime).
-	admitted bool
-	// finished: nothing more to do for this UID (rejected at admission, or deleted from the API).
-	finished bool
-	created  bool // the provider's CreatePod succeeded
-	killed   bool // the provider's DeletePod succeeded
+	uid types.UID
+	// state is where the pod is in its lifecycle; written by setState only.
+	state   PodWorkerState
+	created bool // the provider's CreatePod succeeded
+	killed  bool // the provider's DeletePod succeeded
 	// generation is the pod's metadata.generation the provider was last told of.
 	generation int64
 	// writtenRV is the resourceVersion of the pod after this process's last status write: a copy
@@ -351,10 +386,10 @@ func (c *Controller) podStep(ctx context.Context, key string) result {
 	}
 	prevAnnotations := st.annotations
 	st.annotations = p.Annotations
-	if st.finished {
+	if st.state.done() {
 		return result{after: never}
 	}
-	if !st.admitted {
+	if st.state == AdmitPod {
 		if r, done := c.handlePodAddition(ctx, key, p, st); done {
 			return r
 		}
@@ -362,10 +397,15 @@ func (c *Controller) podStep(ctx context.Context, key string) result {
 	// The kubelet's UpdatePod: a deletion, or the eviction manager's kill, moves a running pod on to
 	// terminating.
 	if evict := c.pods.takeEviction(key); evict != nil && st.state == SyncPod && st.evict == nil {
-		st.evict, st.state = evict, TerminatingPod
+		st.evict = evict
+		if err := st.setState(TerminatingPod); err != nil {
+			return result{after: never, err: err}
+		}
 	}
 	if p.DeletionTimestamp != nil && st.state == SyncPod {
-		st.state = TerminatingPod
+		if err := st.setState(TerminatingPod); err != nil {
+			return result{after: never, err: err}
+		}
 	}
 	switch st.state {
 	case SyncPod:
@@ -384,14 +424,14 @@ func (c *Controller) podStep(ctx context.Context, key string) result {
 // admitted is deleted; any other goes through admission, and a rejected one gets the kubelet's
 // rejection. done: the step is over, with r.
 func (c *Controller) handlePodAddition(ctx context.Context, key string, p *v1.Pod, st *podSyncStatus) (r result, done bool) {
+	to := SyncPod
 	switch {
 	case isTerminalPhase(p.Status.Phase):
-		st.admitted, st.state = true, TerminatedPod
+		to = TerminatedPod
 	case p.Status.StartTime != nil:
-		st.admitted = true
 		c.pods.resources.countAdmitted(key, p)
 	case p.DeletionTimestamp != nil:
-		st.admitted, st.state = true, TerminatedPod // never started: nothing to stop
+		to = TerminatedPod // never started: nothing to stop
 	default:
 		res, err := c.admit(key, p)
 		if err != nil {
@@ -402,7 +442,9 @@ func (c *Controller) handlePodAddition(ctx context.Context, key string, p *v1.Po
 		if !res.Admit {
 			return c.rejectPod(ctx, p, st, res), true
 		}
-		st.admitted = true
+	}
+	if err := st.setState(to); err != nil {
+		return result{after: never, err: err}, true
 	}
 	return result{}, false
 }
@@ -416,7 +458,10 @@ func (c *Controller) syncPod(ctx context.Context, key string, p *v1.Pod, prevAnn
 	if evict != nil {
 		// The kubelet's activeDeadlineHandler: Failed, DeadlineExceeded; the pod worker kills it.
 		c.deps.Recorder.Event(p, v1.EventTypeNormal, evict.reason, evict.message)
-		st.evict, st.state = evict, TerminatingPod
+		st.evict = evict
+		if err := st.setState(TerminatingPod); err != nil {
+			return result{after: never, err: err}
+		}
 		return c.syncTerminatingPod(ctx, key, p, st)
 	}
 	defer func() { // synced again at the deadline (the kubelet's sync loop asks its activeDeadlineHandler every second); at once when past
@@ -461,7 +506,9 @@ func (c *Controller) syncPod(ctx context.Context, key string, p *v1.Pod, prevAnn
 		return res
 	}
 	if isTerminalPhase(status.Phase) {
-		st.state = TerminatedPod
+		if err := st.setState(TerminatedPod); err != nil {
+			return result{after: never, err: err}
+		}
 		return c.syncTerminatedPod(ctx, key, p, st)
 	}
 	if deadline.IsZero() {
@@ -547,7 +594,9 @@ func (c *Controller) syncTerminatingPod(ctx context.Context, key string, p *v1.P
 		return r
 	}
 	if isTerminalPhase(status.Phase) && (st.evict == nil || !anyRunningStatus(&status)) {
-		st.state = TerminatedPod
+		if err := st.setState(TerminatedPod); err != nil {
+			return result{after: never, err: err}
+		}
 		return c.syncTerminatedPod(ctx, key, p, st)
 	}
 	return result{after: recheck}

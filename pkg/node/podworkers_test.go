@@ -68,8 +68,8 @@ func TestPodWorkerDeletionCancelsSync(t *testing.T) {
 	if r := e.ctrl.podStep(t.Context(), "default/a"); r.err != nil {
 		t.Fatalf("second pass: %v", r.err)
 	}
-	if got := e.ctrl.pods.statuses["default/a"]; got.state != TerminatedPod || !got.killed {
-		t.Errorf("after the second pass: state %s killed %v, want TerminatedPod killed", got.state, got.killed)
+	if got := e.ctrl.pods.statuses["default/a"]; got.state != FinishedPod || !got.killed {
+		t.Errorf("after the second pass: state %s killed %v, want FinishedPod killed", got.state, got.killed)
 	}
 	if calls := e.provider.Calls(); len(calls) != 1 || calls[0] != "delete a" {
 		t.Errorf("provider calls %q, want [delete a]", calls)
@@ -78,7 +78,8 @@ func TestPodWorkerDeletionCancelsSync(t *testing.T) {
 
 // TestPodWorkerStates: the states a pod's worker goes through, named as the kubelet's PodWorkerState:
 // a pod runs in SyncPod, one whose containers exited for good is TerminatedPod, one being deleted is
-// TerminatingPod until its containers stopped, then TerminatedPod (and deleted from the API).
+// TerminatingPod until its containers stopped, then TerminatedPod, and FinishedPod once deleted from the
+// API.
 func TestPodWorkerStates(t *testing.T) {
 	deleting := func(p *v1.Pod) {
 		now := metav1.Now()
@@ -95,11 +96,11 @@ func TestPodWorkerStates(t *testing.T) {
 			p.Spec.RestartPolicy = v1.RestartPolicyNever
 			p.Annotations = map[string]string{"test/exited": "true"}
 		}, want: TerminatedPod, wantWrites: []string{"patch-status a"}},
-		{name: "deleted before admission", mutate: deleting, want: TerminatedPod, wantWrites: []string{"delete a grace=0 uid=uid-a"}},
+		{name: "deleted before admission", mutate: deleting, want: FinishedPod, wantWrites: []string{"delete a grace=0 uid=uid-a"}},
 		{name: "deleted after admission", mutate: func(p *v1.Pod) {
 			deleting(p)
 			p.Status.StartTime = &metav1.Time{Time: time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC)}
-		}, want: TerminatedPod, wantWrites: []string{"patch-status a", "delete a grace=0 uid=uid-a"}},
+		}, want: FinishedPod, wantWrites: []string{"patch-status a", "delete a grace=0 uid=uid-a"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newPodEnv(t, testPod("a", "100m", tc.mutate))
@@ -113,6 +114,44 @@ func TestPodWorkerStates(t *testing.T) {
 				t.Errorf("writes %q, want %q", got, tc.wantWrites)
 			}
 		})
+	}
+}
+
+// TestPodWorkerTransitions: every state change a pod's worker may make is allowed by setState, and
+// every other refused (the state left as it was): a transition removed from podWorkerTransitions, or
+// one added, fails here.
+func TestPodWorkerTransitions(t *testing.T) {
+	allowed := map[[2]PodWorkerState]bool{
+		{AdmitPod, SyncPod}:             true, // admitted, or admitted by an earlier run
+		{AdmitPod, TerminatedPod}:       true, // terminal, or deleted, before it ever ran here
+		{AdmitPod, RejectedPod}:         true, // rejected at admission
+		{SyncPod, TerminatingPod}:       true, // deleted, evicted, past its active deadline
+		{SyncPod, TerminatedPod}:        true, // its phase turned terminal
+		{TerminatingPod, TerminatedPod}: true, // its containers stopped
+		{TerminatedPod, FinishedPod}:    true, // deleted from the API
+	}
+	states := []PodWorkerState{AdmitPod, SyncPod, TerminatingPod, TerminatedPod, FinishedPod, RejectedPod}
+	if len(states) != len(podWorkerStateNames) {
+		t.Fatalf("the test knows %d states, PodWorkerState has %d", len(states), len(podWorkerStateNames))
+	}
+	for _, from := range states {
+		for _, to := range states {
+			want := allowed[[2]PodWorkerState{from, to}]
+			t.Run(from.String()+"→"+to.String(), func(t *testing.T) {
+				st := &podSyncStatus{state: from}
+				err := st.setState(to)
+				switch {
+				case want && err != nil:
+					t.Errorf("refused: %v", err)
+				case want && st.state != to:
+					t.Errorf("state %s after the transition, want %s", st.state, to)
+				case !want && err == nil:
+					t.Errorf("allowed, want refused")
+				case !want && st.state != from:
+					t.Errorf("state %s after a refused transition, want %s unchanged", st.state, from)
+				}
+			})
+		}
 	}
 }
 
