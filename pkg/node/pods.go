@@ -280,15 +280,11 @@ func (c *Controller) PodCounts() (pods, ips int) {
 
 // PodEventHandler returns a handler for a pod informer (with PodIndexers) that queues this Node's pods:
 // what a library program with one Node adds to its informer. A process with many Nodes on one Queue
-// uses Queue.PodEventHandler instead.
+// uses Queue.PodEventHandler instead. It is the Queue's router (podRouter) with this one Node.
 func (c *Controller) PodEventHandler() cache.ResourceEventHandler {
-	queue := func(obj any, ev podEvent) {
-		if p, nodeName, ok := podMeta(obj); ok && nodeName == c.cfg.NodeName {
-			c.podUpdated(p, ev)
-		}
-	}
-	return cache.ResourceEventHandlerFuncs{AddFunc: func(obj any) { queue(obj, podAdded) },
-		UpdateFunc: func(_, obj any) { queue(obj, podChanged) }, DeleteFunc: func(obj any) { queue(obj, podDeleted) }}
+	r := &podRouter{}
+	r.add(c)
+	return r.handler()
 }
 
 // queueAllPods queues every pod bound to the Node (once registered: pods bound before the controller
