@@ -92,6 +92,12 @@ func (st *podSyncStatus) setState(to PodWorkerState) error {
 // pods hold of the Node (resources). The work queue runs one pod's sync at a time, so each
 // podSyncStatus is its pod's worker's alone; mu guards only the maps and the in-flight bookkeeping.
 type podWorkers struct {
+	// node is the Node whose pods these are: its Config and Dependencies, and what of the Node's own
+	// the syncs read (its pod CIDRs, pressure conditions, host IPs, registration) or start (the eviction
+	// manager, queueing a pod). The Controller hands its pods to podStep, as the kubelet's podWorkers
+	// are handed pods by the Kubelet's sync loop.
+	node *Controller
+
 	resources podResources
 
 	mu sync.Mutex
@@ -318,16 +324,16 @@ func (w *podWorkers) deleted(key string, uid types.UID, final metav1.Object) {
 // lastCopy returns the last copy of pod key that st's worker knows of, once the pod has left the API:
 // the deletion event's (deleted), else a pod with its namespace, name, UID and Node only (a pod that
 // left while the informer was relisting, or replaced under its name).
-func (c *Controller) lastCopy(key string, st *podSyncStatus) *v1.Pod {
-	c.pods.mu.Lock()
+func (w *podWorkers) lastCopy(key string, st *podSyncStatus) *v1.Pod {
+	w.mu.Lock()
 	final := st.final
-	c.pods.mu.Unlock()
+	w.mu.Unlock()
 	if p := toPod(final); p != nil {
 		return p
 	}
 	namespace, name, _ := cache.SplitMetaNamespaceKey(key)
 	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, UID: st.uid},
-		Spec: v1.PodSpec{NodeName: c.cfg.NodeName}}
+		Spec: v1.PodSpec{NodeName: w.node.cfg.NodeName}}
 }
 
 // knows reports whether a worker knows pod key with uid.
@@ -361,28 +367,28 @@ func (w *podWorkers) len() int {
 // a pod new to the worker goes through admission (HandlePodAdditions); then the sync of its state:
 // SyncPod, SyncTerminatingPod or SyncTerminatedPod, each writing the status the kubelet's status
 // manager would. It returns when to look again.
-func (c *Controller) podStep(ctx context.Context, key string) result {
+func (w *podWorkers) podStep(ctx context.Context, key string) result {
 	switch key {
 	case evictionManagerKey:
-		return c.evictionStep(ctx)
+		return w.node.evictionStep(ctx)
 	case danglingPodsKey:
-		return c.deleteDanglingPods(ctx)
+		return w.deleteDanglingPods(ctx)
 	}
 	namespace, name, _ := cache.SplitMetaNamespaceKey(key)
-	p, err := c.deps.Pods.Get(namespace, name)
+	p, err := w.node.deps.Pods.Get(namespace, name)
 	switch {
 	case apierrors.IsNotFound(err):
-		return c.forgetPod(ctx, key)
+		return w.forgetPod(ctx, key)
 	case err != nil:
 		return result{after: never, err: err}
-	case p.Spec.NodeName != c.cfg.NodeName:
+	case p.Spec.NodeName != w.node.cfg.NodeName:
 		return result{after: never}
-	case !c.registered.Load():
+	case !w.node.registered.Load():
 		return result{after: never} // registration queues every pod once done
 	}
-	st, old := c.pods.statusFor(key, p.UID)
+	st, old := w.statusFor(key, p.UID)
 	if old != nil { // deleted and created again under the same name
-		c.cleanupPod(ctx, key, old)
+		w.cleanupPod(ctx, key, old)
 	}
 	prevAnnotations := st.annotations
 	st.annotations = p.Annotations
@@ -390,13 +396,13 @@ func (c *Controller) podStep(ctx context.Context, key string) result {
 		return result{after: never}
 	}
 	if st.state == AdmitPod {
-		if r, done := c.handlePodAddition(ctx, key, p, st); done {
+		if r, done := w.handlePodAddition(ctx, key, p, st); done {
 			return r
 		}
 	}
 	// The kubelet's UpdatePod: a deletion, or the eviction manager's kill, moves a running pod on to
 	// terminating.
-	if evict := c.pods.takeEviction(key); evict != nil && st.state == SyncPod && st.evict == nil {
+	if evict := w.takeEviction(key); evict != nil && st.state == SyncPod && st.evict == nil {
 		st.evict = evict
 		if err := st.setState(TerminatingPod); err != nil {
 			return result{after: never, err: err}
@@ -409,12 +415,12 @@ func (c *Controller) podStep(ctx context.Context, key string) result {
 	}
 	switch st.state {
 	case SyncPod:
-		c.pods.syncing(key)
-		return c.syncPod(ctx, key, p, prevAnnotations, st)
+		w.syncing(key)
+		return w.syncPod(ctx, key, p, prevAnnotations, st)
 	case TerminatingPod:
-		return c.syncTerminatingPod(ctx, key, p, st)
+		return w.syncTerminatingPod(ctx, key, p, st)
 	default:
-		return c.syncTerminatedPod(ctx, key, p, st)
+		return w.syncTerminatedPod(ctx, key, p, st)
 	}
 }
 
@@ -423,24 +429,24 @@ func (c *Controller) podStep(ctx context.Context, key string) result {
 // an earlier run admitted (status.startTime) is admitted again; one being deleted before it was ever
 // admitted is deleted; any other goes through admission, and a rejected one gets the kubelet's
 // rejection. done: the step is over, with r.
-func (c *Controller) handlePodAddition(ctx context.Context, key string, p *v1.Pod, st *podSyncStatus) (r result, done bool) {
+func (w *podWorkers) handlePodAddition(ctx context.Context, key string, p *v1.Pod, st *podSyncStatus) (r result, done bool) {
 	to := SyncPod
 	switch {
 	case isTerminalPhase(p.Status.Phase):
 		to = TerminatedPod
 	case p.Status.StartTime != nil:
-		c.pods.resources.countAdmitted(key, p)
+		w.resources.countAdmitted(key, p)
 	case p.DeletionTimestamp != nil:
 		to = TerminatedPod // never started: nothing to stop
 	default:
-		res, err := c.admit(key, p)
+		res, err := w.admit(key, p)
 		if err != nil {
 			// The Node left the informer for a moment (deleted, registered again): decided once it is
 			// back (registration queues every pod of the Node).
 			return result{after: PodSyncBackOff}, true
 		}
 		if !res.Admit {
-			return c.rejectPod(ctx, p, st, res), true
+			return w.rejectPod(ctx, p, st, res), true
 		}
 	}
 	if err := st.setState(to); err != nil {
@@ -453,41 +459,41 @@ func (c *Controller) handlePodAddition(ctx context.Context, key string, p *v1.Po
 // TerminatingPod, failed; otherwise start its containers (with the addresses it is given), tell the
 // provider of a change of its spec or annotations, and write the status of what runs. A pod whose
 // phase turns terminal moves on to TerminatedPod.
-func (c *Controller) syncPod(ctx context.Context, key string, p *v1.Pod, prevAnnotations map[string]string, st *podSyncStatus) (r result) {
-	evict, deadline := c.activeDeadline(p, p.Status.StartTime)
+func (w *podWorkers) syncPod(ctx context.Context, key string, p *v1.Pod, prevAnnotations map[string]string, st *podSyncStatus) (r result) {
+	evict, deadline := w.activeDeadline(p, p.Status.StartTime)
 	if evict != nil {
 		// The kubelet's activeDeadlineHandler: Failed, DeadlineExceeded; the pod worker kills it.
-		c.deps.Recorder.Event(p, v1.EventTypeNormal, evict.reason, evict.message)
+		w.node.deps.Recorder.Event(p, v1.EventTypeNormal, evict.reason, evict.message)
 		st.evict = evict
 		if err := st.setState(TerminatingPod); err != nil {
 			return result{after: never, err: err}
 		}
-		return c.syncTerminatingPod(ctx, key, p, st)
+		return w.syncTerminatingPod(ctx, key, p, st)
 	}
 	defer func() { // synced again at the deadline (the kubelet's sync loop asks its activeDeadlineHandler every second); at once when past
 		if !deadline.IsZero() && r.err == nil && r.after != never {
-			r.after = min(r.after, max(deadline.Sub(c.deps.Clock.Now()), time.Millisecond))
+			r.after = min(r.after, max(deadline.Sub(w.node.deps.Clock.Now()), time.Millisecond))
 		}
 	}()
 	if !st.created && !isTerminalPhase(p.Status.Phase) {
-		if vol, msg := c.missingVolume(ctx, p); vol != "" {
+		if vol, msg := w.missingVolume(ctx, p); vol != "" {
 			// The kubelet's volume manager: the pod waits ContainerCreating until its volumes mount.
-			return c.notStarted(ctx, key, p, st, ReasonFailedMount, msg)
+			return w.notStarted(ctx, key, p, st, ReasonFailedMount, msg)
 		}
-		ips, err := c.ensurePodIPs(key, p)
+		ips, err := w.ensurePodIPs(key, p)
 		if err != nil {
-			return c.sandboxFailed(ctx, key, p, st, err)
+			return w.sandboxFailed(ctx, key, p, st, err)
 		}
 		withIPs := *p // shallow: the provider reads it, as every pod it is given (PodProvider)
 		withIPs.Status.PodIPs = toPodIPs(ips)
-		if err := c.cfg.Pods.CreatePod(ctx, &withIPs); err != nil {
+		if err := w.node.cfg.Pods.CreatePod(ctx, &withIPs); err != nil {
 			return result{after: never, err: fmt.Errorf("creating pod %s: %w", key, err)}
 		}
 		st.created = true
 	} else if st.created {
-		allocated, resized := c.resizePod(key, p, st)
+		allocated, resized := w.resizePod(key, p, st)
 		if resized || p.Generation != st.generation || !maps.Equal(prevAnnotations, p.Annotations) {
-			if err := c.cfg.Pods.UpdatePod(ctx, allocated); err != nil {
+			if err := w.node.cfg.Pods.UpdatePod(ctx, allocated); err != nil {
 				return result{after: never, err: fmt.Errorf("updating pod %s: %w", key, err)}
 			}
 		}
@@ -501,7 +507,7 @@ func (c *Controller) syncPod(ctx context.Context, key string, p *v1.Pod, prevAnn
 			}
 		}()
 	}
-	status, recheck, res, ok := c.syncPodStatus(ctx, key, p, p, st, false)
+	status, recheck, res, ok := w.syncPodStatus(ctx, key, p, p, st, false)
 	if !ok {
 		return res
 	}
@@ -509,13 +515,13 @@ func (c *Controller) syncPod(ctx context.Context, key string, p *v1.Pod, prevAnn
 		if err := st.setState(TerminatedPod); err != nil {
 			return result{after: never, err: err}
 		}
-		return c.syncTerminatedPod(ctx, key, p, st)
+		return w.syncTerminatedPod(ctx, key, p, st)
 	}
 	if deadline.IsZero() {
 		// The pod's first start: its startTime is this pass's own write, whose update brings no pass
 		// (ownWrite). The kubelet's activeDeadlineHandler reads the status manager's copy, not the
 		// API's: the deadline counts from the startTime just written.
-		_, deadline = c.activeDeadline(p, status.StartTime)
+		_, deadline = w.activeDeadline(p, status.StartTime)
 	}
 	return result{after: recheck}
 }
@@ -532,24 +538,24 @@ const ReasonFailedCreatePodSandBox = "FailedCreatePodSandBox"
 // create pod sandbox: ..." and the status of a pod whose sandbox is not ready (ContainerCreating, its
 // startTime and host IPs, no pod IP); tried again after PodSyncBackOff, and at once when a pod of the
 // Node gives its addresses back.
-func (c *Controller) sandboxFailed(ctx context.Context, key string, p *v1.Pod, st *podSyncStatus, cause error) result {
-	c.pods.resources.waitForIPs(key)
-	return c.notStarted(ctx, key, p, st, ReasonFailedCreatePodSandBox, fmt.Sprintf("Failed to create pod sandbox: %v", cause))
+func (w *podWorkers) sandboxFailed(ctx context.Context, key string, p *v1.Pod, st *podSyncStatus, cause error) result {
+	w.resources.waitForIPs(key)
+	return w.notStarted(ctx, key, p, st, ReasonFailedCreatePodSandBox, fmt.Sprintf("Failed to create pod sandbox: %v", cause))
 }
 
 // notStarted is a SyncPod that could not start the pod yet: a Warning Event (reason, message) and the
 // status of a pod whose sandbox is not ready (ContainerCreating, its startTime and host IPs, no pod
 // IP); tried again after PodSyncBackOff.
-func (c *Controller) notStarted(ctx context.Context, key string, p *v1.Pod, st *podSyncStatus, reason, message string) result {
-	c.deps.Recorder.Event(p, v1.EventTypeWarning, reason, message)
-	rt := c.completeRuntimeStatus(&pod.RuntimeStatus{Sandbox: pod.SandboxNotReady}, key, st.uid)
-	status, err := c.generatePodStatus(p, rt, nil)
+func (w *podWorkers) notStarted(ctx context.Context, key string, p *v1.Pod, st *podSyncStatus, reason, message string) result {
+	w.node.deps.Recorder.Event(p, v1.EventTypeWarning, reason, message)
+	rt := w.completeRuntimeStatus(&pod.RuntimeStatus{Sandbox: pod.SandboxNotReady}, key, st.uid)
+	status, err := w.generatePodStatus(p, rt, nil)
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Pod status not written", "pod", klog.KObj(p))
 		return result{after: PodSyncBackOff}
 	}
-	if !c.staleCopy(p, st) {
-		if err := c.patchPodStatus(ctx, p, st, &status); err != nil {
+	if !w.staleCopy(p, st) {
+		if err := w.patchPodStatus(ctx, p, st, &status); err != nil {
 			return patchFailed(err)
 		}
 	}
@@ -561,12 +567,12 @@ func (c *Controller) notStarted(ctx context.Context, key string, p *v1.Pod, st *
 // status.startTime, or the one this process just wrote: the kubelet reads its status manager's copy)
 // is to be failed, DeadlineExceeded "Pod was active on the node longer than the specified deadline";
 // and the deadline (zero: none, or not started: startTime nil).
-func (c *Controller) activeDeadline(p *v1.Pod, startTime *metav1.Time) (*evictResponse, time.Time) {
+func (w *podWorkers) activeDeadline(p *v1.Pod, startTime *metav1.Time) (*evictResponse, time.Time) {
 	if p.Spec.ActiveDeadlineSeconds == nil || startTime == nil || startTime.IsZero() {
 		return nil, time.Time{}
 	}
 	deadline := startTime.Add(time.Duration(*p.Spec.ActiveDeadlineSeconds) * time.Second)
-	if c.deps.Clock.Now().Before(deadline) {
+	if w.node.deps.Clock.Now().Before(deadline) {
 		return nil, deadline
 	}
 	return &evictResponse{reason: ReasonDeadlineExceeded, message: MessageDeadlineExceeded}, deadline
@@ -580,16 +586,16 @@ const (
 
 // syncTerminatingPod is the kubelet's SyncTerminatingPod: stop the pod's containers within its grace
 // period (PodProvider.DeletePod, once) and write the status until none runs; then TerminatedPod.
-func (c *Controller) syncTerminatingPod(ctx context.Context, key string, p *v1.Pod, st *podSyncStatus) result {
-	killed := c.killedPod(p, st)
+func (w *podWorkers) syncTerminatingPod(ctx context.Context, key string, p *v1.Pod, st *podSyncStatus) result {
+	killed := w.killedPod(p, st)
 	if !st.killed {
-		if err := c.cfg.Pods.DeletePod(ctx, killed); err != nil {
+		if err := w.node.cfg.Pods.DeletePod(ctx, killed); err != nil {
 			return result{after: never, err: fmt.Errorf("stopping pod %s: %w", key, err)}
 		}
 		st.killed = true
 	}
 	st.generation = p.Generation
-	status, recheck, r, ok := c.syncPodStatus(ctx, key, p, killed, st, true)
+	status, recheck, r, ok := w.syncPodStatus(ctx, key, p, killed, st, true)
 	if !ok {
 		return r
 	}
@@ -597,7 +603,7 @@ func (c *Controller) syncTerminatingPod(ctx context.Context, key string, p *v1.P
 		if err := st.setState(TerminatedPod); err != nil {
 			return result{after: never, err: err}
 		}
-		return c.syncTerminatedPod(ctx, key, p, st)
+		return w.syncTerminatedPod(ctx, key, p, st)
 	}
 	return result{after: recheck}
 }
@@ -606,12 +612,12 @@ func (c *Controller) syncTerminatingPod(ctx context.Context, key string, p *v1.P
 // pod the kubelet fails while it runs (evict), a copy with deletionTimestamp and
 // deletionGracePeriodSeconds set as for a deletion when it was killed, with its
 // terminationGracePeriodSeconds (the kubelet's killPod without a grace period override).
-func (c *Controller) killedPod(p *v1.Pod, st *podSyncStatus) *v1.Pod {
+func (w *podWorkers) killedPod(p *v1.Pod, st *podSyncStatus) *v1.Pod {
 	if st.evict == nil || (p.DeletionTimestamp != nil && st.killedAt.IsZero()) {
 		return p
 	}
 	if st.killedAt.IsZero() {
-		st.killedAt, st.killGrace = c.deps.Clock.Now(), v1.DefaultTerminationGracePeriodSeconds
+		st.killedAt, st.killGrace = w.node.deps.Clock.Now(), v1.DefaultTerminationGracePeriodSeconds
 		if g := p.Spec.TerminationGracePeriodSeconds; g != nil {
 			st.killGrace = *g
 		}
@@ -628,21 +634,21 @@ func (c *Controller) killedPod(p *v1.Pod, st *podSyncStatus) *v1.Pod {
 // syncTerminatedPod is the kubelet's SyncTerminatedPod and the status manager's deletion: what the pod
 // held of the Node is released (its sandbox is gone) and, once it is being deleted, the pod is deleted
 // from the API (a pod the provider ran is first told to the provider, and its final status written).
-func (c *Controller) syncTerminatedPod(ctx context.Context, key string, p *v1.Pod, st *podSyncStatus) result {
-	c.releasePod(key, st.uid)
+func (w *podWorkers) syncTerminatedPod(ctx context.Context, key string, p *v1.Pod, st *podSyncStatus) result {
+	w.releasePod(key, st.uid)
 	if p.DeletionTimestamp == nil {
 		return result{after: never}
 	}
 	if st.created && !st.killed {
-		if err := c.cfg.Pods.DeletePod(ctx, p); err != nil {
+		if err := w.node.cfg.Pods.DeletePod(ctx, p); err != nil {
 			return result{after: never, err: fmt.Errorf("stopping pod %s: %w", key, err)}
 		}
 		st.killed = true
-		if _, _, r, ok := c.syncPodStatus(ctx, key, p, p, st, true); !ok {
+		if _, _, r, ok := w.syncPodStatus(ctx, key, p, p, st, true); !ok {
 			return r
 		}
 	}
-	return c.deletePod(ctx, p, st)
+	return w.deletePod(ctx, p, st)
 }
 
 // syncPodStatus writes the status of p (the informer's copy) from the provider's view of runtimePod (p,
@@ -650,17 +656,17 @@ func (c *Controller) syncTerminatedPod(ctx context.Context, key string, p *v1.Po
 // terminating: the pod is being deleted, and
 // its containers have stopped for good once none runs. It returns the status and when to look again;
 // ok false: nothing more this step, with r (the write failed, or waits for the informer's copy).
-func (c *Controller) syncPodStatus(ctx context.Context, key string, p, runtimePod *v1.Pod, st *podSyncStatus, terminating bool) (status v1.PodStatus, recheck time.Duration, r result, ok bool) {
-	rs, err := c.cfg.Pods.GetPodStatus(ctx, runtimePod)
+func (w *podWorkers) syncPodStatus(ctx context.Context, key string, p, runtimePod *v1.Pod, st *podSyncStatus, terminating bool) (status v1.PodStatus, recheck time.Duration, r result, ok bool) {
+	rs, err := w.node.cfg.Pods.GetPodStatus(ctx, runtimePod)
 	if err != nil {
 		return status, 0, result{after: never, err: fmt.Errorf("pod %s status: %w", key, err)}, false
 	}
-	rt := c.completeRuntimeStatus(rs.Status, key, st.uid)
+	rt := w.completeRuntimeStatus(rs.Status, key, st.uid)
 	running := anyRunning(rt)
 	rt.Terminal = rt.Terminal || (terminating && !running)
-	status, err = c.generatePodStatus(p, rt, st.evict)
+	status, err = w.generatePodStatus(p, rt, st.evict)
 	if err == nil && st.resizePending != "" && !isTerminalPhase(status.Phase) {
-		setResizePending(p, &status, st.resizePending, metav1.NewTime(c.deps.Clock.Now()).Rfc3339Copy())
+		setResizePending(p, &status, st.resizePending, metav1.NewTime(w.node.deps.Clock.Now()).Rfc3339Copy())
 	}
 	if err == nil && isTerminalPhase(status.Phase) && !running && rt.Sandbox == pod.SandboxReady {
 		// The kubelet's pod worker kills a pod whose phase turned terminal (syncTerminatingPod: killPod
@@ -668,25 +674,25 @@ func (c *Controller) syncPodStatus(ctx context.Context, key string, p, runtimePo
 		// False "pod sandbox is not ready"; its sandbox is gone whatever the provider still says. One
 		// write here where the kubelet makes two (the terminal phase, then the stopped sandbox).
 		rt.Sandbox = pod.SandboxNotReady
-		status, err = c.generatePodStatus(p, rt, st.evict)
+		status, err = w.generatePodStatus(p, rt, st.evict)
 	}
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Pod status not written", "pod", klog.KObj(p))
 		return status, 0, result{after: PodReconcilePeriod}, false
 	}
-	if c.staleCopy(p, st) {
+	if w.staleCopy(p, st) {
 		// The informer has not delivered this process's last write yet: its event queues the pod
 		// again, and the status is computed against it then (no write of what is written already).
 		// Said before the informer is read again: an event it told before this (and that ownWrite
 		// dropped) left its copy in the informer already, found here, and the pod is synced again now.
 		st.awaitingWrite.Store(true)
-		if cur, err := c.deps.Pods.Get(p.Namespace, p.Name); err == nil && cur.UID == p.UID && !c.staleCopy(cur, st) {
+		if cur, err := w.node.deps.Pods.Get(p.Namespace, p.Name); err == nil && cur.UID == p.UID && !w.staleCopy(cur, st) {
 			return status, 0, result{after: 0}, false
 		}
 		return status, 0, result{after: never}, false
 	}
 	st.awaitingWrite.Store(false)
-	if err := c.patchPodStatus(ctx, p, st, &status); err != nil {
+	if err := w.patchPodStatus(ctx, p, st, &status); err != nil {
 		return status, 0, patchFailed(err), false
 	}
 	recheck = PodReconcilePeriod
@@ -698,29 +704,29 @@ func (c *Controller) syncPodStatus(ctx context.Context, key string, p, runtimePo
 
 // forgetPod forgets the pod known under key, which left the API: its containers are stopped and what
 // it held released. It returns a result that does not queue the key again.
-func (c *Controller) forgetPod(ctx context.Context, key string) result {
-	if st := c.pods.remove(key); st != nil {
-		c.cleanupPod(ctx, key, st)
+func (w *podWorkers) forgetPod(ctx context.Context, key string) result {
+	if st := w.remove(key); st != nil {
+		w.cleanupPod(ctx, key, st)
 	}
 	return result{after: never}
 }
 
 // cleanupPod stops the containers of a pod the worker no longer has (gone from the API, or whose
 // name a new pod took) and releases what it held: the kubelet's HandlePodCleanups.
-func (c *Controller) cleanupPod(ctx context.Context, key string, st *podSyncStatus) {
+func (w *podWorkers) cleanupPod(ctx context.Context, key string, st *podSyncStatus) {
 	if st.created {
-		if err := c.cfg.Pods.DeletePod(ctx, c.lastCopy(key, st)); err != nil {
+		if err := w.node.cfg.Pods.DeletePod(ctx, w.lastCopy(key, st)); err != nil {
 			klog.FromContext(ctx).Error(err, "Stopping a pod that left the API", "pod", key)
 		}
 	}
-	c.releasePod(key, st.uid)
+	w.releasePod(key, st.uid)
 }
 
 // releasePod gives back what pod key held of the Node, and queues the pods that wait for an address
 // when it gave addresses back.
-func (c *Controller) releasePod(key string, uid types.UID) {
-	for _, waiting := range c.pods.resources.release(key, uid) {
-		c.addPod(waiting)
+func (w *podWorkers) releasePod(key string, uid types.UID) {
+	for _, waiting := range w.resources.release(key, uid) {
+		w.node.addPod(waiting)
 	}
 }
 

@@ -44,7 +44,7 @@ func TestPodWorkerDeletionCancelsSync(t *testing.T) {
 		t.Fatal("beginPod: not begun")
 	}
 	done := make(chan result)
-	go func() { done <- e.ctrl.podStep(ctx, "default/a") }()
+	go func() { done <- e.ctrl.pods.podStep(ctx, "default/a") }()
 	<-entered
 
 	deleting := e.pod(t, "a")
@@ -65,7 +65,7 @@ func TestPodWorkerDeletionCancelsSync(t *testing.T) {
 		t.Fatalf("SyncPod ended with %v, want context.Canceled", r.err)
 	}
 	e.ctrl.cfg.Pods = e.provider
-	if r := e.ctrl.podStep(t.Context(), "default/a"); r.err != nil {
+	if r := e.ctrl.pods.podStep(t.Context(), "default/a"); r.err != nil {
 		t.Fatalf("second pass: %v", r.err)
 	}
 	if got := e.ctrl.pods.statuses["default/a"]; got.state != FinishedPod || !got.killed {
@@ -104,7 +104,7 @@ func TestPodWorkerStates(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newPodEnv(t, testPod("a", "100m", tc.mutate))
-			if r := e.ctrl.podStep(t.Context(), "default/a"); r.err != nil {
+			if r := e.ctrl.pods.podStep(t.Context(), "default/a"); r.err != nil {
 				t.Fatal(r.err)
 			}
 			if got := e.ctrl.pods.statuses["default/a"].state; got != tc.want {
@@ -175,7 +175,7 @@ func TestPodActiveDeadline(t *testing.T) {
 				p.Spec.ActiveDeadlineSeconds = &tc.deadline
 				p.Status.StartTime = &started
 			}))
-			r := e.ctrl.podStep(t.Context(), "default/a")
+			r := e.ctrl.pods.podStep(t.Context(), "default/a")
 			if r.err != nil {
 				t.Fatal(r.err)
 			}
@@ -228,7 +228,7 @@ func TestPodActiveDeadlineFromOwnWrite(t *testing.T) {
 			clk := testingclock.NewFakeClock(tc.startAt)
 			e := newPodEnv(t, testPod("a", "100m", func(p *v1.Pod) { p.Spec.ActiveDeadlineSeconds = &tc.deadline }))
 			e.ctrl.deps.Clock = clk
-			r := e.ctrl.podStep(t.Context(), "default/a")
+			r := e.ctrl.pods.podStep(t.Context(), "default/a")
 			if r.err != nil {
 				t.Fatal(r.err)
 			}
@@ -251,7 +251,7 @@ func TestPodActiveDeadlineFromOwnWrite(t *testing.T) {
 					break
 				}
 				clk.Step(r.after)
-				if r = e.ctrl.podStep(t.Context(), "default/a"); r.err != nil {
+				if r = e.ctrl.pods.podStep(t.Context(), "default/a"); r.err != nil {
 					t.Fatal(r.err)
 				}
 			}
@@ -297,7 +297,7 @@ func TestPodStatusRefused(t *testing.T) {
 			obs := &refusals{}
 			e.ctrl.deps.Observer = obs
 			e.client.PrependReactor("patch", "pods", func(core.Action) (bool, runtime.Object, error) { return true, nil, tc.err })
-			r := e.ctrl.podStep(t.Context(), "default/a")
+			r := e.ctrl.pods.podStep(t.Context(), "default/a")
 			var events []string
 			for len(e.recorder.Events) > 0 {
 				if ev := <-e.recorder.Events; strings.Contains(ev, ReasonFailedSync) {
@@ -345,10 +345,10 @@ func TestPodIPExhaustion(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := t.Context()
-	if r := e.ctrl.podStep(ctx, "default/a"); r.err != nil {
+	if r := e.ctrl.pods.podStep(ctx, "default/a"); r.err != nil {
 		t.Fatal(r.err)
 	}
-	r := e.ctrl.podStep(ctx, "default/b")
+	r := e.ctrl.pods.podStep(ctx, "default/b")
 	if r.err != nil || r.after != PodSyncBackOff {
 		t.Errorf("pod without an address: err %v, again after %s; want no error, again after %s", r.err, r.after, PodSyncBackOff)
 	}
@@ -372,7 +372,7 @@ func TestPodIPExhaustion(t *testing.T) {
 	if err := e.pods.Update(a); err != nil {
 		t.Fatal(err)
 	}
-	if r := e.ctrl.podStep(ctx, "default/a"); r.err != nil {
+	if r := e.ctrl.pods.podStep(ctx, "default/a"); r.err != nil {
 		t.Fatal(r.err)
 	}
 	if n := q.pods.Len(); n != 1 {
@@ -384,7 +384,7 @@ func TestPodIPExhaustion(t *testing.T) {
 	if err := e.pods.Update(e.pod(t, "b")); err != nil {
 		t.Fatal(err)
 	}
-	if r := e.ctrl.podStep(ctx, "default/b"); r.err != nil {
+	if r := e.ctrl.pods.podStep(ctx, "default/b"); r.err != nil {
 		t.Fatal(r.err)
 	}
 	if b := e.pod(t, "b"); b.Status.PodIP != "10.244.1.2" || b.Status.Phase != v1.PodRunning {
@@ -411,7 +411,7 @@ func TestPressureEviction(t *testing.T) {
 		testPod("late", "100m", bestEffort))
 	ctx := t.Context()
 	for _, name := range []string{"burstable", "besteffort"} {
-		if r := e.ctrl.podStep(ctx, "default/"+name); r.err != nil {
+		if r := e.ctrl.pods.podStep(ctx, "default/"+name); r.err != nil {
 			t.Fatal(r.err)
 		}
 		if err := e.pods.Update(e.pod(t, name)); err != nil {
@@ -420,7 +420,7 @@ func TestPressureEviction(t *testing.T) {
 	}
 	e.ctrl.cfg.Host = pressureHost{}
 
-	if r := e.ctrl.podStep(ctx, "default/late"); r.err != nil {
+	if r := e.ctrl.pods.podStep(ctx, "default/late"); r.err != nil {
 		t.Fatal(r.err)
 	}
 	if late := e.pod(t, "late"); late.Status.Phase != v1.PodFailed || late.Status.Reason != "Evicted" ||
@@ -431,7 +431,7 @@ func TestPressureEviction(t *testing.T) {
 	if r := e.ctrl.evictionStep(ctx); r.after != EvictionMonitoringPeriod {
 		t.Errorf("eviction manager again after %s, want %s", r.after, EvictionMonitoringPeriod)
 	}
-	if r := e.ctrl.podStep(ctx, "default/besteffort"); r.err != nil {
+	if r := e.ctrl.pods.podStep(ctx, "default/besteffort"); r.err != nil {
 		t.Fatal(r.err)
 	}
 	var events []string
@@ -516,7 +516,7 @@ func TestDeleteDanglingPods(t *testing.T) {
 		testPod("gone", "100m", func(p *v1.Pod) { p.DeletionTimestamp = &now }),
 		testPod("elsewhere", "100m", func(p *v1.Pod) { p.Spec.NodeName = "other-node" }),
 	}
-	if r := e.ctrl.podStep(t.Context(), danglingPodsKey); r.err != nil || r.after != never {
+	if r := e.ctrl.pods.podStep(t.Context(), danglingPodsKey); r.err != nil || r.after != never {
 		t.Fatalf("result %+v, want done", r)
 	}
 	if calls, want := e.provider.Calls(), []string{"delete b", "delete gone"}; !slices.Equal(calls, want) {
@@ -533,7 +533,7 @@ func TestPodAdmissionWaitsForNode(t *testing.T) {
 	if err := e.nodes.Delete(node); err != nil {
 		t.Fatal(err)
 	}
-	r := e.ctrl.podStep(t.Context(), "default/a")
+	r := e.ctrl.pods.podStep(t.Context(), "default/a")
 	if r.err != nil || r.after != PodSyncBackOff {
 		t.Errorf("without the Node: err %v, again after %s; want again after %s", r.err, r.after, PodSyncBackOff)
 	}
@@ -543,7 +543,7 @@ func TestPodAdmissionWaitsForNode(t *testing.T) {
 	if err := e.nodes.Add(node); err != nil {
 		t.Fatal(err)
 	}
-	if r := e.ctrl.podStep(t.Context(), "default/a"); r.err != nil {
+	if r := e.ctrl.pods.podStep(t.Context(), "default/a"); r.err != nil {
 		t.Fatal(r.err)
 	}
 	if p := e.pod(t, "a"); p.Status.Phase != v1.PodRunning {
@@ -562,7 +562,7 @@ func TestPodMissingConfigMapVolume(t *testing.T) {
 	}
 	t.Run("missing, then created", func(t *testing.T) {
 		e := newPodEnv(t, testPod("a", "100m", withVolume))
-		r := e.ctrl.podStep(t.Context(), "default/a")
+		r := e.ctrl.pods.podStep(t.Context(), "default/a")
 		if r.err != nil || r.after != PodSyncBackOff {
 			t.Errorf("err %v, again after %s; want again after %s", r.err, r.after, PodSyncBackOff)
 		}
@@ -586,7 +586,7 @@ func TestPodMissingConfigMapVolume(t *testing.T) {
 		if err := e.pods.Update(e.pod(t, "a")); err != nil {
 			t.Fatal(err)
 		}
-		if r := e.ctrl.podStep(t.Context(), "default/a"); r.err != nil {
+		if r := e.ctrl.pods.podStep(t.Context(), "default/a"); r.err != nil {
 			t.Fatal(r.err)
 		}
 		if p := e.pod(t, "a"); p.Status.Phase != v1.PodRunning {
@@ -598,7 +598,7 @@ func TestPodMissingConfigMapVolume(t *testing.T) {
 		e.client.PrependReactor("get", "configmaps", func(core.Action) (bool, runtime.Object, error) {
 			return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "settings", errors.New("no"))
 		})
-		if r := e.ctrl.podStep(t.Context(), "default/a"); r.err != nil {
+		if r := e.ctrl.pods.podStep(t.Context(), "default/a"); r.err != nil {
 			t.Fatal(r.err)
 		}
 		if p := e.pod(t, "a"); p.Status.Phase != v1.PodRunning {
@@ -615,7 +615,7 @@ func TestPodMissingConfigMapVolume(t *testing.T) {
 func TestPodResize(t *testing.T) {
 	e := newPodEnv(t, testPod("a", "500m", nil), testPod("b", "400m", nil))
 	ctx := t.Context()
-	if r := e.ctrl.podStep(ctx, "default/a"); r.err != nil {
+	if r := e.ctrl.pods.podStep(ctx, "default/a"); r.err != nil {
 		t.Fatal(r.err)
 	}
 	resize := func(cpu string, generation int64) {
@@ -626,7 +626,7 @@ func TestPodResize(t *testing.T) {
 		if err := e.pods.Update(p); err != nil {
 			t.Fatal(err)
 		}
-		if r := e.ctrl.podStep(ctx, "default/a"); r.err != nil {
+		if r := e.ctrl.pods.podStep(ctx, "default/a"); r.err != nil {
 			t.Fatal(r.err)
 		}
 	}
@@ -667,7 +667,7 @@ func TestPodResize(t *testing.T) {
 		t.Errorf("Events %q, want one Warning ResizeDeferred with the kubelet's summary", ev)
 	}
 	// b (400m) fits beside a's allocated 500m, not beside its desired 2 cpu.
-	if r := e.ctrl.podStep(ctx, "default/b"); r.err != nil {
+	if r := e.ctrl.pods.podStep(ctx, "default/b"); r.err != nil {
 		t.Fatal(r.err)
 	}
 	if b := e.pod(t, "b"); b.Status.Phase != v1.PodRunning {

@@ -327,7 +327,7 @@ func (s *Queue) runPod(ctx context.Context, key podKey) (r result, live bool) {
 	if !ok {
 		return result{}, false
 	}
-	r = key.c.podStep(stepCtx, key.key)
+	r = key.c.pods.podStep(stepCtx, key.key)
 	cancel()
 	if key.c.endPod() {
 		return r, false
