@@ -38,6 +38,10 @@ func main() {
 	bins := flag.String("bins", "", "comma-separated nodeagent binaries to alternate, copied to "+
 		"$NODEAGENT_BINARY before each start (default: the one framework.BuildAgent builds); "+
 		"PATH@K=V[@K=V...] also sets those environment variables for that binary's starts")
+	extra := flag.String("args", "", "comma-separated extra nodeagent flags for every start (e.g. --port=10250,--cert-dir=/tmp/certs: "+
+		"its kubelet API on, the self-signed certificate kept across starts as on a node)")
+	idle := flag.Duration("idle", 0, "after the last start, keep that agent running this long, then write its heap "+
+		"(after a GC) and goroutine profiles from the healthz port to the directory (adds --enable-profiling-handler)")
 	flag.Parse()
 	ctx := context.Background()
 	os.RemoveAll(*dir)
@@ -121,7 +125,7 @@ func main() {
 		}()
 		start := time.Now()
 		a, err := framework.StartAgent(ctx, framework.AgentOptions{Dir: adir, NodeName: node, Kubeconfig: cp.KubeconfigFor(node),
-			RuntimeEndpoint: ctrd.Endpoint, Env: env, Args: []string{fmt.Sprintf("-v=%d", *v)}})
+			RuntimeEndpoint: ctrd.Endpoint, Env: env, Args: args(*v, *extra, *idle > 0)})
 		if err != nil {
 			panic(err)
 		}
@@ -130,6 +134,9 @@ func main() {
 		d := at.Sub(start)
 		fmt.Printf("start %2d %s: Ready after %v (pid %d, log %s)\n", i, bin, d.Round(100*time.Microsecond), a.PID, a.LogPath)
 		time.Sleep(1200 * time.Millisecond) // let the trace finish
+		if *idle > 0 && i == *n+max(1, len(binList))-1 {
+			idleProfiles(ctx, a, *idle, *dir)
+		}
 		_ = a.Stop()
 		if i >= max(1, len(binList)) {
 			times = append(times, d)
@@ -142,4 +149,38 @@ func main() {
 	}
 	sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
 	fmt.Printf("median %v min %v max %v\n", times[len(times)/2].Round(100*time.Microsecond), times[0], times[len(times)-1])
+}
+
+// args are the agent's flags: -v, the extra ones, and the profiling handler when profiles are taken.
+func args(v int, extra string, profiling bool) []string {
+	out := []string{fmt.Sprintf("-v=%d", v)}
+	if extra != "" {
+		out = append(out, strings.Split(extra, ",")...)
+	}
+	if profiling {
+		out = append(out, "--enable-profiling-handler")
+	}
+	return out
+}
+
+// idleProfiles waits d, then writes the agent's heap profile (after a GC), its goroutines and its
+// /proc status (VmRSS, RssAnon, RssFile) to dir.
+func idleProfiles(ctx context.Context, a *framework.Agent, d time.Duration, dir string) {
+	fmt.Printf("idle %v, then profiles of pid %d\n", d, a.PID)
+	time.Sleep(d)
+	for name, path := range map[string]string{"heap-idle.pprof": "/debug/pprof/heap?gc=1", "goroutines-idle.txt": "/debug/pprof/goroutine?debug=1"} {
+		_, body, err := a.Get(ctx, path)
+		if err != nil {
+			fmt.Printf("%s: %v\n", path, err)
+			continue
+		}
+		_ = os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644)
+	}
+	if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", a.PID)); err == nil {
+		for _, l := range strings.Split(string(st), "\n") {
+			if strings.HasPrefix(l, "VmRSS") || strings.HasPrefix(l, "RssAnon") || strings.HasPrefix(l, "RssFile") || strings.HasPrefix(l, "Threads") {
+				fmt.Println(l)
+			}
+		}
+	}
 }

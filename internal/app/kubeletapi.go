@@ -43,7 +43,9 @@ type kubeletAPI struct {
 	// onExpired records the Warning Event ServingCertificateExpired, once per expiry (reported).
 	onExpired func(message string)
 	reported  atomic.Bool
-	// stats is the machine's usage from cadvisor (nil in companion mode, where the kubelet serves it).
+	// stats is the machine's usage from cadvisor, whose manager starts on the first request to
+	// /stats/summary, /metrics/resource or /metrics/cadvisor (nil in companion mode, where the
+	// kubelet serves it).
 	stats *host.Stats
 }
 
@@ -166,6 +168,7 @@ func (k *kubeletAPI) addTo(group *lifecycle.Group) {
 		}))
 	}
 	if k.stats != nil {
+		// Starts nothing: stops cadvisor's manager at the end if a request started it.
 		group.Add("cadvisor", lifecycle.RunnableFunc(k.stats.Run))
 	}
 	group.Add("kubelet API server", lifecycle.RunnableFunc(func(ctx context.Context) error {

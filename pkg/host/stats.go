@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"syscall"
 	"time"
 
@@ -21,12 +22,20 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// The kubelet's cadvisor settings (pkg/kubelet/cadvisor/cadvisor_linux.go): housekeeping at most
-// every 10 s, dynamic, two minutes of samples in memory.
+// The kubelet's cadvisor settings (pkg/kubelet/cadvisor/cadvisor_linux.go): samples at most 10 s
+// old, two minutes of samples in memory.
 const (
 	maxHousekeepingInterval = 10 * time.Second
 	statsCacheDuration      = 2 * time.Minute
+	// periodicHousekeepingInterval is the root cgroup's periodic housekeeping: in effect none. Its
+	// samples are taken on demand (maxSampleAge), when something reads the stats.
+	periodicHousekeepingInterval = 24 * time.Hour
 )
+
+// maxSampleAge is how old a sample a request may be answered with before cadvisor takes a new one
+// (cadvisor's RequestOptions.MaxAge, its on-demand housekeeping): the kubelet's housekeeping interval,
+// so that the figures are as fresh as the kubelet's.
+var maxSampleAge = maxHousekeepingInterval
 
 // StatsConfig configures the host's Stats.
 type StatsConfig struct {
@@ -35,8 +44,21 @@ type StatsConfig struct {
 	// RootDir is the agent's root directory; its filesystem is the Summary's node.fs (the
 	// kubelet's RootFsStats of its --root-dir).
 	RootDir string
-	// Clock gives the boot time (now − uptime), the Summary's node.startTime.
+	// Clock gives the boot time (now − uptime), the Summary's node.startTime, and the timestamps of
+	// /metrics/cadvisor's samples.
 	Clock clock.Clock
+}
+
+// statsManager is what Stats reads of cadvisor's manager.Manager (the methods its collectors and
+// the Summary use, and its start and stop).
+type statsManager interface {
+	Start() error
+	Stop() error
+	GetContainerInfoV2(containerName string, options cadvisorapi.RequestOptions) (map[string]cadvisorapi.ContainerInfo, error)
+	GetRequestedContainersInfo(containerName string, options cadvisorapi.RequestOptions) (map[string]*cadvisorapi.ContainerInfo, error)
+	GetVersionInfo() (*cadvisorapi.VersionInfo, error)
+	GetMachineInfo() (*cadvisorapi.MachineInfo, error)
+	GetDirFsInfo(dir string) (cadvisorapi.FsInfo, error)
 }
 
 // Stats is the agent host's usage as the kubelet's summary provider reads it, from a cadvisor
@@ -44,9 +66,23 @@ type StatsConfig struct {
 // no other cgroup is read): the Summary's node (CPU, memory, swap, network, fs, start time) and no
 // pods. It also gives the collectors of the kubelet's /metrics/cadvisor. Build with NewStats, then
 // Run it; safe for concurrent use.
+//
+// The agent pays only for what its Node serves: cadvisor's manager is made and started on the
+// first request (GetStatsSummary, or a scrape of the collectors), not before, and it samples the
+// root cgroup only when a request finds its last sample older than 10 s (cadvisor's on-demand
+// housekeeping), not every second or ten as the kubelet's housekeeping does. Nobody asking costs
+// nothing; a scraper every 15 s costs one read of the cgroup files per scrape. The manager is not
+// stopped between requests: cadvisor's Manager.Stop leaves the root container's housekeeping
+// goroutine running and a second Start registers its raw factory (and an inotify descriptor) again,
+// so a stop and restart would leak both; idle, it is two goroutines asleep.
 type Stats struct {
-	cfg StatsConfig
-	m   manager.Manager
+	cfg        StatsConfig
+	newManager func() (statsManager, error)
+
+	mu sync.Mutex
+	m  statsManager // nil until the first request
+	// stopped is set by Run's end: no manager is started after it.
+	stopped bool
 }
 
 // includedMetrics are the kubelet's cadvisor metrics (cadvisor.New without PSI and disk usage).
@@ -59,30 +95,60 @@ var includedMetrics = cadvisormetrics.MetricSet{
 	cadvisormetrics.OOMMetrics:          struct{}{},
 }
 
-// NewStats builds the cadvisor manager as the kubelet's cadvisor.New does, with container
-// discovery off. It errors (wrapping cadvisor's) when the manager cannot be made, or when NodeName
+// NewStats checks cfg; cadvisor's manager (as the kubelet's cadvisor.New builds it, with container
+// discovery off and no periodic housekeeping) is made on the first request. It errors when NodeName
 // or Clock is missing.
 func NewStats(cfg StatsConfig) (*Stats, error) {
 	if cfg.NodeName == "" || cfg.Clock == nil {
 		return nil, errors.New("host stats: StatsConfig.NodeName and Clock are required")
 	}
-	interval := maxHousekeepingInterval
+	return &Stats{cfg: cfg, newManager: newCadvisorManager}, nil
+}
+
+// newCadvisorManager is cadvisor's manager of the root cgroup, started: its first sample taken.
+func newCadvisorManager() (statsManager, error) {
+	interval := periodicHousekeepingInterval
 	m, err := manager.New(memory.New(statsCacheDuration, nil), sysfs.NewRealSysFs(),
-		manager.HousekeepingConfig{Interval: &interval, AllowDynamic: ptr.To(true), DisableContainerDiscovery: true},
+		manager.HousekeepingConfig{Interval: &interval, AllowDynamic: ptr.To(false), DisableContainerDiscovery: true},
 		includedMetrics, []string{"/"}, nil, "", 0)
 	if err != nil {
 		return nil, fmt.Errorf("cadvisor manager: %w", err)
 	}
-	return &Stats{cfg: cfg, m: m}, nil
+	if err := m.Start(); err != nil {
+		return nil, fmt.Errorf("cadvisor manager start: %w", err)
+	}
+	return m, nil
 }
 
-// Run starts cadvisor's housekeeping and stops it when ctx ends. It errors when cadvisor cannot
-// start (no readable root cgroup).
-func (s *Stats) Run(ctx context.Context) error {
-	if err := s.m.Start(); err != nil {
-		return fmt.Errorf("cadvisor manager start: %w", err)
+// manager returns cadvisor's manager, making and starting it on the first call. It errors (wrapping
+// cadvisor's) when the manager cannot be made or started (no readable root cgroup), and then tries
+// again on the next call; or once Run has ended.
+func (s *Stats) manager() (statsManager, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return nil, errors.New("host stats: stopped")
 	}
+	if s.m == nil {
+		m, err := s.newManager()
+		if err != nil {
+			return nil, err
+		}
+		s.m = m
+	}
+	return s.m, nil
+}
+
+// Run waits for ctx to end, then stops cadvisor's manager if a request started it. It starts
+// nothing: the manager starts on the first request.
+func (s *Stats) Run(ctx context.Context) error {
 	<-ctx.Done()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopped = true
+	if s.m == nil {
+		return nil
+	}
 	return s.m.Stop()
 }
 
@@ -91,10 +157,17 @@ func (s *Stats) Run(ctx context.Context) error {
 // cumulative), memory, swap and network of the root cgroup "/", fs of RootDir's filesystem,
 // startTime the boot time. Differences, as the agent is no kubelet: no systemContainers (it has no
 // pods cgroup nor --kubelet-cgroups/--runtime-cgroups), no runtime (image filesystem) and no rlimit;
-// no fs when cadvisor cannot tell RootDir's filesystem (the kubelet then fails the whole Summary).
-// It errors, wrapping cadvisor's error, while cadvisor has no sample of "/" yet.
+// no fs when cadvisor cannot tell RootDir's filesystem (the kubelet then fails the whole Summary);
+// the samples are taken on request (at most 10 s old), so usageNanoCores is the rate since the
+// previous request's sample (within the 2 minutes cadvisor keeps; 0 on the first request, or after
+// a longer pause) where the kubelet's is over its last housekeeping interval.
+// It errors, wrapping cadvisor's error, when cadvisor cannot start or has no sample of "/".
 func (s *Stats) GetStatsSummary(ctx context.Context) (*statsv1alpha1.Summary, error) {
-	infos, err := s.m.GetContainerInfoV2("/", cadvisorapi.RequestOptions{IdType: cadvisorapi.TypeName, Count: 2})
+	m, err := s.manager()
+	if err != nil {
+		return nil, fmt.Errorf("failed to get root cgroup stats: %w", err)
+	}
+	infos, err := m.GetContainerInfoV2("/", cadvisorapi.RequestOptions{IdType: cadvisorapi.TypeName, Count: 2, MaxAge: &maxSampleAge})
 	if err != nil {
 		return nil, fmt.Errorf("failed to get root cgroup stats: failed to get container info for %q: %w", "/", err)
 	}
@@ -104,7 +177,7 @@ func (s *Stats) GetStatsSummary(ctx context.Context) (*statsv1alpha1.Summary, er
 	}
 	node := NodeStatsFromCadvisor(s.cfg.NodeName, &info)
 	node.StartTime = metav1.NewTime(bootTime(s.cfg.Clock))
-	if fsInfo, err := s.m.GetDirFsInfo(s.cfg.RootDir); err == nil && len(info.Stats) > 0 {
+	if fsInfo, err := m.GetDirFsInfo(s.cfg.RootDir); err == nil && len(info.Stats) > 0 {
 		node.Fs = fsStats(info.Stats[len(info.Stats)-1].Timestamp, fsInfo)
 	} else if err != nil {
 		// The kubelet fails the whole Summary here (and cadvisor cannot map some virtual disks, e.g.
@@ -116,13 +189,46 @@ func (s *Stats) GetStatsSummary(ctx context.Context) (*statsv1alpha1.Summary, er
 
 // CadvisorCollectors returns cadvisor's Prometheus collectors as the kubelet registers them for
 // /metrics/cadvisor: the machine collector and the container collector (the root cgroup only here;
-// no pod labels, as no container is a pod's).
+// no pod labels, as no container is a pod's). A scrape starts cadvisor's manager if no request has
+// yet, and its samples are at most 10 s old (maxSampleAge).
 func (s *Stats) CadvisorCollectors() []prometheus.Collector {
-	opts := cadvisorapi.RequestOptions{IdType: cadvisorapi.TypeName, Count: 1, Recursive: true}
+	opts := cadvisorapi.RequestOptions{IdType: cadvisorapi.TypeName, Count: 1, Recursive: true, MaxAge: &maxSampleAge}
+	info := onDemandInfo{s}
 	return []prometheus.Collector{
-		metrics.NewPrometheusMachineCollector(s.m, includedMetrics),
-		metrics.NewPrometheusCollector(s.m, func(*cadvisorapi.ContainerInfo) map[string]string { return map[string]string{} }, includedMetrics, clock.RealClock{}, opts),
+		metrics.NewPrometheusMachineCollector(info, includedMetrics),
+		metrics.NewPrometheusCollector(info, func(*cadvisorapi.ContainerInfo) map[string]string { return map[string]string{} }, includedMetrics, s.cfg.Clock, opts),
 	}
+}
+
+// onDemandInfo is cadvisor's manager as its Prometheus collectors read it (their infoProvider),
+// started by the first scrape.
+type onDemandInfo struct{ s *Stats }
+
+// GetRequestedContainersInfo is the manager's, or the error starting it.
+func (i onDemandInfo) GetRequestedContainersInfo(name string, options cadvisorapi.RequestOptions) (map[string]*cadvisorapi.ContainerInfo, error) {
+	m, err := i.s.manager()
+	if err != nil {
+		return nil, err
+	}
+	return m.GetRequestedContainersInfo(name, options)
+}
+
+// GetVersionInfo is the manager's, or the error starting it.
+func (i onDemandInfo) GetVersionInfo() (*cadvisorapi.VersionInfo, error) {
+	m, err := i.s.manager()
+	if err != nil {
+		return nil, err
+	}
+	return m.GetVersionInfo()
+}
+
+// GetMachineInfo is the manager's, or the error starting it.
+func (i onDemandInfo) GetMachineInfo() (*cadvisorapi.MachineInfo, error) {
+	m, err := i.s.manager()
+	if err != nil {
+		return nil, err
+	}
+	return m.GetMachineInfo()
 }
 
 // NodeStatsFromCadvisor converts cadvisor's root container info to the Summary's NodeStats as the

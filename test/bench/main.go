@@ -27,6 +27,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -182,8 +183,10 @@ func run(ctx context.Context, o options) (err error) {
 		return err
 	}
 	kl := &kubelet{k: fk}
+	// The agent serves its kubelet API (--port, its default 10250 on a node) as the kubelet serves
+	// its own: what each costs idle includes what its API keeps running (cadvisor's, issue 50).
 	na := &nodeAgent{dir: filepath.Join(dir, "nodeagent"), node: agentNode, kubeconfig: cp.KubeconfigFor(agentNode),
-		endpoint: ctrd.Endpoint, bin: agentBin}
+		endpoint: ctrd.Endpoint, bin: agentBin, args: []string{"--port=" + strconv.Itoa(framework.FreePort())}}
 	comps := []component{kl, na}
 	defer func() {
 		for _, c := range comps {
