@@ -89,8 +89,10 @@ func (st *podSyncStatus) setState(to PodWorkerState) error {
 // podWorkers is the kubelet's podWorkers for the pods of one Node whose Config has a PodProvider:
 // what it keeps of each pod (podSyncStatus, by namespace/name), the syncs in flight (each one's
 // context, cancelled when its Node stops or when a deletion arrives during a SyncPod) and what the
-// pods hold of the Node (resources). The work queue runs one pod's sync at a time, so each
-// podSyncStatus is its pod's worker's alone; mu guards only the maps and the in-flight bookkeeping.
+// pods hold of the Node (resources); and the pod's sync itself, the kubelet's SyncPod,
+// SyncTerminatingPod and SyncTerminatedPod (podStep and what it calls: admission, the status writes,
+// the deletion). The work queue runs one pod's sync at a time, so each podSyncStatus is its pod's
+// worker's alone; mu guards only the maps and the in-flight bookkeeping.
 type podWorkers struct {
 	// node is the Node whose pods these are: its Config and Dependencies, and what of the Node's own
 	// the syncs read (its pod CIDRs, pressure conditions, host IPs, registration) or start (the eviction
