@@ -121,10 +121,22 @@ bench-sim: tools
 bench-sim-pods: tools
 	SIMULATE_PODS=$(SIMULATE_PODS) SIMULATE_PODS_NODES=$(SIMULATE_PODS_NODES) $(GO) test -tags scale -count=1 -v -run '^TestSimulatePodsScale$$' -timeout 0 ./test/integration/
 
-.PHONY: kwok bench-scale
+.PHONY: kwok karpenter bench-scale bench-karpenter
 ## kwok: build KWOK (sigs.k8s.io/kwok/cmd/kwok, pinned in hack/kwok) into _output/bin/kwok, with its default node Stages
 kwok:
 	hack/build-kwok.sh
+
+## karpenter: build Karpenter's kwok provider (sigs.k8s.io/karpenter/kwok, pinned in hack/karpenter) into
+## _output/bin/karpenter-kwok, with its CRDs in _output/bin/karpenter-crds (make tools builds it for make test)
+karpenter:
+	hack/build-karpenter.sh
+
+## bench-karpenter: Karpenter's kwok provider scaling a Deployment to BENCH_KARPENTER_PODS (default 3000) pods on
+## Nodes it creates, then to 0, with nodeagent simulate and then KWOK v0.8.0 as the backend (TestBenchKarpenter):
+## time to all Running and to nothing left, the backend's CPU and RSS. Not part of make test.
+BENCH_KARPENTER_PODS ?= 3000
+bench-karpenter: tools
+	BENCH_KARPENTER_PODS=$(BENCH_KARPENTER_PODS) $(GO) test -tags benchkarpenter -count=1 -v -run '^TestBenchKarpenter$$' -timeout 0 ./test/integration/
 
 ## bench-scale: nodeagent simulate vs KWOK, one after the other, each with BENCH_SCALE_NODES Nodes (default 100,1000;
 ## e.g. 5000) on a fresh control plane with kube-controller-manager, for BENCH_SCALE_DURATION (default 10m) after all

@@ -158,6 +158,13 @@ if [[ -z $skew && $set_name == test ]]; then
   "$ROOT/hack/build-helm.sh"
 fi
 
+# --- KWOK (hack/kwok) and Karpenter's kwok provider (hack/karpenter), each a module of its own with its stamp:
+# TestKarpenter runs Karpenter against nodeagent simulate and against KWOK v0.8.0 (make test).
+if [[ -z $skew && $set_name == test ]]; then
+  "$ROOT/hack/build-kwok.sh"
+  "$ROOT/hack/build-karpenter.sh"
+fi
+
 # --- metrics-server, pinned in hack/metrics-server (a module of its own; stamp _output/bin/.metrics-server.stamp)
 # `make up` runs it too (kubectl top, an HPA), with or without SIMULATE.
 if [[ -z $skew ]]; then

@@ -482,6 +482,9 @@ func (w *podWorkers) syncPod(ctx context.Context, key string, p *v1.Pod, prevAnn
 			// The kubelet's volume manager: the pod waits ContainerCreating until its volumes mount.
 			return w.notStarted(ctx, key, p, st, ReasonFailedMount, msg)
 		}
+		if r, ok := w.prepareDynamicResources(ctx, key, p, st); !ok {
+			return r
+		}
 		ips, err := w.ensurePodIPs(key, p)
 		if err != nil {
 			return w.sandboxFailed(ctx, key, p, st, err)
@@ -637,6 +640,9 @@ func (w *podWorkers) killedPod(p *v1.Pod, st *podSyncStatus) *v1.Pod {
 // held of the Node is released (its sandbox is gone) and, once it is being deleted, the pod is deleted
 // from the API (a pod the provider ran is first told to the provider, and its final status written).
 func (w *podWorkers) syncTerminatedPod(ctx context.Context, key string, p *v1.Pod, st *podSyncStatus) result {
+	if r, ok := w.unprepareDynamicResources(ctx, key, p); !ok {
+		return r
+	}
 	w.releasePod(key, st.uid)
 	if p.DeletionTimestamp == nil {
 		return result{after: never}

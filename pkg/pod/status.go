@@ -75,12 +75,15 @@ type ContainerState struct {
 // LastTerminated (nil: carried from the pod's current status as the kubelet does), Started (the startup
 // probe passed, or there is none) and Ready (the readiness probe passed, or there is none); both only
 // count while the container runs. RestartCount is how many times it has been restarted.
+// AllocatedResourcesStatus is the health of the devices of the container's ResourceClaims (the
+// kubelet's DRA manager's UpdateAllocatedResourcesStatus, KEP-4680; pkg/dra), shown as given.
 type ContainerStatus struct {
 	Name, ID, Image, ImageID string
 	State                    ContainerState
 	LastTerminated           *Terminated
 	Started, Ready           bool
 	RestartCount             int32
+	AllocatedResourcesStatus []v1.ResourceStatus
 }
 
 // RuntimeStatus is the runtime's view of one pod, the part of the kubelet's kubecontainer.PodStatus and
@@ -129,7 +132,7 @@ func ContainerID(runtimeName, id string) string {
 // always derived from the spec (the kubelet copies them from its previous status, which has them from its
 // first, ContainerCreating, write) with recursiveReadOnly Disabled (no RRO support simulated); container
 // and pod resources are the spec's (the kubelet reads running containers' from the CRI and cgroups);
-// no allocatedResourcesStatus, user or stopSignal.
+// allocatedResourcesStatus only of containers the runtime knows (the provider's); no user or stopSignal.
 func GenerateStatus(pod *v1.Pod, rt *RuntimeStatus, now time.Time) (v1.PodStatus, error) {
 	return generateStatus(pod, rt, now, nil)
 }
@@ -434,6 +437,7 @@ func convertContainers(pod *v1.Pod, rt *RuntimeStatus, previous []v1.ContainerSt
 			}
 			st.Resources = spec.Resources.DeepCopy()
 			st.AllocatedResources = spec.Resources.Requests.DeepCopy()
+			st.AllocatedResourcesStatus = c.AllocatedResourcesStatus
 		}
 		st.VolumeMounts = volumeMountStatuses(spec)
 		out = append(out, st)

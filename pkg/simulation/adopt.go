@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"maps"
+	"net/netip"
 	"slices"
 
 	v1 "k8s.io/api/core/v1"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/nodeagent/nodeagent/pkg/nodecache"
 	"github.com/nodeagent/nodeagent/pkg/nodestatus"
+	"github.com/nodeagent/nodeagent/pkg/pod"
 )
 
 // NodeSelector says which Nodes that others create (Karpenter's and the cluster autoscaler's kwok
@@ -135,6 +137,21 @@ func (s *Simulator) adoptedIndex(slot int) int {
 	return s.cfg.Nodes*count + slot*count + s.cfg.Shard.Index
 }
 
+// AdoptedPodCIDRMaskSize is the size of an adopted Node's fallback pod CIDR: a /21, 2046 pod IPs, since
+// its allocatable pods is its creator's and may be past a /24's 253 (Karpenter's kwok instance types
+// allow up to 1024 pods).
+const AdoptedPodCIDRMaskSize = 21
+
+// adoptedPodCIDR is the fallback pod CIDR of shard's adopted Node in slot (for a Node without
+// spec.podCIDRs): the /21s of cluster past every /24 of the template Nodes of all count shards (nodes
+// each), shard I's k-th slot taking the (k×count + I)-th of them. It errors, as pod.FallbackPodCIDR,
+// past the cluster CIDR: that Node's pods wait for spec.podCIDRs.
+func adoptedPodCIDR(cluster netip.Prefix, nodes, count, shard, slot int) (netip.Prefix, error) {
+	perBlock := 1 << (pod.DefaultFallbackNodeMaskSize - AdoptedPodCIDRMaskSize) // /24s in a /21: 8
+	first := (nodes*count + perBlock - 1) / perBlock
+	return pod.FallbackPodCIDR(cluster, AdoptedPodCIDRMaskSize, first+slot*count+shard)
+}
+
 // ownsAdopted reports whether this shard runs the adopted Node n.
 func (s *Simulator) ownsAdopted(n *v1.Node) bool {
 	return s.cfg.Adopt.Selector.Matches(n) && AdoptedShard(n.Name, s.cfg.Shard.count()) == s.cfg.Shard.Index
@@ -187,12 +204,16 @@ func (s *Simulator) adoptNode(ctx context.Context, name string) {
 		runtime: newSimRuntime(s.shared), phase: PhasePending, runtimeReady: true, networkReady: true}
 	s.adopted[name] = n
 	s.adoptedMu.Unlock()
-	klog.FromContext(ctx).Info("Adopting node", "node", name)
+	if s.cfg.KubeletAPI != nil {
+		s.serveAdoptedKubeletAPI(ctx, n)
+	}
+	klog.FromContext(ctx).Info("Adopting node", "node", name, "kubeletPort", n.kubeletPort)
 	s.start(ctx, n, false)
 }
 
-// releaseNode stops the controller of the adopted Node name, and its pods' workers with it: the
-// Node is its creator's, so it is never registered again.
+// releaseNode stops the controller of the adopted Node name, and its pods' workers with it, then its
+// kubelet API (closing its listener and connections, freeing its port): the Node is its creator's, so
+// it is never registered again.
 func (s *Simulator) releaseNode(ctx context.Context, name, why string) {
 	s.adoptedMu.Lock()
 	n, ok := s.adopted[name]
@@ -211,6 +232,9 @@ func (s *Simulator) releaseNode(ctx context.Context, name, why string) {
 	}
 	n.phase = PhaseStopped
 	n.mu.Unlock()
+	if n.stopAPI != nil {
+		n.stopAPI()
+	}
 }
 
 // lookup returns the simulated Node name: one of the template's, or an adopted one.

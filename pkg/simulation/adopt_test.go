@@ -2,6 +2,7 @@ package simulation
 
 import (
 	"context"
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -194,4 +195,54 @@ func TestKeepCreatorStatus(t *testing.T) {
 			t.Errorf("error %v, want NotFound wrapped", err)
 		}
 	})
+}
+
+func TestAdoptedPort(t *testing.T) {
+	for _, tc := range []struct {
+		name               string
+		first, nodes, slot int
+		want               int
+	}{
+		{"adopt only: the first port", 10250, 0, 0, 10250},
+		{"past the template Nodes", 10250, 100, 0, 10350},
+		{"the k-th slot", 10250, 100, 7, 10357},
+		{"the last port", 65000, 500, 35, 65535},
+		{"past 65535: none", 65000, 500, 36, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := &KubeletAPI{FirstPort: tc.first}
+			if got := k.adoptedPort(tc.nodes, tc.slot); got != tc.want {
+				t.Errorf("adoptedPort(%d, %d) with FirstPort %d = %d, want %d", tc.nodes, tc.slot, tc.first, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestAdoptedPodCIDR(t *testing.T) {
+	cluster := netip.MustParsePrefix("10.128.0.0/9")
+	for _, tc := range []struct {
+		name                      string
+		nodes, count, shard, slot int
+		want                      string // "" for none
+	}{
+		{"adopt only: the first /21", 0, 1, 0, 0, "10.128.0.0/21"},
+		{"past 100 template /24s (10.128.0-99)", 100, 1, 0, 0, "10.128.104.0/21"},
+		{"the next slot", 100, 1, 0, 1, "10.128.112.0/21"},
+		{"shard 2 of 3, slot 1: the (1×3+2)-th past 300 /24s", 100, 3, 2, 1, "10.129.88.0/21"},
+		{"the last /21 of the /9", 0, 1, 0, 4095, "10.255.248.0/21"},
+		{"past the /9: none", 0, 1, 0, 4096, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := adoptedPodCIDR(cluster, tc.nodes, tc.count, tc.shard, tc.slot)
+			if tc.want == "" {
+				if err == nil {
+					t.Errorf("adoptedPodCIDR = %s, want an error", got)
+				}
+				return
+			}
+			if err != nil || got.String() != tc.want {
+				t.Errorf("adoptedPodCIDR = %s, %v, want %s", got, err, tc.want)
+			}
+		})
+	}
 }

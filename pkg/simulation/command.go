@@ -25,7 +25,12 @@ const EventReasonCommandNotInterpreted = "CommandNotInterpreted"
 // host file system its hostPath volumes mount.
 type commands struct {
 	limits sandbox.Limits
+	// src is where env and volume sources are read from (nil: ConfigMap and Secret references are
+	// left out).
+	src    *envSources
 	runner *sandbox.Runner // the process's budget of runs (nil: NewRunner's defaults, made at the first run)
+	// deviceEnv, if set, is the environment the DRA drivers' CDI specs add to a container (simPods.deviceEnv).
+	deviceEnv func(p *v1.Pod, ctr *v1.Container) []string
 
 	mu    sync.Mutex
 	hosts map[string]*sandbox.FS // by Node name
@@ -35,11 +40,14 @@ type commands struct {
 // restart count), the containers already warned of, and its emptyDir volumes. Guarded by
 // simPods.mu.
 type podCommands struct {
-	runs     map[runKey]runResult
-	warned   map[string]bool
-	limited  map[string]string // by container: why a run of its command broke a limit (not run again)
-	emptyDir map[string]*sandbox.FS
-	podIPs   []string
+	runs map[runKey]runResult
+	// createFailed are the runs whose container could not be created at a view before (CreateError).
+	createFailed map[runKey]bool
+	warned       map[string]bool
+	limited      map[string]string // by container: why a run of its command broke a limit (not run again)
+	emptyDir     map[string]*sandbox.FS
+	objects      map[string]*sandbox.FS // the ConfigMap, Secret, downwardAPI and projected volumes (objectVolume)
+	podIPs       []string
 }
 
 type runKey struct {
@@ -48,8 +56,11 @@ type runKey struct {
 }
 
 type runResult struct {
-	out RunOutcome
-	ok  bool
+	out   RunOutcome
+	ok    bool
+	files *runFiles // the run's files over its time (an honoured run of a command)
+	// postStartFailed: its postStart exec hook failed (the kubelet killed it, RunOutcome ends then).
+	postStartFailed bool
 }
 
 // hostFS returns the Node's host file system (made at its first hostPath mount).
@@ -68,11 +79,18 @@ func (c *commands) hostFS(nodeName string) *sandbox.FS {
 }
 
 // program returns the sandbox's Program of one run of container c of pod p: its command and args with
-// the kubelet's $(VAR) expansion, its environment as the kubelet makes it (makeEnvironmentVariables:
-// env values with $(VAR) references, the downward API's fieldRef values; configMap, secret and
-// resource references are left out), and its emptyDir and hostPath mounts.
-func (c *commands) program(p *v1.Pod, ctr *v1.Container, pc *podCommands, restarts int32, start time.Time) *sandbox.Program {
-	env, vars := containerEnv(p, ctr, pc.podIPs)
+// the kubelet's $(VAR) expansion, its environment as the kubelet makes it (containerEnv, then the
+// devices' env of its claims, as a runtime applies the CDI specs' edits), and its volume mounts
+// (volumeMounts). The error is the kubelet's message of a container config it cannot make (a missing
+// env source that is not optional: CreateContainerConfigError).
+func (c *commands) program(ctx context.Context, p *v1.Pod, ctr *v1.Container, pc *podCommands, restarts int32, start time.Time) (*sandbox.Program, error) {
+	env, vars, err := containerEnv(ctx, p, ctr, pc.podIPs, c.src)
+	if err != nil {
+		return nil, err
+	}
+	if c.deviceEnv != nil { // appended, as a runtime applies the CDI specs' edits to the container's env
+		env = append(env, c.deviceEnv(p, ctr)...)
+	}
 	mapping := func(name string) string {
 		if v, ok := vars[name]; ok {
 			return v
@@ -107,10 +125,16 @@ func (c *commands) program(p *v1.Pod, ctr *v1.Container, pc *podCommands, restar
 			case vol.HostPath != nil:
 				prog.Mounts = append(prog.Mounts, sandbox.Mount{Path: m.MountPath, FS: c.hostFS(p.Spec.NodeName),
 					Root: path.Join("/", vol.HostPath.Path, m.SubPath), ReadOnly: m.ReadOnly})
+			case vol.ConfigMap != nil || vol.Secret != nil || vol.DownwardAPI != nil || vol.Projected != nil:
+				fs, err := c.objectVolume(ctx, p, &vol, pc)
+				if err != nil {
+					return nil, err
+				}
+				prog.Mounts = append(prog.Mounts, sandbox.Mount{Path: m.MountPath, FS: fs, Root: path.Join("/", m.SubPath), ReadOnly: true})
 			}
 		}
 	}
-	return prog
+	return prog, nil
 }
 
 // run interprets run restarts of container ctr of pod p within the process's budget: its outcome (ok
@@ -119,6 +143,11 @@ func (c *commands) program(p *v1.Pod, ctr *v1.Container, pc *podCommands, restar
 // much again): its later runs are not honoured, for the same reason. err is the end of the wait for
 // the budget (ctx done): nothing ran, and the caller may ask again.
 func (c *commands) run(ctx context.Context, p *v1.Pod, ctr *v1.Container, pc *podCommands, restarts int32, start time.Time) (runResult, string, error) {
+	if len(ctr.Command) == 0 && containerReferencesObjects(ctr) {
+		if _, _, err := containerEnv(ctx, p, ctr, pc.podIPs, c.src); err != nil {
+			return runResult{ok: true, out: RunOutcome{CreateError: err}}, "", nil
+		}
+	}
 	if len(ctr.Command) == 0 {
 		if isPauseImage(ctr.Image) && len(ctr.Args) == 0 {
 			// /pause: until it is stopped; its SIGTERM handler (sigdown) exits 0 at once.
@@ -135,7 +164,13 @@ func (c *commands) run(ctx context.Context, p *v1.Pod, ctr *v1.Container, pc *po
 	}
 	runner := c.runner
 	c.mu.Unlock()
-	res, err := runner.Run(ctx, c.program(p, ctr, pc, restarts, start), c.limits)
+	prog, err := c.program(ctx, p, ctr, pc, restarts, start)
+	if err != nil {
+		// The kubelet cannot create the container (not memoized: asked again at the next view, as the
+		// kubelet's next sync tries again).
+		return runResult{ok: true, out: RunOutcome{CreateError: err}}, "", nil
+	}
+	res, err := runner.Run(ctx, prog, c.limits)
 	if err != nil {
 		return runResult{}, "", fmt.Errorf("container %s: %w", ctr.Name, err)
 	}
@@ -148,8 +183,28 @@ func (c *commands) run(ctx context.Context, p *v1.Pod, ctr *v1.Container, pc *po
 		}
 		return runResult{}, res.Reason, nil
 	}
-	return runResult{ok: true, out: RunOutcome{Forever: res.Forever, Duration: res.Duration, ExitCode: res.ExitCode,
-		Output: res.Output, TerminationMessage: res.TerminationMessage}}, "", nil
+	rf := &runFiles{prog: *prog, layer: res.Layer}
+	rf.prog.Command, rf.prog.Args = nil, nil
+	out := RunOutcome{Forever: res.Forever, Duration: res.Duration, ExitCode: res.ExitCode,
+		Output: res.Output, TerminationMessage: res.TerminationMessage}
+	if hasExecProbe(ctr) {
+		out.Probe = c.probeAnswer(p, ctr, rf)
+	}
+	failed, err := c.postStart(ctx, p, ctr, rf, &out)
+	if err != nil {
+		return runResult{}, "", fmt.Errorf("container %s: postStart: %w", ctr.Name, err)
+	}
+	return runResult{ok: true, out: out, files: rf, postStartFailed: failed}, "", nil
+}
+
+// hasExecProbe reports whether c has a probe with an exec handler.
+func hasExecProbe(c *v1.Container) bool {
+	for _, pr := range []*v1.Probe{c.StartupProbe, c.LivenessProbe, c.ReadinessProbe} {
+		if pr != nil && pr.Exec != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // containerPID is the shell's PID in container ctr of p: 1, the first process of the container's own
@@ -197,46 +252,6 @@ func podHostname(p *v1.Pod) string {
 		h = strings.TrimRight(h[:63], "-.")
 	}
 	return h
-}
-
-// containerEnv returns container ctr's environment (NAME=value, in the spec's order) and the same as a
-// map, as the kubelet's makeEnvironmentVariables makes it without services: each env value with its
-// $(VAR) references to the variables before it expanded; a fieldRef's value
-// (podFieldSelectorRuntimeValue: metadata.name, namespace, uid, labels['k'], annotations['k'],
-// spec.nodeName, spec.serviceAccountName, status.podIP(s), status.hostIP(s)); other sources left out.
-func containerEnv(p *v1.Pod, ctr *v1.Container, podIPs []string) ([]string, map[string]string) {
-	vars := map[string]string{}
-	var order []string
-	mapping := func(name string) string {
-		if v, ok := vars[name]; ok {
-			return v
-		}
-		return "$(" + name + ")"
-	}
-	for _, e := range ctr.Env {
-		val := e.Value
-		switch {
-		case val != "":
-			val = expandVars(val, mapping)
-		case e.ValueFrom != nil && e.ValueFrom.FieldRef != nil:
-			v, ok := fieldRefValue(p, e.ValueFrom.FieldRef.FieldPath, podIPs)
-			if !ok {
-				continue
-			}
-			val = v
-		case e.ValueFrom != nil:
-			continue
-		}
-		if _, seen := vars[e.Name]; !seen {
-			order = append(order, e.Name)
-		}
-		vars[e.Name] = val
-	}
-	env := make([]string, 0, len(order))
-	for _, k := range order {
-		env = append(env, k+"="+vars[k])
-	}
-	return env, vars
 }
 
 // fieldRefValue is a downward API field's value (the kubelet's podFieldSelectorRuntimeValue and

@@ -264,14 +264,17 @@ func TestContainerEnv(t *testing.T) {
 		{Name: "REF", Value: "$(NAME).$(NS) $(LATER) $$(NAME) $(UNKNOWN"},
 		{Name: "LATER", Value: "x"},
 	}}
-	env, vars := containerEnv(p, ctr, []string{"10.244.1.5"})
+	env, vars, err := containerEnv(context.Background(), p, ctr, []string{"10.244.1.5"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	want := []string{"NAME=web-1", "NS=ns", "UID=u-1", "NODE=sim-0001", "SA=sa", "APP=web", "ANN=b", "POD_IP=10.244.1.5",
 		"HOST_IP=10.0.0.1", "REF=web-1.ns $(LATER) $(NAME) $(UNKNOWN", "LATER=x"}
 	if !slices.Equal(env, want) {
 		t.Errorf("env\n%q, want\n%q", env, want)
 	}
 	c := &commands{}
-	prog := c.program(p, &v1.Container{Name: "c", Env: ctr.Env, Command: []string{"echo", "$(LATER)", "$(NAME)"}, Args: []string{"$$(NAME)"}}, &podCommands{}, 0, time.Time{})
+	prog, _ := c.program(context.Background(), p, &v1.Container{Name: "c", Env: ctr.Env, Command: []string{"echo", "$(LATER)", "$(NAME)"}, Args: []string{"$$(NAME)"}}, &podCommands{}, 0, time.Time{})
 	if got := append(prog.Command, prog.Args...); !slices.Equal(got, []string{"echo", "x", "web-1", "$(NAME)"}) {
 		t.Errorf("command %q", got)
 	}
@@ -397,7 +400,7 @@ func TestContainerPID(t *testing.T) {
 			if got := containerPID(p, ctr); got != tc.want {
 				t.Errorf("containerPID = %d, want %d", got, tc.want)
 			}
-			prog := (&commands{}).program(p, &v1.Container{Name: tc.container, Command: []string{"sh", "-c", "exit $$$$"}}, &podCommands{}, 0, time.Unix(0, 0)) // the kubelet makes $$ of $$$$
+			prog, _ := (&commands{}).program(context.Background(), p, &v1.Container{Name: tc.container, Command: []string{"sh", "-c", "exit $$$$"}}, &podCommands{}, 0, time.Unix(0, 0)) // the kubelet makes $$ of $$$$
 			if res := sandbox.Run(context.Background(), prog, sandbox.Limits{}); res.ExitCode != int32(tc.want) {
 				t.Errorf("exit $$ = %+v, want %d", res, tc.want)
 			}

@@ -37,6 +37,26 @@ type DeviceDriver struct {
 	SharedCounters []resourcev1.CounterSet `json:"sharedCounters,omitempty"`
 	// Devices are the slice's spec.devices, in order; each entry with Count makes Count devices.
 	Devices []TemplateDevice `json:"devices"`
+	// Env, if set, is the environment variable the driver's CDI spec sets in a container given its
+	// devices: their names, comma-separated, in allocation order (NVIDIA_VISIBLE_DEVICES=gpu-0,gpu-1).
+	Env string `json:"env,omitempty"`
+}
+
+// driverEnvName is a driver's Env.
+type driverEnvName struct{ driver, env string }
+
+// driverEnv returns the drivers that name an Env, in order (none for nil).
+func (d *Devices) driverEnv() []driverEnvName {
+	if d == nil {
+		return nil
+	}
+	var out []driverEnvName
+	for _, drv := range d.Drivers {
+		if drv.Env != "" {
+			out = append(out, driverEnvName{drv.Driver, drv.Env})
+		}
+	}
+	return out
 }
 
 // TemplateDevice is a resource.k8s.io/v1 Device (name, attributes, capacity, consumesCounters, taints,
@@ -77,6 +97,9 @@ func (d *Devices) validate() []error {
 			if o.Driver == drv.Driver {
 				add(path+".driver", drv.Driver, "same driver as devices.drivers[%d]", j)
 			}
+		}
+		if msgs := validation.IsEnvVarName(drv.Env); drv.Env != "" && len(msgs) > 0 {
+			add(path+".env", drv.Env, "must be an environment variable name: %s", strings.Join(msgs, "; "))
 		}
 		if len(drv.SharedCounters) > resourcev1.ResourceSliceMaxCounterSets {
 			add(path+".sharedCounters", len(drv.SharedCounters), "at most %d counter sets", resourcev1.ResourceSliceMaxCounterSets)

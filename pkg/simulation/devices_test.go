@@ -59,12 +59,19 @@ func TestParseTemplateDevices(t *testing.T) {
 	}
 	gpu0, gpu1 := *gpu.DeepCopy(), *gpu.DeepCopy()
 	gpu0.Name, gpu1.Name = "gpu-0", "gpu-1"
-	res := driverResources("sim-0003", tmpl.Devices.Drivers[0])
+	res := driverResources("sim-0003", tmpl.Devices.Drivers[0], nil)
 	want := []resourcev1.Device{gpu0, gpu1}
 	if got := res.Pools["sim-0003"].Slices[0].Devices; !equality.Semantic.DeepEqual(want, got) || len(res.Pools) != 1 {
 		t.Errorf("gpu.example.com's pools %v, devices\n%+v\nwant\n%+v", res.Pools, got, want)
 	}
-	mig := driverResources("sim-0003", tmpl.Devices.Drivers[1]).Pools["sim-0003"].Slices[0]
+	// A Node of its own devices (the control API's SetNodeDevices): only those named.
+	if got := driverResources("sim-0003", tmpl.Devices.Drivers[0], []string{"gpu-1"}).Pools["sim-0003"].Slices[0].Devices; !equality.Semantic.DeepEqual([]resourcev1.Device{gpu1}, got) {
+		t.Errorf("gpu.example.com's devices with only gpu-1: %+v", got)
+	}
+	if got := driverResources("sim-0003", tmpl.Devices.Drivers[0], []string{}).Pools["sim-0003"].Slices[0].Devices; len(got) != 0 {
+		t.Errorf("gpu.example.com's devices with none: %+v", got)
+	}
+	mig := driverResources("sim-0003", tmpl.Devices.Drivers[1], nil).Pools["sim-0003"].Slices[0]
 	var names []string
 	for _, d := range mig.Devices {
 		names = append(names, d.Name)
@@ -125,6 +132,8 @@ func TestParseTemplateDevicesErrors(t *testing.T) {
 			[]string{`devices.drivers[0].devices[0].consumesCounters[0].counterSet "nope": not in the driver's sharedCounters`}},
 		{"unknown counter", "  drivers: [{driver: a.example.com, sharedCounters: [{name: cs, counters: {m: {value: 1}}}], devices: [{name: a, consumesCounters: [{counterSet: cs, counters: {other: {value: 1}}}]}]}]",
 			[]string{`devices.drivers[0].devices[0].consumesCounters[0].counters "other": not a counter of shared counter set cs`}},
+		{"bad env", "  drivers: [{driver: a.example.com, env: '1GPU=', devices: [{name: a}]}]",
+			[]string{`devices.drivers[0].env "1GPU=": must be an environment variable name`}},
 		{"with a Node error too", "  drivers: []\nstatus: {capacity: {cpu: 1500m}}",
 			[]string{`status.capacity[cpu] "1500m": must be a whole number`, `devices.drivers "": must list at least one driver`}},
 	} {

@@ -35,6 +35,8 @@
 // simulated (Simulate: a pure function of the pod, its start, its behaviour and the time; PodBehaviour
 // reads the nodeagent.io/ annotations; probes.go the probe annotations), which records the kubelet's
 // container Events (podevents.go), and the control API's per-pod overrides (SetPodContainer). The
-// process's pod informer is routed to the Nodes by Queue.PodEventHandler. docs/simulation.md ("Pods")
+// process's pod informer is routed to the Nodes by Queue.PodEventHandler. A template's devices give every
+// Node simulated DRA drivers: slices.go publishes their ResourceSlices, dra.go prepares the pods' claims
+// through pkg/dra (the kubelet's DRA manager) with the CDI env and device health. docs/simulation.md ("Pods")
 // lists every annotation and every intended difference from the kubelet.
 package simulation

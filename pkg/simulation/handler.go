@@ -45,6 +45,11 @@ type Summary struct {
 //	POST /simulation/nodes/{name}  apply a Change given as JSON, e.g. {"runtimeReady":false}; answers the state after
 //	POST /simulation/pods/{namespace}/{name}  apply a ContainerChange to a pod on one of the Nodes, e.g.
 //	                               {"container":"web","crash":2}; answers its PodState (404: not on this simulator)
+//	POST /simulation/nodes/{name}/devices  apply a DeviceHealthChange to a device of the Node, e.g.
+//	                               {"driver":"gpu.example.com","device":"gpu-0","health":"Unhealthy"}; answers
+//	                               {"pods": [namespace/name, ...]}, the pods using it
+//	POST /simulation/nodes/{name}/slices  apply a NodeDevicesChange: the Node's slice of a driver lists only
+//	                               the template's devices named, e.g. {"driver":"gpu.example.com","devices":["gpu-0"]}
 //
 // An unknown Node is 404; a body that is not a JSON Change (an unknown or mis-cased field, a value of
 // the wrong type) or names no field ({}, null) is 400; each with a one-line plain-text message. A
@@ -174,6 +179,48 @@ func (s *Simulator) handler() http.Handler {
 			http.Error(w, "bad request: "+err.Error(), http.StatusBadRequest)
 		default:
 			writeJSON(w, st)
+		}
+	})
+	mux.HandleFunc("POST "+Path+"nodes/{name}/devices", func(w http.ResponseWriter, r *http.Request) {
+		var c DeviceHealthChange
+		data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+		if err == nil {
+			err = config.UnmarshalStrict(data, &c)
+		}
+		if err != nil {
+			http.Error(w, "bad request: body is not a JSON DeviceHealthChange {\"driver\": DRIVER, \"device\": NAME, \"health\": \"Healthy\"|\"Unhealthy\"|\"Unknown\", \"message\": TEXT}: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		pods, err := s.SetDeviceHealth(r.PathValue("name"), c)
+		switch {
+		case errors.Is(err, ErrUnknownNode):
+			http.Error(w, err.Error(), http.StatusNotFound)
+		case err != nil:
+			http.Error(w, "bad request: "+err.Error(), http.StatusBadRequest)
+		default:
+			writeJSON(w, struct {
+				Pods []string `json:"pods"`
+			}{Pods: append([]string{}, pods...)})
+		}
+	})
+	mux.HandleFunc("POST "+Path+"nodes/{name}/slices", func(w http.ResponseWriter, r *http.Request) {
+		var c NodeDevicesChange
+		data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+		if err == nil {
+			err = config.UnmarshalStrict(data, &c)
+		}
+		if err != nil {
+			http.Error(w, "bad request: body is not a JSON NodeDevicesChange {\"driver\": DRIVER, \"devices\": [NAME, ...] or null}: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		err = s.SetNodeDevices(r.PathValue("name"), c)
+		switch {
+		case errors.Is(err, ErrUnknownNode):
+			http.Error(w, err.Error(), http.StatusNotFound)
+		case err != nil:
+			http.Error(w, "bad request: "+err.Error(), http.StatusBadRequest)
+		default:
+			writeJSON(w, c)
 		}
 	})
 	s.installUsage(mux)

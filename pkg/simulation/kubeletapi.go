@@ -22,7 +22,9 @@ import (
 // address, Node j of the shard on FirstPort+j, so that the API server's node proxy and every client
 // of status.daemonEndpoints reach each Node at its own InternalIP and port with no Node name in
 // the path (/api/v1/nodes/N/proxy/pods lists N's pods). Every Node reports NodeIP as its
-// InternalIP and its port in daemonEndpoints.
+// InternalIP and its port in daemonEndpoints. The adopted Nodes (Config.Adopt) follow the shard's
+// template Nodes: the k-th slot on FirstPort+Nodes+k (adoptedPort), opened when the Node is adopted
+// and closed when it is released; one whose creator set addresses keeps them.
 type KubeletAPI struct {
 	// Address is the IP the listeners bind (--address); NodeIP the InternalIP every simulated Node
 	// reports, reachable from the API server (--node-ip, the pod IP in the StatefulSet).
@@ -76,24 +78,8 @@ func (s *Simulator) ServeKubeletAPI(ctx context.Context) error {
 	if k == nil {
 		return errors.New("simulation: no KubeletAPI configured")
 	}
-	if s.cfg.Dependencies.Pods == nil {
-		return errors.New("simulation: the kubelet's API needs Dependencies.Pods (the pod informer)")
-	}
-	provider := &Streaming{Pods: s.cfg.Dependencies.Pods, Clock: s.cfg.Dependencies.Clock, PortForwardTargets: k.PortForwardTargets}
-	if s.pods != nil && s.pods.commands != nil {
-		provider.Output = s.pods.runOutput
-	}
-	if c := s.cfg.Dependencies.Client; c != nil {
-		provider.ConfigMaps = func(ctx context.Context, namespace, name string) (*v1.ConfigMap, error) {
-			return c.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
-		}
-	}
-	var pool *kubeletserver.ConnectionPool
-	if k.Connections != (kubeletserver.ConnectionLimits{}) {
-		var err error
-		if pool, err = kubeletserver.NewConnectionPool(k.Connections); err != nil {
-			return err
-		}
+	if _, _, err := s.kubeletAPIShared(); err != nil {
+		return err
 	}
 	listeners := make([]net.Listener, 0, len(s.nodes))
 	handlers := make([]http.Handler, 0, len(s.nodes))
@@ -103,39 +89,10 @@ func (s *Simulator) ServeKubeletAPI(ctx context.Context) error {
 		}
 	}
 	for j, n := range s.nodes {
-		name := n.name
-		stats, err := s.StatsSummary(name)
+		ln, srv, err := s.listenKubeletAPI(n.name, int(k.port(j)))
 		if err != nil {
 			closeAll()
 			return err
-		}
-		probes, err := s.ProbeCounts(name)
-		if err != nil {
-			closeAll()
-			return err
-		}
-		srv, err := kubeletserver.New(kubeletserver.Config{
-			NodeName: name, Pods: s.cfg.Dependencies.Pods, Auth: k.Auth,
-			ContainerLogs: provider, Runner: provider, Attacher: provider, PortForwarder: provider,
-			StatsSummary: stats, Probes: probes,
-			SyncLoop: func(*http.Request) error {
-				if c := s.Controller(name); c != nil {
-					return c.Healthy()
-				}
-				return nil
-			},
-		})
-		if err != nil {
-			closeAll()
-			return err
-		}
-		ln, err := kubeletserver.Listen(k.Address, int(k.port(j)))
-		if err != nil {
-			closeAll()
-			return fmt.Errorf("simulated node %s: %w", name, err)
-		}
-		if pool != nil {
-			ln = pool.Listener(ln)
 		}
 		listeners, handlers = append(listeners, ln), append(handlers, srv)
 	}
@@ -155,7 +112,123 @@ func (s *Simulator) ServeKubeletAPI(ctx context.Context) error {
 	}
 	wg.Wait()
 	close(errs)
+	if len(listeners) == 0 {
+		// Adopted Nodes only (--nodes=0): each serves its own (serveAdoptedKubeletAPI) until ctx ends.
+		<-ctx.Done()
+	}
 	return <-errs
+}
+
+// kubeletAPIShared returns what every Node's kubelet API shares, built once: the provider answering
+// for the pods (Streaming) and the connection pool (nil: no cap). It errors when the pods' informer is
+// missing or the connection limits are invalid.
+func (s *Simulator) kubeletAPIShared() (*Streaming, *kubeletserver.ConnectionPool, error) {
+	s.apiOnce.Do(func() {
+		k := s.cfg.KubeletAPI
+		if s.cfg.Dependencies.Pods == nil {
+			s.apiErr = errors.New("simulation: the kubelet's API needs Dependencies.Pods (the pod informer)")
+			return
+		}
+		provider := &Streaming{Pods: s.cfg.Dependencies.Pods, Clock: s.cfg.Dependencies.Clock, PortForwardTargets: k.PortForwardTargets}
+		if s.pods != nil && s.pods.commands != nil {
+			provider.Output = s.pods.runOutput
+			provider.Exec = func(ctx context.Context, p *v1.Pod, container string, cmd []string) (ExecResult, error) {
+				res, changed, err := s.pods.execInContainer(ctx, p, container, cmd)
+				if changed {
+					s.notifyPod(p) // its exec probes may answer otherwise from now on
+				}
+				return res, err
+			}
+		}
+		if c := s.cfg.Dependencies.Client; c != nil {
+			provider.ConfigMaps = func(ctx context.Context, namespace, name string) (*v1.ConfigMap, error) {
+				return c.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
+			}
+		}
+		s.apiProvider = provider
+		if k.Connections != (kubeletserver.ConnectionLimits{}) {
+			s.apiPool, s.apiErr = kubeletserver.NewConnectionPool(k.Connections)
+		}
+	})
+	return s.apiProvider, s.apiPool, s.apiErr
+}
+
+// listenKubeletAPI opens the kubelet API's listener of the simulated Node name on port (under the
+// connection pool's caps) and returns it with the Node's handler. Errors name the Node.
+func (s *Simulator) listenKubeletAPI(name string, port int) (net.Listener, http.Handler, error) {
+	k := s.cfg.KubeletAPI
+	provider, pool, err := s.kubeletAPIShared()
+	if err != nil {
+		return nil, nil, err
+	}
+	stats, err := s.StatsSummary(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	probes, err := s.ProbeCounts(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	srv, err := kubeletserver.New(kubeletserver.Config{
+		NodeName: name, Pods: s.cfg.Dependencies.Pods, Auth: k.Auth,
+		ContainerLogs: provider, Runner: provider, Attacher: provider, PortForwarder: provider,
+		StatsSummary: stats, Probes: probes,
+		SyncLoop: func(*http.Request) error {
+			if c := s.Controller(name); c != nil {
+				return c.Healthy()
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("simulated node %s: %w", name, err)
+	}
+	ln, err := kubeletserver.Listen(k.Address, port)
+	if err != nil {
+		return nil, nil, fmt.Errorf("simulated node %s: %w", name, err)
+	}
+	if pool != nil {
+		ln = pool.Listener(ln)
+	}
+	return ln, srv, nil
+}
+
+// adoptedPort is the kubelet API's port of the adopted Node in slot: past the template Nodes' ports,
+// FirstPort+Nodes+slot, or 0 past 65535.
+func (k *KubeletAPI) adoptedPort(nodes, slot int) int {
+	if p := k.FirstPort + nodes + slot; p <= 65535 {
+		return p
+	}
+	return 0
+}
+
+// serveAdoptedKubeletAPI opens and serves the kubelet API of the adopted Node n on its port
+// (KubeletAPI.adoptedPort) until ctx ends or releaseNode stops it, and records the port in n for its
+// daemonEndpoints. A port that cannot be listened on is logged and leaves the Node without the API
+// (port 0), as the template Nodes when --port cannot be served.
+func (s *Simulator) serveAdoptedKubeletAPI(ctx context.Context, n *simNode) {
+	k := s.cfg.KubeletAPI
+	logger := klog.FromContext(ctx)
+	port := k.adoptedPort(s.cfg.Nodes, n.slot)
+	if port == 0 {
+		logger.Info("Adopted node serves no kubelet API: no port left past 65535", "node", n.name, "slot", n.slot)
+		return
+	}
+	ln, srv, err := s.listenKubeletAPI(n.name, port)
+	if err != nil {
+		logger.Error(err, "Adopted node serves no kubelet API", "node", n.name, "port", port)
+		return
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	n.kubeletPort = int32(port)
+	n.stopAPI = func() { cancel(); <-done }
+	go func() {
+		defer close(done)
+		if err := kubeletserver.Serve(sctx, ln, k.TLS, srv); err != nil {
+			logger.Error(err, "Adopted node's kubelet API stopped", "node", n.name, "port", port)
+		}
+	}()
 }
 
 // KubeletAPIAccess is what the kubelet's API needs besides Access: TokenReview and

@@ -120,6 +120,8 @@ func containerEvents(p *v1.Pod, rt *pod.RuntimeStatus, seen []containerSeen, rea
 			case pod.ReasonImagePullBackOff:
 				event(v1.EventTypeNormal, EventReasonBackOff, "Back-off pulling image %q", c.Image)
 				event(v1.EventTypeWarning, EventReasonFailed, "Error: %s", pod.ReasonImagePullBackOff)
+			case ReasonCreateContainerConfigError:
+				event(v1.EventTypeWarning, EventReasonFailed, "Error: %s", cs.State.Waiting.Message)
 			case pod.ReasonCrashLoopBackOff:
 				event(v1.EventTypeWarning, EventReasonBackOff, "Back-off restarting failed container %s in pod %s", c.Name, formatPod(p))
 			}

@@ -19,6 +19,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/nodeagent/nodeagent/pkg/dra"
 	"github.com/nodeagent/nodeagent/pkg/node"
 	"github.com/nodeagent/nodeagent/pkg/pod"
 	"github.com/nodeagent/nodeagent/pkg/probemetrics"
@@ -37,6 +38,10 @@ type simPods struct {
 	clock       clock.Clock
 	// commands interprets the containers' commands (nil: not interpreted, Config.InterpretPodCommands).
 	commands *commands
+	// dra is the Nodes' DRA manager (dra.go; nil: no client), driverEnv the template's drivers that
+	// name an environment variable for their devices, in the template's order.
+	dra       *dra.Manager
+	driverEnv []driverEnvName
 
 	mu   sync.Mutex
 	pods map[types.UID]*simPod
@@ -151,7 +156,7 @@ func (s *simPods) parseBehaviour(ctx context.Context, p *v1.Pod) {
 
 // DeletePod marks the pod stopping (Simulate stops its containers after the stop delay, within the
 // grace period) the first time, with a deletionTimestamp; forgets it otherwise.
-func (s *simPods) DeletePod(_ context.Context, p *v1.Pod) error {
+func (s *simPods) DeletePod(ctx context.Context, p *v1.Pod) error {
 	s.mu.Lock()
 	if sp := s.pods[p.UID]; sp != nil && p.DeletionTimestamp != nil && !sp.stopping {
 		sp.stopping, sp.stopSeen = true, s.clock.Now()
@@ -162,6 +167,9 @@ func (s *simPods) DeletePod(_ context.Context, p *v1.Pod) error {
 	}
 	delete(s.pods, p.UID)
 	s.mu.Unlock()
+	if s.dra != nil { // a pod that left the API without its containers stopping here: its claims too
+		return s.dra.UnprepareResources(ctx, p)
+	}
 	return nil
 }
 
@@ -202,6 +210,7 @@ func (s *simPods) GetPodStatus(ctx context.Context, p *v1.Pod) (node.PodRuntimeS
 	sp.seen = seen
 	s.mu.Unlock()
 	s.record(events)
+	s.setAllocatedResourcesStatus(p, rt)
 	r := node.PodRuntimeStatus{Status: rt}
 	if !next.IsZero() {
 		r.RecheckAfter = max(next.Sub(now), time.Millisecond)
@@ -241,7 +250,7 @@ func (s *simPods) viewWith(ctx context.Context, p *v1.Pod, probes bool) (*simPod
 	in := SimInput{StartTime: sp.start, RuntimeName: s.runtimeName, Overrides: sp.overrides, DeletionSeen: sp.stopSeen,
 		EphemeralStarts: sp.ephemeralStarts, Baseline: sp.baseline}
 	s.mu.Unlock()
-	if s.commands != nil && hasCommand(p) {
+	if s.commands != nil && (hasCommand(p) || referencesObjects(p)) {
 		in.Run = func(c *v1.Container, restarts int32, start time.Time) (RunOutcome, bool) {
 			return s.commandRun(ctx, p, sp, c, restarts, start)
 		}
@@ -281,6 +290,43 @@ func (s *simPods) probeCounts(ctx context.Context, p *v1.Pod) []probemetrics.Cou
 	return out
 }
 
+// referencesObjects reports whether a container or init container of p reads a ConfigMap, a Secret or
+// a resource field in its env, or p has a volume the kubelet writes from the API's objects (their
+// config is made by the commands' runtime, whether or not they have a command).
+func referencesObjects(p *v1.Pod) bool {
+	for _, l := range [][]v1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+		for i := range l {
+			if containerReferencesObjects(&l[i]) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// containerReferencesObjects reports whether c's env reads a ConfigMap, a Secret or a resource field.
+func containerReferencesObjects(c *v1.Container) bool {
+	if len(c.EnvFrom) > 0 {
+		return true
+	}
+	for _, e := range c.Env {
+		if e.ValueFrom != nil && (e.ValueFrom.ConfigMapKeyRef != nil || e.ValueFrom.SecretKeyRef != nil || e.ValueFrom.ResourceFieldRef != nil) {
+			return true
+		}
+	}
+	return false
+}
+
+// containerField is the field path of container name's list in p's spec.
+func containerField(p *v1.Pod, name string) string {
+	for i := range p.Spec.InitContainers {
+		if p.Spec.InitContainers[i].Name == name {
+			return "spec.initContainers"
+		}
+	}
+	return "spec.containers"
+}
+
 // hasCommand reports whether a container or init container of p has a command, or is the pause image
 // (only those are interpreted: a pod without one costs nothing more).
 func hasCommand(p *v1.Pod) bool {
@@ -311,11 +357,31 @@ func (s *simPods) commandRun(ctx context.Context, p *v1.Pod, sp *simPod, c *v1.C
 		klog.FromContext(ctx).V(4).Info("Command not interpreted yet", "pod", klog.KObj(p), "err", err)
 		return RunOutcome{}, false
 	}
+	if r.out.CreateError != nil {
+		// Not created: not memoized, asked again at the next view (at most createRetry later).
+		if sp.cmds.createFailed == nil {
+			sp.cmds.createFailed = map[runKey]bool{}
+		}
+		if !sp.cmds.createFailed[key] && isMountError(r.out.CreateError) {
+			s.recorder.Event(p, v1.EventTypeWarning, EventReasonFailedMount, r.out.CreateError.Error())
+		}
+		sp.cmds.createFailed[key] = true
+		return r.out, r.ok
+	}
+	if sp.cmds.createFailed[key] {
+		delete(sp.cmds.createFailed, key)
+		r.out.Delay = max(0, s.clock.Now().Sub(start))
+	}
 	if sp.cmds.runs == nil {
 		sp.cmds.runs = map[runKey]runResult{}
 	}
 	sp.cmds.runs[key] = r
 	sp.cmds.forgetOutput(c.Name, restarts)
+	if r.postStartFailed {
+		ref := containerRef(p, containerField(p, c.Name), c.Name)
+		s.recorder.Event(ref, v1.EventTypeWarning, EventReasonFailedPostStartHook, postStartFailedMessage)
+		s.recorder.Event(ref, v1.EventTypeNormal, EventReasonKilling, EventReasonFailedPostStartHook)
+	}
 	if reason != "" && !sp.cmds.warned[c.Name] {
 		if sp.cmds.warned == nil {
 			sp.cmds.warned = map[string]bool{}
@@ -446,7 +512,7 @@ func (s *Simulator) SetPodContainer(ctx context.Context, namespace, name string,
 	if err != nil {
 		return PodState{}, fmt.Errorf("%w: %s/%s: %v", ErrUnknownPod, namespace, name, err)
 	}
-	n, ok := s.lookup(p.Spec.NodeName)
+	_, ok := s.lookup(p.Spec.NodeName)
 	if !ok {
 		return PodState{}, fmt.Errorf("%w: %s/%s is bound to %q", ErrUnknownPod, namespace, name, p.Spec.NodeName)
 	}
@@ -479,13 +545,22 @@ func (s *Simulator) SetPodContainer(ctx context.Context, namespace, name string,
 			o.Unready = !*c.Ready
 		}
 	})
+	s.notifyPod(p)
+	return s.pods.state(p), nil
+}
+
+// notifyPod queues p for a sync by its simulated Node's controller (when this simulator runs it).
+func (s *Simulator) notifyPod(p *v1.Pod) {
+	n, ok := s.lookup(p.Spec.NodeName)
+	if !ok {
+		return
+	}
 	n.mu.Lock()
 	ctrl := n.ctrl
 	n.mu.Unlock()
 	if ctrl != nil {
-		ctrl.NotifyPod(namespace, name)
+		ctrl.NotifyPod(p.Namespace, p.Name)
 	}
-	return s.pods.state(p), nil
 }
 
 func hasContainer(p *v1.Pod, name string) bool {

@@ -2,6 +2,7 @@ package simulation
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -39,6 +40,9 @@ const (
 	ProbeFailAfter
 	ProbePassAfter
 	ProbeFlap
+	// ProbeTimeline: the probe's answer at each time comes from Answer (an exec probe's command run
+	// against the container's files at that time, RunOutcome.Probe).
+	ProbeTimeline
 )
 
 // ProbeBehaviour is what one kind of probe of a container answers: Mode, with After the duration the
@@ -46,6 +50,10 @@ const (
 type ProbeBehaviour struct {
 	Mode  ProbeMode
 	After time.Duration
+	// Answer is the probe's answer at since from the run's start (ProbeTimeline), the same until next
+	// (later than since; math.MaxInt64: for ever). It must give the same answer for the same time,
+	// except that a kubectl exec into the container may change those at and after its own time.
+	Answer func(since time.Duration) (ok bool, next time.Duration)
 }
 
 // parseProbe parses a probe annotation's value.
@@ -89,6 +97,9 @@ func (b ProbeBehaviour) succeeds(start, t time.Time) bool {
 		return since >= b.After
 	case ProbeFlap:
 		return (since/b.After)%2 == 0
+	case ProbeTimeline:
+		ok, _ := b.Answer(since)
+		return ok
 	}
 	return true
 }
@@ -167,20 +178,50 @@ func (p *simProbe) resultAt(now time.Time) (bool, time.Time) {
 	if t := p.probeTime(first); !t.After(now) {
 		last = first + int(now.Sub(t)/p.period)
 	}
-	k := max(first, last-maxProbes)
 	result, streak := p.initial, 0
-	for ; k <= last; k++ {
-		result, streak = p.step(result, streak, p.b.succeeds(p.start, p.probeTime(k)))
-	}
-	for end := k + maxProbes; k < end; k++ {
-		t := p.probeTime(k)
-		next, s := p.step(result, streak, p.b.succeeds(p.start, t))
-		if next != result {
-			return result, t
-		}
-		streak = s
+	_, result, streak = p.walk(max(first, last-maxProbes), last+1, result, streak, nil)
+	before := result
+	k, _, _ := p.walk(last+1, last+1+maxProbes, result, streak, func(r bool) bool { return r != before })
+	if k < last+1+maxProbes {
+		return result, p.probeTime(k)
 	}
 	return result, time.Time{}
+}
+
+// answer returns probe k's answer and the index of the first probe after it whose answer may differ:
+// k+1, but for a ProbeTimeline, the first probe at or after its answer's next change.
+func (p *simProbe) answer(k int) (bool, int) {
+	t := p.probeTime(k)
+	if p.b.Mode != ProbeTimeline {
+		return p.b.succeeds(p.start, t), k + 1
+	}
+	ok, next := p.b.Answer(t.Sub(p.start))
+	if next == math.MaxInt64 || next < 0 {
+		return ok, math.MaxInt
+	}
+	return ok, max(k+1, int(min(p.indexAtOrAfter(p.start.Add(next)), math.MaxInt/2)))
+}
+
+// walk applies probes from, from+1... before to to (result, streak) in order; stop (nil: none), asked
+// after each probe with the result, ends the walk there: walk returns that probe's index (else to)
+// and the result and streak. Probes whose answer is that of the one before and cannot change the
+// result (its streak past the threshold) are skipped: a ProbeTimeline's answer changes only when the
+// container's files do, so an hour of probes of a file that stays costs one step.
+func (p *simProbe) walk(from, to int, result bool, streak int, stop func(result bool) bool) (int, bool, int) {
+	for k := from; k < to; {
+		ok, kEnd := p.answer(k)
+		for ; k < kEnd && k < to; k++ {
+			result, streak = p.step(result, streak, ok)
+			if stop != nil && stop(result) {
+				return k, result, streak
+			}
+			if result == ok && ((ok && streak >= p.success) || (!ok && -streak >= p.failure)) {
+				k = kEnd // the same answers up to kEnd change nothing
+				break
+			}
+		}
+	}
+	return to, result, streak
 }
 
 // lastFailure returns the time of the last probe at or before now that failed (zero: none within the
@@ -206,12 +247,9 @@ func (p *simProbe) failsAt() time.Time {
 	if p.b.Mode == ProbePass {
 		return time.Time{}
 	}
-	result, streak := true, 0
-	for k := p.firstProbe(); k < p.firstProbe()+10*maxProbes; k++ {
-		t := p.probeTime(k)
-		if result, streak = p.step(result, streak, p.b.succeeds(p.start, t)); !result {
-			return t
-		}
+	first := p.firstProbe()
+	if k, _, _ := p.walk(first, first+10*maxProbes, true, 0, func(r bool) bool { return !r }); k < first+10*maxProbes {
+		return p.probeTime(k)
 	}
 	return time.Time{}
 }
@@ -300,6 +338,16 @@ func (p *simProbe) count(from, until time.Time) (ok, failed uint64) {
 		return ok, n - ok
 	case ProbePassAfter:
 		ok = uint64(end - clamp(p.indexAtOrAfter(p.start.Add(p.b.After))))
+		return ok, n - ok
+	case ProbeTimeline: // one answer per stretch of probes between changes of the files
+		for k := lo; k < end; {
+			yes, kEnd := p.answer(int(k))
+			next := min(int64(kEnd), end)
+			if yes {
+				ok += uint64(next - k)
+			}
+			k = next
+		}
 		return ok, n - ok
 	}
 	// Flap: success in the even half-periods [2jA, (2j+1)A) since the start.

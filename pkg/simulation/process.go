@@ -246,6 +246,7 @@ func (p *Process) Preflight(ctx context.Context) error {
 	}
 	if p.devices != nil {
 		extra = append(slices.Clone(extra), ResourceSliceAccess...)
+		extra = append(extra, ResourceClaimAccess...)
 	}
 	if err := CheckAccess(ctx, p.set.Client, p.cfg.Kubeconfig, extra...); err != nil {
 		return err

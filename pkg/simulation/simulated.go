@@ -199,7 +199,7 @@ func PodBehaviour(p *v1.Pod, def Behaviour) (Behaviour, error) {
 		containers[p.Spec.EphemeralContainers[i].Name] = true
 	}
 	for key, v := range p.Annotations {
-		if !strings.HasPrefix(key, annotationPrefix) || key == AnnotationStopDelay || slices.Contains(fields, key) || IsUsageAnnotation(key) || IsStreamingAnnotation(key) {
+		if !strings.HasPrefix(key, annotationPrefix) || key == AnnotationStopDelay || key == AnnotationPrepareError || slices.Contains(fields, key) || IsUsageAnnotation(key) || IsStreamingAnnotation(key) {
 			continue
 		}
 		known := false
@@ -301,7 +301,23 @@ type RunOutcome struct {
 	// TerminationMessage is the content of the container's terminationMessagePath when the command
 	// exits by itself (its last 4096 bytes).
 	TerminationMessage string
+	// CreateError: the container is not created (its config cannot be made: a missing env source that is
+	// not optional, CreateContainerConfigError with this message; or a volume cannot be set up, a
+	// mountError: ContainerCreating). The view asks the run again at its next pass (createRetry later
+	// at most), as the kubelet tries again at its next sync.
+	CreateError error
+	// Delay: the container was created this long after its run could have started (its config could not
+	// be made before: CreateError at the views before); the run starts that much later.
+	Delay time.Duration
+	// Probe, when set, answers the container's exec probes from its command's run (the files it has at
+	// each probe's time): the ProbeBehaviour of the probe of kind probeType ("Liveness", "Readiness",
+	// "Startup"), ok false when that probe is not answered from the run (no exec handler).
+	Probe func(probeType string, probe *v1.Probe) (ProbeBehaviour, bool)
 }
+
+// createRetry is when a view of a container not created (RunOutcome.CreateError) is asked again at the
+// latest: the kubelet's pod worker syncs a pod with an error again after its back-off, 10 s at first.
+const createRetry = 10 * time.Second
 
 // Baseline is the containers' history up to At: what a simulator restarted finds in the pod's status
 // (the control API's crashes and stops included), or the view just before the pod's behaviour
@@ -596,6 +612,7 @@ func (s *simulation) container(c *v1.Container, from time.Time, isInit, sidecar 
 	for restarts := restarts0; ; restarts++ {
 		cs.RestartCount = restarts
 		cs.ID = containerRuntimeID(s.pod, c.Name, restarts)
+		cb := cb // this run's: its exec probes may be answered from its command's run
 		var end time.Time
 		code, reason := cb.ExitCode, pod.ReasonCompleted
 		if cb.RunDuration != nil {
@@ -608,7 +625,20 @@ func (s *simulation) container(c *v1.Container, from time.Time, isInit, sidecar 
 		var cmdRun *RunOutcome // the run of the container's command, when it decides
 		if s.in.Run != nil && !cb.RunAnnotated {
 			if o, ok := s.in.Run(c, restarts, start); ok { // the container's command decides
+				if o.CreateError != nil {
+					w := &pod.Waiting{Reason: pod.ReasonContainerCreating}
+					if !isMountError(o.CreateError) {
+						w = &pod.Waiting{Reason: ReasonCreateContainerConfigError, Message: o.CreateError.Error()}
+					}
+					cs.State, cs.LastTerminated = pod.ContainerState{Waiting: w}, last
+					s.note(s.now.Add(createRetry))
+					return cs, time.Time{}, false
+				}
 				cmdRun = &o
+				start = start.Add(o.Delay)
+				if o.Probe != nil {
+					cb = execProbes(c, cb, o.Probe)
+				}
 				end, code = time.Time{}, o.ExitCode
 				if !o.Forever {
 					end = start.Add(o.Duration)
@@ -727,6 +757,24 @@ func (s *simulation) container(c *v1.Container, from time.Time, isInit, sidecar 
 			return cs, time.Time{}, false
 		}
 	}
+}
+
+// execProbes returns cb with its probes of c answered by answer (RunOutcome.Probe) where it answers
+// them.
+func execProbes(c *v1.Container, cb ContainerBehaviour, answer func(string, *v1.Probe) (ProbeBehaviour, bool)) ContainerBehaviour {
+	for _, k := range []struct {
+		kind  string
+		probe *v1.Probe
+		b     *ProbeBehaviour
+	}{{"Startup", c.StartupProbe, &cb.Startup}, {"Liveness", c.LivenessProbe, &cb.Liveness}, {"Readiness", c.ReadinessProbe, &cb.Readiness}} {
+		if k.probe == nil {
+			continue
+		}
+		if b, ok := answer(k.kind, k.probe); ok {
+			*k.b = b
+		}
+	}
+	return cb
 }
 
 // runProbes returns, for a run of container c started at start, when it is started (its startup

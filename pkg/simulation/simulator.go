@@ -14,11 +14,13 @@ import (
 
 	"golang.org/x/time/rate"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/nodeagent/nodeagent/pkg/kubeletserver"
 	"github.com/nodeagent/nodeagent/pkg/node"
 	"github.com/nodeagent/nodeagent/pkg/nodestatus"
 	"github.com/nodeagent/nodeagent/pkg/pod"
@@ -109,7 +111,9 @@ type Simulator struct {
 	reservation v1.ResourceList
 	extraFuncs  []nodestatus.Func
 	pods        *simPods // nil: the Nodes run no pods
-	usage       *Usage   // the Nodes' and their pods' simulated resource usage (usage.go)
+	// slices publishes the Nodes' ResourceSlices (nil: no devices, or not run by a Process).
+	slices *deviceSlices
+	usage  *Usage // the Nodes' and their pods' simulated resource usage (usage.go)
 
 	restarts chan restart
 	done     chan struct{} // closed when Run has returned
@@ -119,6 +123,13 @@ type Simulator struct {
 	adoptedMu sync.Mutex
 	adopted   map[string]*simNode
 	slotsUsed map[int]bool
+
+	// apiOnce builds what every Node's kubelet API shares (kubeletAPIShared): apiProvider, apiPool
+	// (nil: no cap), or apiErr.
+	apiOnce     sync.Once
+	apiProvider *Streaming
+	apiPool     *kubeletserver.ConnectionPool
+	apiErr      error
 }
 
 // Phase is where a simulated Node is: pending (not started yet: starts are paced), running, or stopped
@@ -137,9 +148,13 @@ type simNode struct {
 	// adopted: a Node another creates (Config.Adopt), its slot in adoptedIndex.
 	adopted bool
 	slot    int
-	name    string
-	host    *host
-	runtime *simRuntime
+	// kubeletPort is an adopted Node's kubelet API port (0: none served) and stopAPI stops serving it
+	// and waits (serveAdoptedKubeletAPI); both set before its controller starts.
+	kubeletPort int32
+	stopAPI     func()
+	name        string
+	host        *host
+	runtime     *simRuntime
 
 	mu                         sync.Mutex
 	phase                      Phase
@@ -241,8 +256,24 @@ func New(cfg Config) (*Simulator, error) {
 			return nil, fmt.Errorf("simulation: FallbackClusterCIDR %s: %w", s.cfg.FallbackClusterCIDR, err)
 		}
 		s.pods = newSimPods(cfg.PodBehaviour, t.RuntimeName, cfg.Dependencies.Recorder, cfg.Dependencies.Clock)
+		if cfg.Dependencies.Client != nil {
+			s.pods.dra = newDRA(cfg.Dependencies.Client, t.Devices)
+			s.pods.driverEnv = t.Devices.driverEnv()
+		}
 		if cfg.InterpretPodCommands {
-			s.pods.commands = &commands{limits: cfg.CommandLimits, runner: sandbox.NewRunner(cfg.CommandBudget)}
+			s.pods.commands = &commands{limits: cfg.CommandLimits, runner: sandbox.NewRunner(cfg.CommandBudget),
+				src: &envSources{allocatable: t.Allocatable}, deviceEnv: s.pods.deviceEnv}
+			if c := cfg.Dependencies.Client; c != nil {
+				// A bounded GET per object a container's config or volume references, per run (the
+				// kubelet's configMapManager and secretManager watch them; a pod that references none
+				// costs none).
+				s.pods.commands.src.configMaps = func(ctx context.Context, namespace, name string) (*v1.ConfigMap, error) {
+					return c.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
+				}
+				s.pods.commands.src.secrets = func(ctx context.Context, namespace, name string) (*v1.Secret, error) {
+					return c.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+				}
+			}
 		}
 	}
 	s.usage = NewUsage(cfg.Dependencies.Clock)
@@ -297,8 +328,12 @@ func (s *Simulator) nodeConfig(n *simNode) node.Config {
 	c.NodeIPs = []net.IP{nodeIP(n.index)}
 	if n.adopted {
 		// Its creator's: never registered (so never labelled or tainted here), its status filled from
-		// the template where the creator set none, its kubelet API not served (no port of its own).
+		// the template where the creator set none, its kubelet API on a port of its own past the
+		// template Nodes' (serveAdoptedKubeletAPI) when the process serves it.
 		c.RegisterNode, c.Labels, c.Taints, c.Unschedulable = false, nil, nil, false
+		if n.kubeletPort != 0 {
+			c.NodeIPs, c.KubeletPort = []net.IP{s.cfg.KubeletAPI.NodeIP}, n.kubeletPort
+		}
 	} else if k := s.cfg.KubeletAPI; k != nil {
 		c.NodeIPs, c.KubeletPort = []net.IP{k.NodeIP}, k.port(n.index-s.cfg.Shard.First(s.cfg.Nodes))
 	}
@@ -323,6 +358,9 @@ func (s *Simulator) nodeConfig(n *simNode) node.Config {
 		// Validated in New for the highest template index; an adopted Node past the cluster CIDR gets
 		// none (its pods wait for spec.podCIDRs).
 		c.FallbackPodCIDR, _ = pod.FallbackPodCIDR(s.cfg.FallbackClusterCIDR, pod.DefaultFallbackNodeMaskSize, n.index)
+		if n.adopted {
+			c.FallbackPodCIDR, _ = adoptedPodCIDR(s.cfg.FallbackClusterCIDR, s.cfg.Nodes, s.cfg.Shard.count(), s.cfg.Shard.Index, n.slot)
+		}
 	}
 	return c
 }

@@ -3,6 +3,8 @@ package simulation
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -44,6 +46,9 @@ type deviceSlices struct {
 
 	mu      sync.Mutex
 	running map[string]*nodeSlices // by Node name
+	// only are the Nodes' own device lists, set through the control API (SetNodeDevices): by Node
+	// name and driver, the names of the template's devices the Node's slice lists (absent: all).
+	only map[string]map[string][]string
 }
 
 type nodeSlices struct {
@@ -142,12 +147,15 @@ func (d *deviceSlices) sync(ctx context.Context, name string) error {
 		return nil
 	}
 	ns := &nodeSlices{uid: uid}
+	d.mu.Lock()
+	only := maps.Clone(d.only[name])
+	d.mu.Unlock()
 	for _, drv := range d.drivers {
 		c, err := resourceslice.StartController(klog.NewContext(ctx, klog.FromContext(ctx).WithValues("node", name, "driver", drv.Driver)), resourceslice.Options{
 			DriverName: drv.Driver,
 			KubeClient: d.client,
 			Owner:      &resourceslice.Owner{APIVersion: "v1", Kind: "Node", Name: name, UID: uid},
-			Resources:  driverResources(name, drv),
+			Resources:  driverResources(name, drv, only[drv.Driver]),
 		})
 		if err != nil {
 			ns.stop()
@@ -162,6 +170,11 @@ func (d *deviceSlices) sync(ctx context.Context, name string) error {
 		return nil
 	}
 	d.running[name] = ns
+	if now := d.only[name]; !maps.EqualFunc(only, now, slices.Equal) { // changed while they started
+		for i, c := range ns.ctrls {
+			c.Update(driverResources(name, d.drivers[i], now[d.drivers[i].Driver]))
+		}
+	}
 	return nil
 }
 
@@ -172,11 +185,47 @@ func (ns *nodeSlices) stop() {
 }
 
 // driverResources is what drv publishes for Node name: one pool named after the Node, with one
-// slice of the template's devices and shared counters.
-func driverResources(name string, drv DeviceDriver) *resourceslice.DriverResources {
+// slice of the template's devices (those named in only, if not nil) and shared counters.
+func driverResources(name string, drv DeviceDriver, only []string) *resourceslice.DriverResources {
+	devices := drv.sliceDevices()
+	if only != nil {
+		devices = slices.DeleteFunc(devices, func(d resourcev1.Device) bool { return !slices.Contains(only, d.Name) })
+	}
 	return &resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{
-		name: {Slices: []resourceslice.Slice{{Devices: drv.sliceDevices(), SharedCounters: drv.SharedCounters}}},
+		name: {Slices: []resourceslice.Slice{{Devices: devices, SharedCounters: drv.SharedCounters}}},
 	}}
+}
+
+// setNodeDevices makes Node name's slice of driver list only the template's devices named (nil: all
+// of them again), and updates a running controller's slice at once. Errors wrap ErrBadDeviceChange,
+// naming a driver or device not in the template.
+func (d *deviceSlices) setNodeDevices(name, driver string, devices []string) error {
+	i := slices.IndexFunc(d.drivers, func(drv DeviceDriver) bool { return drv.Driver == driver })
+	if i < 0 {
+		return fmt.Errorf("%w: driver %q is not in the template's devices", ErrBadDeviceChange, driver)
+	}
+	for _, n := range devices {
+		if !slices.ContainsFunc(d.drivers[i].sliceDevices(), func(dev resourcev1.Device) bool { return dev.Name == n }) {
+			return fmt.Errorf("%w: device %q is not a device of driver %s", ErrBadDeviceChange, n, driver)
+		}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if devices == nil {
+		delete(d.only[name], driver)
+	} else {
+		if d.only == nil {
+			d.only = map[string]map[string][]string{}
+		}
+		if d.only[name] == nil {
+			d.only[name] = map[string][]string{}
+		}
+		d.only[name][driver] = slices.Clone(devices)
+	}
+	if ns := d.running[name]; ns != nil && i < len(ns.ctrls) {
+		ns.ctrls[i].Update(driverResources(name, d.drivers[i], devices))
+	}
+	return nil
 }
 
 // newDeviceSlices, when the template has devices, sets up the publishing of every simulated Node's
@@ -191,6 +240,7 @@ func (p *Process) newDeviceSlices() error {
 		_, ok := p.Simulator.byName[name]
 		return ok
 	})
+	p.Simulator.slices = p.devices
 	if _, err := nodes.Informer().AddEventHandler(p.devices.Handler()); err != nil {
 		return fmt.Errorf("node informer: %w", err)
 	}

@@ -3,6 +3,7 @@ package simulation
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -22,7 +23,8 @@ import (
 
 // The annotations that shape what the kubelet's API answers for a simulated pod (docs/simulation.md,
 // "Logs, exec, attach and port-forward"). Nothing runs on the simulator's host: logs are computed,
-// exec and attach answered from these annotations, port-forward answered in memory (portforward.go).
+// exec and attach answered from these annotations (exec also by the sandbox, Streaming.Exec),
+// port-forward answered in memory (portforward.go).
 const (
 	// AnnotationLogLines is how many log lines each container writes when it starts ("0" none;
 	// default 1).
@@ -74,6 +76,10 @@ type Streaming struct {
 	// Output returns the lines run restart of a container of pod p wrote as its command was
 	// interpreted (nil: none, the log is the annotations'). Nil: no command's output.
 	Output func(p *v1.Pod, container string, restart int32) []sandbox.Line
+	// Exec, when set, interprets a command exec'd into a container in its sandbox (simPods'
+	// execInContainer): an error wrapping ErrExecNotInterpreted leaves it to AnnotationExec's "*"
+	// answer, else exit code 126. Nil: exec is answered from AnnotationExec only.
+	Exec func(ctx context.Context, p *v1.Pod, container string, cmd []string) (ExecResult, error)
 	// PortForwardTargets are the operator's port-forward targets (--port-forward-target), by name:
 	// the only addresses a port-forward to a simulated pod ever dials, when the pod's
 	// AnnotationPortForward picks one by name. Nil: none.
@@ -286,28 +292,42 @@ type execAnswer struct {
 	ExitCode int    `json:"exitCode,omitempty"`
 }
 
-// RunInContainer implements kubeletserver.ContainerRunner from AnnotationExec; a command it does
-// not name gets exit code 126 and a message saying so.
-func (st *Streaming) RunInContainer(_ context.Context, namespace, podName, container string, cmd []string, a kubeletserver.AttachIO) error {
+// RunInContainer implements kubeletserver.ContainerRunner: AnnotationExec's answer for the command
+// when the annotation names it; else the command interpreted in the container's sandbox (Exec), its
+// exit code through the CRI's ExitError as the kubelet's; else the annotation's "*" answer; else exit
+// code 126 and a message saying why.
+func (st *Streaming) RunInContainer(ctx context.Context, namespace, podName, container string, cmd []string, a kubeletserver.AttachIO) error {
 	p, err := st.Pods.Get(namespace, podName)
 	if err != nil {
 		return err
 	}
 	command := strings.Join(cmd, " ")
-	ans, ok := execAnswer{}, false
+	var answers map[string]execAnswer
 	if v, found := p.Annotations[AnnotationExec]; found {
-		var answers map[string]execAnswer
 		if err := json.Unmarshal([]byte(v), &answers); err != nil {
 			return fmt.Errorf("annotation %s of pod %s/%s: %w", AnnotationExec, namespace, podName, err)
 		}
-		if ans, ok = answers[command]; !ok {
-			ans, ok = answers["*"]
+	}
+	ans, ok := answers[command]
+	why := fmt.Sprintf("no answer for it in annotation %s", AnnotationExec)
+	if !ok && st.Exec != nil {
+		res, err := st.Exec(ctx, p, container, cmd)
+		switch {
+		case err == nil:
+			ok, ans = true, execAnswer{Stdout: string(res.Stdout), Stderr: string(res.Stderr), ExitCode: int(res.ExitCode)}
+		case errors.Is(err, ErrExecNotInterpreted):
+			why = fmt.Sprintf("%s, %v", why, err)
+		default:
+			return err
 		}
 	}
 	if !ok {
+		ans, ok = answers["*"]
+	}
+	if !ok {
 		ans = execAnswer{ExitCode: ExitCodeNotSimulated, Stderr: fmt.Sprintf(
-			"nodeagent simulate: command %q is not simulated in container %q of pod %s/%s (no answer for it in annotation %s)\n",
-			command, container, namespace, podName, AnnotationExec)}
+			"nodeagent simulate: command %q is not simulated in container %q of pod %s/%s (%s)\n",
+			command, container, namespace, podName, why)}
 	}
 	if w := a.Stdout(); w != nil && ans.Stdout != "" {
 		_, _ = io.WriteString(w, ans.Stdout)

@@ -177,6 +177,12 @@ func TestSimulateOverlay(t *testing.T) {
 		// A ConfigMap's lines as a simulated pod's log (nodeagent.io/log-configmap), and the
 		// check of the pods' ConfigMap volumes.
 		{"cluster", "", "configmaps", "get"},
+		// A template's devices (docs/simulation.md, "Devices"): each Node's ResourceSlices, published as
+		// a kubelet plugin publishes them, and the pods' claims, read before they are prepared.
+		{"cluster", "resource.k8s.io", "resourceslices", "list"}, {"cluster", "resource.k8s.io", "resourceslices", "watch"},
+		{"cluster", "resource.k8s.io", "resourceslices", "create"}, {"cluster", "resource.k8s.io", "resourceslices", "update"},
+		{"cluster", "resource.k8s.io", "resourceslices", "delete"},
+		{"cluster", "resource.k8s.io", "resourceclaims", "get"},
 	}
 	cmp := func(a, b grant) int {
 		return strings.Compare(a.scope+a.group+a.resource+a.verb, b.scope+b.group+b.resource+b.verb)

@@ -19,6 +19,16 @@ func StartProcess(name, logPath, bin string, args ...string) (*Process, error) {
 	return &Process{p: p}, nil
 }
 
+// StartProcessEnv is StartProcess with env ("KEY=value" each) added to the test process's environment,
+// for a program configured by its environment (Karpenter's options).
+func StartProcessEnv(name, logPath string, env []string, bin string, args ...string) (*Process, error) {
+	p, err := startProcessEnv(name, logPath, env, bin, args...)
+	if err != nil {
+		return nil, err
+	}
+	return &Process{p: p}, nil
+}
+
 // PID returns the process ID.
 func (p *Process) PID() int { return p.p.pid() }
 

@@ -1,4 +1,4 @@
-//go:build scale || benchcompanion || benchkubeletapi
+//go:build scale || benchcompanion || benchkubeletapi || benchdevices || benchkarpenter
 
 package integration_test
 

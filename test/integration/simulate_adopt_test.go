@@ -4,8 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -21,28 +25,64 @@ import (
 	"github.com/nodeagent/nodeagent/test/framework"
 )
 
-// caKwokNode is a Node as the cluster autoscaler's kwok provider creates it: the annotation
-// kwok.x-k8s.io/node=fake, providerID kwok:<name>, its node group's labels, a taint and capacity; with
-// allocatable and an address when given.
-func caKwokNode(name string, capacity, allocatable corev1.ResourceList, addresses []corev1.NodeAddress) *corev1.Node {
-	return &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name,
-			Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
-			Labels: map[string]string{"node.kubernetes.io/instance-type": "m5.large", "kubernetes.io/hostname": name,
-				"autoscaler.example.com/nodegroup": "pool-a"},
-		},
-		Spec: corev1.NodeSpec{ProviderID: "kwok:" + name,
-			Taints: []corev1.Taint{{Key: "example.com/pool", Value: "a", Effect: corev1.TaintEffectNoSchedule}}},
-		Status: corev1.NodeStatus{Capacity: capacity, Allocatable: allocatable, Addresses: addresses},
+// caKwokNode is a Node exactly as the cluster autoscaler's kwok provider (kubernetes/autoscaler
+// cluster-autoscaler/cloudprovider/kwok) creates it in node group ngName from template, a Node of its
+// templates ConfigMap: prepareNode (kwok_helpers.go) adds the annotations kwok.x-k8s.io/node=fake and
+// cluster-autoscaler.kwok.nodegroup/name=<ngName>; BuildKwokProvider (kwok_provider.go) the taint
+// kwok-provider=true:NoSchedule unless skipTaint; sanitizeNode sets status.nodeInfo.kubeletVersion
+// "fake"; IncreaseSize (kwok_nodegroups.go) names it <ngName>-<5 random characters>, adds the annotation
+// metrics.k8s.io/resource-metrics-path and sets providerID kwok:<name>. Everything else (labels, among
+// them a stale kubernetes.io/hostname, podCIDRs, status: capacity, allocatable, addresses) is the
+// template's, the same on every Node of the group.
+func caKwokNode(template *corev1.Node, ngName, suffix string) *corev1.Node {
+	n := template.DeepCopy()
+	n.Name = ngName + "-" + suffix
+	if n.Annotations == nil {
+		n.Annotations = map[string]string{}
 	}
+	n.Annotations["kwok.x-k8s.io/node"] = "fake"
+	n.Annotations["cluster-autoscaler.kwok.nodegroup/name"] = ngName
+	n.Annotations["metrics.k8s.io/resource-metrics-path"] = "/metrics/nodes/" + n.Name + "/metrics/resource"
+	n.Spec.ProviderID = "kwok:" + n.Name
+	n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: "kwok-provider", Value: "true", Effect: corev1.TaintEffectNoSchedule})
+	n.Status.NodeInfo.KubeletVersion = "fake"
+	return n
+}
+
+// caTemplates are two templates of the cluster autoscaler's kwok provider: kind-worker, a kind Node as
+// its tests' templates ConfigMap holds it (kwok_constants.go, testTemplates: grouped by the label
+// kwok-nodegroup, with capacity, allocatable, addresses and podCIDRs), and a minimal one with a
+// capacity only.
+func caTemplates(rl func(kv ...string) corev1.ResourceList) (full, minimal *corev1.Node) {
+	full = &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "kind-worker", Annotations: map[string]string{},
+			Labels: map[string]string{"beta.kubernetes.io/arch": "amd64", "beta.kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+				"kubernetes.io/hostname": "kind-worker", "kwok-nodegroup": "kind-worker", "kubernetes.io/os": "linux",
+				"k8s.amazonaws.com/accelerator": "nvidia-tesla-k80"}},
+		Spec: corev1.NodeSpec{PodCIDR: "10.244.2.0/24", PodCIDRs: []string{"10.244.2.0/24"}},
+		Status: corev1.NodeStatus{
+			Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "172.18.0.3"}, {Type: corev1.NodeHostName, Address: "kind-worker"}},
+			Capacity:  rl("cpu", "12", "ephemeral-storage", "959786032Ki", "hugepages-1Gi", "0", "hugepages-2Mi", "0", "memory", "32781516Ki", "pods", "110"),
+			Allocatable: rl("cpu", "11900m", "ephemeral-storage", "959786032Ki", "hugepages-1Gi", "0", "hugepages-2Mi", "0",
+				"memory", "31781516Ki", "pods", "110"),
+		},
+	}
+	minimal = &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "node2", Labels: map[string]string{"kwok-nodegroup": "ng2"}},
+		Status:     corev1.NodeStatus{Capacity: rl("cpu", "3", "memory", "6Gi", "pods", "30")},
+	}
+	return full, minimal
 }
 
 // TestSimulateAdopt runs `nodeagent simulate --nodes=0 --manage-nodes-with-annotation-selector=
-// kwok.x-k8s.io/node=fake` against Nodes created as the cluster autoscaler's kwok provider creates
-// them: each is adopted (Ready, its Lease renewed, nodeInfo filled from the template) while what its
-// creator wrote stays (labels, taints, providerID, capacity, allocatable, addresses); a pod bound to one
-// runs; a label and a capacity changed by the creator are kept; a Node deleted stays deleted and its
-// controller stops; a Node without the annotation is left alone.
+// kwok.x-k8s.io/node=fake` with the kubelet API on against Nodes created exactly as the cluster
+// autoscaler's kwok provider creates them (caKwokNode): each is adopted (Ready, its Lease renewed,
+// nodeInfo filled from the template) while what its creator wrote stays (labels, taints, providerID,
+// capacity, allocatable, addresses); each serves the kubelet API on a port of its own (daemonEndpoints),
+// through which the API server's node proxy lists its pod and reads its resource metrics; a pod bound
+// to one runs; a label, a taint and a capacity changed by the creator are kept; a Node deleted stays
+// deleted, its controller stops and its kubelet API port closes; a Node without the annotation is left
+// alone.
 func TestSimulateAdopt(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -67,21 +107,26 @@ func TestSimulateAdopt(t *testing.T) {
 		}
 		return out
 	}
-	addr := []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.9.0.1"}}
+	full, minimal := caTemplates(rl)
 	nodes := []*corev1.Node{
-		caKwokNode("ca-pool-a-1", rl("cpu", "2", "memory", "8Gi", "pods", "20"), rl("cpu", "1900m", "memory", "7Gi", "pods", "20"), addr),
-		caKwokNode("ca-pool-a-2", rl("cpu", "3", "memory", "6Gi", "pods", "30"), nil, nil),
+		caKwokNode(full, "kind-worker-1764370000", "x7k2q"),
+		caKwokNode(minimal, "ng2-1764370000", "b9d4m"),
 	}
-	other := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "not-adopted", Labels: map[string]string{"node.kubernetes.io/instance-type": "m5.large"}}}
+	other := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "not-adopted", Labels: map[string]string{"kwok-nodegroup": "kind-worker"}}}
 	for _, n := range append(nodes, other) {
 		if _, err := admin.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 
+	// The kubelet API on: each adopted Node on a port of its own past the (no) template Nodes', at
+	// this machine's address, which the API server's node proxy accepts.
+	ip := hostAddress(t)
+	apiPort := framework.FreePort()
 	sim := startSimulator(t, "--kubeconfig="+cp.AdminKubeconfig, "--nodes=0", "--node-name-prefix=adopt-",
 		"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
-		"--node-status-update-frequency=1s", "--node-status-report-frequency=2s")
+		"--node-status-update-frequency=1s", "--node-status-report-frequency=2s",
+		"--address="+ip, "--node-ip="+ip, "--port="+strconv.Itoa(apiPort), "--client-ca-file="+cp.KubeletClientCAFile)
 
 	// Both adopted Nodes turn Ready with their Lease, whatever else their creator wrote.
 	waitAdopted := func(name string) *corev1.Node {
@@ -133,8 +178,22 @@ func TestSimulateAdopt(t *testing.T) {
 			t.Errorf("node %s: allocatable %s %s, want the creator's capacity %s", b.Name, r, a.String(), c.String())
 		}
 	}
-	if len(b.Status.Addresses) == 0 {
-		t.Errorf("node %s: no address filled", b.Name)
+	if len(b.Status.Addresses) == 0 || b.Status.Addresses[0] != (corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: ip}) {
+		t.Errorf("node %s: addresses %v, want first the InternalIP %s (--node-ip)", b.Name, b.Status.Addresses, ip)
+	}
+
+	// Each adopted Node serves the kubelet API on a port of its own, which its daemonEndpoints give.
+	ports := map[string]int32{}
+	for _, n := range nodes {
+		got, err := admin.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := got.Status.DaemonEndpoints.KubeletEndpoint.Port
+		if port < int32(apiPort) || port > int32(apiPort)+1 || slices.Contains(slices.Collect(maps.Values(ports)), port) {
+			t.Errorf("node %s: daemonEndpoints.kubeletEndpoint.Port %d, want one of its own in %d-%d", n.Name, port, apiPort, apiPort+1)
+		}
+		ports[n.Name] = port
 	}
 
 	// The Lease is renewed.
@@ -148,8 +207,8 @@ func TestSimulateAdopt(t *testing.T) {
 
 	// A pod bound to an adopted Node runs, with an IP.
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
-		Spec: corev1.PodSpec{NodeName: nodes[0].Name, Containers: []corev1.Container{{Name: "web", Image: "nginx:1.27"}},
-			Tolerations: []corev1.Toleration{{Key: "example.com/pool", Operator: corev1.TolerationOpExists}}}}
+		Spec: corev1.PodSpec{NodeName: nodes[1].Name, Containers: []corev1.Container{{Name: "web", Image: "nginx:1.27"}},
+			Tolerations: []corev1.Toleration{{Key: "kwok-provider", Operator: corev1.TolerationOpExists}}}}
 	if _, err := admin.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -160,11 +219,28 @@ func TestSimulateAdopt(t *testing.T) {
 		}
 		return got.Status.Phase == corev1.PodRunning && got.Status.PodIP != "", nil
 	}); err != nil {
-		t.Fatalf("pod on adopted node %s not Running with an IP: %v", nodes[0].Name, err)
+		t.Fatalf("pod on adopted node %s not Running with an IP: %v", nodes[1].Name, err)
+	}
+	// Through the API server's node proxy (the Node without a creator's address: at --node-ip), its
+	// kubelet API lists the pod, and its resource metrics count it.
+	raw := func(path string) (string, error) {
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		b, err := admin.CoreV1().RESTClient().Get().AbsPath(path).DoRaw(rctx)
+		return string(b), err
+	}
+	if out, err := raw("/api/v1/nodes/" + nodes[1].Name + "/proxy/pods"); err != nil || !strings.Contains(out, `"name":"web"`) {
+		t.Errorf("node %s: /proxy/pods: %v: %s, want the pod web", nodes[1].Name, err, framework.TailLines(out, 3))
+	}
+	if err := waitFor(func() (bool, error) {
+		out, err := raw("/api/v1/nodes/" + nodes[1].Name + "/proxy/metrics/resource")
+		return err == nil && strings.Contains(out, `pod_cpu_usage_seconds_total{namespace="adopt",pod="web"}`), nil
+	}); err != nil {
+		t.Errorf("node %s: /metrics/resource never counted the pod web: %v", nodes[1].Name, err)
 	}
 
 	// The creator changes a label and the capacity: both stay through the next heartbeats.
-	patch := `{"metadata":{"labels":{"autoscaler.example.com/nodegroup":"pool-b"}}}`
+	patch := `{"metadata":{"labels":{"kwok-nodegroup":"pool-b"}},"spec":{"taints":[{"key":"kwok-provider","value":"true","effect":"NoSchedule"},{"key":"example.com/drain","effect":"NoExecute"}]}}`
 	if _, err := admin.CoreV1().Nodes().Patch(ctx, nodes[0].Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -188,8 +264,11 @@ func TestSimulateAdopt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := a.Labels["autoscaler.example.com/nodegroup"]; got != "pool-b" {
+	if got := a.Labels["kwok-nodegroup"]; got != "pool-b" {
 		t.Errorf("node %s: label changed by its creator is %q, want pool-b", a.Name, got)
+	}
+	if !slices.ContainsFunc(a.Spec.Taints, func(tt corev1.Taint) bool { return tt.Key == "example.com/drain" }) {
+		t.Errorf("node %s: taint added by its creator gone: %v", a.Name, a.Spec.Taints)
 	}
 	if c, al := a.Status.Capacity[corev1.ResourceCPU], a.Status.Allocatable[corev1.ResourceCPU]; c.String() != "4" || al.String() != "3900m" {
 		t.Errorf("node %s: cpu capacity %s allocatable %s after its creator's change, want 4 and 3900m", a.Name, c.String(), al.String())
@@ -213,6 +292,14 @@ func TestSimulateAdopt(t *testing.T) {
 	}
 	if !simulatedNodeListed(ctx, t, sim, nodes[1].Name) {
 		t.Errorf("node %s no longer run after another was deleted", nodes[1].Name)
+	}
+	// Its kubelet API is closed with it; the other Node's still answers.
+	if c, err := net.DialTimeout("tcp", net.JoinHostPort(ip, strconv.Itoa(int(ports[nodes[0].Name]))), 2*time.Second); err == nil {
+		_ = c.Close()
+		t.Errorf("node %s deleted by its creator: its kubelet API port %d still accepts", nodes[0].Name, ports[nodes[0].Name])
+	}
+	if _, err := raw("/api/v1/nodes/" + nodes[1].Name + "/proxy/healthz"); err != nil {
+		t.Errorf("node %s: kubelet API after another adopted Node went: %v", nodes[1].Name, err)
 	}
 
 	// The Node without the annotation is left alone: no status, no Lease.

@@ -22,6 +22,50 @@ type FS struct {
 	mu    sync.Mutex
 	nodes map[string]*fsNode
 	size  int64
+	rec   *recorder // records the changes (Record); nil: none
+	// gone are the paths removed (or renamed away) and not made again: a container's layer knows them
+	// not to exist, where a path it never had may be a file of the image (Known).
+	gone  map[string]bool
+	layer bool
+}
+
+// NewLayer returns an empty FS of at most maxBytes that is a container's own layer: it knows the paths
+// removed from it (Known), at most one per change its Timeline holds.
+func NewLayer(maxBytes int64) *FS {
+	f := NewFS(maxBytes)
+	f.layer = true
+	return f
+}
+
+// Known reports whether name is a file or directory of the FS, or one removed from it (it, or a
+// directory above it): what the FS knows of, where any other path of a container's layer may be a
+// file of its image.
+func (f *FS) Known(name string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p := clean(name)
+	if _, ok := f.nodes[p]; ok {
+		return true
+	}
+	for ; ; p = path.Dir(p) {
+		if f.gone[p] {
+			return true
+		}
+		if p == "/" {
+			return false
+		}
+	}
+}
+
+// forget marks p removed (f.mu held), in a container's layer only (NewLayer).
+func (f *FS) forget(p string) {
+	if !f.layer {
+		return
+	}
+	if f.gone == nil {
+		f.gone = map[string]bool{}
+	}
+	f.gone[p] = true
 }
 
 type fsNode struct {
@@ -80,7 +124,7 @@ func (f *FS) mkdirAll(p string) error {
 	if err := f.mkdirAll(path.Dir(p)); err != nil {
 		return err
 	}
-	if f.size+entryCost > f.maxBytes {
+	if f.size+entryCost > f.maxBytes || !f.record(change{op: opMkdir, name: p}) {
 		return pathErr("mkdir", p, syscall.ENOSPC)
 	}
 	f.nodes[p] = &fsNode{dir: true}
@@ -114,18 +158,29 @@ func (f *FS) Remove(name string, all bool) error {
 	if p == "/" {
 		return pathErr("remove", p, syscall.EBUSY)
 	}
+	op := opRemove
+	if all {
+		op = opRemoveAll
+	}
 	if n.dir {
 		children := f.under(p)
 		if len(children) > 0 && !all {
 			return pathErr("remove", p, syscall.ENOTEMPTY)
+		}
+		if !f.record(change{op: op, name: p}) {
+			return pathErr("remove", p, syscall.ENOSPC)
 		}
 		for _, c := range children {
 			f.size -= entryCost + int64(len(f.nodes[c].data))
 			delete(f.nodes, c)
 		}
 	}
+	if !n.dir && !f.record(change{op: op, name: p}) {
+		return pathErr("remove", p, syscall.ENOSPC)
+	}
 	f.size -= entryCost + int64(len(n.data))
 	delete(f.nodes, p)
+	f.forget(p)
 	return nil
 }
 
@@ -183,7 +238,7 @@ func (f *FS) Touch(name string, now time.Time) error {
 		return err
 	}
 	f.mu.Lock()
-	if n := f.nodes[clean(name)]; n != nil {
+	if n := f.nodes[clean(name)]; n != nil && f.record(change{op: opTouch, name: clean(name), mod: now}) {
 		n.mod = now
 	}
 	f.mu.Unlock()
@@ -215,14 +270,17 @@ func (f *FS) OpenFile(name string, flag int, _ os.FileMode) (io.ReadWriteCloser,
 		if !parent.dir {
 			return nil, pathErr("open", p, syscall.ENOTDIR)
 		}
-		if f.size+entryCost > f.maxBytes {
+		if f.size+entryCost > f.maxBytes || !f.record(change{op: opCreate, name: p}) {
 			return nil, pathErr("open", p, syscall.ENOSPC)
 		}
 		n = &fsNode{}
 		f.nodes[p] = n
 		f.size += entryCost
 	}
-	if flag&os.O_TRUNC != 0 && flag&(os.O_WRONLY|os.O_RDWR) != 0 {
+	if flag&os.O_TRUNC != 0 && flag&(os.O_WRONLY|os.O_RDWR) != 0 && len(n.data) > 0 {
+		if !f.record(change{op: opTruncate, name: p}) {
+			return nil, pathErr("open", p, syscall.ENOSPC)
+		}
 		f.size -= int64(len(n.data))
 		n.data = nil
 	}
@@ -262,6 +320,9 @@ func (h *fsHandle) Write(b []byte) (int, error) {
 	if h.fs.size+int64(len(b)) > h.fs.maxBytes {
 		return 0, pathErr("write", h.name, syscall.ENOSPC)
 	}
+	if len(b) > 0 && !h.fs.record(change{op: opAppend, name: h.name, data: append([]byte(nil), b...)}) {
+		return 0, pathErr("write", h.name, syscall.ENOSPC)
+	}
 	h.node.data = append(h.node.data, b...)
 	h.fs.size += int64(len(b))
 	return len(b), nil
@@ -287,3 +348,50 @@ func (i fileInfo) Mode() fs.FileMode {
 func (i fileInfo) ModTime() time.Time { return i.mod }
 func (i fileInfo) IsDir() bool        { return i.dir }
 func (i fileInfo) Sys() any           { return nil }
+
+// Rename moves the file or directory oldName (with everything under it) to newName, whose parent
+// must be a directory; an existing newName is replaced when both are files (as rename(2)), else the
+// error says why.
+func (f *FS) Rename(oldName, newName string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	op, np := clean(oldName), clean(newName)
+	n, ok := f.nodes[op]
+	switch {
+	case !ok:
+		return pathErr("rename", op, fs.ErrNotExist)
+	case op == "/":
+		return pathErr("rename", op, syscall.EBUSY)
+	case op == np:
+		return nil
+	case strings.HasPrefix(np, op+"/"):
+		return pathErr("rename", np, syscall.EINVAL)
+	}
+	if parent, pok := f.nodes[path.Dir(np)]; !pok || !parent.dir {
+		return pathErr("rename", np, fs.ErrNotExist)
+	}
+	old, exists := f.nodes[np]
+	if exists && (old.dir || n.dir) {
+		return pathErr("rename", np, fs.ErrExist)
+	}
+	if !f.record(change{op: opRename, name: op, target: np}) {
+		return pathErr("rename", np, syscall.ENOSPC)
+	}
+	if exists {
+		f.size -= entryCost + int64(len(old.data))
+		delete(f.nodes, np)
+	}
+	moved := map[string]*fsNode{np: n}
+	if n.dir {
+		for _, c := range f.under(op) {
+			moved[np+strings.TrimPrefix(c, op)] = f.nodes[c]
+			delete(f.nodes, c)
+		}
+	}
+	delete(f.nodes, op)
+	f.forget(op)
+	for k, v := range moved {
+		f.nodes[k] = v
+	}
+	return nil
+}

@@ -33,6 +33,7 @@ func init() {
 		"expr":  progExpr, "touch": progTouch, "cat": progCat, "mkdir": progMkdir, "rm": progRm,
 		"env": progEnv, "printenv": progEnv, "hostname": progHostname, "seq": progSeq,
 		"basename": progBasename, "dirname": progDirname, "echo": progEcho,
+		"ls": progLs, "mv": progMv, "cp": progCp,
 	}
 }
 
@@ -289,7 +290,7 @@ func (r *run) file(ctx context.Context, p string, create bool) (*FS, string, boo
 		return nil, "", false, refuse("uses %s, a device or kernel file", p)
 	}
 	fsys, inner, ro, rootfs := r.resolve(p)
-	if rootfs && !fsys.Exists(inner) && !(create && fsys.Exists(path.Dir(inner))) {
+	if rootfs && !fsys.Known(inner) && !(create && fsys.Known(path.Dir(inner))) {
 		return nil, "", false, unknown(p)
 	}
 	return fsys, inner, ro, nil
@@ -536,4 +537,167 @@ func progEcho(ctx context.Context, _ *run, args []string) error {
 	}
 	fmt.Fprint(interp.HandlerCtx(ctx).Stdout, strings.Join(a, " ")+nl)
 	return nil
+}
+
+// progLs: ls [-1aA] [FILE...]: a directory's entries one per line (its output is not a terminal), a
+// file's name as given; with more than one operand each directory's under a "name:" header. Other
+// options (-l: owners, modes, sizes and times) are not honoured.
+func progLs(ctx context.Context, r *run, args []string) error {
+	flags, ops := operands(args[1:])
+	if strings.Trim(flags, "1aA") != "" {
+		return refuse("runs ls -%s (only -1, -a and -A are interpreted)", flags)
+	}
+	all := strings.Contains(flags, "a")
+	if len(ops) == 0 {
+		ops = []string{"."}
+	}
+	hc := interp.HandlerCtx(ctx)
+	status := error(nil)
+	var dirs []string
+	for _, name := range ops {
+		fsys, inner, _, err := r.file(ctx, name, false)
+		if err != nil {
+			if !errors.As(err, new(*notHonoured)) {
+				return err
+			}
+			p := abs(ctx, name)
+			if _, _, _, rootfs := r.resolve(p); rootfs {
+				return refuse("lists %s, a directory of the image (not known to the simulator)", p)
+			}
+			return err
+		}
+		info, err := fsys.Stat(inner)
+		if err != nil {
+			status = fail(ctx, 1, "ls", "%s: %s", name, describe(err))
+			continue
+		}
+		if !info.IsDir() {
+			fmt.Fprintln(hc.Stdout, name)
+			continue
+		}
+		dirs = append(dirs, name)
+	}
+	for i, name := range dirs {
+		p := abs(ctx, name)
+		fsys, inner, _, rootfs := r.resolve(p)
+		if rootfs && !r.ownDir(p) {
+			return refuse("lists %s, a directory of the image (not known to the simulator)", p)
+		}
+		entries, err := fsys.ReadDir(inner)
+		if err != nil {
+			status = fail(ctx, 1, "ls", "%s: %s", name, describe(err))
+			continue
+		}
+		if len(ops) > 1 {
+			if i > 0 {
+				fmt.Fprintln(hc.Stdout)
+			}
+			fmt.Fprintf(hc.Stdout, "%s:\n", name)
+		}
+		names := []string{}
+		if all {
+			names = append(names, ".", "..")
+		}
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		for _, m := range r.p.Mounts { // mount points under p made in the layer are its entries already
+			if mp := path.Clean(m.Path); path.Dir(mp) == p && !slices.Contains(names, path.Base(mp)) {
+				names = append(names, path.Base(mp))
+			}
+		}
+		slices.Sort(names)
+		for _, n := range names {
+			if !all && strings.HasPrefix(n, ".") && !(strings.Contains(flags, "A") && n != "." && n != "..") {
+				continue
+			}
+			fmt.Fprintln(hc.Stdout, n)
+		}
+	}
+	return status
+}
+
+// ownDir reports whether p is a directory of the container's layer that lists faithfully: one the run
+// made or the sandbox knows (/tmp, the working directory, the parents of mount points), not a
+// directory of the image (whose files are not known).
+func (r *run) ownDir(p string) bool {
+	return p != "/" && r.rootfs.Exists(p)
+}
+
+// progMv: mv SOURCE... DEST: a file or directory renamed within its volume or the container's layer
+// (into DEST when it is a directory); a file moved to another volume is copied, then removed; a
+// directory moved to another is not honoured.
+func progMv(ctx context.Context, r *run, args []string) error {
+	return moveOrCopy(ctx, r, args, true)
+}
+
+// progCp: cp SOURCE... DEST: files copied (into DEST when it is a directory); -r and directories are
+// not honoured.
+func progCp(ctx context.Context, r *run, args []string) error {
+	return moveOrCopy(ctx, r, args, false)
+}
+
+func moveOrCopy(ctx context.Context, r *run, args []string, move bool) error {
+	name := args[0]
+	flags, ops := operands(args[1:])
+	if strings.Trim(flags, "f") != "" {
+		return refuse("runs %s -%s (only -f is interpreted)", name, flags)
+	}
+	if len(ops) < 2 {
+		return fail(ctx, 1, name, "missing file operand")
+	}
+	dest := ops[len(ops)-1]
+	dfs, dinner, dro, err := r.file(ctx, dest, true)
+	if err != nil {
+		return err
+	}
+	dinfo, derr := dfs.Stat(dinner)
+	destDir := derr == nil && dinfo.IsDir()
+	if len(ops) > 2 && !destDir {
+		return fail(ctx, 1, name, "'%s' is not a directory", dest)
+	}
+	status := error(nil)
+	for _, src := range ops[:len(ops)-1] {
+		sfs, sinner, sro, err := r.file(ctx, src, false)
+		if err != nil {
+			return err
+		}
+		target, tinner := dest, dinner
+		if destDir {
+			target, tinner = path.Join(dest, path.Base(sinner)), path.Join(dinner, path.Base(sinner))
+		}
+		info, err := sfs.Stat(sinner)
+		switch {
+		case err != nil:
+		case dro || (move && sro):
+			err = roErr(name, target)
+		case move && sfs == dfs:
+			err = sfs.Rename(sinner, tinner)
+		case info.IsDir():
+			return refuse("%ss the directory %s (only files are copied)", name, src)
+		default:
+			err = copyFile(sfs, sinner, dfs, tinner)
+			if err == nil && move {
+				err = sfs.Remove(sinner, false)
+			}
+		}
+		if err != nil {
+			status = fail(ctx, 1, name, "can't %s '%s': %s", map[bool]string{true: "rename", false: "create"}[move], src, describe(err))
+		}
+	}
+	return status
+}
+
+// copyFile copies file sname of sfs to dname of dfs (made or truncated).
+func copyFile(sfs *FS, sname string, dfs *FS, dname string) error {
+	in, err := sfs.OpenFile(sname, os.O_RDONLY, 0)
+	if err != nil {
+		return err
+	}
+	out, err := dfs.OpenFile(dname, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(out, in)
+	return err
 }

@@ -50,6 +50,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -134,6 +135,10 @@ type Program struct {
 	// first process. With a PID namespace shared by the pod's containers (shareProcessNamespace) the
 	// pod's pause process is 1 and the caller gives another.
 	PID int
+	// Rootfs, when set, is the container's own layer the run starts from (kubectl exec and exec probes:
+	// the layer of the container's run at their time, Timeline.StateAt); nil: an empty layer, whose
+	// changes Result.Layer records.
+	Rootfs *FS
 	// TerminationMessagePath is the container's terminationMessagePath ("": none): an empty file of the
 	// container's own layer when the run starts (the kubelet mounts one there), which the run may
 	// write even under /dev; Result.TerminationMessage is its content at the exit.
@@ -165,6 +170,10 @@ type Result struct {
 	// TerminationMessage is the last MaxTerminationMessageBytes of Program.TerminationMessagePath's
 	// file at the run's exit ("" for a run that does not exit by itself).
 	TerminationMessage string
+	// Layer is what the run did to its container's own layer, in simulated time (nil with
+	// Program.Rootfs set): at most Limits.Memory bytes of changes, past which its writes fail with
+	// ENOSPC.
+	Layer *Timeline
 }
 
 // ErrNoCommand: the container's spec has no command (its image's entrypoint, unknown to the simulator,
@@ -241,7 +250,12 @@ func Run(ctx context.Context, p *Program, lim Limits) (res Result) {
 	file.Stmts = append(seed.Stmts, file.Stmts...)
 	ctx, cancel := context.WithTimeout(ctx, lim.RealTime)
 	defer cancel()
-	r := &run{p: p, lim: lim, rootfs: NewFS(lim.Memory), guarded: guarded, levels: []level{{}}, funcs: funcNames(file)}
+	r := &run{p: p, lim: lim, rootfs: p.Rootfs, guarded: guarded, levels: []level{{}}, funcs: funcNames(file)}
+	var layer *Timeline
+	if r.rootfs == nil {
+		r.rootfs, layer = NewLayer(lim.Memory), NewTimeline(lim.Memory)
+		r.rootfs.Record(layer, func() time.Duration { return time.Duration(r.sleptNow.Load()) })
+	}
 	r.out = &output{now: func() time.Duration { r.mu.Lock(); defer r.mu.Unlock(); return r.slept }}
 	if p.TerminationMessagePath != "" && path.IsAbs(p.TerminationMessagePath) {
 		r.termPath = path.Clean(p.TerminationMessagePath)
@@ -296,6 +310,7 @@ func Run(ctx context.Context, p *Program, lim Limits) (res Result) {
 		res.Duration = 0
 	}
 	res.Output, res.Dropped = r.out.result()
+	res.Layer = layer
 	if res.Honoured && !res.Forever {
 		res.TerminationMessage = r.terminationMessage()
 	}
@@ -492,6 +507,7 @@ type run struct {
 	mu       sync.Mutex
 	steps    int
 	slept    time.Duration
+	sleptNow atomic.Int64 // slept, read by the layer's recorder without mu
 	forever  bool
 	refused  *notHonoured
 	out      *output     // the run's standard output and error
@@ -682,6 +698,7 @@ func (r *run) exec(ctx context.Context, args []string) error {
 func (r *run) sleep(d time.Duration) error {
 	r.mu.Lock()
 	r.slept += d
+	r.sleptNow.Store(int64(r.slept))
 	past := r.slept > r.lim.Horizon || r.slept < 0
 	r.mu.Unlock()
 	if past {
@@ -813,10 +830,10 @@ func (r *run) open(ctx context.Context, name string, flag int, perm os.FileMode)
 	if ro && writing(flag) {
 		return nil, roErr("open", p)
 	}
-	if rootfs && !writing(flag) && !fsys.Exists(inner) {
+	if rootfs && !writing(flag) && !fsys.Known(inner) {
 		return nil, r.refuseUnknown(p)
 	}
-	if rootfs && writing(flag) && !fsys.Exists(path.Dir(inner)) {
+	if rootfs && writing(flag) && !fsys.Known(path.Dir(inner)) {
 		return nil, r.refuseUnknown(path.Dir(p)) // a directory of the image, or none
 	}
 	if !writing(flag) {
@@ -851,7 +868,7 @@ func (r *run) stat(ctx context.Context, name string, _ bool) (fs.FileInfo, error
 		return fileInfo{name: path.Base(p)}, nil
 	}
 	fsys, inner, _, rootfs := r.resolve(p)
-	if rootfs && !fsys.Exists(inner) {
+	if rootfs && !fsys.Known(inner) {
 		return nil, r.refuseUnknown(p)
 	}
 	return fsys.Stat(inner)
@@ -864,7 +881,7 @@ func (r *run) access(ctx context.Context, name string, mode interp.AccessMode) e
 		return nil
 	}
 	fsys, inner, ro, rootfs := r.resolve(p)
-	if rootfs && !fsys.Exists(inner) {
+	if rootfs && !fsys.Known(inner) {
 		return r.refuseUnknown(p)
 	}
 	info, err := fsys.Stat(inner)

@@ -90,7 +90,7 @@ func TestRun(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := Run(context.Background(), &Program{Command: tc.command, Args: tc.args, Env: tc.env, Seed: 1}, Limits{})
-			got.Steps, got.Output, got.Dropped = 0, nil, 0 // the output: TestRunOutput
+			got.Steps, got.Output, got.Dropped, got.Layer = 0, nil, 0, nil // the output: TestRunOutput; the layer: TestLayerTimeline
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("Run(%q %q) = %+v, want %+v", tc.command, tc.args, got, tc.want)
 			}
@@ -116,7 +116,7 @@ func TestRunVolumes(t *testing.T) {
 				Mounts: []Mount{{Path: "/data", FS: vol, Root: "/"}}}
 			for i, want := range []Result{tc.first, tc.next} {
 				got := Run(context.Background(), p, Limits{})
-				got.Steps = 0
+				got.Steps, got.Layer = 0, nil
 				if !reflect.DeepEqual(got, want) {
 					t.Errorf("run %d: %+v, want %+v", i, got, want)
 				}
