@@ -169,22 +169,33 @@ bench-pods: tools kwok
 bench-metrics: tools kwok
 	$(GO) run ./test/benchmetrics $(BENCH_METRICS_ARGS)
 
-.PHONY: e2e-sig-apps
-## e2e-sig-apps: Kubernetes' own sig-apps conformance specs (k8s.io/kubernetes/test/e2e v1.37.2, built with
-## `go test -c`, and its ginkgo CLI, pinned in hack/e2e, into _output/e2e) with E2E_FOCUS (default
-## `\[sig-apps\].*\[Conformance\]`) and E2E_PROCS (4) processes against E2E_NODES (3) simulated Nodes of each
-## system of E2E_SYSTEMS (default nodeagent,kwok: nodeagent simulate, then KWOK v0.8.0 with kwokctl's default
+.PHONY: e2e-conformance e2e-sig-apps e2e-sig-node
+## e2e-conformance: Kubernetes' own conformance specs of SIG (sig-apps, the default, or sig-node;
+## k8s.io/kubernetes/test/e2e v1.37.2, built with `go test -c`, and its ginkgo CLI, pinned in hack/e2e, into
+## _output/e2e) with E2E_PROCS (4) processes against E2E_NODES (3) simulated Nodes of each system of E2E_SYSTEMS
+## (default nodeagent,kwok: nodeagent simulate with its kubelet API, then KWOK v0.8.0 with kwokctl's default
 ## Stages), each on a fresh local control plane with the real kube-scheduler and kube-controller-manager; prints
 ## each system's passed/failed, each failure, a table of every spec's state on each system, and the specs KWOK
-## passes that nodeagent does not (docs/simulation.md "Kubernetes conformance"). nodeagent about 16 minutes, KWOK more
-## than 40 (its failing Job specs each wait 900 s); bound them with E2E_ARGS="--timeout 38m --deadline <RFC 3339>".
-## Not part of make test.
-E2E_FOCUS ?= \[sig-apps\].*\[Conformance\]
+## passes that nodeagent does not (docs/simulation.md "Kubernetes conformance"). sig-apps:
+## `\[sig-apps\].*\[Conformance\]`, [Serial] included, into _output/e2e-sig-apps; sig-node:
+## `\[sig-node\].*\[Conformance\]`, [Serial] skipped, into _output/e2e-sig-node. E2E_FOCUS overrides the focus;
+## E2E_ARGS passes more (e.g. "--timeout 38m --deadline <RFC 3339>"). Not part of make test.
+## e2e-sig-apps: e2e-conformance SIG=sig-apps (nodeagent about 16 minutes on 2 cores, KWOK more than 40).
+## e2e-sig-node: e2e-conformance SIG=sig-node E2E_PROCS=8 (102 specs; nodeagent about 23 minutes on 2 cores, KWOK more
+## than 30: bound it with E2E_ARGS="--timeout 30m --deadline <RFC 3339>").
+SIG ?= sig-apps
+E2E_FOCUS ?=
 E2E_PROCS ?= 4
 E2E_NODES ?= 3
 E2E_SYSTEMS ?= nodeagent,kwok
-e2e-sig-apps: tools $(if $(findstring kwok,$(E2E_SYSTEMS)),kwok)
-	hack/e2e-sig-apps.sh --systems $(E2E_SYSTEMS) --focus '$(E2E_FOCUS)' --procs $(E2E_PROCS) --nodes $(E2E_NODES) $(E2E_ARGS)
+e2e-conformance: tools $(if $(findstring kwok,$(E2E_SYSTEMS)),kwok)
+	hack/e2e-conformance.sh --sig $(SIG) --systems $(E2E_SYSTEMS) $(if $(E2E_FOCUS),--focus '$(E2E_FOCUS)') --procs $(E2E_PROCS) --nodes $(E2E_NODES) $(E2E_ARGS)
+
+e2e-sig-apps:
+	$(MAKE) e2e-conformance SIG=sig-apps
+
+e2e-sig-node:
+	$(MAKE) e2e-conformance SIG=sig-node E2E_PROCS=$(if $(filter command line environment,$(origin E2E_PROCS)),$(E2E_PROCS),8)
 
 .PHONY: npd
 ## npd: build node-problem-detector v1.36.0 (k8s.io/node-problem-detector, pinned in hack/npd) into

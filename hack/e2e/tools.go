@@ -1,6 +1,6 @@
 //go:build tools
 
-// Package tools pins what `make e2e-sig-apps` builds: the e2e suite (built with go test -c) and the ginkgo CLI.
+// Package tools pins what `make e2e-conformance` builds: the e2e suite (built with go test -c) and the ginkgo CLI.
 package tools
 
 import (

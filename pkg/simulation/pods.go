@@ -327,7 +327,7 @@ func containerField(p *v1.Pod, name string) string {
 	return "spec.containers"
 }
 
-// hasCommand reports whether a container or init container of p has a command, or is the pause image
+// hasCommand reports whether a container, init container or ephemeral container of p has a command, or is the pause image
 // (only those are interpreted: a pod without one costs nothing more).
 func hasCommand(p *v1.Pod) bool {
 	for _, l := range [][]v1.Container{p.Spec.InitContainers, p.Spec.Containers} {
@@ -335,6 +335,11 @@ func hasCommand(p *v1.Pod) bool {
 			if len(l[i].Command) > 0 || isPauseImage(l[i].Image) {
 				return true
 			}
+		}
+	}
+	for i := range p.Spec.EphemeralContainers { // kubectl debug --image=busybox -- sh -c ...
+		if c := &p.Spec.EphemeralContainers[i]; len(c.Command) > 0 || isPauseImage(c.Image) {
+			return true
 		}
 	}
 	return false

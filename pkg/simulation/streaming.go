@@ -129,9 +129,10 @@ type run struct {
 	started, ended time.Time
 }
 
-// containerRun finds the container's current run (or, previous, its last terminated one).
+// containerRun finds the container's current run (or, previous, its last terminated one) among the pod's
+// containers, init containers and ephemeral containers, as the kubelet's validateContainerLogStatus.
 func containerRun(p *v1.Pod, container string, previous bool) (run, error) {
-	for _, list := range [][]v1.ContainerStatus{p.Status.ContainerStatuses, p.Status.InitContainerStatuses} {
+	for _, list := range [][]v1.ContainerStatus{p.Status.ContainerStatuses, p.Status.InitContainerStatuses, p.Status.EphemeralContainerStatuses} {
 		for _, st := range list {
 			if st.Name != container {
 				continue

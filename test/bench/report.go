@@ -460,7 +460,8 @@ const fileHeader = "# Benchmarks\n" +
 	"- [Sandbox](#sandbox-one-interpreted-command): a container command interpreted;\n" +
 	"  [e2e-sig-apps](#e2e-sig-apps-kubernetes-sig-apps-conformance-specs-on-nodeagents-and-kwoks-nodes): conformance pass counts.\n" +
 	"- [DRA devices](#dra-devices-on-simulated-nodes-1000-nodes--8-gpus): ResourceSlices of 1000 Nodes × 8 GPUs, 4000 pods with claims.\n" +
-	"- [bench-karpenter](#bench-karpenter-karpenters-kwok-provider-scaling-to-3000-pods-nodeagent-simulate-vs-kwok-v080): Karpenter's kwok provider with nodeagent or KWOK as its Nodes.\n"
+	"- [bench-karpenter](#bench-karpenter-karpenters-kwok-provider-scaling-to-3000-pods-nodeagent-simulate-vs-kwok-v080): Karpenter's kwok provider with nodeagent or KWOK as its Nodes.\n" +
+	"- [e2e-sig-node](#e2e-sig-node-kubernetes-sig-node-conformance-specs-on-nodeagents-and-kwoks-nodes): sig-node conformance pass counts, nodeagent vs KWOK.\n"
 
 // analysisMarker separates the generated part of BENCHMARKS.md from hand-written notes kept across runs.
 const analysisMarker = "<!-- Everything below this line is written by hand and kept when `make bench` rewrites the file. -->"

@@ -1,27 +1,31 @@
-// Command e2esigapps runs Kubernetes' own conformance specs of sig-apps (k8s.io/kubernetes/test/e2e at
-// v1.37.2, built by hack/e2e-sig-apps.sh with `go test -c` into _output/e2e/e2e.test, run with the ginkgo CLI
-// of the same pinned module) against local control planes whose only Nodes are simulated ones, once per
+// Command e2econformance runs Kubernetes' own conformance specs of one SIG (k8s.io/kubernetes/test/e2e at
+// v1.37.2, built by hack/e2e-conformance.sh with `go test -c` into _output/e2e/e2e.test, run with the ginkgo
+// CLI of the same pinned module) against local control planes whose only Nodes are simulated ones, once per
 // system of --systems, one after the other, each on a fresh control plane: test/framework's etcd and
 // kube-apiserver (--allow-privileged), the real kube-scheduler, the real kube-controller-manager with all its
 // default controllers (deployment, replicaset, statefulset, daemonset, job, cronjob, garbagecollector, podgc,
 // namespace, serviceaccount, root-ca-cert-publisher...) and nodeipam. The systems:
 //
-//   - nodeagent: `nodeagent simulate --nodes=N` (default 3);
+//   - nodeagent: `nodeagent simulate --nodes=N` (default 3) with its kubelet API on (each Node on a port of
+//     its own at this machine's first IPv4 address, the control plane's kubelet client CA trusted), so that
+//     `kubectl logs`, exec and the API server's node proxy reach it as they reach a kubelet;
 //   - kwok: KWOK v0.8.0 (_output/bin/kwok, hack/build-kwok.sh) over N Nodes created as `kwokctl scale node`
 //     creates them, with kwokctl's default node and pod Stages (startKWOK).
 //
-// ginkgo runs with --procs (default 4) and --focus (default `\[sig-apps\].*\[Conformance\]`); its JSON report
-// is read back. The command prints each system's passed and failed counts, each failure with the first line
-// of its reason, a table of every spec with its state on each system, and the specs another system passes
-// that the first one does not (it exits 1 when there is any, or when a system passed no spec); the same goes
-// to <dir>/summary.md.
+// --sig picks the specs: sig-apps (`\[sig-apps\].*\[Conformance\]`, [Serial] included, state under
+// _output/e2e-sig-apps) or sig-node (`\[sig-node\].*\[Conformance\]`, --skip `\[Serial\]`, under
+// _output/e2e-sig-node); --focus, --skip and --dir override them (sigPresets). ginkgo runs with --procs
+// (default 4); its JSON report is read back. The command prints each system's passed and failed counts, each
+// failure with the first line of its reason, a table of every spec with its state on each system, and the
+// specs another system passes that the first one does not (it exits 1 when there is any, or when a system
+// passed no spec); the same goes to <dir>/summary.md.
 //
-//	go run ./test/e2esigapps [--systems nodeagent,kwok] [--nodes 3] [--procs 4] [--focus REGEXP]
-//	    [--dir _output/e2e-sig-apps] [--timeout 90m] [--deadline 2026-11-27T14:18:00Z]
-//	go run ./test/e2esigapps --summarize nodeagent=DIR1/nodeagent/report.json,kwok=DIR2/kwok/report.json
+//	go run ./test/e2econformance [--sig sig-apps|sig-node] [--systems nodeagent,kwok] [--nodes 3] [--procs 4]
+//	    [--focus REGEXP] [--skip REGEXP] [--dir DIR] [--timeout 90m] [--deadline 2026-11-27T14:18:00Z]
+//	go run ./test/e2econformance --summarize nodeagent=DIR1/nodeagent/report.json,kwok=DIR2/kwok/report.json
 //
-// `make e2e-sig-apps` builds the binaries and runs it (nodeagent about 16 minutes on 2 cores, KWOK more than
-// 40). Not part of make test.
+// `make e2e-sig-apps`, `make e2e-sig-node` and `make e2e-conformance SIG=...` build the binaries and run it.
+// Not part of make test.
 package main
 
 import (
@@ -34,6 +38,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -47,11 +52,12 @@ import (
 
 // options are the command's flags.
 type options struct {
-	systems          []string
-	nodes, procs     int
-	focus, dir, bins string
-	kwokBinDir       string
-	timeout          time.Duration
+	systems      []string
+	nodes, procs int
+	focus, skip  string
+	dir, bins    string
+	kwokBinDir   string
+	timeout      time.Duration
 	// deadline, when not zero, bounds the whole run: each system's ginkgo --timeout is cut to end
 	// deadlineMargin before it (ginkgoTimeout).
 	deadline time.Time
@@ -77,19 +83,63 @@ func ginkgoTimeout(o options, now time.Time) (time.Duration, error) {
 	return min(o.timeout, left.Truncate(time.Second)), nil
 }
 
+// sigPreset is what --sig selects: ginkgo's --focus and --skip, and the directory of the run's state.
+type sigPreset struct {
+	focus, skip, dir string
+}
+
+// sigPresets are the values of --sig. sig-node skips [Serial]: those specs change the Nodes (taints, labels,
+// their capacity) and run alone after the others, which a run bounded in time does not reach anyway.
+var sigPresets = map[string]sigPreset{
+	"sig-apps": {focus: `\[sig-apps\].*\[Conformance\]`, dir: "_output/e2e-sig-apps"},
+	"sig-node": {focus: `\[sig-node\].*\[Conformance\]`, skip: `\[Serial\]`, dir: "_output/e2e-sig-node"},
+}
+
+// sigNames returns the names of sigPresets, sorted.
+func sigNames() []string {
+	names := make([]string, 0, len(sigPresets))
+	for n := range sigPresets {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// applySIG returns o with the focus, skip and dir of the preset sig, except those of the flags named in given
+// (the flags set on the command line: "focus", "skip", "dir"). An error names an unknown sig.
+func applySIG(o options, sig string, given map[string]bool) (options, error) {
+	p, ok := sigPresets[sig]
+	if !ok {
+		return o, fmt.Errorf("--sig %q: not one of %s", sig, strings.Join(sigNames(), ", "))
+	}
+	if !given["focus"] {
+		o.focus = p.focus
+	}
+	if !given["skip"] {
+		o.skip = p.skip
+	}
+	if !given["dir"] {
+		o.dir = p.dir
+	}
+	return o, nil
+}
+
 func main() {
 	var (
 		o                options
 		systems, simArgs string
 		summary          string
 		deadline         string
+		sig              string
 	)
 	flag.StringVar(&systems, "systems", systemNodeagent+","+systemKWOK, "the systems to run the suite against, in order, each on a fresh control plane: nodeagent, kwok")
 	flag.IntVar(&o.nodes, "nodes", 3, "simulated Nodes of each system")
 	flag.IntVar(&o.procs, "procs", 4, "ginkgo processes")
-	flag.StringVar(&o.focus, "focus", `\[sig-apps\].*\[Conformance\]`, "ginkgo --focus")
-	flag.StringVar(&o.dir, "dir", "_output/e2e-sig-apps", "state, logs and reports, in a directory per system (emptied first)")
-	flag.StringVar(&o.bins, "bin-dir", "_output/e2e", "where e2e.test and ginkgo are (hack/e2e-sig-apps.sh builds them)")
+	flag.StringVar(&sig, "sig", "sig-apps", "the conformance specs to run: "+strings.Join(sigNames(), " or ")+" (its --focus, --skip and --dir unless they are given)")
+	flag.StringVar(&o.focus, "focus", "", "ginkgo --focus (default: --sig's)")
+	flag.StringVar(&o.skip, "skip", "", "ginkgo --skip (default: --sig's)")
+	flag.StringVar(&o.dir, "dir", "", "state, logs and reports, in a directory per system (emptied first; default: --sig's)")
+	flag.StringVar(&o.bins, "bin-dir", "_output/e2e", "where e2e.test and ginkgo are (hack/e2e-conformance.sh builds them)")
 	flag.StringVar(&o.kwokBinDir, "kwok-bin-dir", "_output/bin", "where kwok, kwok-node-stages.yaml and kwok-pod-stages.yaml are (make kwok builds them)")
 	flag.DurationVar(&o.timeout, "timeout", 90*time.Minute, "ginkgo --timeout, per system")
 	flag.StringVar(&deadline, "deadline", "", "RFC 3339 time by which the whole run must end: each system's ginkgo --timeout is cut to end 3 minutes before it (specs not finished then count as not run)")
@@ -97,10 +147,16 @@ func main() {
 	flag.StringVar(&summary, "summarize", "", "only print the summary of earlier runs' ginkgo JSON reports: SYSTEM=PATH,... (the first system is the one under test)")
 	flag.Parse()
 	o.simArgs = strings.Fields(simArgs)
+	given := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	var err error
+	if o, err = applySIG(o, sig, given); err != nil {
+		fmt.Fprintln(os.Stderr, "e2econformance:", err)
+		os.Exit(2)
+	}
 	if deadline != "" {
 		if o.deadline, err = time.Parse(time.RFC3339, deadline); err != nil {
-			fmt.Fprintf(os.Stderr, "e2esigapps: --deadline %q: not an RFC 3339 time: %v\n", deadline, err)
+			fmt.Fprintf(os.Stderr, "e2econformance: --deadline %q: not an RFC 3339 time: %v\n", deadline, err)
 			os.Exit(2)
 		}
 	}
@@ -112,7 +168,7 @@ func main() {
 		stop()
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "e2esigapps:", err)
+		fmt.Fprintln(os.Stderr, "e2econformance:", err)
 		os.Exit(1)
 	}
 }
@@ -195,7 +251,7 @@ func run(ctx context.Context, o options) error {
 	}
 	for _, f := range need {
 		if _, err := os.Stat(f); err != nil {
-			return fmt.Errorf("%s: %w (hack/e2e-sig-apps.sh builds e2e.test and ginkgo, make kwok KWOK)", f, err)
+			return fmt.Errorf("%s: %w (hack/e2e-conformance.sh builds e2e.test and ginkgo, make kwok KWOK)", f, err)
 		}
 	}
 	if err := os.RemoveAll(dir); err != nil {
@@ -216,6 +272,19 @@ func run(ctx context.Context, o options) error {
 	}
 	fmt.Println()
 	return conclude(compare(results), filepath.Join(dir, "summary.md"))
+}
+
+// ginkgoArgs are the arguments of the ginkgo CLI for one system's run: o's processes, focus and skip (none
+// when empty), the suite's timeout, the JSON report report.json in dir, and e2e.test's flags after "--".
+func ginkgoArgs(o options, timeout time.Duration, kubeconfig, dir string) []string {
+	args := []string{"--procs=" + strconv.Itoa(o.procs), "--focus=" + o.focus}
+	if o.skip != "" {
+		args = append(args, "--skip="+o.skip)
+	}
+	// ginkgo writes the report under --output-dir: the name must be relative.
+	return append(args, "--timeout="+timeout.String(), "--json-report=report.json", "--output-dir="+dir, "--no-color", "--silence-skips",
+		filepath.Join(o.bins, "e2e.test"), "--", "--kubeconfig="+kubeconfig, "--provider=skeleton", "--report-dir="+dir,
+		"--e2e-output-dir="+dir, "--dump-logs-on-failure=false", "--minStartupPods=0", "--allowed-not-ready-nodes=0")
 }
 
 // runSystem runs the suite against system sys on a fresh control plane, its state and logs in dir, and
@@ -245,7 +314,7 @@ func runSystem(ctx context.Context, o options, sys, dir string) (string, error) 
 	var p *framework.Process
 	switch sys {
 	case systemNodeagent:
-		p, err = startNodeagent(o, cp.AdminKubeconfig, dir)
+		p, err = startNodeagent(o, cp.AdminKubeconfig, cp.KubeletClientCAFile, dir)
 	case systemKWOK:
 		p, err = startKWOK(ctx, o, cp.AdminClient, cp.AdminKubeconfig, dir)
 	}
@@ -285,11 +354,7 @@ func runSystem(ctx context.Context, o options, sys, dir string) (string, error) 
 	if err != nil {
 		return "", err
 	}
-	// ginkgo writes the report under --output-dir: the name must be relative.
-	g := exec.CommandContext(ctx, filepath.Join(o.bins, "ginkgo"), "--procs="+strconv.Itoa(o.procs), "--focus="+o.focus,
-		"--timeout="+timeout.String(), "--json-report=report.json", "--output-dir="+dir, "--no-color", "--silence-skips",
-		filepath.Join(o.bins, "e2e.test"), "--", "--kubeconfig="+cp.AdminKubeconfig, "--provider=skeleton", "--report-dir="+dir,
-		"--e2e-output-dir="+dir, "--dump-logs-on-failure=false", "--minStartupPods=0", "--allowed-not-ready-nodes=0")
+	g := exec.CommandContext(ctx, filepath.Join(o.bins, "ginkgo"), ginkgoArgs(o, timeout, cp.AdminKubeconfig, dir)...)
 	logf, err := os.Create(filepath.Join(dir, "ginkgo.log"))
 	if err != nil {
 		return "", err

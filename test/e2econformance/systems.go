@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"path/filepath"
 	"strconv"
 
@@ -23,16 +24,46 @@ const (
 // kwokAnnotation is the annotation kwokctl gives the Nodes it creates (kustomize/kwokctl/resource/node.yaml).
 const kwokAnnotation = "kwok.x-k8s.io/node"
 
-// startNodeagent starts `nodeagent simulate --nodes=n` (Nodes e2e-0...) with simArgs, logging to dir.
-func startNodeagent(o options, kubeconfig, dir string) (*framework.Process, error) {
+// startNodeagent starts `nodeagent simulate --nodes=n` (Nodes e2e-0...) with simArgs, logging to dir, with
+// the simulated Nodes' kubelet API on, as by default: at this machine's first IPv4 address that is not
+// loopback (framework.HostIP; the API server reaches a Node at its InternalIP, --node-ip), the Nodes on
+// o.nodes consecutive free ports (freePorts), the API server's kubelet client CA (clientCA) trusted.
+func startNodeagent(o options, kubeconfig, clientCA, dir string) (*framework.Process, error) {
 	agent, err := framework.BuildAgent()
+	if err != nil {
+		return nil, err
+	}
+	ip, err := framework.HostIP()
+	if err != nil {
+		return nil, fmt.Errorf("the simulated Nodes' kubelet API: %w", err)
+	}
+	port, err := freePorts(ip.String(), o.nodes)
 	if err != nil {
 		return nil, err
 	}
 	args := append([]string{"simulate", "--kubeconfig=" + kubeconfig, "--nodes=" + strconv.Itoa(o.nodes),
 		"--node-name-prefix=e2e-", "--healthz-bind-address=127.0.0.1", "--healthz-port=" + strconv.Itoa(framework.FreePort()),
-		"--delete-nodes-on-exit", "--port=0"}, o.simArgs...)
+		"--delete-nodes-on-exit", "--address=" + ip.String(), "--node-ip=" + ip.String(), "--port=" + strconv.Itoa(port),
+		"--client-ca-file=" + clientCA}, o.simArgs...)
 	return framework.StartProcess("nodeagent simulate", filepath.Join(dir, "simulate.log"), agent, args...)
+}
+
+// freePorts returns the first of n consecutive TCP ports free on ip: framework.FreePort's (reserved for this
+// process), followed by n-1 that could be listened on when asked. An error after 100 tries.
+func freePorts(ip string, n int) (int, error) {
+	for range 100 {
+		first, ok := framework.FreePort(), true
+		for p := first + 1; p < first+n && ok; p++ {
+			l, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(p)))
+			if ok = err == nil; ok {
+				l.Close()
+			}
+		}
+		if ok {
+			return first, nil
+		}
+	}
+	return 0, fmt.Errorf("no %d consecutive free ports on %s after 100 tries", n, ip)
 }
 
 // startKWOK creates n Nodes as `kwokctl scale node` does (kwokNode) and starts the KWOK controller

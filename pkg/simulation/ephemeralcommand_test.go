@@ -1,0 +1,61 @@
+package simulation
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/record"
+	testingclock "k8s.io/utils/clock/testing"
+)
+
+// TestEphemeralContainerCommand: an ephemeral container's command is interpreted (its log is what it
+// writes) whatever the pod's other containers are: one of nginx without a command (`kubectl debug` of a
+// web server), the pause image, or a shell with a command.
+func TestEphemeralContainerCommand(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		image string
+		cmd   []string
+	}{
+		{name: "image without a command", image: "nginx"},
+		{name: "pause image", image: "registry.k8s.io/pause:3.10"},
+		{name: "shell with a command", image: "busybox", cmd: []string{"/bin/sleep", "10000"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+			clk := testingclock.NewFakeClock(start)
+			s := newSimPods(Behaviour{}, "fakeRuntime", record.NewFakeRecorder(10), clk)
+			s.commands = &commands{}
+			p := jobPod("debugged", "0", v1.RestartPolicyAlways, emptyDir, tc.cmd, nil)
+			p.Spec.Containers[0].Image = tc.image
+			ctx := context.Background()
+			_ = s.CreatePod(ctx, p)
+			clk.Step(time.Second)
+			if _, err := s.GetPodStatus(ctx, p); err != nil {
+				t.Fatal(err)
+			}
+			p = p.DeepCopy()
+			p.Spec.EphemeralContainers = []v1.EphemeralContainer{{EphemeralContainerCommon: v1.EphemeralContainerCommon{
+				Name: "debugger", Image: "busybox", Command: []string{"/bin/sh", "-c", "echo polo; sleep infinity"}}}}
+			_ = s.UpdatePod(ctx, p)
+			clk.Step(time.Second)
+			r, err := s.GetPodStatus(ctx, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(r.Status.EphemeralContainers) != 1 || r.Status.EphemeralContainers[0].State.Running == nil {
+				t.Fatalf("ephemeral containers %+v, want debugger running", r.Status.EphemeralContainers)
+			}
+			var got []string
+			for _, l := range s.runOutput(p, "debugger", 0) {
+				got = append(got, l.Text)
+			}
+			if !slices.Equal(got, []string{"polo"}) {
+				t.Errorf("debugger's output %q, want [polo]", got)
+			}
+		})
+	}
+}
