@@ -303,7 +303,7 @@ func New(cfg Config, deps Dependencies) (*Controller, error) {
 	}
 	c.registered.Store(!cfg.RegisterNode)
 	if cfg.Pods != nil {
-		c.pods = &podWorkers{} // its maps made at the first pod
+		c.pods = &podWorkers{node: c} // its maps made at the first pod
 	}
 	c.runtimeState = criruntime.NewState(deps.Clock, MaxWaitForContainerRuntime)
 	var err error

@@ -14,7 +14,7 @@ import (
 // ResourceClaims (spec.resourceClaims, or status.extendedResourceClaimStatus).
 type DynamicResourcesProvider interface {
 	// PrepareDynamicResources prepares the pod's claims before its first CreatePod. An error keeps the
-	// pod waiting, ContainerCreating: the Controller records the kubelet's Warning Event
+	// pod waiting, ContainerCreating: the pod worker records the kubelet's Warning Event
 	// FailedPrepareDynamicResources "Failed to prepare dynamic resources: <err>" and tries again after
 	// DynamicResourcesRetry, or at once on a change of the pod.
 	PrepareDynamicResources(ctx context.Context, pod *v1.Pod) error
@@ -40,8 +40,8 @@ func hasResourceClaims(p *v1.Pod) bool {
 
 // prepareDynamicResources is the kubelet's PrepareDynamicResources call in kuberuntime's SyncPod, before
 // the sandbox is made: ok false when the pod is not to start yet (r: the sync's result).
-func (c *Controller) prepareDynamicResources(ctx context.Context, key string, p *v1.Pod, st *podSyncStatus) (r result, ok bool) {
-	dp, has := c.cfg.Pods.(DynamicResourcesProvider)
+func (w *podWorkers) prepareDynamicResources(ctx context.Context, key string, p *v1.Pod, st *podSyncStatus) (r result, ok bool) {
+	dp, has := w.node.cfg.Pods.(DynamicResourcesProvider)
 	if !has || !hasResourceClaims(p) {
 		return result{}, true
 	}
@@ -49,7 +49,7 @@ func (c *Controller) prepareDynamicResources(ctx context.Context, key string, p 
 	if err == nil {
 		return result{}, true
 	}
-	r = c.notStarted(ctx, key, p, st, ReasonFailedPrepareDynamicResources, fmt.Sprintf("Failed to prepare dynamic resources: %v", err))
+	r = w.notStarted(ctx, key, p, st, ReasonFailedPrepareDynamicResources, fmt.Sprintf("Failed to prepare dynamic resources: %v", err))
 	if r.err == nil && r.after == PodSyncBackOff {
 		r.after = DynamicResourcesRetry
 	}
@@ -58,8 +58,8 @@ func (c *Controller) prepareDynamicResources(ctx context.Context, key string, p 
 
 // unprepareDynamicResources is the kubelet's UnprepareDynamicResources in SyncTerminatingPod, once the
 // pod's containers have stopped: ok false when it failed (r: tried again with the queue's backoff).
-func (c *Controller) unprepareDynamicResources(ctx context.Context, key string, p *v1.Pod) (r result, ok bool) {
-	dp, has := c.cfg.Pods.(DynamicResourcesProvider)
+func (w *podWorkers) unprepareDynamicResources(ctx context.Context, key string, p *v1.Pod) (r result, ok bool) {
+	dp, has := w.node.cfg.Pods.(DynamicResourcesProvider)
 	if !has || !hasResourceClaims(p) {
 		return result{}, true
 	}

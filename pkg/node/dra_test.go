@@ -51,7 +51,7 @@ func TestPodDynamicResources(t *testing.T) {
 			e := newPodEnv(t, testPod("a", "100m", tc.mutate))
 			dp := &draPods{fakePods: e.provider, err: errors.New("prepare dynamic resources: boom")}
 			e.ctrl.cfg.Pods = dp
-			r := e.ctrl.podStep(t.Context(), "default/a")
+			r := e.ctrl.pods.podStep(t.Context(), "default/a")
 			var events []string
 			for len(e.recorder.Events) > 0 {
 				events = append(events, <-e.recorder.Events)
@@ -73,7 +73,7 @@ func TestPodDynamicResources(t *testing.T) {
 				if err := e.pods.Update(e.pod(t, "a")); err != nil {
 					t.Fatal(err)
 				}
-				if r := e.ctrl.podStep(t.Context(), "default/a"); r.err != nil {
+				if r := e.ctrl.pods.podStep(t.Context(), "default/a"); r.err != nil {
 					t.Fatal(r.err)
 				}
 			}
@@ -87,7 +87,7 @@ func TestPodDynamicResources(t *testing.T) {
 			if err := e.pods.Update(p); err != nil {
 				t.Fatal(err)
 			}
-			if r := e.ctrl.podStep(t.Context(), "default/a"); r.err != nil {
+			if r := e.ctrl.pods.podStep(t.Context(), "default/a"); r.err != nil {
 				t.Fatal(r.err)
 			}
 			if got := dp.Calls(); !slices.Equal(got, tc.wantCalls) {

@@ -228,16 +228,16 @@ func (r *podResources) allocatedIPs() int {
 // Node as the informer has it and what the pods this Node has admitted hold (podResources.admit). It
 // errs (errNodeUnknown), deciding nothing, while the informer has no Node: the kubelet admits against
 // its own Node object (getNodeAnyWay) and never rejects a pod for want of one.
-func (c *Controller) admit(key string, p *v1.Pod) (pod.AdmitResult, error) {
-	if r := pod.EvictionAdmit(p, c.pressureConditions()); !r.Admit {
+func (w *podWorkers) admit(key string, p *v1.Pod) (pod.AdmitResult, error) {
+	if r := pod.EvictionAdmit(p, w.node.pressureConditions()); !r.Admit {
 		return r, nil // the eviction manager's admit handler comes first
 	}
-	node, err := c.deps.NodeLister.Get(c.cfg.NodeName)
+	node, err := w.node.deps.NodeLister.Get(w.node.cfg.NodeName)
 	if err != nil {
 		return pod.AdmitResult{}, errNodeUnknown
 	}
-	return c.pods.resources.admit(key, node, p, func() []*v1.Pod {
-		onNode, _ := c.deps.Pods.OnNode(c.cfg.NodeName)
+	return w.resources.admit(key, node, p, func() []*v1.Pod {
+		onNode, _ := w.node.deps.Pods.OnNode(w.node.cfg.NodeName)
 		return onNode
 	}), nil
 }
@@ -249,26 +249,26 @@ var errNodeUnknown = errors.New("the Node is not in the informer")
 // started by an earlier run of this process: restored when the allocator is made), else new ones
 // from the Node's current spec.podCIDRs (kube-controller-manager's nodeipam; without one,
 // Config.FallbackPodCIDR). None for a hostNetwork pod.
-func (c *Controller) ensurePodIPs(key string, p *v1.Pod) ([]netip.Addr, error) {
+func (w *podWorkers) ensurePodIPs(key string, p *v1.Pod) ([]netip.Addr, error) {
 	if p.Spec.HostNetwork {
-		return c.pods.resources.ips(key, p.UID), nil
+		return w.resources.ips(key, p.UID), nil
 	}
-	node, err := c.deps.NodeLister.Get(c.cfg.NodeName)
+	node, err := w.node.deps.NodeLister.Get(w.node.cfg.NodeName)
 	if err != nil {
-		return nil, fmt.Errorf("pod IPs of node %q: %w", c.cfg.NodeName, err)
+		return nil, fmt.Errorf("pod IPs of node %q: %w", w.node.cfg.NodeName, err)
 	}
 	cidrs, err := pod.NodePodCIDRs(node)
 	if err != nil {
 		return nil, err
 	}
 	if len(cidrs) == 0 {
-		if !c.cfg.FallbackPodCIDR.IsValid() {
-			return nil, fmt.Errorf("node %q has no spec.podCIDRs and no fallback pod CIDR is configured", c.cfg.NodeName)
+		if !w.node.cfg.FallbackPodCIDR.IsValid() {
+			return nil, fmt.Errorf("node %q has no spec.podCIDRs and no fallback pod CIDR is configured", w.node.cfg.NodeName)
 		}
-		cidrs = []netip.Prefix{c.cfg.FallbackPodCIDR}
+		cidrs = []netip.Prefix{w.node.cfg.FallbackPodCIDR}
 	}
-	return c.pods.resources.allocateIPs(key, p.UID, cidrs, func() []*v1.Pod {
-		pods, _ := c.deps.Pods.OnNode(c.cfg.NodeName)
+	return w.resources.allocateIPs(key, p.UID, cidrs, func() []*v1.Pod {
+		pods, _ := w.node.deps.Pods.OnNode(w.node.cfg.NodeName)
 		return pods
 	})
 }

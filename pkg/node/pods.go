@@ -280,15 +280,11 @@ func (c *Controller) PodCounts() (pods, ips int) {
 
 // PodEventHandler returns a handler for a pod informer (with PodIndexers) that queues this Node's pods:
 // what a library program with one Node adds to its informer. A process with many Nodes on one Queue
-// uses Queue.PodEventHandler instead.
+// uses Queue.PodEventHandler instead. It is the Queue's router (podRouter) with this one Node.
 func (c *Controller) PodEventHandler() cache.ResourceEventHandler {
-	queue := func(obj any, ev podEvent) {
-		if p, nodeName, ok := podMeta(obj); ok && nodeName == c.cfg.NodeName {
-			c.podUpdated(p, ev)
-		}
-	}
-	return cache.ResourceEventHandlerFuncs{AddFunc: func(obj any) { queue(obj, podAdded) },
-		UpdateFunc: func(_, obj any) { queue(obj, podChanged) }, DeleteFunc: func(obj any) { queue(obj, podDeleted) }}
+	r := &podRouter{}
+	r.add(c)
+	return r.handler()
 }
 
 // queueAllPods queues every pod bound to the Node (once registered: pods bound before the controller
@@ -314,26 +310,26 @@ const danglingPodsKey = "dangling-pods"
 // deleteDanglingPods is Virtual Kubelet's deleteDanglingPods for this Node: the provider's pods bound to
 // it (GetPods) that the API server no longer has, or has under another UID, and that no pod worker
 // knows, are told to the provider as pods that left the API (DeletePod without a deletionTimestamp).
-func (c *Controller) deleteDanglingPods(ctx context.Context) result {
-	pods, err := c.cfg.Pods.GetPods(ctx)
+func (w *podWorkers) deleteDanglingPods(ctx context.Context) result {
+	pods, err := w.node.cfg.Pods.GetPods(ctx)
 	if err != nil {
 		return result{after: never, err: fmt.Errorf("listing the provider's pods: %w", err)}
 	}
 	for _, p := range pods {
-		if p.Spec.NodeName != c.cfg.NodeName {
+		if p.Spec.NodeName != w.node.cfg.NodeName {
 			continue
 		}
 		key := p.Namespace + "/" + p.Name
-		if cur, err := c.deps.Pods.Get(p.Namespace, p.Name); err == nil && cur.UID == p.UID || err != nil && !apierrors.IsNotFound(err) {
+		if cur, err := w.node.deps.Pods.Get(p.Namespace, p.Name); err == nil && cur.UID == p.UID || err != nil && !apierrors.IsNotFound(err) {
 			continue
 		}
-		if c.pods.knows(key, p.UID) {
+		if w.knows(key, p.UID) {
 			continue
 		}
 		gone := p.DeepCopy()
 		gone.DeletionTimestamp, gone.DeletionGracePeriodSeconds = nil, nil
 		klog.FromContext(ctx).Info("Deleting a pod the API server no longer has", "pod", klog.KObj(p), "podUID", p.UID)
-		if err := c.cfg.Pods.DeletePod(ctx, gone); err != nil {
+		if err := w.node.cfg.Pods.DeletePod(ctx, gone); err != nil {
 			return result{after: never, err: fmt.Errorf("deleting dangling pod %s: %w", key, err)}
 		}
 	}
@@ -341,13 +337,15 @@ func (c *Controller) deleteDanglingPods(ctx context.Context) result {
 }
 
 // rejectPod writes the kubelet's rejection (phase Failed, "Pod was rejected: ...") and its Event.
-func (c *Controller) rejectPod(ctx context.Context, p *v1.Pod, st *podSyncStatus, r pod.AdmitResult) result {
-	c.deps.Recorder.Event(p, v1.EventTypeWarning, r.Reason, r.Message)
+func (w *podWorkers) rejectPod(ctx context.Context, p *v1.Pod, st *podSyncStatus, r pod.AdmitResult) result {
+	w.node.deps.Recorder.Event(p, v1.EventTypeWarning, r.Reason, r.Message)
 	status := pod.RejectedStatus(p, r)
-	if err := c.patchPodStatus(ctx, p, st, &status); err != nil {
+	if err := w.patchPodStatus(ctx, p, st, &status); err != nil {
 		return patchFailed(err)
 	}
-	st.finished = true
+	if err := st.setState(RejectedPod); err != nil {
+		return result{after: never, err: err}
+	}
 	return result{after: never}
 }
 
@@ -356,13 +354,13 @@ func (c *Controller) rejectPod(ctx context.Context, p *v1.Pod, st *podSyncStatus
 // finds that out with one comparison, pod.StatusEqual, building nothing). It records the written pod's
 // resourceVersion in st (staleCopy), read from the answer's metadata alone with a PodMetadataClient. It
 // returns the write's error, none for a pod gone or replaced meanwhile (the informer tells).
-func (c *Controller) patchPodStatus(ctx context.Context, p *v1.Pod, st *podSyncStatus, status *v1.PodStatus) error {
+func (w *podWorkers) patchPodStatus(ctx context.Context, p *v1.Pod, st *podSyncStatus, status *v1.PodStatus) error {
 	patch, err := pod.StatusPatch(p.UID, &p.Status, status)
 	if err != nil || patch == nil {
 		return err
 	}
 	var writtenRV string
-	if m := c.deps.PodMetadataClient; m != nil {
+	if m := w.node.deps.PodMetadataClient; m != nil {
 		var written *metav1.PartialObjectMetadata
 		if written, err = m.Resource(podsResource).Namespace(p.Namespace).Patch(ctx, p.Name, types.StrategicMergePatchType,
 			patch, metav1.PatchOptions{}, "status"); err == nil {
@@ -370,7 +368,7 @@ func (c *Controller) patchPodStatus(ctx context.Context, p *v1.Pod, st *podSyncS
 		}
 	} else {
 		var written *v1.Pod
-		if written, err = c.podClient().CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.StrategicMergePatchType, patch,
+		if written, err = w.podClient().CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.StrategicMergePatchType, patch,
 			metav1.PatchOptions{}, "status"); err == nil {
 			writtenRV = written.ResourceVersion
 		}
@@ -381,7 +379,7 @@ func (c *Controller) patchPodStatus(ctx context.Context, p *v1.Pod, st *podSyncS
 	if err != nil {
 		err = fmt.Errorf("patching status of pod %s/%s: %w", p.Namespace, p.Name, err)
 		if refused(err) {
-			c.podStatusRefused(p, err)
+			w.podStatusRefused(p, err)
 			return &refusedError{err: err}
 		}
 		return err
@@ -424,13 +422,13 @@ func refused(err error) bool {
 
 // podStatusRefused tells of a refused pod status write: a Warning Event on the pod (the kubelet's pod
 // worker's FailedSync, its message bounded), the Observer's ObservePodStatusRefused.
-func (c *Controller) podStatusRefused(p *v1.Pod, err error) {
+func (w *podWorkers) podStatusRefused(p *v1.Pod, err error) {
 	msg := "Error updating pod status: " + err.Error()
 	if len(msg) > maxEventMessageBytes {
 		msg = msg[:maxEventMessageBytes]
 	}
-	c.deps.Recorder.Event(p, v1.EventTypeWarning, ReasonFailedSync, msg)
-	if o, ok := c.deps.Observer.(PodObserver); ok {
+	w.node.deps.Recorder.Event(p, v1.EventTypeWarning, ReasonFailedSync, msg)
+	if o, ok := w.node.deps.Observer.(PodObserver); ok {
 		o.ObservePodStatusRefused(string(apierrors.ReasonForError(err)))
 	}
 }
@@ -442,7 +440,7 @@ const ReasonFailedSync = "FailedSync"
 // it: a pass run before the informer delivered that write (a recheck, another event) would write
 // against a status that is no longer the API's, the same again. resourceVersions are compared as
 // etcd's revisions (kube-apiserver's are); one that is not a number is never stale.
-func (c *Controller) staleCopy(p *v1.Pod, st *podSyncStatus) bool {
+func (w *podWorkers) staleCopy(p *v1.Pod, st *podSyncStatus) bool {
 	rv, ok := parseRV(p.ResourceVersion)
 	written := st.writtenRV.Load()
 	return ok && written != 0 && rv < written
@@ -459,8 +457,8 @@ func parseRV(s string) (uint64, bool) {
 // (evict: its active deadline, the eviction manager) is Failed with evict's reason and message, as
 // generateAPIPodStatus overrides them, merged as the status manager does (its phase stays while a
 // container may run).
-func (c *Controller) generatePodStatus(p *v1.Pod, rt *pod.RuntimeStatus, evict *evictResponse) (v1.PodStatus, error) {
-	now := c.deps.Clock.Now()
+func (w *podWorkers) generatePodStatus(p *v1.Pod, rt *pod.RuntimeStatus, evict *evictResponse) (v1.PodStatus, error) {
+	now := w.node.deps.Clock.Now()
 	var status v1.PodStatus
 	var err error
 	if evict != nil {
@@ -486,23 +484,25 @@ func (c *Controller) generatePodStatus(p *v1.Pod, rt *pod.RuntimeStatus, evict *
 }
 
 // deletePod deletes a pod whose containers have stopped, with grace 0 and its UID as a precondition,
-// as the kubelet's status manager once the pod can be deleted (once: st.finished); its finalizers are
+// as the kubelet's status manager once the pod can be deleted (once: then FinishedPod); its finalizers are
 // left to their owners.
-func (c *Controller) deletePod(ctx context.Context, p *v1.Pod, st *podSyncStatus) result {
+func (w *podWorkers) deletePod(ctx context.Context, p *v1.Pod, st *podSyncStatus) result {
 	zero := int64(0)
-	err := c.podClient().CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{
+	err := w.podClient().CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{
 		GracePeriodSeconds: &zero, Preconditions: &metav1.Preconditions{UID: &p.UID},
 	})
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return result{after: never, err: fmt.Errorf("deleting pod %s/%s: %w", p.Namespace, p.Name, err)}
 	}
-	st.finished = true
+	if err := st.setState(FinishedPod); err != nil {
+		return result{after: never, err: err}
+	}
 	return result{after: never}
 }
 
 // completeRuntimeStatus fills in what nodeagent owns of a provider's answer: the pod's IPs, the Node's
 // IPs and the runtime's name.
-func (c *Controller) completeRuntimeStatus(rt *pod.RuntimeStatus, key string, uid types.UID) *pod.RuntimeStatus {
+func (w *podWorkers) completeRuntimeStatus(rt *pod.RuntimeStatus, key string, uid types.UID) *pod.RuntimeStatus {
 	var out pod.RuntimeStatus
 	if rt != nil {
 		out = *rt
@@ -511,10 +511,10 @@ func (c *Controller) completeRuntimeStatus(rt *pod.RuntimeStatus, key string, ui
 		out.RuntimeName = podRuntimeName
 	}
 	if len(out.PodIPs) == 0 {
-		out.PodIPs = c.pods.resources.ips(key, uid)
+		out.PodIPs = w.resources.ips(key, uid)
 	}
 	if len(out.HostIPs) == 0 {
-		out.HostIPs = c.hostIPs()
+		out.HostIPs = w.node.hostIPs()
 	}
 	return &out
 }
@@ -562,9 +562,9 @@ func toPodIPs(ips []netip.Addr) []v1.PodIP {
 }
 
 // podClient is the client of the pod writes: Dependencies.PodClient, or Client.
-func (c *Controller) podClient() kubernetes.Interface {
-	if c.deps.PodClient != nil {
-		return c.deps.PodClient
+func (w *podWorkers) podClient() kubernetes.Interface {
+	if w.node.deps.PodClient != nil {
+		return w.node.deps.PodClient
 	}
-	return c.deps.Client
+	return w.node.deps.Client
 }

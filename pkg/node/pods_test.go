@@ -305,7 +305,7 @@ func TestPodStep(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				r := e.ctrl.podStep(ctx, "default/"+tc.step)
+				r := e.ctrl.pods.podStep(ctx, "default/"+tc.step)
 				if r.err != nil {
 					t.Fatalf("podStep: %v", r.err)
 				}
@@ -361,7 +361,7 @@ func TestPodStep(t *testing.T) {
 func TestPodStepIdempotentAndForgotten(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	e := newPodEnv(t, testPod("a", "100m", nil))
-	if r := e.ctrl.podStep(ctx, "default/a"); r.err != nil {
+	if r := e.ctrl.pods.podStep(ctx, "default/a"); r.err != nil {
 		t.Fatal(r.err)
 	}
 	// The informer sees what was written.
@@ -369,7 +369,7 @@ func TestPodStepIdempotentAndForgotten(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.client.ClearActions()
-	if r := e.ctrl.podStep(ctx, "default/a"); r.err != nil {
+	if r := e.ctrl.pods.podStep(ctx, "default/a"); r.err != nil {
 		t.Fatal(r.err)
 	}
 	if w := e.writes(); len(w) != 0 {
@@ -378,7 +378,7 @@ func TestPodStepIdempotentAndForgotten(t *testing.T) {
 	if err := e.pods.Delete(e.pod(t, "a")); err != nil {
 		t.Fatal(err)
 	}
-	if r := e.ctrl.podStep(ctx, "default/a"); r.err != nil {
+	if r := e.ctrl.pods.podStep(ctx, "default/a"); r.err != nil {
 		t.Fatal(r.err)
 	}
 	if got, want := e.provider.Calls(), []string{"create a", "delete a"}; !slices.Equal(got, want) {
@@ -406,7 +406,7 @@ func TestPodGoneDeletePodGetsFinalCopy(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			_, ctx := ktesting.NewTestContext(t)
 			e := newPodEnvWith(t, tc.cached, testPod("a", "100m", nil))
-			if r := e.ctrl.podStep(ctx, "default/a"); r.err != nil {
+			if r := e.ctrl.pods.podStep(ctx, "default/a"); r.err != nil {
 				t.Fatal(r.err)
 			}
 			final := e.pod(t, "a")
@@ -421,7 +421,7 @@ func TestPodGoneDeletePodGetsFinalCopy(t *testing.T) {
 			if tc.event {
 				e.ctrl.PodEventHandler().OnDelete(obj)
 			}
-			if r := e.ctrl.podStep(ctx, "default/a"); r.err != nil {
+			if r := e.ctrl.pods.podStep(ctx, "default/a"); r.err != nil {
 				t.Fatal(r.err)
 			}
 			if len(e.provider.deleted) != 1 {
@@ -444,7 +444,7 @@ func TestPodIPsFollowNodePodCIDRs(t *testing.T) {
 	e := newPodEnv(t, testPod("a", "100m", nil))
 	step := func(name string) string {
 		t.Helper()
-		if r := e.ctrl.podStep(ctx, "default/"+name); r.err != nil {
+		if r := e.ctrl.pods.podStep(ctx, "default/"+name); r.err != nil {
 			t.Fatal(r.err)
 		}
 		p := e.pod(t, name)
@@ -492,7 +492,7 @@ func TestPodWritesUsePodClient(t *testing.T) {
 	podClient := fake.NewClientset(e.pod(t, "a"))
 	e.ctrl.deps.PodClient = podClient
 	e.client.ClearActions()
-	if r := e.ctrl.podStep(ctx, "default/a"); r.err != nil {
+	if r := e.ctrl.pods.podStep(ctx, "default/a"); r.err != nil {
 		t.Fatal(r.err)
 	}
 	if w := e.writes(); len(w) != 0 {
@@ -522,7 +522,7 @@ func TestPodWritesUsePodMetadataClient(t *testing.T) {
 	})
 	e.ctrl.deps.PodMetadataClient = meta
 	e.client.ClearActions()
-	if r := e.ctrl.podStep(ctx, "default/a"); r.err != nil {
+	if r := e.ctrl.pods.podStep(ctx, "default/a"); r.err != nil {
 		t.Fatal(r.err)
 	}
 	if w := e.writes(); len(w) != 0 {
@@ -552,7 +552,7 @@ func TestPodStepTellsProviderOfChanges(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			_, ctx := ktesting.NewTestContext(t)
 			e := newPodEnv(t, testPod("a", "100m", nil))
-			if r := e.ctrl.podStep(ctx, "default/a"); r.err != nil {
+			if r := e.ctrl.pods.podStep(ctx, "default/a"); r.err != nil {
 				t.Fatal(r.err)
 			}
 			p := e.pod(t, "a")
@@ -560,7 +560,7 @@ func TestPodStepTellsProviderOfChanges(t *testing.T) {
 			if err := e.pods.Update(p); err != nil {
 				t.Fatal(err)
 			}
-			if r := e.ctrl.podStep(ctx, "default/a"); r.err != nil {
+			if r := e.ctrl.pods.podStep(ctx, "default/a"); r.err != nil {
 				t.Fatal(r.err)
 			}
 			if got := e.provider.Calls(); !slices.Equal(got, tc.wantCalls) {
@@ -581,7 +581,7 @@ func TestPodStepDeletedBeforeStarted(t *testing.T) {
 		p.DeletionTimestamp, p.DeletionGracePeriodSeconds = &deleted, new(int64(30))
 		p.Status.StartTime = &deleted // admitted
 	}))
-	if r := e.ctrl.podStep(ctx, "default/n"); r.err != nil {
+	if r := e.ctrl.pods.podStep(ctx, "default/n"); r.err != nil {
 		t.Fatal(r.err)
 	}
 	if got, want := e.writes(), []string{"patch-status n", "delete n grace=0 uid=uid-n"}; !slices.Equal(got, want) {
@@ -641,7 +641,7 @@ func TestPodStepLaterPasses(t *testing.T) {
 			first := testPod("a", "100m", tc.mutate)
 			first.ResourceVersion = "10"
 			e := newPodEnv(t, first)
-			if r := e.ctrl.podStep(ctx, "default/a"); r.err != nil {
+			if r := e.ctrl.pods.podStep(ctx, "default/a"); r.err != nil {
 				t.Fatal(r.err)
 			}
 			if tc.writtenRV != 0 {
@@ -655,7 +655,7 @@ func TestPodStepLaterPasses(t *testing.T) {
 				t.Fatal(err)
 			}
 			e.client.ClearActions()
-			if r := e.ctrl.podStep(ctx, "default/a"); r.err != nil {
+			if r := e.ctrl.pods.podStep(ctx, "default/a"); r.err != nil {
 				t.Fatal(r.err)
 			}
 			if got := e.writes(); !slices.Equal(got, tc.wantWrites) {
@@ -677,7 +677,7 @@ func TestPodAdmissionUsage(t *testing.T) {
 	node, _ := e.ctrl.deps.NodeLister.Get(podNode)
 	node.Status.Allocatable[v1.ResourcePods] = resource.MustParse("2")
 	for _, name := range []string{"p0", "p1", "p2"} {
-		if r := e.ctrl.podStep(ctx, "default/"+name); r.err != nil {
+		if r := e.ctrl.pods.podStep(ctx, "default/"+name); r.err != nil {
 			t.Fatal(r.err)
 		}
 	}
@@ -691,7 +691,7 @@ func TestPodAdmissionUsage(t *testing.T) {
 	if err := e.pods.Update(done); err != nil {
 		t.Fatal(err)
 	}
-	if r := e.ctrl.podStep(ctx, "default/p0"); r.err != nil {
+	if r := e.ctrl.pods.podStep(ctx, "default/p0"); r.err != nil {
 		t.Fatal(r.err)
 	}
 	next := testPod("p3", "100m", nil)
@@ -701,7 +701,7 @@ func TestPodAdmissionUsage(t *testing.T) {
 	if err := e.pods.Add(next); err != nil {
 		t.Fatal(err)
 	}
-	if r := e.ctrl.podStep(ctx, "default/p3"); r.err != nil {
+	if r := e.ctrl.pods.podStep(ctx, "default/p3"); r.err != nil {
 		t.Fatal(r.err)
 	}
 	if p := e.pod(t, "p3"); p.Status.Phase != v1.PodRunning {
@@ -736,7 +736,7 @@ func TestPodAdmissionListsPodsOnce(t *testing.T) {
 			lister := &countingPodLister{PodLister: e.ctrl.deps.Pods}
 			e.ctrl.deps.Pods = lister
 			for _, p := range pods {
-				if r := e.ctrl.podStep(ctx, "default/"+p.Name); r.err != nil {
+				if r := e.ctrl.pods.podStep(ctx, "default/"+p.Name); r.err != nil {
 					t.Fatal(r.err)
 				}
 			}
@@ -786,7 +786,7 @@ func TestPodOwnWriteNotSynced(t *testing.T) {
 				return true, &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "1234"}}, nil
 			})
 			e.ctrl.deps.PodMetadataClient = meta
-			if r := e.ctrl.podStep(ctx, "default/a"); r.err != nil {
+			if r := e.ctrl.pods.podStep(ctx, "default/a"); r.err != nil {
 				t.Fatal(r.err)
 			}
 			e.ctrl.pods.statuses["default/a"].awaitingWrite.Store(tc.awaiting)
@@ -804,7 +804,7 @@ func TestPodOwnWriteNotSynced(t *testing.T) {
 		first := testPod("a", "100m", nil)
 		first.ResourceVersion = "10"
 		e := newPodEnv(t, first)
-		if r := e.ctrl.podStep(ctx, "default/a"); r.err != nil {
+		if r := e.ctrl.pods.podStep(ctx, "default/a"); r.err != nil {
 			t.Fatal(r.err)
 		}
 		st := e.ctrl.pods.statuses["default/a"]
@@ -816,7 +816,7 @@ func TestPodOwnWriteNotSynced(t *testing.T) {
 		if err := e.pods.Update(written); err != nil {
 			t.Fatal(err)
 		}
-		_, _, r, ok := e.ctrl.syncPodStatus(ctx, "default/a", stale, stale, st, false)
+		_, _, r, ok := e.ctrl.pods.syncPodStatus(ctx, "default/a", stale, stale, st, false)
 		if ok || r.after != 0 || r.err != nil {
 			t.Errorf("stale pass: ok %v, result %+v; want it run again at once (after 0)", ok, r)
 		}

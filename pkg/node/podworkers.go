@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,26 +20,39 @@ import (
 	"github.com/nodeagent/nodeagent/pkg/pod"
 )
 
-// PodWorkerState is where an admitted pod is in its lifecycle on its Node: the kubelet's
-// PodWorkerState (pkg/kubelet/pod_workers.go). A pod moves only forward: SyncPod → TerminatingPod →
-// TerminatedPod.
+// PodWorkerState is where a pod is in its lifecycle on its Node: the kubelet's PodWorkerState
+// (pkg/kubelet/pod_workers.go), with the admission before it and its two ends made states of their
+// own (the kubelet keeps them in podSyncStatus's fields: a rejected pod, a finished one). A pod moves
+// only forward, along podWorkerTransitions: AdmitPod → SyncPod → TerminatingPod → TerminatedPod →
+// FinishedPod, with AdmitPod → RejectedPod, AdmitPod → TerminatedPod and SyncPod → TerminatedPod.
+// podSyncStatus.setState is the one place a state is written.
 type PodWorkerState uint8
 
 const (
+	// AdmitPod: the pod is new to its worker and not yet admitted (the kubelet's HandlePodAdditions):
+	// admitted, it moves to SyncPod; rejected, to RejectedPod; terminal or being deleted before it was
+	// ever admitted here, to TerminatedPod.
+	AdmitPod PodWorkerState = iota
 	// SyncPod: the pod is running, or should be: its containers are started, kept as its spec says,
 	// and its status written (the kubelet's SyncPod). A deletion moves it to TerminatingPod, a
 	// terminal phase (every container exited for good) to TerminatedPod.
-	SyncPod PodWorkerState = iota
+	SyncPod
 	// TerminatingPod: the pod is being deleted; its containers are stopped within the grace period
 	// (PodProvider.DeletePod) and its status written until none runs (SyncTerminatingPod).
 	TerminatingPod
 	// TerminatedPod: no container of the pod runs nor will again; what it held of the Node (addresses,
 	// its part in admission) is released, and a pod being deleted is deleted from the API once its
-	// final status is written (SyncTerminatedPod and the status manager's deletion).
+	// final status is written (SyncTerminatedPod and the status manager's deletion): then FinishedPod.
 	TerminatedPod
+	// FinishedPod: the pod has been deleted from the API; nothing more is done for its UID (the
+	// kubelet's podSyncStatus.finished).
+	FinishedPod
+	// RejectedPod: admission rejected the pod and its rejection (phase Failed) is written; nothing more
+	// is done for its UID (the kubelet's rejectPod, after which no pod worker runs the pod).
+	RejectedPod
 )
 
-var podWorkerStateNames = [...]string{"SyncPod", "TerminatingPod", "TerminatedPod"}
+var podWorkerStateNames = [...]string{"AdmitPod", "SyncPod", "TerminatingPod", "TerminatedPod", "FinishedPod", "RejectedPod"}
 
 // String returns the state's name as the kubelet names it.
 func (s PodWorkerState) String() string {
@@ -48,12 +62,44 @@ func (s PodWorkerState) String() string {
 	return fmt.Sprintf("PodWorkerState(%d)", uint8(s))
 }
 
+// podWorkerTransitions are the state changes a pod's worker may make, from each state: every other
+// is refused (setState).
+var podWorkerTransitions = [...][]PodWorkerState{
+	AdmitPod:       {SyncPod, TerminatedPod, RejectedPod},
+	SyncPod:        {TerminatingPod, TerminatedPod},
+	TerminatingPod: {TerminatedPod},
+	TerminatedPod:  {FinishedPod},
+	FinishedPod:    nil,
+	RejectedPod:    nil,
+}
+
+// done reports whether nothing more is done for the pod's UID in state s (FinishedPod, RejectedPod).
+func (s PodWorkerState) done() bool { return s == FinishedPod || s == RejectedPod }
+
+// setState moves the pod's worker to state to: the one place its state is written. It returns an
+// error naming both states, and leaves the state, when podWorkerTransitions does not allow the move.
+func (st *podSyncStatus) setState(to PodWorkerState) error {
+	if int(st.state) >= len(podWorkerTransitions) || !slices.Contains(podWorkerTransitions[st.state], to) {
+		return fmt.Errorf("pod worker state %s cannot become %s", st.state, to)
+	}
+	st.state = to
+	return nil
+}
+
 // podWorkers is the kubelet's podWorkers for the pods of one Node whose Config has a PodProvider:
 // what it keeps of each pod (podSyncStatus, by namespace/name), the syncs in flight (each one's
 // context, cancelled when its Node stops or when a deletion arrives during a SyncPod) and what the
-// pods hold of the Node (resources). The work queue runs one pod's sync at a time, so each
-// podSyncStatus is its pod's worker's alone; mu guards only the maps and the in-flight bookkeeping.
+// pods hold of the Node (resources); and the pod's sync itself, the kubelet's SyncPod,
+// SyncTerminatingPod and SyncTerminatedPod (podStep and what it calls: admission, the status writes,
+// the deletion). The work queue runs one pod's sync at a time, so each podSyncStatus is its pod's
+// worker's alone; mu guards only the maps and the in-flight bookkeeping.
 type podWorkers struct {
+	// node is the Node whose pods these are: its Config and Dependencies, and what of the Node's own
+	// the syncs read (its pod CIDRs, pressure conditions, host IPs, registration) or start (the eviction
+	// manager, queueing a pod). The Controller hands its pods to podStep, as the kubelet's podWorkers
+	// are handed pods by the Kubelet's sync loop.
+	node *Controller
+
 	resources podResources
 
 	mu sync.Mutex
@@ -84,14 +130,11 @@ type podSync struct {
 // podSyncStatus is what a pod's worker keeps of its pod: the kubelet's podSyncStatus. Only the pod's
 // own sync reads or writes it.
 type podSyncStatus struct {
-	uid   types.UID
-	state PodWorkerState
-	// admitted: by this process, or found admitted by an earlier one (status.startTime).
-	admitted bool
-	// finished: nothing more to do for this UID (rejected at admission, or deleted from the API).
-	finished bool
-	created  bool // the provider's CreatePod succeeded
-	killed   bool // the provider's DeletePod succeeded
+	uid types.UID
+	// state is where the pod is in its lifecycle; written by setState only.
+	state   PodWorkerState
+	created bool // the provider's CreatePod succeeded
+	killed  bool // the provider's DeletePod succeeded
 	// generation is the pod's metadata.generation the provider was last told of.
 	generation int64
 	// writtenRV is the resourceVersion of the pod after this process's last status write: a copy
@@ -283,16 +326,16 @@ func (w *podWorkers) deleted(key string, uid types.UID, final metav1.Object) {
 // lastCopy returns the last copy of pod key that st's worker knows of, once the pod has left the API:
 // the deletion event's (deleted), else a pod with its namespace, name, UID and Node only (a pod that
 // left while the informer was relisting, or replaced under its name).
-func (c *Controller) lastCopy(key string, st *podSyncStatus) *v1.Pod {
-	c.pods.mu.Lock()
+func (w *podWorkers) lastCopy(key string, st *podSyncStatus) *v1.Pod {
+	w.mu.Lock()
 	final := st.final
-	c.pods.mu.Unlock()
+	w.mu.Unlock()
 	if p := toPod(final); p != nil {
 		return p
 	}
 	namespace, name, _ := cache.SplitMetaNamespaceKey(key)
 	return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, UID: st.uid},
-		Spec: v1.PodSpec{NodeName: c.cfg.NodeName}}
+		Spec: v1.PodSpec{NodeName: w.node.cfg.NodeName}}
 }
 
 // knows reports whether a worker knows pod key with uid.
@@ -326,55 +369,60 @@ func (w *podWorkers) len() int {
 // a pod new to the worker goes through admission (HandlePodAdditions); then the sync of its state:
 // SyncPod, SyncTerminatingPod or SyncTerminatedPod, each writing the status the kubelet's status
 // manager would. It returns when to look again.
-func (c *Controller) podStep(ctx context.Context, key string) result {
+func (w *podWorkers) podStep(ctx context.Context, key string) result {
 	switch key {
 	case evictionManagerKey:
-		return c.evictionStep(ctx)
+		return w.node.evictionStep(ctx)
 	case danglingPodsKey:
-		return c.deleteDanglingPods(ctx)
+		return w.deleteDanglingPods(ctx)
 	}
 	namespace, name, _ := cache.SplitMetaNamespaceKey(key)
-	p, err := c.deps.Pods.Get(namespace, name)
+	p, err := w.node.deps.Pods.Get(namespace, name)
 	switch {
 	case apierrors.IsNotFound(err):
-		return c.forgetPod(ctx, key)
+		return w.forgetPod(ctx, key)
 	case err != nil:
 		return result{after: never, err: err}
-	case p.Spec.NodeName != c.cfg.NodeName:
+	case p.Spec.NodeName != w.node.cfg.NodeName:
 		return result{after: never}
-	case !c.registered.Load():
+	case !w.node.registered.Load():
 		return result{after: never} // registration queues every pod once done
 	}
-	st, old := c.pods.statusFor(key, p.UID)
+	st, old := w.statusFor(key, p.UID)
 	if old != nil { // deleted and created again under the same name
-		c.cleanupPod(ctx, key, old)
+		w.cleanupPod(ctx, key, old)
 	}
 	prevAnnotations := st.annotations
 	st.annotations = p.Annotations
-	if st.finished {
+	if st.state.done() {
 		return result{after: never}
 	}
-	if !st.admitted {
-		if r, done := c.handlePodAddition(ctx, key, p, st); done {
+	if st.state == AdmitPod {
+		if r, done := w.handlePodAddition(ctx, key, p, st); done {
 			return r
 		}
 	}
 	// The kubelet's UpdatePod: a deletion, or the eviction manager's kill, moves a running pod on to
 	// terminating.
-	if evict := c.pods.takeEviction(key); evict != nil && st.state == SyncPod && st.evict == nil {
-		st.evict, st.state = evict, TerminatingPod
+	if evict := w.takeEviction(key); evict != nil && st.state == SyncPod && st.evict == nil {
+		st.evict = evict
+		if err := st.setState(TerminatingPod); err != nil {
+			return result{after: never, err: err}
+		}
 	}
 	if p.DeletionTimestamp != nil && st.state == SyncPod {
-		st.state = TerminatingPod
+		if err := st.setState(TerminatingPod); err != nil {
+			return result{after: never, err: err}
+		}
 	}
 	switch st.state {
 	case SyncPod:
-		c.pods.syncing(key)
-		return c.syncPod(ctx, key, p, prevAnnotations, st)
+		w.syncing(key)
+		return w.syncPod(ctx, key, p, prevAnnotations, st)
 	case TerminatingPod:
-		return c.syncTerminatingPod(ctx, key, p, st)
+		return w.syncTerminatingPod(ctx, key, p, st)
 	default:
-		return c.syncTerminatedPod(ctx, key, p, st)
+		return w.syncTerminatedPod(ctx, key, p, st)
 	}
 }
 
@@ -383,26 +431,28 @@ func (c *Controller) podStep(ctx context.Context, key string) result {
 // an earlier run admitted (status.startTime) is admitted again; one being deleted before it was ever
 // admitted is deleted; any other goes through admission, and a rejected one gets the kubelet's
 // rejection. done: the step is over, with r.
-func (c *Controller) handlePodAddition(ctx context.Context, key string, p *v1.Pod, st *podSyncStatus) (r result, done bool) {
+func (w *podWorkers) handlePodAddition(ctx context.Context, key string, p *v1.Pod, st *podSyncStatus) (r result, done bool) {
+	to := SyncPod
 	switch {
 	case isTerminalPhase(p.Status.Phase):
-		st.admitted, st.state = true, TerminatedPod
+		to = TerminatedPod
 	case p.Status.StartTime != nil:
-		st.admitted = true
-		c.pods.resources.countAdmitted(key, p)
+		w.resources.countAdmitted(key, p)
 	case p.DeletionTimestamp != nil:
-		st.admitted, st.state = true, TerminatedPod // never started: nothing to stop
+		to = TerminatedPod // never started: nothing to stop
 	default:
-		res, err := c.admit(key, p)
+		res, err := w.admit(key, p)
 		if err != nil {
 			// The Node left the informer for a moment (deleted, registered again): decided once it is
 			// back (registration queues every pod of the Node).
 			return result{after: PodSyncBackOff}, true
 		}
 		if !res.Admit {
-			return c.rejectPod(ctx, p, st, res), true
+			return w.rejectPod(ctx, p, st, res), true
 		}
-		st.admitted = true
+	}
+	if err := st.setState(to); err != nil {
+		return result{after: never, err: err}, true
 	}
 	return result{}, false
 }
@@ -411,41 +461,44 @@ func (c *Controller) handlePodAddition(ctx context.Context, key string, p *v1.Po
 // TerminatingPod, failed; otherwise start its containers (with the addresses it is given), tell the
 // provider of a change of its spec or annotations, and write the status of what runs. A pod whose
 // phase turns terminal moves on to TerminatedPod.
-func (c *Controller) syncPod(ctx context.Context, key string, p *v1.Pod, prevAnnotations map[string]string, st *podSyncStatus) (r result) {
-	evict, deadline := c.activeDeadline(p, p.Status.StartTime)
+func (w *podWorkers) syncPod(ctx context.Context, key string, p *v1.Pod, prevAnnotations map[string]string, st *podSyncStatus) (r result) {
+	evict, deadline := w.activeDeadline(p, p.Status.StartTime)
 	if evict != nil {
 		// The kubelet's activeDeadlineHandler: Failed, DeadlineExceeded; the pod worker kills it.
-		c.deps.Recorder.Event(p, v1.EventTypeNormal, evict.reason, evict.message)
-		st.evict, st.state = evict, TerminatingPod
-		return c.syncTerminatingPod(ctx, key, p, st)
+		w.node.deps.Recorder.Event(p, v1.EventTypeNormal, evict.reason, evict.message)
+		st.evict = evict
+		if err := st.setState(TerminatingPod); err != nil {
+			return result{after: never, err: err}
+		}
+		return w.syncTerminatingPod(ctx, key, p, st)
 	}
 	defer func() { // synced again at the deadline (the kubelet's sync loop asks its activeDeadlineHandler every second); at once when past
 		if !deadline.IsZero() && r.err == nil && r.after != never {
-			r.after = min(r.after, max(deadline.Sub(c.deps.Clock.Now()), time.Millisecond))
+			r.after = min(r.after, max(deadline.Sub(w.node.deps.Clock.Now()), time.Millisecond))
 		}
 	}()
 	if !st.created && !isTerminalPhase(p.Status.Phase) {
-		if vol, msg := c.missingVolume(ctx, p); vol != "" {
+		if vol, msg := w.missingVolume(ctx, p); vol != "" {
 			// The kubelet's volume manager: the pod waits ContainerCreating until its volumes mount.
-			return c.notStarted(ctx, key, p, st, ReasonFailedMount, msg)
+			return w.notStarted(ctx, key, p, st, ReasonFailedMount, msg)
 		}
-		if r, ok := c.prepareDynamicResources(ctx, key, p, st); !ok {
+		if r, ok := w.prepareDynamicResources(ctx, key, p, st); !ok {
 			return r
 		}
-		ips, err := c.ensurePodIPs(key, p)
+		ips, err := w.ensurePodIPs(key, p)
 		if err != nil {
-			return c.sandboxFailed(ctx, key, p, st, err)
+			return w.sandboxFailed(ctx, key, p, st, err)
 		}
 		withIPs := *p // shallow: the provider reads it, as every pod it is given (PodProvider)
 		withIPs.Status.PodIPs = toPodIPs(ips)
-		if err := c.cfg.Pods.CreatePod(ctx, &withIPs); err != nil {
+		if err := w.node.cfg.Pods.CreatePod(ctx, &withIPs); err != nil {
 			return result{after: never, err: fmt.Errorf("creating pod %s: %w", key, err)}
 		}
 		st.created = true
 	} else if st.created {
-		allocated, resized := c.resizePod(key, p, st)
+		allocated, resized := w.resizePod(key, p, st)
 		if resized || p.Generation != st.generation || !maps.Equal(prevAnnotations, p.Annotations) {
-			if err := c.cfg.Pods.UpdatePod(ctx, allocated); err != nil {
+			if err := w.node.cfg.Pods.UpdatePod(ctx, allocated); err != nil {
 				return result{after: never, err: fmt.Errorf("updating pod %s: %w", key, err)}
 			}
 		}
@@ -459,19 +512,21 @@ func (c *Controller) syncPod(ctx context.Context, key string, p *v1.Pod, prevAnn
 			}
 		}()
 	}
-	status, recheck, res, ok := c.syncPodStatus(ctx, key, p, p, st, false)
+	status, recheck, res, ok := w.syncPodStatus(ctx, key, p, p, st, false)
 	if !ok {
 		return res
 	}
 	if isTerminalPhase(status.Phase) {
-		st.state = TerminatedPod
-		return c.syncTerminatedPod(ctx, key, p, st)
+		if err := st.setState(TerminatedPod); err != nil {
+			return result{after: never, err: err}
+		}
+		return w.syncTerminatedPod(ctx, key, p, st)
 	}
 	if deadline.IsZero() {
 		// The pod's first start: its startTime is this pass's own write, whose update brings no pass
 		// (ownWrite). The kubelet's activeDeadlineHandler reads the status manager's copy, not the
 		// API's: the deadline counts from the startTime just written.
-		_, deadline = c.activeDeadline(p, status.StartTime)
+		_, deadline = w.activeDeadline(p, status.StartTime)
 	}
 	return result{after: recheck}
 }
@@ -488,24 +543,24 @@ const ReasonFailedCreatePodSandBox = "FailedCreatePodSandBox"
 // create pod sandbox: ..." and the status of a pod whose sandbox is not ready (ContainerCreating, its
 // startTime and host IPs, no pod IP); tried again after PodSyncBackOff, and at once when a pod of the
 // Node gives its addresses back.
-func (c *Controller) sandboxFailed(ctx context.Context, key string, p *v1.Pod, st *podSyncStatus, cause error) result {
-	c.pods.resources.waitForIPs(key)
-	return c.notStarted(ctx, key, p, st, ReasonFailedCreatePodSandBox, fmt.Sprintf("Failed to create pod sandbox: %v", cause))
+func (w *podWorkers) sandboxFailed(ctx context.Context, key string, p *v1.Pod, st *podSyncStatus, cause error) result {
+	w.resources.waitForIPs(key)
+	return w.notStarted(ctx, key, p, st, ReasonFailedCreatePodSandBox, fmt.Sprintf("Failed to create pod sandbox: %v", cause))
 }
 
 // notStarted is a SyncPod that could not start the pod yet: a Warning Event (reason, message) and the
 // status of a pod whose sandbox is not ready (ContainerCreating, its startTime and host IPs, no pod
 // IP); tried again after PodSyncBackOff.
-func (c *Controller) notStarted(ctx context.Context, key string, p *v1.Pod, st *podSyncStatus, reason, message string) result {
-	c.deps.Recorder.Event(p, v1.EventTypeWarning, reason, message)
-	rt := c.completeRuntimeStatus(&pod.RuntimeStatus{Sandbox: pod.SandboxNotReady}, key, st.uid)
-	status, err := c.generatePodStatus(p, rt, nil)
+func (w *podWorkers) notStarted(ctx context.Context, key string, p *v1.Pod, st *podSyncStatus, reason, message string) result {
+	w.node.deps.Recorder.Event(p, v1.EventTypeWarning, reason, message)
+	rt := w.completeRuntimeStatus(&pod.RuntimeStatus{Sandbox: pod.SandboxNotReady}, key, st.uid)
+	status, err := w.generatePodStatus(p, rt, nil)
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Pod status not written", "pod", klog.KObj(p))
 		return result{after: PodSyncBackOff}
 	}
-	if !c.staleCopy(p, st) {
-		if err := c.patchPodStatus(ctx, p, st, &status); err != nil {
+	if !w.staleCopy(p, st) {
+		if err := w.patchPodStatus(ctx, p, st, &status); err != nil {
 			return patchFailed(err)
 		}
 	}
@@ -517,12 +572,12 @@ func (c *Controller) notStarted(ctx context.Context, key string, p *v1.Pod, st *
 // status.startTime, or the one this process just wrote: the kubelet reads its status manager's copy)
 // is to be failed, DeadlineExceeded "Pod was active on the node longer than the specified deadline";
 // and the deadline (zero: none, or not started: startTime nil).
-func (c *Controller) activeDeadline(p *v1.Pod, startTime *metav1.Time) (*evictResponse, time.Time) {
+func (w *podWorkers) activeDeadline(p *v1.Pod, startTime *metav1.Time) (*evictResponse, time.Time) {
 	if p.Spec.ActiveDeadlineSeconds == nil || startTime == nil || startTime.IsZero() {
 		return nil, time.Time{}
 	}
 	deadline := startTime.Add(time.Duration(*p.Spec.ActiveDeadlineSeconds) * time.Second)
-	if c.deps.Clock.Now().Before(deadline) {
+	if w.node.deps.Clock.Now().Before(deadline) {
 		return nil, deadline
 	}
 	return &evictResponse{reason: ReasonDeadlineExceeded, message: MessageDeadlineExceeded}, deadline
@@ -536,22 +591,24 @@ const (
 
 // syncTerminatingPod is the kubelet's SyncTerminatingPod: stop the pod's containers within its grace
 // period (PodProvider.DeletePod, once) and write the status until none runs; then TerminatedPod.
-func (c *Controller) syncTerminatingPod(ctx context.Context, key string, p *v1.Pod, st *podSyncStatus) result {
-	killed := c.killedPod(p, st)
+func (w *podWorkers) syncTerminatingPod(ctx context.Context, key string, p *v1.Pod, st *podSyncStatus) result {
+	killed := w.killedPod(p, st)
 	if !st.killed {
-		if err := c.cfg.Pods.DeletePod(ctx, killed); err != nil {
+		if err := w.node.cfg.Pods.DeletePod(ctx, killed); err != nil {
 			return result{after: never, err: fmt.Errorf("stopping pod %s: %w", key, err)}
 		}
 		st.killed = true
 	}
 	st.generation = p.Generation
-	status, recheck, r, ok := c.syncPodStatus(ctx, key, p, killed, st, true)
+	status, recheck, r, ok := w.syncPodStatus(ctx, key, p, killed, st, true)
 	if !ok {
 		return r
 	}
 	if isTerminalPhase(status.Phase) && (st.evict == nil || !anyRunningStatus(&status)) {
-		st.state = TerminatedPod
-		return c.syncTerminatedPod(ctx, key, p, st)
+		if err := st.setState(TerminatedPod); err != nil {
+			return result{after: never, err: err}
+		}
+		return w.syncTerminatedPod(ctx, key, p, st)
 	}
 	return result{after: recheck}
 }
@@ -560,12 +617,12 @@ func (c *Controller) syncTerminatingPod(ctx context.Context, key string, p *v1.P
 // pod the kubelet fails while it runs (evict), a copy with deletionTimestamp and
 // deletionGracePeriodSeconds set as for a deletion when it was killed, with its
 // terminationGracePeriodSeconds (the kubelet's killPod without a grace period override).
-func (c *Controller) killedPod(p *v1.Pod, st *podSyncStatus) *v1.Pod {
+func (w *podWorkers) killedPod(p *v1.Pod, st *podSyncStatus) *v1.Pod {
 	if st.evict == nil || (p.DeletionTimestamp != nil && st.killedAt.IsZero()) {
 		return p
 	}
 	if st.killedAt.IsZero() {
-		st.killedAt, st.killGrace = c.deps.Clock.Now(), v1.DefaultTerminationGracePeriodSeconds
+		st.killedAt, st.killGrace = w.node.deps.Clock.Now(), v1.DefaultTerminationGracePeriodSeconds
 		if g := p.Spec.TerminationGracePeriodSeconds; g != nil {
 			st.killGrace = *g
 		}
@@ -582,24 +639,24 @@ func (c *Controller) killedPod(p *v1.Pod, st *podSyncStatus) *v1.Pod {
 // syncTerminatedPod is the kubelet's SyncTerminatedPod and the status manager's deletion: what the pod
 // held of the Node is released (its sandbox is gone) and, once it is being deleted, the pod is deleted
 // from the API (a pod the provider ran is first told to the provider, and its final status written).
-func (c *Controller) syncTerminatedPod(ctx context.Context, key string, p *v1.Pod, st *podSyncStatus) result {
-	if r, ok := c.unprepareDynamicResources(ctx, key, p); !ok {
+func (w *podWorkers) syncTerminatedPod(ctx context.Context, key string, p *v1.Pod, st *podSyncStatus) result {
+	if r, ok := w.unprepareDynamicResources(ctx, key, p); !ok {
 		return r
 	}
-	c.releasePod(key, st.uid)
+	w.releasePod(key, st.uid)
 	if p.DeletionTimestamp == nil {
 		return result{after: never}
 	}
 	if st.created && !st.killed {
-		if err := c.cfg.Pods.DeletePod(ctx, p); err != nil {
+		if err := w.node.cfg.Pods.DeletePod(ctx, p); err != nil {
 			return result{after: never, err: fmt.Errorf("stopping pod %s: %w", key, err)}
 		}
 		st.killed = true
-		if _, _, r, ok := c.syncPodStatus(ctx, key, p, p, st, true); !ok {
+		if _, _, r, ok := w.syncPodStatus(ctx, key, p, p, st, true); !ok {
 			return r
 		}
 	}
-	return c.deletePod(ctx, p, st)
+	return w.deletePod(ctx, p, st)
 }
 
 // syncPodStatus writes the status of p (the informer's copy) from the provider's view of runtimePod (p,
@@ -607,17 +664,17 @@ func (c *Controller) syncTerminatedPod(ctx context.Context, key string, p *v1.Po
 // terminating: the pod is being deleted, and
 // its containers have stopped for good once none runs. It returns the status and when to look again;
 // ok false: nothing more this step, with r (the write failed, or waits for the informer's copy).
-func (c *Controller) syncPodStatus(ctx context.Context, key string, p, runtimePod *v1.Pod, st *podSyncStatus, terminating bool) (status v1.PodStatus, recheck time.Duration, r result, ok bool) {
-	rs, err := c.cfg.Pods.GetPodStatus(ctx, runtimePod)
+func (w *podWorkers) syncPodStatus(ctx context.Context, key string, p, runtimePod *v1.Pod, st *podSyncStatus, terminating bool) (status v1.PodStatus, recheck time.Duration, r result, ok bool) {
+	rs, err := w.node.cfg.Pods.GetPodStatus(ctx, runtimePod)
 	if err != nil {
 		return status, 0, result{after: never, err: fmt.Errorf("pod %s status: %w", key, err)}, false
 	}
-	rt := c.completeRuntimeStatus(rs.Status, key, st.uid)
+	rt := w.completeRuntimeStatus(rs.Status, key, st.uid)
 	running := anyRunning(rt)
 	rt.Terminal = rt.Terminal || (terminating && !running)
-	status, err = c.generatePodStatus(p, rt, st.evict)
+	status, err = w.generatePodStatus(p, rt, st.evict)
 	if err == nil && st.resizePending != "" && !isTerminalPhase(status.Phase) {
-		setResizePending(p, &status, st.resizePending, metav1.NewTime(c.deps.Clock.Now()).Rfc3339Copy())
+		setResizePending(p, &status, st.resizePending, metav1.NewTime(w.node.deps.Clock.Now()).Rfc3339Copy())
 	}
 	if err == nil && isTerminalPhase(status.Phase) && !running && rt.Sandbox == pod.SandboxReady {
 		// The kubelet's pod worker kills a pod whose phase turned terminal (syncTerminatingPod: killPod
@@ -625,25 +682,25 @@ func (c *Controller) syncPodStatus(ctx context.Context, key string, p, runtimePo
 		// False "pod sandbox is not ready"; its sandbox is gone whatever the provider still says. One
 		// write here where the kubelet makes two (the terminal phase, then the stopped sandbox).
 		rt.Sandbox = pod.SandboxNotReady
-		status, err = c.generatePodStatus(p, rt, st.evict)
+		status, err = w.generatePodStatus(p, rt, st.evict)
 	}
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Pod status not written", "pod", klog.KObj(p))
 		return status, 0, result{after: PodReconcilePeriod}, false
 	}
-	if c.staleCopy(p, st) {
+	if w.staleCopy(p, st) {
 		// The informer has not delivered this process's last write yet: its event queues the pod
 		// again, and the status is computed against it then (no write of what is written already).
 		// Said before the informer is read again: an event it told before this (and that ownWrite
 		// dropped) left its copy in the informer already, found here, and the pod is synced again now.
 		st.awaitingWrite.Store(true)
-		if cur, err := c.deps.Pods.Get(p.Namespace, p.Name); err == nil && cur.UID == p.UID && !c.staleCopy(cur, st) {
+		if cur, err := w.node.deps.Pods.Get(p.Namespace, p.Name); err == nil && cur.UID == p.UID && !w.staleCopy(cur, st) {
 			return status, 0, result{after: 0}, false
 		}
 		return status, 0, result{after: never}, false
 	}
 	st.awaitingWrite.Store(false)
-	if err := c.patchPodStatus(ctx, p, st, &status); err != nil {
+	if err := w.patchPodStatus(ctx, p, st, &status); err != nil {
 		return status, 0, patchFailed(err), false
 	}
 	recheck = PodReconcilePeriod
@@ -655,29 +712,29 @@ func (c *Controller) syncPodStatus(ctx context.Context, key string, p, runtimePo
 
 // forgetPod forgets the pod known under key, which left the API: its containers are stopped and what
 // it held released. It returns a result that does not queue the key again.
-func (c *Controller) forgetPod(ctx context.Context, key string) result {
-	if st := c.pods.remove(key); st != nil {
-		c.cleanupPod(ctx, key, st)
+func (w *podWorkers) forgetPod(ctx context.Context, key string) result {
+	if st := w.remove(key); st != nil {
+		w.cleanupPod(ctx, key, st)
 	}
 	return result{after: never}
 }
 
 // cleanupPod stops the containers of a pod the worker no longer has (gone from the API, or whose
 // name a new pod took) and releases what it held: the kubelet's HandlePodCleanups.
-func (c *Controller) cleanupPod(ctx context.Context, key string, st *podSyncStatus) {
+func (w *podWorkers) cleanupPod(ctx context.Context, key string, st *podSyncStatus) {
 	if st.created {
-		if err := c.cfg.Pods.DeletePod(ctx, c.lastCopy(key, st)); err != nil {
+		if err := w.node.cfg.Pods.DeletePod(ctx, w.lastCopy(key, st)); err != nil {
 			klog.FromContext(ctx).Error(err, "Stopping a pod that left the API", "pod", key)
 		}
 	}
-	c.releasePod(key, st.uid)
+	w.releasePod(key, st.uid)
 }
 
 // releasePod gives back what pod key held of the Node, and queues the pods that wait for an address
 // when it gave addresses back.
-func (c *Controller) releasePod(key string, uid types.UID) {
-	for _, waiting := range c.pods.resources.release(key, uid) {
-		c.addPod(waiting)
+func (w *podWorkers) releasePod(key string, uid types.UID) {
+	for _, waiting := range w.resources.release(key, uid) {
+		w.node.addPod(waiting)
 	}
 }
 

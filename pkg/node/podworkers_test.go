@@ -44,7 +44,7 @@ func TestPodWorkerDeletionCancelsSync(t *testing.T) {
 		t.Fatal("beginPod: not begun")
 	}
 	done := make(chan result)
-	go func() { done <- e.ctrl.podStep(ctx, "default/a") }()
+	go func() { done <- e.ctrl.pods.podStep(ctx, "default/a") }()
 	<-entered
 
 	deleting := e.pod(t, "a")
@@ -65,11 +65,11 @@ func TestPodWorkerDeletionCancelsSync(t *testing.T) {
 		t.Fatalf("SyncPod ended with %v, want context.Canceled", r.err)
 	}
 	e.ctrl.cfg.Pods = e.provider
-	if r := e.ctrl.podStep(t.Context(), "default/a"); r.err != nil {
+	if r := e.ctrl.pods.podStep(t.Context(), "default/a"); r.err != nil {
 		t.Fatalf("second pass: %v", r.err)
 	}
-	if got := e.ctrl.pods.statuses["default/a"]; got.state != TerminatedPod || !got.killed {
-		t.Errorf("after the second pass: state %s killed %v, want TerminatedPod killed", got.state, got.killed)
+	if got := e.ctrl.pods.statuses["default/a"]; got.state != FinishedPod || !got.killed {
+		t.Errorf("after the second pass: state %s killed %v, want FinishedPod killed", got.state, got.killed)
 	}
 	if calls := e.provider.Calls(); len(calls) != 1 || calls[0] != "delete a" {
 		t.Errorf("provider calls %q, want [delete a]", calls)
@@ -78,7 +78,8 @@ func TestPodWorkerDeletionCancelsSync(t *testing.T) {
 
 // TestPodWorkerStates: the states a pod's worker goes through, named as the kubelet's PodWorkerState:
 // a pod runs in SyncPod, one whose containers exited for good is TerminatedPod, one being deleted is
-// TerminatingPod until its containers stopped, then TerminatedPod (and deleted from the API).
+// TerminatingPod until its containers stopped, then TerminatedPod, and FinishedPod once deleted from the
+// API.
 func TestPodWorkerStates(t *testing.T) {
 	deleting := func(p *v1.Pod) {
 		now := metav1.Now()
@@ -95,15 +96,15 @@ func TestPodWorkerStates(t *testing.T) {
 			p.Spec.RestartPolicy = v1.RestartPolicyNever
 			p.Annotations = map[string]string{"test/exited": "true"}
 		}, want: TerminatedPod, wantWrites: []string{"patch-status a"}},
-		{name: "deleted before admission", mutate: deleting, want: TerminatedPod, wantWrites: []string{"delete a grace=0 uid=uid-a"}},
+		{name: "deleted before admission", mutate: deleting, want: FinishedPod, wantWrites: []string{"delete a grace=0 uid=uid-a"}},
 		{name: "deleted after admission", mutate: func(p *v1.Pod) {
 			deleting(p)
 			p.Status.StartTime = &metav1.Time{Time: time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC)}
-		}, want: TerminatedPod, wantWrites: []string{"patch-status a", "delete a grace=0 uid=uid-a"}},
+		}, want: FinishedPod, wantWrites: []string{"patch-status a", "delete a grace=0 uid=uid-a"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newPodEnv(t, testPod("a", "100m", tc.mutate))
-			if r := e.ctrl.podStep(t.Context(), "default/a"); r.err != nil {
+			if r := e.ctrl.pods.podStep(t.Context(), "default/a"); r.err != nil {
 				t.Fatal(r.err)
 			}
 			if got := e.ctrl.pods.statuses["default/a"].state; got != tc.want {
@@ -113,6 +114,44 @@ func TestPodWorkerStates(t *testing.T) {
 				t.Errorf("writes %q, want %q", got, tc.wantWrites)
 			}
 		})
+	}
+}
+
+// TestPodWorkerTransitions: every state change a pod's worker may make is allowed by setState, and
+// every other refused (the state left as it was): a transition removed from podWorkerTransitions, or
+// one added, fails here.
+func TestPodWorkerTransitions(t *testing.T) {
+	allowed := map[[2]PodWorkerState]bool{
+		{AdmitPod, SyncPod}:             true, // admitted, or admitted by an earlier run
+		{AdmitPod, TerminatedPod}:       true, // terminal, or deleted, before it ever ran here
+		{AdmitPod, RejectedPod}:         true, // rejected at admission
+		{SyncPod, TerminatingPod}:       true, // deleted, evicted, past its active deadline
+		{SyncPod, TerminatedPod}:        true, // its phase turned terminal
+		{TerminatingPod, TerminatedPod}: true, // its containers stopped
+		{TerminatedPod, FinishedPod}:    true, // deleted from the API
+	}
+	states := []PodWorkerState{AdmitPod, SyncPod, TerminatingPod, TerminatedPod, FinishedPod, RejectedPod}
+	if len(states) != len(podWorkerStateNames) {
+		t.Fatalf("the test knows %d states, PodWorkerState has %d", len(states), len(podWorkerStateNames))
+	}
+	for _, from := range states {
+		for _, to := range states {
+			want := allowed[[2]PodWorkerState{from, to}]
+			t.Run(from.String()+"→"+to.String(), func(t *testing.T) {
+				st := &podSyncStatus{state: from}
+				err := st.setState(to)
+				switch {
+				case want && err != nil:
+					t.Errorf("refused: %v", err)
+				case want && st.state != to:
+					t.Errorf("state %s after the transition, want %s", st.state, to)
+				case !want && err == nil:
+					t.Errorf("allowed, want refused")
+				case !want && st.state != from:
+					t.Errorf("state %s after a refused transition, want %s unchanged", st.state, from)
+				}
+			})
+		}
 	}
 }
 
@@ -136,7 +175,7 @@ func TestPodActiveDeadline(t *testing.T) {
 				p.Spec.ActiveDeadlineSeconds = &tc.deadline
 				p.Status.StartTime = &started
 			}))
-			r := e.ctrl.podStep(t.Context(), "default/a")
+			r := e.ctrl.pods.podStep(t.Context(), "default/a")
 			if r.err != nil {
 				t.Fatal(r.err)
 			}
@@ -189,7 +228,7 @@ func TestPodActiveDeadlineFromOwnWrite(t *testing.T) {
 			clk := testingclock.NewFakeClock(tc.startAt)
 			e := newPodEnv(t, testPod("a", "100m", func(p *v1.Pod) { p.Spec.ActiveDeadlineSeconds = &tc.deadline }))
 			e.ctrl.deps.Clock = clk
-			r := e.ctrl.podStep(t.Context(), "default/a")
+			r := e.ctrl.pods.podStep(t.Context(), "default/a")
 			if r.err != nil {
 				t.Fatal(r.err)
 			}
@@ -212,7 +251,7 @@ func TestPodActiveDeadlineFromOwnWrite(t *testing.T) {
 					break
 				}
 				clk.Step(r.after)
-				if r = e.ctrl.podStep(t.Context(), "default/a"); r.err != nil {
+				if r = e.ctrl.pods.podStep(t.Context(), "default/a"); r.err != nil {
 					t.Fatal(r.err)
 				}
 			}
@@ -258,7 +297,7 @@ func TestPodStatusRefused(t *testing.T) {
 			obs := &refusals{}
 			e.ctrl.deps.Observer = obs
 			e.client.PrependReactor("patch", "pods", func(core.Action) (bool, runtime.Object, error) { return true, nil, tc.err })
-			r := e.ctrl.podStep(t.Context(), "default/a")
+			r := e.ctrl.pods.podStep(t.Context(), "default/a")
 			var events []string
 			for len(e.recorder.Events) > 0 {
 				if ev := <-e.recorder.Events; strings.Contains(ev, ReasonFailedSync) {
@@ -306,10 +345,10 @@ func TestPodIPExhaustion(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := t.Context()
-	if r := e.ctrl.podStep(ctx, "default/a"); r.err != nil {
+	if r := e.ctrl.pods.podStep(ctx, "default/a"); r.err != nil {
 		t.Fatal(r.err)
 	}
-	r := e.ctrl.podStep(ctx, "default/b")
+	r := e.ctrl.pods.podStep(ctx, "default/b")
 	if r.err != nil || r.after != PodSyncBackOff {
 		t.Errorf("pod without an address: err %v, again after %s; want no error, again after %s", r.err, r.after, PodSyncBackOff)
 	}
@@ -333,7 +372,7 @@ func TestPodIPExhaustion(t *testing.T) {
 	if err := e.pods.Update(a); err != nil {
 		t.Fatal(err)
 	}
-	if r := e.ctrl.podStep(ctx, "default/a"); r.err != nil {
+	if r := e.ctrl.pods.podStep(ctx, "default/a"); r.err != nil {
 		t.Fatal(r.err)
 	}
 	if n := q.pods.Len(); n != 1 {
@@ -345,7 +384,7 @@ func TestPodIPExhaustion(t *testing.T) {
 	if err := e.pods.Update(e.pod(t, "b")); err != nil {
 		t.Fatal(err)
 	}
-	if r := e.ctrl.podStep(ctx, "default/b"); r.err != nil {
+	if r := e.ctrl.pods.podStep(ctx, "default/b"); r.err != nil {
 		t.Fatal(r.err)
 	}
 	if b := e.pod(t, "b"); b.Status.PodIP != "10.244.1.2" || b.Status.Phase != v1.PodRunning {
@@ -372,7 +411,7 @@ func TestPressureEviction(t *testing.T) {
 		testPod("late", "100m", bestEffort))
 	ctx := t.Context()
 	for _, name := range []string{"burstable", "besteffort"} {
-		if r := e.ctrl.podStep(ctx, "default/"+name); r.err != nil {
+		if r := e.ctrl.pods.podStep(ctx, "default/"+name); r.err != nil {
 			t.Fatal(r.err)
 		}
 		if err := e.pods.Update(e.pod(t, name)); err != nil {
@@ -381,7 +420,7 @@ func TestPressureEviction(t *testing.T) {
 	}
 	e.ctrl.cfg.Host = pressureHost{}
 
-	if r := e.ctrl.podStep(ctx, "default/late"); r.err != nil {
+	if r := e.ctrl.pods.podStep(ctx, "default/late"); r.err != nil {
 		t.Fatal(r.err)
 	}
 	if late := e.pod(t, "late"); late.Status.Phase != v1.PodFailed || late.Status.Reason != "Evicted" ||
@@ -392,7 +431,7 @@ func TestPressureEviction(t *testing.T) {
 	if r := e.ctrl.evictionStep(ctx); r.after != EvictionMonitoringPeriod {
 		t.Errorf("eviction manager again after %s, want %s", r.after, EvictionMonitoringPeriod)
 	}
-	if r := e.ctrl.podStep(ctx, "default/besteffort"); r.err != nil {
+	if r := e.ctrl.pods.podStep(ctx, "default/besteffort"); r.err != nil {
 		t.Fatal(r.err)
 	}
 	var events []string
@@ -477,7 +516,7 @@ func TestDeleteDanglingPods(t *testing.T) {
 		testPod("gone", "100m", func(p *v1.Pod) { p.DeletionTimestamp = &now }),
 		testPod("elsewhere", "100m", func(p *v1.Pod) { p.Spec.NodeName = "other-node" }),
 	}
-	if r := e.ctrl.podStep(t.Context(), danglingPodsKey); r.err != nil || r.after != never {
+	if r := e.ctrl.pods.podStep(t.Context(), danglingPodsKey); r.err != nil || r.after != never {
 		t.Fatalf("result %+v, want done", r)
 	}
 	if calls, want := e.provider.Calls(), []string{"delete b", "delete gone"}; !slices.Equal(calls, want) {
@@ -494,7 +533,7 @@ func TestPodAdmissionWaitsForNode(t *testing.T) {
 	if err := e.nodes.Delete(node); err != nil {
 		t.Fatal(err)
 	}
-	r := e.ctrl.podStep(t.Context(), "default/a")
+	r := e.ctrl.pods.podStep(t.Context(), "default/a")
 	if r.err != nil || r.after != PodSyncBackOff {
 		t.Errorf("without the Node: err %v, again after %s; want again after %s", r.err, r.after, PodSyncBackOff)
 	}
@@ -504,7 +543,7 @@ func TestPodAdmissionWaitsForNode(t *testing.T) {
 	if err := e.nodes.Add(node); err != nil {
 		t.Fatal(err)
 	}
-	if r := e.ctrl.podStep(t.Context(), "default/a"); r.err != nil {
+	if r := e.ctrl.pods.podStep(t.Context(), "default/a"); r.err != nil {
 		t.Fatal(r.err)
 	}
 	if p := e.pod(t, "a"); p.Status.Phase != v1.PodRunning {
@@ -523,7 +562,7 @@ func TestPodMissingConfigMapVolume(t *testing.T) {
 	}
 	t.Run("missing, then created", func(t *testing.T) {
 		e := newPodEnv(t, testPod("a", "100m", withVolume))
-		r := e.ctrl.podStep(t.Context(), "default/a")
+		r := e.ctrl.pods.podStep(t.Context(), "default/a")
 		if r.err != nil || r.after != PodSyncBackOff {
 			t.Errorf("err %v, again after %s; want again after %s", r.err, r.after, PodSyncBackOff)
 		}
@@ -547,7 +586,7 @@ func TestPodMissingConfigMapVolume(t *testing.T) {
 		if err := e.pods.Update(e.pod(t, "a")); err != nil {
 			t.Fatal(err)
 		}
-		if r := e.ctrl.podStep(t.Context(), "default/a"); r.err != nil {
+		if r := e.ctrl.pods.podStep(t.Context(), "default/a"); r.err != nil {
 			t.Fatal(r.err)
 		}
 		if p := e.pod(t, "a"); p.Status.Phase != v1.PodRunning {
@@ -559,7 +598,7 @@ func TestPodMissingConfigMapVolume(t *testing.T) {
 		e.client.PrependReactor("get", "configmaps", func(core.Action) (bool, runtime.Object, error) {
 			return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "settings", errors.New("no"))
 		})
-		if r := e.ctrl.podStep(t.Context(), "default/a"); r.err != nil {
+		if r := e.ctrl.pods.podStep(t.Context(), "default/a"); r.err != nil {
 			t.Fatal(r.err)
 		}
 		if p := e.pod(t, "a"); p.Status.Phase != v1.PodRunning {
@@ -576,7 +615,7 @@ func TestPodMissingConfigMapVolume(t *testing.T) {
 func TestPodResize(t *testing.T) {
 	e := newPodEnv(t, testPod("a", "500m", nil), testPod("b", "400m", nil))
 	ctx := t.Context()
-	if r := e.ctrl.podStep(ctx, "default/a"); r.err != nil {
+	if r := e.ctrl.pods.podStep(ctx, "default/a"); r.err != nil {
 		t.Fatal(r.err)
 	}
 	resize := func(cpu string, generation int64) {
@@ -587,7 +626,7 @@ func TestPodResize(t *testing.T) {
 		if err := e.pods.Update(p); err != nil {
 			t.Fatal(err)
 		}
-		if r := e.ctrl.podStep(ctx, "default/a"); r.err != nil {
+		if r := e.ctrl.pods.podStep(ctx, "default/a"); r.err != nil {
 			t.Fatal(r.err)
 		}
 	}
@@ -628,7 +667,7 @@ func TestPodResize(t *testing.T) {
 		t.Errorf("Events %q, want one Warning ResizeDeferred with the kubelet's summary", ev)
 	}
 	// b (400m) fits beside a's allocated 500m, not beside its desired 2 cpu.
-	if r := e.ctrl.podStep(ctx, "default/b"); r.err != nil {
+	if r := e.ctrl.pods.podStep(ctx, "default/b"); r.err != nil {
 		t.Fatal(r.err)
 	}
 	if b := e.pod(t, "b"); b.Status.Phase != v1.PodRunning {

@@ -210,9 +210,10 @@ func (s *Queue) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	for i, n := range []int{s.cfg.LeaseWorkers, s.cfg.Workers} {
 		q := s.queues[i]
+		p := pool(i) // queues[0] is poolLease, queues[1] poolSteps
 		for range n {
 			wg.Go(func() {
-				for s.processNext(ctx, i) {
+				for processNext(ctx, s, q, p, s.runStep, s.woke) {
 				}
 			})
 		}
@@ -221,7 +222,7 @@ func (s *Queue) Run(ctx context.Context) error {
 	s.pods.Add(podKey{}) // the pod pool's liveness probe
 	for range s.cfg.PodWorkers {
 		wg.Go(func() {
-			for s.processNextPod(ctx) {
+			for processNext(ctx, s, s.pods, poolPods, s.runPod, nil) {
 			}
 		})
 	}
@@ -241,54 +242,69 @@ func (s *Queue) Run(ctx context.Context) error {
 	return nil
 }
 
-// processNext takes one item from q and runs it; false once q is shut down.
-func (s *Queue) processNext(ctx context.Context, qi int) bool {
-	q := s.queues[qi]
+// processNext is one turn of a worker of pool p: it takes one item from q and runs it (run), then
+// does what its result says: again after its delay (Forget: a success resets the backoff), never
+// again until queued (r.after < 0), or after the queue's backoff (AddRateLimited) on an error; an
+// item run reports not live (its Node stopped) is forgotten. woke, if set, is then told of the
+// item's result (the steps it wakes). The item with a nil Controller is the pool's liveness probe,
+// queued again every livenessPeriod. It returns false once q is shut down. Each pool (Lease, Node
+// steps, pods) runs this one loop over its own queue and item type.
+func processNext[K interface {
+	comparable
+	controller() *Controller
+}](ctx context.Context, s *Queue, q workqueue.TypedRateLimitingInterface[K], p pool,
+	run func(context.Context, K) (r result, live bool), woke func(K, result)) bool {
 	key, shutdown := q.Get()
 	if shutdown {
 		return false
 	}
 	defer q.Done(key)
-	p := pool(qi)     // queues[0] is poolLease, queues[1] poolSteps
-	if key.c == nil { // the liveness probe
-		s.alive.served(p)
+	defer s.alive.served(p)
+	if key.controller() == nil { // the liveness probe
 		if ctx.Err() == nil {
 			q.AddAfter(key, livenessPeriod)
 		}
 		return true
 	}
-	s.runStep(ctx, qi, key)
-	s.alive.served(p)
+	r, live := run(ctx, key)
+	switch {
+	case !live:
+		q.Forget(key)
+		return true
+	case r.err != nil:
+		q.AddRateLimited(key)
+	case r.after >= 0:
+		q.Forget(key)
+		q.AddAfter(key, coalesce(s.cfg.Clock.Now(), r.after, s.cfg.Coalesce))
+	default:
+		q.Forget(key)
+	}
+	if woke != nil {
+		woke(key, r)
+	}
 	return true
 }
 
-// runStep runs one popped step of one controller, unless the controller has stopped, and does what
-// its result says: again after its delay (Forget: a success resets the backoff), or after the
-// backoff (AddRateLimited) on an error; and the steps it woke, now. The queue alone decides when.
-func (s *Queue) runStep(ctx context.Context, qi int, key stepKey) {
-	q := s.queues[qi]
+func (k stepKey) controller() *Controller { return k.c }
+func (k podKey) controller() *Controller  { return k.c }
+
+// runStep runs one popped step of one controller: live false when the controller has stopped
+// (before or during the run).
+func (s *Queue) runStep(ctx context.Context, key stepKey) (r result, live bool) {
 	c, step := key.c, key.step
 	stepCtx, ok := c.begin(ctx, step, s.cfg.StepTimeout)
 	if !ok {
-		q.Forget(key)
-		return
+		return result{}, false
 	}
-	r := c.runStep(stepCtx, step)
-	if c.end(step) {
-		q.Forget(key)
-		return
-	}
-	if r.err != nil {
-		q.AddRateLimited(key)
-	} else {
-		q.Forget(key)
-		if r.after >= 0 {
-			q.AddAfter(key, coalesce(s.cfg.Clock.Now(), r.after, s.cfg.Coalesce))
-		}
-	}
+	r = c.runStep(stepCtx, step)
+	return r, !c.end(step)
+}
+
+// woke queues now the steps a step's result wakes.
+func (s *Queue) woke(key stepKey, r result) {
 	for w := range numSteps {
 		if r.wake.has(w) {
-			s.add(c, w)
+			s.add(key.c, w)
 		}
 	}
 }
@@ -304,45 +320,22 @@ func coalesce(now time.Time, after, grid time.Duration) time.Duration {
 	return now.Add(after).Truncate(grid).Sub(now)
 }
 
-// processNextPod takes one pod item and runs its step; false once the queue is shut down. The item
-// of a stopped Node is a no-op.
-func (s *Queue) processNextPod(ctx context.Context) bool {
-	key, shutdown := s.pods.Get()
-	if shutdown {
-		return false
-	}
-	defer s.pods.Done(key)
-	defer s.alive.served(poolPods)
-	if key.c == nil { // the liveness probe
-		if ctx.Err() == nil {
-			s.pods.AddAfter(key, livenessPeriod)
-		}
-		return true
-	}
+// runPod runs one popped pod item of one Node's pod workers: live false when the Node has stopped
+// (before or during the run), or runs no pods.
+func (s *Queue) runPod(ctx context.Context, key podKey) (r result, live bool) {
 	stepCtx, cancel, ok := key.c.beginPod(ctx, key.key, s.cfg.StepTimeout)
 	if !ok {
-		s.pods.Forget(key)
-		return true
+		return result{}, false
 	}
-	r := key.c.podStep(stepCtx, key.key)
+	r = key.c.pods.podStep(stepCtx, key.key)
 	cancel()
 	if key.c.endPod() {
-		s.pods.Forget(key)
-		return true
+		return r, false
 	}
-	switch {
-	case r.err != nil:
-		if ctx.Err() == nil {
-			klog.FromContext(ctx).V(2).Info("Pod step failed; retrying", "node", key.c.cfg.NodeName, "pod", key.key, "err", r.err)
-		}
-		s.pods.AddRateLimited(key)
-	case r.after >= 0:
-		s.pods.Forget(key)
-		s.pods.AddAfter(key, coalesce(s.cfg.Clock.Now(), r.after, s.cfg.Coalesce))
-	default:
-		s.pods.Forget(key)
+	if r.err != nil && ctx.Err() == nil {
+		klog.FromContext(ctx).V(2).Info("Pod step failed; retrying", "node", key.c.cfg.NodeName, "pod", key.key, "err", r.err)
 	}
-	return true
+	return r, true
 }
 
 // PodEventHandler returns the handler of the process's pod informer: each pod added, changed or

@@ -191,17 +191,17 @@ func setResizePending(p *v1.Pod, status *v1.PodStatus, message string, now metav
 // in the kubelet's Events: ResizeStarted then ResizeCompleted for a resize admitted (the provider is told
 // at once, UpdatePod), a Warning ResizeDeferred once per generation for one deferred. It returns the pod
 // with its allocated resources (p itself unless a resize is deferred), and whether the allocation changed.
-func (c *Controller) resizePod(key string, p *v1.Pod, st *podSyncStatus) (*v1.Pod, bool) {
-	node, _ := c.deps.NodeLister.Get(c.cfg.NodeName)
-	out := c.pods.resources.resize(key, node, p)
+func (w *podWorkers) resizePod(key string, p *v1.Pod, st *podSyncStatus) (*v1.Pod, bool) {
+	node, _ := w.node.deps.NodeLister.Get(w.node.cfg.NodeName)
+	out := w.resources.resize(key, node, p)
 	st.resizePending = out.deferred
 	switch {
 	case out.started:
-		c.deps.Recorder.Event(p, v1.EventTypeNormal, ReasonResizeStarted, resizeMessage(p, "Pod resize started", ""))
-		c.deps.Recorder.Event(p, v1.EventTypeNormal, ReasonResizeCompleted, resizeMessage(p, "Pod resize completed", ""))
+		w.node.deps.Recorder.Event(p, v1.EventTypeNormal, ReasonResizeStarted, resizeMessage(p, "Pod resize started", ""))
+		w.node.deps.Recorder.Event(p, v1.EventTypeNormal, ReasonResizeCompleted, resizeMessage(p, "Pod resize completed", ""))
 	case out.deferred != "" && st.resizeToldGen != p.Generation:
 		st.resizeToldGen = p.Generation
-		c.deps.Recorder.Event(p, v1.EventTypeWarning, ReasonResizeDeferred, resizeMessage(p, "Pod resize "+v1.PodReasonDeferred, out.deferred))
+		w.node.deps.Recorder.Event(p, v1.EventTypeWarning, ReasonResizeDeferred, resizeMessage(p, "Pod resize "+v1.PodReasonDeferred, out.deferred))
 	}
 	return out.allocated, out.started
 }

@@ -20,8 +20,8 @@ const ReasonFailedMount = "FailedMount"
 // are not checked. A GET the identity may not make (Forbidden) is taken as found, and no such GET is made
 // again by this Node: the check needs get on configmaps and secrets, which the simulation's RBAC does
 // not grant.
-func (c *Controller) missingVolume(ctx context.Context, p *v1.Pod) (volume, message string) {
-	if c.pods.volumesForbidden.Load() {
+func (w *podWorkers) missingVolume(ctx context.Context, p *v1.Pod) (volume, message string) {
+	if w.volumesForbidden.Load() {
 		return "", ""
 	}
 	for _, v := range p.Spec.Volumes {
@@ -30,10 +30,10 @@ func (c *Controller) missingVolume(ctx context.Context, p *v1.Pod) (volume, mess
 		switch {
 		case v.ConfigMap != nil && (v.ConfigMap.Optional == nil || !*v.ConfigMap.Optional):
 			kind, name = "configmap", v.ConfigMap.Name
-			_, err = c.deps.Client.CoreV1().ConfigMaps(p.Namespace).Get(ctx, name, metav1.GetOptions{})
+			_, err = w.node.deps.Client.CoreV1().ConfigMaps(p.Namespace).Get(ctx, name, metav1.GetOptions{})
 		case v.Secret != nil && (v.Secret.Optional == nil || !*v.Secret.Optional):
 			kind, name = "secret", v.Secret.SecretName
-			_, err = c.deps.Client.CoreV1().Secrets(p.Namespace).Get(ctx, name, metav1.GetOptions{})
+			_, err = w.node.deps.Client.CoreV1().Secrets(p.Namespace).Get(ctx, name, metav1.GetOptions{})
 		default:
 			continue
 		}
@@ -41,7 +41,7 @@ func (c *Controller) missingVolume(ctx context.Context, p *v1.Pod) (volume, mess
 		case apierrors.IsNotFound(err):
 			return v.Name, fmt.Sprintf("MountVolume.SetUp failed for volume %q : %s %q not found", v.Name, kind, name)
 		case apierrors.IsForbidden(err):
-			if !c.pods.volumesForbidden.Swap(true) {
+			if !w.volumesForbidden.Swap(true) {
 				klog.FromContext(ctx).Info("Not allowed to read the pods' ConfigMaps and Secrets: their volumes are taken as present", "err", err)
 			}
 			return "", ""
