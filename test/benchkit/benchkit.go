@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -260,6 +261,16 @@ func (t *LeaseTracker) Intervals() []time.Duration {
 	out := slices.Clone(t.got)
 	slices.Sort(out)
 	return out
+}
+
+// NearestRank is the p-th quantile (0 < p ≤ 1) of sorted by the nearest-rank method: the element of
+// rank ⌈p·n⌉ (1-based); 0 when sorted is empty. LeaseTracker.Intervals returns its input.
+func NearestRank(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(p*float64(len(sorted)))) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
 }
 
 // Env describes the machine and the versions of a benchmark run.
