@@ -1,6 +1,7 @@
-// Package benchkit is what the benchmark programs (test/benchscale, test/benchpods) share: the machine's
-// description, the CPU of processes, a service account per system, KWOK's Nodes, watches of Node readiness
-// and Lease renewals, and the section of BENCHMARKS.md a program writes.
+// Package benchkit is what the benchmark programs (test/benchscale, test/benchpods) and bench-karpenter
+// (test/integration) share: the machine's description, the CPU of processes, a service account per
+// system, KWOK's Nodes, watches of Node readiness and Lease renewals, a nearest-rank quantile, and the
+// section of BENCHMARKS.md a program writes.
 package benchkit
 
 import (
