@@ -133,7 +133,9 @@ karpenter:
 
 ## bench-karpenter: Karpenter's kwok provider scaling a Deployment to BENCH_KARPENTER_PODS (default 3000) pods on
 ## Nodes it creates, then to 0, with nodeagent simulate and then KWOK v0.8.0 as the backend (TestBenchKarpenter):
-## time to all Running and to nothing left, the backend's CPU and RSS. Not part of make test.
+## time to all Running and to nothing left, the backend's CPU and RSS, the Lease renew-interval p50/p99 from the
+## Deployment's create through BENCH_KARPENTER_STEADY (default 1m) all Running to the scale to 0, and what is left.
+## Not part of make test.
 BENCH_KARPENTER_PODS ?= 3000
 bench-karpenter: tools
 	BENCH_KARPENTER_PODS=$(BENCH_KARPENTER_PODS) $(GO) test -tags benchkarpenter -count=1 -v -run '^TestBenchKarpenter$$' -timeout 0 ./test/integration/

@@ -1,12 +1,14 @@
-// Package benchkit is what the benchmark programs (test/benchscale, test/benchpods) share: the machine's
-// description, the CPU of processes, a service account per system, KWOK's Nodes, watches of Node readiness
-// and Lease renewals, and the section of BENCHMARKS.md a program writes.
+// Package benchkit is what the benchmark programs (test/benchscale, test/benchpods) and bench-karpenter
+// (test/integration) share: the machine's description, the CPU of processes, a service account per
+// system, KWOK's Nodes, watches of Node readiness and Lease renewals, a nearest-rank quantile, and the
+// section of BENCHMARKS.md a program writes.
 package benchkit
 
 import (
 	"context"
 	"fmt"
 	"maps"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -260,6 +262,16 @@ func (t *LeaseTracker) Intervals() []time.Duration {
 	out := slices.Clone(t.got)
 	slices.Sort(out)
 	return out
+}
+
+// NearestRank is the p-th quantile (0 < p ≤ 1) of sorted by the nearest-rank method: the element of
+// rank ⌈p·n⌉ (1-based); 0 when sorted is empty. LeaseTracker.Intervals returns its input.
+func NearestRank(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(p*float64(len(sorted)))) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
 }
 
 // Env describes the machine and the versions of a benchmark run.

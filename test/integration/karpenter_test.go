@@ -13,14 +13,18 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
+	"github.com/nodeagent/nodeagent/test/benchkit"
 	"github.com/nodeagent/nodeagent/test/framework"
 )
 
@@ -35,19 +39,21 @@ var (
 const karpenterUnregisteredTaint = "karpenter.sh/unregistered"
 
 // karpenterScenario is one Deployment Karpenter provisions for: replicas pods requesting cpu each, on
-// instance types of fewer than maxInstanceCPU CPUs, all Running within running and all gone within gone
-// after the scale to 0, the whole run within total.
+// instance types of fewer than maxInstanceCPU CPUs, all Running within running, held so for steady,
+// and all gone within gone after the scale to 0, the whole run within total.
 type karpenterScenario struct {
 	replicas             int32
 	cpu, maxInstanceCPU  string
 	running, gone, total time.Duration
+	steady               time.Duration
 	minNodes             int
 }
 
 // karpenterTest is TestKarpenter's scenario: at 1500m of CPU each, more than one Node's worth on any
-// instance type of 4 CPUs or fewer.
+// instance type of 4 CPUs or fewer; held Running for 12 s, more than a Lease renew interval (10 s), so
+// that every Lease renews at least once in the window.
 var karpenterTest = karpenterScenario{replicas: 6, cpu: "1500m", maxInstanceCPU: "5",
-	running: 150 * time.Second, gone: 120 * time.Second, total: 3 * time.Minute, minNodes: 2}
+	running: 150 * time.Second, gone: 120 * time.Second, steady: 12 * time.Second, total: 3 * time.Minute, minNodes: 2}
 
 // karpenterRun is what one backend's run of TestKarpenter measured.
 type karpenterRun struct {
@@ -58,6 +64,15 @@ type karpenterRun struct {
 	karpenter time.Duration // Karpenter's CPU over the same run
 	rss       int64         // the backend's RSS with every pod Running, bytes
 	nodes     int           // Nodes Karpenter created for the pods
+
+	// window is from the Deployment's create to the scale to 0 (scale-up, then steady with every pod
+	// Running); leaseIntervals (sorted) are, for each Lease in kube-node-lease, the differences between
+	// consecutive spec.renewTimes among the updates the watch received in it (benchkit.LeaseTracker).
+	window         time.Duration
+	leaseIntervals []time.Duration
+
+	// What was left when the wait after the scale to 0 ended (all 0 unless it timed out).
+	nodesLeft, claimsLeft, podsLeft int
 }
 
 // TestKarpenter runs Karpenter's kwok provider (sigs.k8s.io/karpenter v1.15.0, hack/build-karpenter.sh)
@@ -103,11 +118,15 @@ func runKarpenterBackends(t *testing.T, bin string, sc karpenterScenario) []karp
 		})
 	}
 	t.Logf("%d pods of %s CPU:", sc.replicas, sc.cpu)
-	t.Logf("%-10s %6s %-16s %-22s %-26s %s", "backend", "nodes", "pending→Running", "scaled to 0→none left", "backend CPU (Karpenter's)", "backend RSS")
+	t.Logf("%-10s %6s %-16s %-22s %-26s %-12s %-34s %s", "backend", "nodes", "pending→Running", "scaled to 0→none left", "backend CPU (Karpenter's)", "backend RSS",
+		"Lease renew p50/p99 (n, window)", "Nodes/NodeClaims/pods left")
 	for _, r := range runs {
-		t.Logf("%-10s %6d %-16s %-22s %-26s %.1f MiB", r.backend, r.nodes, r.running.Round(100*time.Millisecond),
+		t.Logf("%-10s %6d %-16s %-22s %-26s %-12s %-34s %d/%d/%d", r.backend, r.nodes, r.running.Round(100*time.Millisecond),
 			r.gone.Round(100*time.Millisecond), fmt.Sprintf("%s (%s)", r.cpu.Round(10*time.Millisecond), r.karpenter.Round(10*time.Millisecond)),
-			float64(r.rss)/(1<<20))
+			fmt.Sprintf("%.1f MiB", float64(r.rss)/(1<<20)),
+			fmt.Sprintf("%.2fs/%.2fs (%d, %v)", benchkit.NearestRank(r.leaseIntervals, 0.5).Seconds(), benchkit.NearestRank(r.leaseIntervals, 0.99).Seconds(),
+				len(r.leaseIntervals), r.window.Round(100*time.Millisecond)),
+			r.nodesLeft, r.claimsLeft, r.podsLeft)
 	}
 	return runs
 }
@@ -155,6 +174,22 @@ func runKarpenter(t *testing.T, bin, backend string, sc karpenterScenario) karpe
 		_, err = dyn.Resource(kwokNodeClassesGVR).List(sctx, metav1.ListOptions{})
 		return err == nil, err
 	})
+
+	// The Leases' renewals, watched from before the backend starts (so that the first renewal in the
+	// window has the one before it) and recorded from the Deployment's create to the scale to 0.
+	leases := benchkit.NewLeaseTracker()
+	leaseFactory := informers.NewSharedInformerFactoryWithOptions(admin, 0, informers.WithNamespace(corev1.NamespaceNodeLease))
+	if _, err := leaseFactory.Coordination().V1().Leases().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { leases.Observe(obj.(*coordinationv1.Lease)) },
+		UpdateFunc: func(_, obj any) { leases.Observe(obj.(*coordinationv1.Lease)) },
+	}); err != nil {
+		t.Fatal(err)
+	}
+	leaseFactory.Start(sctx.Done())
+	t.Cleanup(leaseFactory.Shutdown)
+	if !cache.WaitForCacheSync(sctx.Done(), leaseFactory.Coordination().V1().Leases().Informer().HasSynced) {
+		t.Fatal("the Lease informer did not sync")
+	}
 
 	// The backend: whatever carries the annotation Karpenter's kwok provider sets.
 	var backendPID int
@@ -255,6 +290,7 @@ func runKarpenter(t *testing.T, bin, backend string, sc karpenterScenario) karpe
 				Spec: corev1.PodSpec{TerminationGracePeriodSeconds: ptr.To[int64](0),
 					Containers: []corev1.Container{{Name: "inflate", Image: "registry.k8s.io/pause:3.10",
 						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(sc.cpu)}}}}}}}}
+	leases.Record(true)
 	created := time.Now()
 	if _, err := admin.AppsV1().Deployments(ns).Create(sctx, deploy, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -344,13 +380,35 @@ func runKarpenter(t *testing.T, bin, backend string, sc karpenterScenario) karpe
 		}
 	}
 
+	// Steady: every pod Running for sc.steady, the backends exiting ends it.
+	if sc.steady > 0 {
+		hold, cancel := context.WithTimeout(sctx, sc.steady)
+		err := framework.WaitFor(hold, time.Second, func() (bool, error) {
+			return false, errors.Join(karpenter.ExitedErr(), backendExited())
+		})
+		cancel()
+		if sctx.Err() != nil || (err != nil && !errors.Is(err, context.DeadlineExceeded)) {
+			t.Fatalf("steady for %v: %v", sc.steady, err)
+		}
+	}
+
 	// Scaled to 0: Karpenter consolidates the empty Nodes and deletes them; nothing is left.
+	leases.Record(false)
 	scaled := time.Now()
+	run.window = scaled.Sub(created)
+	run.leaseIntervals = leases.Intervals()
 	if _, err := admin.AppsV1().Deployments(ns).Patch(sctx, deploy.Name, "application/merge-patch+json",
 		[]byte(`{"spec":{"replicas":0}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor("no pod, NodeClaim or Node left after the scale to 0", sc.gone, func() (bool, error) {
+	// Not fatal when it times out: what is left is then part of the measurement.
+	every := 500 * time.Millisecond
+	if sc.replicas > 100 {
+		every = 2 * time.Second
+	}
+	gctx, cancelGone := context.WithTimeout(sctx, sc.gone)
+	defer cancelGone()
+	if err := framework.WaitFor(gctx, every, func() (bool, error) {
 		if err := errors.Join(karpenter.ExitedErr(), backendExited()); err != nil {
 			return false, err
 		}
@@ -366,9 +424,12 @@ func runKarpenter(t *testing.T, bin, backend string, sc karpenterScenario) karpe
 		if err != nil {
 			return false, err
 		}
+		run.podsLeft, run.claimsLeft, run.nodesLeft = len(pods), len(claims.Items), len(nodes.Items)
 		return len(pods)+len(claims.Items)+len(nodes.Items) == 0,
 			fmt.Errorf("%d pods, %d NodeClaims, %d Nodes left", len(pods), len(claims.Items), len(nodes.Items))
-	}, 2*time.Second)
+	}); err != nil {
+		t.Errorf("no pod, NodeClaim or Node left after the scale to 0: %v", err)
+	}
 	run.gone = time.Since(scaled)
 	if run.cpu, err = framework.ReadProcCPU(backendPID); err != nil {
 		t.Fatal(err)
@@ -376,8 +437,16 @@ func runKarpenter(t *testing.T, bin, backend string, sc karpenterScenario) karpe
 	if run.karpenter, err = framework.ReadProcCPU(karpenter.PID()); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%s: %d pods Running %v after the Deployment's create on %d Nodes; none left %v after the scale to 0; backend CPU %v over %v",
-		backend, sc.replicas, run.running, run.nodes, run.gone, run.cpu, time.Since(start))
+	t.Logf("%s: %d pods Running %v after the Deployment's create on %d Nodes; none left %v after the scale to 0; backend CPU %v over %v; "+
+		"Lease renew p50 %v p99 %v over %d intervals in %v",
+		backend, sc.replicas, run.running, run.nodes, run.gone, run.cpu, time.Since(start),
+		benchkit.NearestRank(run.leaseIntervals, 0.5), benchkit.NearestRank(run.leaseIntervals, 0.99), len(run.leaseIntervals), run.window.Round(100*time.Millisecond))
+	// Every Lease renewed within its duration (40 s for both backends): none expired while Running.
+	if len(run.leaseIntervals) == 0 {
+		t.Errorf("%s: no Lease renewal seen in the %v from the Deployment's create to the scale to 0", backend, run.window)
+	} else if p100 := run.leaseIntervals[len(run.leaseIntervals)-1]; p100 > 40*time.Second {
+		t.Errorf("%s: a Lease renewed %v after the one before, past its 40s duration", backend, p100)
+	}
 	return run
 }
 
