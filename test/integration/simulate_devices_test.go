@@ -82,8 +82,8 @@ func TestSimulateDevices(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, out := runSimulateToExit(t, "--kubeconfig="+bare, "--nodes=2", "--node-name-prefix="+prefix, "--node-template="+tmpl)
-	if want := "list resourceslices.resource.k8s.io, watch resourceslices.resource.k8s.io, create resourceslices.resource.k8s.io, " +
-		"update resourceslices.resource.k8s.io, delete resourceslices.resource.k8s.io, get resourceclaims.resource.k8s.io; the simulation needs"; code != 1 || !strings.Contains(out, want) {
+	if want := "list resourceslices.resource.k8s.io, watch resourceslices.resource.k8s.io, patch resourceslices.resource.k8s.io, " +
+		"delete resourceslices.resource.k8s.io, get resourceclaims.resource.k8s.io; the simulation needs"; code != 1 || !strings.Contains(out, want) {
 		t.Errorf("without RBAC for the slices: exit %d, output:\n%s\nwant exit 1 saying %q", code, out, want)
 	}
 
