@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/util/diff"
+	utildiff "k8s.io/apimachinery/pkg/util/diff"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/klog/v2"
@@ -132,7 +132,7 @@ func TestResourceSlicesAsTheLibrary(t *testing.T) {
 			}
 			g, w := comparableSlice(got, simNode), comparableSlice(want, libNode)
 			if !equality.Semantic.DeepEqual(g, w) {
-				t.Errorf("%s: %s's slice of the simulated Node differs from the library's (- simulated, + library):\n%s", step.desc, drv.Driver, diff.Diff(g, w))
+				t.Errorf("%s: %s's slice of the simulated Node differs from the library's (- simulated, + library):\n%s", step.desc, drv.Driver, utildiff.Diff(g, w))
 			}
 		}
 	}
