@@ -380,7 +380,7 @@ func (p *Process) newDeviceSlices() error {
 }
 
 // runDeviceSlices runs the publishing of the ResourceSlices until ctx ends; the channel is closed once
-// every controller has stopped (at once without devices).
+// its workers and slice informers have stopped (at once without devices).
 func (p *Process) runDeviceSlices(ctx context.Context) <-chan struct{} {
 	done := make(chan struct{})
 	if p.devices == nil {

@@ -38,7 +38,7 @@ devices:
 
 // TestSimulateDevices (issue 49, items 1 and 2): with a template of 2 simulated GPUs per Node, each of 2
 // simulated Nodes has one ResourceSlice of driver gpu.example.com published as a kubelet plugin publishes
-// it (k8s.io/dynamic-resource-allocation's resourceslice controller): spec.nodeName and the pool are the
+// it (the slice k8s.io/dynamic-resource-allocation's resourceslice controller writes, applied): spec.nodeName and the pool are the
 // Node's, generation 1 and resourceSliceCount 1, devices gpu-0 and gpu-1 with the template's attributes and
 // capacity, owned by the Node (its UID). With the DeviceClass of deploy/kubernetes/devices and a
 // ResourceClaimTemplate for 1 GPU, the real kube-scheduler allocates a GPU of the Node it binds the pod to
