@@ -6,9 +6,11 @@ import (
 	"strings"
 	"testing"
 
+	v1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 )
 
@@ -200,38 +202,61 @@ func TestDocsDeviceTemplates(t *testing.T) {
 	}
 }
 
-// TestResourceSlicesByTheLibrary holds the publishing of the simulated Nodes' ResourceSlices to
-// k8s.io/dynamic-resource-allocation's resourceslice controller, the kubelet plugins' own: pkg/simulation
-// starts it (resourceslice.StartController), and neither builds a ResourceSlice (ResourceSlice,
-// ResourceSliceSpec, ResourcePool) nor calls the ResourceSlices client itself.
-func TestResourceSlicesByTheLibrary(t *testing.T) {
-	files, err := filepath.Glob("*.go")
+// TestNewResourceSlice holds the slice written for a Node (server-side apply) to the one that
+// k8s.io/dynamic-resource-allocation's resourceslice controller (Controller.syncPool) writes for a Node
+// owner and one slice per pool: owned by the Node (controller), spec.nodeName and the pool's name the
+// Node's, resourceSliceCount 1, and the generation the highest of the pool's existing slices, bumped by
+// one when the slice is new or older than another of the pool (the library's obsolete slice), kept on
+// an update (the library keeps it when at most one slice changes). test/integration's
+// TestResourceSlicesAsTheLibrary compares the slices written with the library's, field by field.
+func TestNewResourceSlice(t *testing.T) {
+	tmpl, err := ParseTemplate([]byte(gpuTemplate))
 	if err != nil {
 		t.Fatal(err)
 	}
-	startsController := false
-	for _, f := range files {
-		if strings.HasSuffix(f, "_test.go") {
-			continue
-		}
-		_, uses := parseUses(t, f)
-		for _, u := range uses {
-			for _, own := range []string{"ResourceSlice", "ResourceSliceSpec", "ResourcePool", "ResourceSliceList"} {
-				if u == "k8s.io/api/resource/v1."+own {
-					t.Errorf("%s uses %s: the slices are the resourceslice controller's", f, u)
-				}
-			}
-			startsController = startsController || u == "k8s.io/dynamic-resource-allocation/resourceslice.StartController"
-		}
-		src, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if strings.Contains(string(src), ".ResourceSlices(") {
-			t.Errorf("%s calls the ResourceSlices client: the slices are the resourceslice controller's", f)
-		}
+	drv := tmpl.Devices.Drivers[1]
+	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "sim-0003", UID: "u-3"}}
+	const ours = "00000-mig.example.com-sim-0003"
+	slice := func(name string, generation int64) *resourcev1.ResourceSlice {
+		return &resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: resourcev1.ResourceSliceSpec{Pool: resourcev1.ResourcePool{Generation: generation}}}
 	}
-	if !startsController {
-		t.Error("pkg/simulation does not call resourceslice.StartController")
+	for _, tc := range []struct {
+		desc       string
+		existing   []*resourcev1.ResourceSlice
+		generation int64
+	}{
+		{"new", nil, 1},
+		{"an update", []*resourcev1.ResourceSlice{slice(ours, 1)}, 1},
+		{"an update at generation 4", []*resourcev1.ResourceSlice{slice(ours, 4)}, 4},
+		{"replacing the library's slice of an earlier run", []*resourcev1.ResourceSlice{slice("00000-mig.example.com-sim-0003-x7k2p", 1)}, 2},
+		{"older than another of the pool", []*resourcev1.ResourceSlice{slice(ours, 1), slice("00000-mig.example.com-sim-0003-x7k2p", 3)}, 4},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			got, err := newResourceSlice(drv.Driver, node, driverResources(node.Name, drv, nil), tc.existing)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := driverResources(node.Name, drv, nil).Pools[node.Name].Slices[0]
+			want := &resourcev1.ResourceSlice{
+				TypeMeta: metav1.TypeMeta{APIVersion: "resource.k8s.io/v1", Kind: "ResourceSlice"},
+				ObjectMeta: metav1.ObjectMeta{Name: ours, OwnerReferences: []metav1.OwnerReference{
+					{APIVersion: "v1", Kind: "Node", Name: "sim-0003", UID: "u-3", Controller: ptr.To(true)}}},
+				Spec: resourcev1.ResourceSliceSpec{
+					Driver: drv.Driver, NodeName: ptr.To("sim-0003"),
+					Pool:    resourcev1.ResourcePool{Name: "sim-0003", Generation: tc.generation, ResourceSliceCount: 1},
+					Devices: res.Devices, SharedCounters: res.SharedCounters,
+				},
+			}
+			if !equality.Semantic.DeepEqual(got, want) {
+				t.Errorf("slice\n%+v\nwant\n%+v", got, want)
+			}
+			if !sliceUpToDate(got, want) {
+				t.Error("sliceUpToDate(want, want) is false")
+			}
+		})
+	}
+	if _, err := newResourceSlice(drv.Driver, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: strings.Repeat("n", 240), UID: "u"}}, driverResources(strings.Repeat("n", 240), drv, nil), nil); err == nil ||
+		!strings.Contains(err.Error(), "ResourceSlice name \"00000-mig.example.com-nnn") {
+		t.Errorf("a Node name too long for the slice's name: %v", err)
 	}
 }

@@ -2,67 +2,95 @@ package simulation
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	v1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+	resourceinformers "k8s.io/client-go/informers/resource/v1"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 )
 
-// ResourceSliceAccess is what the simulation's identity needs when the template has devices: the
-// resourceslice controller of each simulated Node lists and watches its Node's ResourceSlices and
-// creates, updates and deletes them (as a kubelet plugin's identity may for its Node).
+// ResourceSliceAccess is what the simulation's identity needs when the template has devices: one
+// informer per driver lists and watches the driver's ResourceSlices, and every simulated Node's slice is
+// written by server-side apply (patch); a slice left by an earlier run under another name (the
+// resourceslice controller's generated names) is deleted.
 var ResourceSliceAccess = []authorizationv1.ResourceAttributes{
 	{Verb: "list", Group: resourcev1.GroupName, Resource: "resourceslices"},
 	{Verb: "watch", Group: resourcev1.GroupName, Resource: "resourceslices"},
-	{Verb: "create", Group: resourcev1.GroupName, Resource: "resourceslices"},
-	{Verb: "update", Group: resourcev1.GroupName, Resource: "resourceslices"},
+	{Verb: "patch", Group: resourcev1.GroupName, Resource: "resourceslices"},
 	{Verb: "delete", Group: resourcev1.GroupName, Resource: "resourceslices"},
 }
 
+// SliceFieldManager is the field manager of the simulated Nodes' ResourceSlices (server-side apply).
+const SliceFieldManager = "nodeagent-simulate-devices"
+
 // deviceSlices publishes the template's devices of every registered simulated Node, as the Node's
-// kubelet plugins publish theirs: per Node and driver one k8s.io/dynamic-resource-allocation
-// resourceslice controller (Owner: the Node, so spec.nodeName is the Node's and the garbage collector
-// deletes the slices with the Node; one pool named after the Node, one slice). It follows the Node
-// informer: a Node seen with a UID (registered) gets its controllers; a Node gone, or recreated with
-// another UID, has them stopped (and restarted for the new UID). Run stops them all when it returns.
+// kubelet plugins publish theirs through k8s.io/dynamic-resource-allocation's resourceslice controller,
+// but without a controller (and its informer) per Node and driver: one ResourceSlice informer per
+// driver for all Nodes, and per Node and driver one slice written by server-side apply, the slice the
+// library's controller would create (newResourceSlice: owner the Node, so spec.nodeName is the Node's and
+// the garbage collector deletes the slice with the Node; one pool named after the Node, one slice;
+// generation and resourceSliceCount as the library computes them). It follows the Node informer (a Node
+// seen with a UID, registered, gets its slices; one recreated with another UID has them re-owned) and
+// the slice informers (a slice changed or deleted by another is written again).
 type deviceSlices struct {
 	client  kubernetes.Interface
 	drivers []DeviceDriver
 	nodes   corelisters.NodeLister
 	ours    func(name string) bool
 	queue   workqueue.TypedRateLimitingInterface[string]
+	// informers are the ResourceSlice informers, one per driver (field selector spec.driver), indexed
+	// by spec.nodeName.
+	informers []cache.SharedIndexInformer
 
-	mu      sync.Mutex
-	running map[string]*nodeSlices // by Node name
+	mu sync.Mutex
 	// only are the Nodes' own device lists, set through the control API (SetNodeDevices): by Node
 	// name and driver, the names of the template's devices the Node's slice lists (absent: all).
 	only map[string]map[string][]string
 }
 
-type nodeSlices struct {
-	uid   types.UID
-	ctrls []*resourceslice.Controller
-}
+// sliceNodeIndex indexes the slice informers by spec.nodeName.
+const sliceNodeIndex = "nodeName"
 
 // newDeviceSlices publishes drivers for the Nodes of nodes for which ours is true, through client.
 func newDeviceSlices(client kubernetes.Interface, drivers []DeviceDriver, nodes corelisters.NodeLister, ours func(string) bool) *deviceSlices {
-	return &deviceSlices{
-		client: client, drivers: drivers, nodes: nodes, ours: ours, running: map[string]*nodeSlices{},
+	d := &deviceSlices{
+		client: client, drivers: drivers, nodes: nodes, ours: ours,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "simulated_device_slices"}),
 	}
+	for _, drv := range drivers {
+		inf := resourceinformers.NewFilteredResourceSliceInformer(client, 0, cache.Indexers{
+			sliceNodeIndex: func(obj any) ([]string, error) {
+				if s, ok := obj.(*resourcev1.ResourceSlice); ok && s.Spec.NodeName != nil {
+					return []string{*s.Spec.NodeName}, nil
+				}
+				return nil, nil
+			},
+		}, func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector(resourcev1.ResourceSliceSelectorDriver, drv.Driver).String()
+		})
+		d.informers = append(d.informers, inf)
+	}
+	return d
 }
 
 // Handler is the Node informer's event handler: it queues the Node's name.
@@ -82,19 +110,49 @@ func (d *deviceSlices) Handler() cache.ResourceEventHandler {
 	}
 }
 
-// sliceWorkers is how many Nodes' controllers deviceSlices starts at once: StartController returns
-// once its ResourceSlice informer has synced, which it checks once a second, so each start takes a
-// second or more.
-const sliceWorkers = 64
+// sliceHandler is the slice informers' event handler: it queues the slice's Node, if simulated here.
+func (d *deviceSlices) sliceHandler() cache.ResourceEventHandler {
+	enqueue := func(obj any) {
+		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = tomb.Obj
+		}
+		if s, ok := obj.(*resourcev1.ResourceSlice); ok && s.Spec.NodeName != nil && d.ours(*s.Spec.NodeName) {
+			d.queue.Add(*s.Spec.NodeName)
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueue,
+		UpdateFunc: func(_, obj any) { enqueue(obj) },
+		DeleteFunc: enqueue,
+	}
+}
 
-// Run syncs the queued Nodes with sliceWorkers workers until ctx ends, then stops every controller
-// (the slices stay, as the Nodes and their Leases do) and returns.
+// sliceWorkers is how many Nodes' slices deviceSlices writes at once.
+const sliceWorkers = 16
+
+// Run starts the slice informers, waits for them to sync and then syncs the queued Nodes with
+// sliceWorkers workers until ctx ends (the slices stay, as the Nodes and their Leases do). It returns
+// once the workers and informers have stopped.
 func (d *deviceSlices) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	go func() {
 		<-ctx.Done()
 		d.queue.ShutDown()
 	}()
-	var wg sync.WaitGroup
+	var synced []cache.InformerSynced
+	for _, inf := range d.informers {
+		h, err := inf.AddEventHandler(d.sliceHandler())
+		if err != nil {
+			klog.FromContext(ctx).Error(err, "Cannot watch the simulated nodes' ResourceSlices")
+			return
+		}
+		synced = append(synced, h.HasSynced)
+		wg.Go(func() { inf.RunWithContext(ctx) })
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		return
+	}
 	for range sliceWorkers {
 		wg.Go(func() {
 			for {
@@ -112,76 +170,152 @@ func (d *deviceSlices) Run(ctx context.Context) {
 			}
 		})
 	}
-	wg.Wait()
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for name, ns := range d.running {
-		ns.stop()
-		delete(d.running, name)
-	}
 }
 
-// sync starts, restarts or stops the controllers of Node name to match the informer. The queue never
-// syncs one name in two workers at once.
+// sync writes the slices of Node name, as the informers and the Node's devices require. A Node absent
+// or being deleted is left to the garbage collector. The queue never syncs one name in two workers at
+// once.
 func (d *deviceSlices) sync(ctx context.Context, name string) error {
 	n, err := d.nodes.Get(name)
-	if err != nil && !apierrors.IsNotFound(err) {
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
 		return err
 	}
-	var uid types.UID
-	if n != nil && n.DeletionTimestamp == nil {
-		uid = n.UID
-	}
-	d.mu.Lock()
-	have := d.running[name]
-	if have != nil && have.uid == uid {
-		d.mu.Unlock()
+	if n.DeletionTimestamp != nil || n.UID == "" {
 		return nil
 	}
-	delete(d.running, name)
-	d.mu.Unlock()
-	if have != nil {
-		have.stop()
-	}
-	if uid == "" {
-		return nil
-	}
-	ns := &nodeSlices{uid: uid}
 	d.mu.Lock()
 	only := maps.Clone(d.only[name])
 	d.mu.Unlock()
-	for _, drv := range d.drivers {
-		c, err := resourceslice.StartController(klog.NewContext(ctx, klog.FromContext(ctx).WithValues("node", name, "driver", drv.Driver)), resourceslice.Options{
-			DriverName: drv.Driver,
-			KubeClient: d.client,
-			Owner:      &resourceslice.Owner{APIVersion: "v1", Kind: "Node", Name: name, UID: uid},
-			Resources:  driverResources(name, drv, only[drv.Driver]),
-		})
-		if err != nil {
-			ns.stop()
+	for i, drv := range d.drivers {
+		if err := d.syncDriver(ctx, n, i, driverResources(name, drv, only[drv.Driver])); err != nil {
 			return fmt.Errorf("driver %s: %w", drv.Driver, err)
-		}
-		ns.ctrls = append(ns.ctrls, c)
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if ctx.Err() != nil { // Run is stopping them all (or has)
-		ns.stop()
-		return nil
-	}
-	d.running[name] = ns
-	if now := d.only[name]; !maps.EqualFunc(only, now, slices.Equal) { // changed while they started
-		for i, c := range ns.ctrls {
-			c.Update(driverResources(name, d.drivers[i], now[d.drivers[i].Driver]))
 		}
 	}
 	return nil
 }
 
-func (ns *nodeSlices) stop() {
-	for _, c := range ns.ctrls {
-		c.Stop()
+// syncDriver makes the pool of Node n and driver i hold res's one slice: slices of the pool of other
+// names are deleted (as the library's controller deletes obsolete slices), and the slice is applied
+// unless the informer's copy already has the desired owner, pool and contents.
+func (d *deviceSlices) syncDriver(ctx context.Context, n *v1.Node, i int, res *resourceslice.DriverResources) error {
+	drv := d.drivers[i].Driver
+	objs, err := d.informers[i].GetIndexer().ByIndex(sliceNodeIndex, n.Name)
+	if err != nil {
+		return err
 	}
+	var existing []*resourcev1.ResourceSlice
+	for _, o := range objs {
+		if s, ok := o.(*resourcev1.ResourceSlice); ok && s.Spec.Pool.Name == n.Name {
+			existing = append(existing, s)
+		}
+	}
+	want, err := newResourceSlice(drv, n, res, existing)
+	if err != nil {
+		return err
+	}
+	var current *resourcev1.ResourceSlice
+	for _, s := range existing {
+		if s.Name == want.Name {
+			current = s
+			continue
+		}
+		err := d.client.ResourceV1().ResourceSlices().Delete(ctx, s.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &s.UID}})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return fmt.Errorf("delete obsolete ResourceSlice %s: %w", s.Name, err)
+		}
+	}
+	if current != nil && sliceUpToDate(current, want) {
+		return nil
+	}
+	body, err := json.Marshal(want)
+	if err != nil {
+		return fmt.Errorf("ResourceSlice %s: %w", want.Name, err)
+	}
+	if _, err := d.client.ResourceV1().ResourceSlices().Patch(ctx, want.Name, types.ApplyPatchType, body,
+		metav1.PatchOptions{FieldManager: SliceFieldManager, Force: ptr.To(true)}); err != nil {
+		return fmt.Errorf("apply ResourceSlice %s: %w", want.Name, err)
+	}
+	return nil
+}
+
+// sliceName is the name of the one slice of Node node's pool of driver: the library's prefix for a
+// Node owner ("00000-<driver>-<node>-", the index of the slice in the pool first, so that the allocator
+// sorts it as the library's), without the API server's random suffix, so that the slice can be applied.
+func sliceName(driver, node string) (string, error) {
+	name := fmt.Sprintf("%05x-%s-%s", 0, driver, node)
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		return "", fmt.Errorf("ResourceSlice name %q of Node %q: %s", name, node, strings.Join(errs, "; "))
+	}
+	return name, nil
+}
+
+// newResourceSlice is the ResourceSlice that k8s.io/dynamic-resource-allocation's resourceslice
+// controller (v0.37.2, Controller.syncPool) writes for the one slice of res's pool of Node n, owner
+// the Node: the owner reference (controller), spec.nodeName, the pool (name the Node's, generation the
+// highest of the existing slices of the pool, bumped by one when the slice is new or of an older
+// generation, resourceSliceCount 1) and the slice's fields. existing are the pool's slices.
+func newResourceSlice(driver string, n *v1.Node, res *resourceslice.DriverResources, existing []*resourcev1.ResourceSlice) (*resourcev1.ResourceSlice, error) {
+	name, err := sliceName(driver, n.Name)
+	if err != nil {
+		return nil, err
+	}
+	pool := res.Pools[n.Name]
+	if len(pool.Slices) != 1 {
+		return nil, fmt.Errorf("pool %s: %d slices, want 1", n.Name, len(pool.Slices))
+	}
+	var generation int64
+	for _, s := range existing {
+		generation = max(generation, s.Spec.Pool.Generation)
+	}
+	if i := slices.IndexFunc(existing, func(s *resourcev1.ResourceSlice) bool { return s.Name == name }); i < 0 || existing[i].Spec.Pool.Generation < generation {
+		generation++ // a new slice (numNewSlices 1), or an obsolete one
+	}
+	s := pool.Slices[0]
+	return &resourcev1.ResourceSlice{
+		TypeMeta: metav1.TypeMeta{APIVersion: resourcev1.SchemeGroupVersion.String(), Kind: "ResourceSlice"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            name,
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: n.Name, UID: n.UID, Controller: ptr.To(true)}},
+		},
+		Spec: resourcev1.ResourceSliceSpec{
+			Driver:                 driver,
+			Pool:                   resourcev1.ResourcePool{Name: n.Name, Generation: generation, ResourceSliceCount: 1},
+			NodeName:               ptr.To(n.Name),
+			NodeSelector:           pool.NodeSelector,
+			Devices:                s.Devices,
+			SharedCounters:         s.SharedCounters,
+			PerDeviceNodeSelection: s.PerDeviceNodeSelection,
+			PartitionTypeAttribute: s.PartitionTypeAttribute,
+			SkipNodeOperations:     s.SkipNodeOperations,
+		},
+	}, nil
+}
+
+// sliceUpToDate reports whether current has want's owner references, node, pool and contents, compared
+// as the library's controller compares a slice with the desired one (resourceslice.DevicesDeepEqual for
+// the devices).
+func sliceUpToDate(current, want *resourcev1.ResourceSlice) bool {
+	return apiequality.Semantic.DeepEqual(current.OwnerReferences, want.OwnerReferences) &&
+		apiequality.Semantic.DeepEqual(current.Spec.NodeName, want.Spec.NodeName) &&
+		apiequality.Semantic.DeepEqual(current.Spec.Pool, want.Spec.Pool) &&
+		apiequality.Semantic.DeepEqual(current.Spec.NodeSelector, want.Spec.NodeSelector) &&
+		current.Spec.AllNodes == nil &&
+		resourceslice.DevicesDeepEqual(current.Spec.Devices, want.Spec.Devices) &&
+		apiequality.Semantic.DeepEqual(current.Spec.SharedCounters, want.Spec.SharedCounters) &&
+		apiequality.Semantic.DeepEqual(current.Spec.PerDeviceNodeSelection, want.Spec.PerDeviceNodeSelection) &&
+		apiequality.Semantic.DeepEqual(current.Spec.PartitionTypeAttribute, want.Spec.PartitionTypeAttribute) &&
+		apiequality.Semantic.DeepEqual(current.Spec.SkipNodeOperations, want.Spec.SkipNodeOperations)
+}
+
+// DriverResources is what the simulated driver drv publishes for Node name (only: the names of the
+// template's devices the Node lists, nil for all), in the terms of k8s.io/dynamic-resource-allocation's
+// resourceslice controller (what a kubelet plugin would give it): one pool named after the Node, with
+// one slice of the devices and the driver's shared counters.
+func DriverResources(name string, drv DeviceDriver, only []string) *resourceslice.DriverResources {
+	return driverResources(name, drv, only)
 }
 
 // driverResources is what drv publishes for Node name: one pool named after the Node, with one
@@ -197,8 +331,8 @@ func driverResources(name string, drv DeviceDriver, only []string) *resourceslic
 }
 
 // setNodeDevices makes Node name's slice of driver list only the template's devices named (nil: all
-// of them again), and updates a running controller's slice at once. Errors wrap ErrBadDeviceChange,
-// naming a driver or device not in the template.
+// of them again), and queues the Node so that its slice is written at once. Errors wrap
+// ErrBadDeviceChange, naming a driver or device not in the template.
 func (d *deviceSlices) setNodeDevices(name, driver string, devices []string) error {
 	i := slices.IndexFunc(d.drivers, func(drv DeviceDriver) bool { return drv.Driver == driver })
 	if i < 0 {
@@ -210,7 +344,6 @@ func (d *deviceSlices) setNodeDevices(name, driver string, devices []string) err
 		}
 	}
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	if devices == nil {
 		delete(d.only[name], driver)
 	} else {
@@ -222,9 +355,8 @@ func (d *deviceSlices) setNodeDevices(name, driver string, devices []string) err
 		}
 		d.only[name][driver] = slices.Clone(devices)
 	}
-	if ns := d.running[name]; ns != nil && i < len(ns.ctrls) {
-		ns.ctrls[i].Update(driverResources(name, d.drivers[i], devices))
-	}
+	d.mu.Unlock()
+	d.queue.Add(name)
 	return nil
 }
 
@@ -248,7 +380,7 @@ func (p *Process) newDeviceSlices() error {
 }
 
 // runDeviceSlices runs the publishing of the ResourceSlices until ctx ends; the channel is closed once
-// every controller has stopped (at once without devices).
+// its workers and slice informers have stopped (at once without devices).
 func (p *Process) runDeviceSlices(ctx context.Context) <-chan struct{} {
 	done := make(chan struct{})
 	if p.devices == nil {

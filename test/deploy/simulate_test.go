@@ -180,7 +180,7 @@ func TestSimulateOverlay(t *testing.T) {
 		// A template's devices (docs/simulation.md, "Devices"): each Node's ResourceSlices, published as
 		// a kubelet plugin publishes them, and the pods' claims, read before they are prepared.
 		{"cluster", "resource.k8s.io", "resourceslices", "list"}, {"cluster", "resource.k8s.io", "resourceslices", "watch"},
-		{"cluster", "resource.k8s.io", "resourceslices", "create"}, {"cluster", "resource.k8s.io", "resourceslices", "update"},
+		{"cluster", "resource.k8s.io", "resourceslices", "patch"},
 		{"cluster", "resource.k8s.io", "resourceslices", "delete"},
 		{"cluster", "resource.k8s.io", "resourceclaims", "get"},
 	}

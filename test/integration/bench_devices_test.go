@@ -136,7 +136,7 @@ func sliceRequests(ctx context.Context, t *testing.T, c kubernetes.Interface) ma
 		t.Fatal(err)
 	}
 	out := map[string]float64{}
-	for _, verb := range []string{"POST", "PUT", "PATCH", "DELETE", "LIST", "WATCH", "GET"} {
+	for _, verb := range []string{"POST", "PUT", "PATCH", "APPLY", "DELETE", "LIST", "WATCH", "GET"} {
 		out[verb] = m.Sum("apiserver_request_total", map[string]string{"resource": "resourceslices", "verb": verb})
 	}
 	return out

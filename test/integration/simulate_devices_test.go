@@ -38,7 +38,7 @@ devices:
 
 // TestSimulateDevices (issue 49, items 1 and 2): with a template of 2 simulated GPUs per Node, each of 2
 // simulated Nodes has one ResourceSlice of driver gpu.example.com published as a kubelet plugin publishes
-// it (k8s.io/dynamic-resource-allocation's resourceslice controller): spec.nodeName and the pool are the
+// it (the slice k8s.io/dynamic-resource-allocation's resourceslice controller writes, applied): spec.nodeName and the pool are the
 // Node's, generation 1 and resourceSliceCount 1, devices gpu-0 and gpu-1 with the template's attributes and
 // capacity, owned by the Node (its UID). With the DeviceClass of deploy/kubernetes/devices and a
 // ResourceClaimTemplate for 1 GPU, the real kube-scheduler allocates a GPU of the Node it binds the pod to
@@ -82,8 +82,8 @@ func TestSimulateDevices(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, out := runSimulateToExit(t, "--kubeconfig="+bare, "--nodes=2", "--node-name-prefix="+prefix, "--node-template="+tmpl)
-	if want := "list resourceslices.resource.k8s.io, watch resourceslices.resource.k8s.io, create resourceslices.resource.k8s.io, " +
-		"update resourceslices.resource.k8s.io, delete resourceslices.resource.k8s.io, get resourceclaims.resource.k8s.io; the simulation needs"; code != 1 || !strings.Contains(out, want) {
+	if want := "list resourceslices.resource.k8s.io, watch resourceslices.resource.k8s.io, patch resourceslices.resource.k8s.io, " +
+		"delete resourceslices.resource.k8s.io, get resourceclaims.resource.k8s.io; the simulation needs"; code != 1 || !strings.Contains(out, want) {
 		t.Errorf("without RBAC for the slices: exit %d, output:\n%s\nwant exit 1 saying %q", code, out, want)
 	}
 

@@ -1,0 +1,175 @@
+package integration_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	utildiff "k8s.io/apimachinery/pkg/util/diff"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
+	"k8s.io/klog/v2"
+
+	"github.com/nodeagent/nodeagent/pkg/simulation"
+	"github.com/nodeagent/nodeagent/test/framework"
+)
+
+// slicesTemplate has two drivers: 2 GPUs with attributes and capacity, and 2 NICs.
+const slicesTemplate = `apiVersion: v1
+kind: Node
+devices:
+  drivers:
+  - driver: gpu.example.com
+    devices:
+    - name: gpu-{index}
+      count: 2
+      attributes:
+        model: {string: H100}
+        resource.kubernetes.io/pcieRoot: {string: pci0000:00}
+      capacity:
+        memory: {value: 80Gi}
+  - driver: nic.example.com
+    devices:
+    - name: nic-{index}
+      count: 2
+      attributes:
+        resource.kubernetes.io/pcieRoot: {string: pci0000:01}
+`
+
+// TestResourceSlicesAsTheLibrary (issue 49, item 2) holds the simulated Nodes' ResourceSlices, written by
+// server-side apply from one informer per driver, to k8s.io/dynamic-resource-allocation's resourceslice
+// controller, the kubelet plugins' own: for a simulated Node and a Node of the same devices whose slices
+// the library's controller publishes (Owner the Node, simulation.DriverResources), each driver's slice is
+// equal field by field (owner references, labels, annotations, finalizers and spec; the Node's name and
+// UID, the slice's name and server-set metadata aside): as published, after the control API narrows a
+// Node's GPUs to gpu-1 (and the library's Controller.Update does the same), after it empties them, and
+// after it gives all of them back.
+func TestResourceSlicesAsTheLibrary(t *testing.T) {
+	t.Parallel()
+	const (
+		simNode = "same-0000"
+		libNode = "lib-0000"
+	)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	cp := framework.StartTestControlPlane(ctx, t, framework.ControlPlaneOptions{Dir: filepath.Join(dir, "cp")})
+	admin := cp.AdminClient
+	tmplPath := filepath.Join(dir, "template.yaml")
+	if err := os.WriteFile(tmplPath, []byte(slicesTemplate), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tmpl, err := simulation.ParseTemplate([]byte(slicesTemplate))
+	if err != nil {
+		t.Fatal(err)
+	}
+	drivers := tmpl.Devices.Drivers
+
+	sim := startSimulator(t, "--kubeconfig="+cp.AdminKubeconfig, "--nodes=1", "--node-name-prefix=same-", "--node-template="+tmplPath)
+	lib, err := admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: libNode}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctrls := map[string]*resourceslice.Controller{}
+	for _, drv := range drivers {
+		c, err := resourceslice.StartController(klog.NewContext(ctx, klog.Background().WithValues("driver", drv.Driver)), resourceslice.Options{
+			DriverName: drv.Driver,
+			KubeClient: admin,
+			Owner:      &resourceslice.Owner{APIVersion: "v1", Kind: "Node", Name: libNode, UID: lib.UID},
+			Resources:  simulation.DriverResources(libNode, drv, nil),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Stop)
+		ctrls[drv.Driver] = c
+	}
+
+	for _, step := range []struct {
+		desc    string
+		driver  string
+		devices []string // the control API's and the library's; nil: all
+		body    string
+		want    int // the GPU slice's devices
+	}{
+		{desc: "published", want: 2},
+		{desc: "narrowed to gpu-1", driver: "gpu.example.com", devices: []string{"gpu-1"}, body: `{"driver":"gpu.example.com","devices":["gpu-1"]}`, want: 1},
+		{desc: "emptied", driver: "gpu.example.com", devices: []string{}, body: `{"driver":"gpu.example.com","devices":[]}`, want: 0},
+		{desc: "all again", driver: "gpu.example.com", body: `{"driver":"gpu.example.com","devices":null}`, want: 2},
+	} {
+		if step.body != "" {
+			code, body, err := sim.postPath(ctx, "nodes/"+simNode+"/slices", step.body)
+			if err != nil || code != 200 {
+				t.Fatalf("%s: POST nodes/%s/slices: %d %s %v", step.desc, simNode, code, body, err)
+			}
+			for _, drv := range drivers {
+				if drv.Driver == step.driver {
+					ctrls[drv.Driver].Update(simulation.DriverResources(libNode, drv, step.devices))
+				}
+			}
+		}
+		for _, drv := range drivers {
+			var got, want *resourcev1.ResourceSlice
+			err := framework.WaitFor(ctx, 200*time.Millisecond, func() (bool, error) {
+				var err error
+				if got, err = nodeSlice(ctx, admin, drv.Driver, simNode); err != nil || got == nil {
+					return false, err
+				}
+				if want, err = nodeSlice(ctx, admin, drv.Driver, libNode); err != nil || want == nil {
+					return false, err
+				}
+				return drv.Driver != "gpu.example.com" || (len(got.Spec.Devices) == step.want && len(want.Spec.Devices) == step.want), nil
+			})
+			if err != nil {
+				t.Fatalf("%s: %s's slices: simulated %+v, library %+v: %v", step.desc, drv.Driver, got, want, err)
+			}
+			g, w := comparableSlice(got, simNode), comparableSlice(want, libNode)
+			if !equality.Semantic.DeepEqual(g, w) {
+				t.Errorf("%s: %s's slice of the simulated Node differs from the library's (- simulated, + library):\n%s", step.desc, drv.Driver, utildiff.Diff(g, w))
+			}
+		}
+	}
+}
+
+// nodeSlice returns the one ResourceSlice of driver on Node node (nil: none, or more than one).
+func nodeSlice(ctx context.Context, c kubernetes.Interface, driver, node string) (*resourcev1.ResourceSlice, error) {
+	l, err := c.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: fields.Set{
+		resourcev1.ResourceSliceSelectorDriver: driver, resourcev1.ResourceSliceSelectorNodeName: node}.String()})
+	if err != nil || len(l.Items) == 0 {
+		return nil, err
+	}
+	if len(l.Items) > 1 {
+		return nil, nil // wait for the obsolete one to go
+	}
+	return &l.Items[0], nil
+}
+
+// comparableSlice is s with what differs between two Nodes' slices by construction set aside: the
+// Node's name and UID (spec.nodeName, the pool's name, the owner reference), the slice's name and the
+// metadata the API server sets.
+func comparableSlice(s *resourcev1.ResourceSlice, node string) *resourcev1.ResourceSlice {
+	out := &resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{
+		Labels: s.Labels, Annotations: s.Annotations, Finalizers: s.Finalizers,
+	}, Spec: *s.Spec.DeepCopy()}
+	for _, o := range s.OwnerReferences {
+		if o.Kind == "Node" && o.Name == node {
+			o.Name, o.UID = "NODE", "UID"
+		}
+		out.OwnerReferences = append(out.OwnerReferences, o)
+	}
+	if out.Spec.NodeName != nil && *out.Spec.NodeName == node {
+		out.Spec.NodeName = new(string)
+		*out.Spec.NodeName = "NODE"
+	}
+	if out.Spec.Pool.Name == node {
+		out.Spec.Pool.Name = "NODE"
+	}
+	return out
+}
