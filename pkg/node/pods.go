@@ -553,6 +553,15 @@ func anyRunning(rt *pod.RuntimeStatus) bool {
 	return false
 }
 
+// toHostIPs converts the Node's addresses to the pod status's hostIPs.
+func toHostIPs(ips []netip.Addr) []v1.HostIP {
+	out := make([]v1.HostIP, 0, len(ips))
+	for _, ip := range ips {
+		out = append(out, v1.HostIP{IP: ip.String()})
+	}
+	return out
+}
+
 func toPodIPs(ips []netip.Addr) []v1.PodIP {
 	out := make([]v1.PodIP, 0, len(ips))
 	for _, ip := range ips {

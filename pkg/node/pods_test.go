@@ -41,6 +41,8 @@ type fakePods struct {
 	deleted []*v1.Pod // the pods DeletePod was given
 	stopped map[types.UID]bool
 	running []*v1.Pod // what GetPods returns
+	// createdHostIPs: by pod name, the status.hostIPs of the pod CreatePod was given.
+	createdHostIPs map[string][]v1.HostIP
 }
 
 func (f *fakePods) record(call string, p *v1.Pod) {
@@ -56,7 +58,16 @@ func (f *fakePods) record(call string, p *v1.Pod) {
 	}
 }
 
-func (f *fakePods) CreatePod(_ context.Context, p *v1.Pod) error { f.record("create", p); return nil }
+func (f *fakePods) CreatePod(_ context.Context, p *v1.Pod) error {
+	f.record("create", p)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.createdHostIPs == nil {
+		f.createdHostIPs = map[string][]v1.HostIP{}
+	}
+	f.createdHostIPs[p.Name] = p.Status.HostIPs
+	return nil
+}
 func (f *fakePods) UpdatePod(_ context.Context, p *v1.Pod) error { f.record("update", p); return nil }
 func (f *fakePods) DeletePod(_ context.Context, p *v1.Pod) error { f.record("delete", p); return nil }
 func (f *fakePods) GetPodStatus(_ context.Context, p *v1.Pod) (PodRuntimeStatus, error) {
@@ -458,6 +469,14 @@ func TestPodIPsFollowNodePodCIDRs(t *testing.T) {
 	}
 	if ip := step("a"); !strings.HasPrefix(ip, "10.244.1.") {
 		t.Fatalf("pod a got %s, want an address of 10.244.1.0/24", ip)
+	}
+	// The provider is given the Node's addresses too, for the downward API's status.hostIP(s) of the
+	// containers it starts before the pod's status has them (the kubelet's getHostIPsAnyWay).
+	e.provider.mu.Lock()
+	created := e.provider.createdHostIPs["a"]
+	e.provider.mu.Unlock()
+	if want := toHostIPs(e.ctrl.hostIPs()); len(want) == 0 || !slices.Equal(created, want) {
+		t.Errorf("CreatePod was given hostIPs %v, want the Node's %v", created, want)
 	}
 	node, err := e.client.CoreV1().Nodes().Get(ctx, podNode, metav1.GetOptions{})
 	if err != nil {

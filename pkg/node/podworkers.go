@@ -491,6 +491,11 @@ func (w *podWorkers) syncPod(ctx context.Context, key string, p *v1.Pod, prevAnn
 		}
 		withIPs := *p // shallow: the provider reads it, as every pod it is given (PodProvider)
 		withIPs.Status.PodIPs = toPodIPs(ips)
+		if len(withIPs.Status.HostIPs) == 0 {
+			// The Node's addresses, as the kubelet gives the downward API's status.hostIP(s) before the
+			// pod's status has them (podFieldSelectorRuntimeValue, getHostIPsAnyWay).
+			withIPs.Status.HostIPs = toHostIPs(w.node.hostIPs())
+		}
 		if err := w.node.cfg.Pods.CreatePod(ctx, &withIPs); err != nil {
 			return result{after: never, err: fmt.Errorf("creating pod %s: %w", key, err)}
 		}

@@ -48,6 +48,7 @@ type podCommands struct {
 	emptyDir     map[string]*sandbox.FS
 	objects      map[string]*sandbox.FS // the ConfigMap, Secret, downwardAPI and projected volumes (objectVolume)
 	podIPs       []string
+	hostIPs      []v1.HostIP // the Node's addresses nodeagent gave it at its creation, for the downward API
 }
 
 type runKey struct {
@@ -143,6 +144,13 @@ func (c *commands) program(ctx context.Context, p *v1.Pod, ctr *v1.Container, pc
 // much again): its later runs are not honoured, for the same reason. err is the end of the wait for
 // the budget (ctx done): nothing ran, and the caller may ask again.
 func (c *commands) run(ctx context.Context, p *v1.Pod, ctr *v1.Container, pc *podCommands, restarts int32, start time.Time) (runResult, string, error) {
+	if len(p.Status.HostIPs) == 0 && len(pc.hostIPs) > 0 {
+		// The first runs start before the pod's status has them: the kubelet gives the downward API the
+		// Node's addresses then (getHostIPsAnyWay).
+		withHost := *p
+		withHost.Status.HostIPs = pc.hostIPs
+		p = &withHost
+	}
 	if len(ctr.Command) == 0 && containerReferencesObjects(ctr) {
 		if _, _, err := containerEnv(ctx, p, ctr, pc.podIPs, c.src); err != nil {
 			return runResult{ok: true, out: RunOutcome{CreateError: err}}, "", nil

@@ -205,3 +205,48 @@ func TestSimPodsPostStartExec(t *testing.T) {
 		})
 	}
 }
+
+// TestSimPodsDownwardHostIP: a container's status.hostIP and status.hostIPs env come from the Node's
+// addresses nodeagent gave the pod at its creation, as the kubelet's getHostIPsAnyWay gives them before the
+// pod's status has them (the conformance specs "Downward API should provide host IP(s) as an env var").
+func TestSimPodsDownwardHostIP(t *testing.T) {
+	start := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name    string
+		created []v1.HostIP // what CreatePod is given
+		want    string
+	}{
+		{"the Node's addresses at creation", []v1.HostIP{{IP: "192.0.2.7"}, {IP: "2001:db8::7"}}, "192.0.2.7 192.0.2.7,2001:db8::7\n"},
+		{"none known", nil, "\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := testingclock.NewFakeClock(start)
+			s := newSimPods(Behaviour{}, "fakeRuntime", record.NewFakeRecorder(10), clk)
+			s.commands = &commands{}
+			p := execPod("sleep 600", nil, nil)
+			p.Spec.Containers[0].Env = []v1.EnvVar{
+				{Name: "HOST_IP", ValueFrom: &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: "status.hostIP"}}},
+				{Name: "HOST_IPS", ValueFrom: &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: "status.hostIPs"}}},
+			}
+			ctx := context.Background()
+			withIPs := *p
+			withIPs.Status.PodIPs = []v1.PodIP{{IP: "10.0.0.5"}}
+			withIPs.Status.HostIPs = tc.created
+			if err := s.CreatePod(ctx, &withIPs); err != nil {
+				t.Fatal(err)
+			}
+			st := &Streaming{Pods: onePod{p}, Clock: clk, Exec: func(ctx context.Context, p *v1.Pod, container string, cmd []string) (ExecResult, error) {
+				res, _, err := s.execInContainer(ctx, p, container, cmd)
+				return res, err
+			}}
+			clk.SetTime(start.Add(time.Second))
+			var b bufIO
+			if err := st.RunInContainer(ctx, "ns", "p", "c", []string{"sh", "-c", "echo $HOST_IP $HOST_IPS"}, &b); err != nil {
+				t.Fatal(err)
+			}
+			if got := b.out.String(); got != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

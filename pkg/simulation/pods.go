@@ -109,13 +109,14 @@ func newSimPods(defaults Behaviour, runtimeName string, recorder record.EventRec
 // default used.
 func (s *simPods) CreatePod(ctx context.Context, p *v1.Pod) error {
 	s.parseBehaviour(ctx, p)
-	if s.commands != nil && len(p.Status.PodIPs) > 0 { // the addresses nodeagent gave it, for the downward API
+	if s.commands != nil && (len(p.Status.PodIPs) > 0 || len(p.Status.HostIPs) > 0) { // the addresses nodeagent gave it, for the downward API
 		sp := s.entry(p, nil)
 		sp.cmdsMu.Lock()
 		sp.cmds.podIPs = sp.cmds.podIPs[:0]
 		for _, ip := range p.Status.PodIPs {
 			sp.cmds.podIPs = append(sp.cmds.podIPs, ip.IP)
 		}
+		sp.cmds.hostIPs = slices.Clone(p.Status.HostIPs)
 		sp.cmdsMu.Unlock()
 	}
 	return nil
