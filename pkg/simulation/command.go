@@ -100,6 +100,9 @@ func (c *commands) program(ctx context.Context, p *v1.Pod, ctr *v1.Container, pc
 	prog := &sandbox.Program{Env: env, WorkingDir: ctr.WorkingDir, Hostname: podHostname(p), Now: start,
 		Seed: sandbox.Seed(string(p.UID), ctr.Name, strconv.Itoa(int(restarts))), PID: containerPID(p, ctr),
 		TerminationMessagePath: ctr.TerminationMessagePath}
+	if sc := ctr.SecurityContext; sc != nil && sc.ReadOnlyRootFilesystem != nil {
+		prog.ReadOnlyRootfs = *sc.ReadOnlyRootFilesystem
+	}
 	for _, a := range ctr.Command {
 		prog.Command = append(prog.Command, expandVars(a, mapping))
 	}

@@ -241,7 +241,7 @@ echo x > /etc/cm/new || echo read-only`
 		got = append(got, l.Text)
 	}
 	want := []string{`twohunter2app="web"`, `tier="x"`, "p", "1hunter2", "a", "b", "pw", "x-y",
-		"open /etc/cm/new: read-only file system", "1read-only"} // the files' values without a newline, as written
+		"sh: can't create /etc/cm/new: Read-only file system", "1read-only"} // the files' values without a newline, as written
 	if !slices.Equal(got, want) {
 		t.Errorf("output\n%q, want\n%q", got, want)
 	}
