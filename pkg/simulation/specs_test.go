@@ -66,3 +66,69 @@ func TestReadOnlyRootFilesystem(t *testing.T) {
 		})
 	}
 }
+
+// TestSubPathExpr: a volume mount's subPathExpr is expanded from the container's env as the kubelet's
+// makeMounts does it; an absolute result, one with "..", or a variable missing or empty is the
+// container's CreateContainerConfigError with the kubelet's message. The cases are the e2e Variable
+// Expansion subpath specs (test/e2e/common/node/expansion.go).
+func TestSubPathExpr(t *testing.T) {
+	mounts := func(expr string) []v1.VolumeMount {
+		return []v1.VolumeMount{{Name: "workdir1", MountPath: "/subpath_mount", SubPathExpr: expr}, {Name: "workdir1", MountPath: "/volume_mount"}}
+	}
+	annotation := v1.EnvVar{Name: "ANNOTATION", ValueFrom: &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.annotations['mysubpath']"}}}
+	for _, tc := range []struct {
+		name        string
+		env         []v1.EnvVar
+		annotations map[string]string
+		mounts      []v1.VolumeMount
+		command     []string // nil: none (the simulation's defaults; the config is made all the same)
+		want        []string
+		wantErr     string
+	}{
+		{name: "substituting values in a volume subpath", env: []v1.EnvVar{{Name: "POD_NAME", Value: "var-expansion-1"}},
+			mounts: mounts("$(POD_NAME)"), command: []string{"sh", "-c", "test -d /volume_mount/var-expansion-1;echo $?"}, want: []string{"0"}},
+		{name: "succeed in writing subpaths", env: []v1.EnvVar{{Name: "POD_NAME", Value: "foo"}, annotation},
+			annotations: map[string]string{"mysubpath": "mypath"}, mounts: mounts("$(ANNOTATION)/$(POD_NAME)"),
+			command: []string{"sh", "-c", "touch /volume_mount/mypath/foo/test.log && test -f /subpath_mount/test.log; echo $?"}, want: []string{"0"}},
+		{name: "backticks", env: []v1.EnvVar{{Name: "POD_NAME", Value: ".."}}, mounts: mounts("$(POD_NAME)"),
+			command: []string{"sh", "-c", "true"}, wantErr: "unable to provision SubPath `..`: must not contain '..'"},
+		{name: "absolute path", env: []v1.EnvVar{{Name: "POD_NAME", Value: "/tmp"}}, mounts: mounts("$(POD_NAME)"),
+			command: []string{"sh", "-c", "true"}, wantErr: "error SubPath `/tmp` must not be an absolute path"},
+		{name: "absolute path, no command", env: []v1.EnvVar{{Name: "POD_NAME", Value: "/tmp"}}, mounts: mounts("$(POD_NAME)"),
+			wantErr: "error SubPath `/tmp` must not be an absolute path"},
+		{name: "failing expansion (the annotation not set yet)", env: []v1.EnvVar{{Name: "POD_NAME", Value: "foo"}, annotation},
+			annotations: map[string]string{"notmysubpath": "mypath"}, mounts: mounts("$(ANNOTATION)/$(POD_NAME)"),
+			command: []string{"sh", "-c", "tail -f /dev/null"}, wantErr: "missing value for ANNOTATION"},
+		{name: "a variable not defined", mounts: mounts("$(B)/$(A)"), command: []string{"sh", "-c", "true"}, wantErr: "missing value for A, B"},
+		{name: "an element with .. inside", env: []v1.EnvVar{{Name: "X", Value: "a/../b"}}, mounts: mounts("$(X)"),
+			command: []string{"sh", "-c", "true"}, wantErr: "unable to provision SubPath `a/../b`: must not contain '..'"},
+		{name: "dots in a name are no backstep", env: []v1.EnvVar{{Name: "X", Value: "a..b"}}, mounts: mounts("$(X)"),
+			command: []string{"sh", "-c", "echo x > /subpath_mount/f; cat /volume_mount/a..b/f"}, want: []string{"x"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "var-expansion-1", Namespace: "ns", UID: "uid-sp", Annotations: tc.annotations},
+				Spec: v1.PodSpec{Volumes: []v1.Volume{{Name: "workdir1", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}}}
+			ctr := &v1.Container{Name: "c", Command: tc.command, Env: tc.env, VolumeMounts: tc.mounts}
+			r, reason, err := (&commands{}).run(context.Background(), p, ctr, &podCommands{}, 0, time.Unix(0, 0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.wantErr != "" {
+				if r.out.CreateError == nil || r.out.CreateError.Error() != tc.wantErr {
+					t.Fatalf("CreateError %v, want %q", r.out.CreateError, tc.wantErr)
+				}
+				return
+			}
+			if reason != "" || r.out.CreateError != nil {
+				t.Fatalf("not run: %q %v", reason, r.out.CreateError)
+			}
+			var got []string
+			for _, l := range r.out.Output {
+				got = append(got, l.Text)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("output %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
