@@ -79,13 +79,18 @@ func (c *commands) hostFS(nodeName string) *sandbox.FS {
 }
 
 // program returns the sandbox's Program of one run of container c of pod p: its command and args with
-// the kubelet's $(VAR) expansion, its environment as the kubelet makes it (containerEnv, then the
+// the kubelet's $(VAR) expansion, its environment as the kubelet makes it (containerEnv with the pod's
+// service links, serviceEnv: the Services read at each run, as the kubelet at each container start; then the
 // devices' env of its claims, as a runtime applies the CDI specs' edits), and its volume mounts
 // (volumeMounts, their subPathExpr expanded from the env: mountSubPath). The error is the kubelet's
 // message of a container config it cannot make (a missing env source that is not optional, a subPath
 // that is absolute or steps back: CreateContainerConfigError).
 func (c *commands) program(ctx context.Context, p *v1.Pod, ctr *v1.Container, pc *podCommands, restarts int32, start time.Time) (*sandbox.Program, error) {
-	env, vars, err := containerEnv(ctx, p, ctr, pc.podIPs, c.src)
+	services, err := c.src.serviceEnv(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	env, vars, err := containerEnv(ctx, p, ctr, pc.podIPs, c.src, services)
 	if err != nil {
 		return nil, err
 	}
@@ -153,7 +158,7 @@ func (c *commands) program(ctx context.Context, p *v1.Pod, ctr *v1.Container, pc
 // the budget (ctx done): nothing ran, and the caller may ask again.
 func (c *commands) run(ctx context.Context, p *v1.Pod, ctr *v1.Container, pc *podCommands, restarts int32, start time.Time) (runResult, string, error) {
 	if len(ctr.Command) == 0 && containerReferencesObjects(ctr) {
-		_, vars, err := containerEnv(ctx, p, ctr, pc.podIPs, c.src)
+		_, vars, err := containerEnv(ctx, p, ctr, pc.podIPs, c.src, nil)
 		if err == nil {
 			_, err = mountSubPaths(ctr, vars)
 		}

@@ -128,7 +128,7 @@ func TestContainerEnvSources(t *testing.T) {
 			ctr := &v1.Container{Name: "c", EnvFrom: tc.envFrom, Env: tc.env, Resources: v1.ResourceRequirements{
 				Limits:   v1.ResourceList{v1.ResourceCPU: resource.MustParse("500m")},
 				Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("250m"), v1.ResourceMemory: resource.MustParse("32Mi")}}}
-			env, _, err := containerEnv(context.Background(), p, ctr, nil, objs.sources())
+			env, _, err := containerEnv(context.Background(), p, ctr, nil, objs.sources(), nil)
 			if tc.wantErr != "" {
 				if err == nil || err.Error() != tc.wantErr {
 					t.Fatalf("err %v, want %q", err, tc.wantErr)

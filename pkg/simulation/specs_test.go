@@ -2,11 +2,14 @@ package simulation
 
 import (
 	"context"
+	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 )
@@ -128,6 +131,104 @@ func TestSubPathExpr(t *testing.T) {
 			}
 			if !slices.Equal(got, tc.want) {
 				t.Errorf("output %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// fakeServices is a ServiceLister over a fixed set of Services (by namespace), counting its LISTs.
+type fakeServices struct {
+	byNS      map[string][]v1.Service
+	lists     int
+	forbidden bool
+}
+
+func (f *fakeServices) list(_ context.Context, namespace, name string, limit int64) ([]v1.Service, error) {
+	f.lists++
+	if f.forbidden {
+		return nil, apierrors.NewForbidden(v1.Resource("services"), "", errors.New("no"))
+	}
+	var out []v1.Service
+	for _, s := range f.byNS[namespace] {
+		if (name == "" || s.Name == name) && int64(len(out)) < limit {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+// TestServiceLinks: a container's env gets the docker-link variables of the Services of its pod's
+// namespace (with enableServiceLinks, nil meaning true) and those of default/kubernetes always, as the
+// kubelet's getServiceEnvVarMap and envvars.FromServices; a headless Service has none; the container's
+// own env wins and may reference them. The first case is the e2e spec Pods "should contain environment
+// variables for services".
+func TestServiceLinks(t *testing.T) {
+	svc := func(ns, name, ip string, ports ...v1.ServicePort) v1.Service {
+		return v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: v1.ServiceSpec{ClusterIP: ip, Ports: ports}}
+	}
+	master := svc("default", "kubernetes", "10.96.0.1", v1.ServicePort{Name: "https", Port: 443, Protocol: v1.ProtocolTCP})
+	masterVars := []string{"KUBERNETES_PORT=tcp://10.96.0.1:443", "KUBERNETES_PORT_443_TCP=tcp://10.96.0.1:443",
+		"KUBERNETES_PORT_443_TCP_ADDR=10.96.0.1", "KUBERNETES_PORT_443_TCP_PORT=443", "KUBERNETES_PORT_443_TCP_PROTO=tcp",
+		"KUBERNETES_SERVICE_HOST=10.96.0.1", "KUBERNETES_SERVICE_PORT=443", "KUBERNETES_SERVICE_PORT_HTTPS=443"}
+	fooVars := []string{"FOOSERVICE_PORT=tcp://10.96.7.7:8765", "FOOSERVICE_PORT_8765_TCP=tcp://10.96.7.7:8765",
+		"FOOSERVICE_PORT_8765_TCP_ADDR=10.96.7.7", "FOOSERVICE_PORT_8765_TCP_PORT=8765", "FOOSERVICE_PORT_8765_TCP_PROTO=tcp",
+		"FOOSERVICE_SERVICE_HOST=10.96.7.7", "FOOSERVICE_SERVICE_PORT=8765"}
+	services := map[string][]v1.Service{
+		"default": {master, svc("default", "other", "10.96.9.9", v1.ServicePort{Port: 80})},
+		"ns": {svc("ns", "fooservice", "10.96.7.7", v1.ServicePort{Port: 8765}),
+			svc("ns", "headless", v1.ClusterIPNone, v1.ServicePort{Port: 80}),
+			svc("ns", "my-dns", "fd00::a", v1.ServicePort{Name: "dns-udp", Port: 53, Protocol: v1.ProtocolUDP})},
+	}
+	dnsVars := []string{"MY_DNS_PORT=udp://[fd00::a]:53", "MY_DNS_PORT_53_UDP=udp://[fd00::a]:53", "MY_DNS_PORT_53_UDP_ADDR=fd00::a",
+		"MY_DNS_PORT_53_UDP_PORT=53", "MY_DNS_PORT_53_UDP_PROTO=udp", "MY_DNS_SERVICE_HOST=fd00::a", "MY_DNS_SERVICE_PORT=53",
+		"MY_DNS_SERVICE_PORT_DNS_UDP=53"}
+	for _, tc := range []struct {
+		name      string
+		namespace string
+		links     *bool
+		env       []v1.EnvVar
+		forbidden bool
+		want      []string // sorted
+		lists     int
+	}{
+		{name: "e2e spec: the namespace's services and the master's", namespace: "ns",
+			want: slices.Concat(fooVars, masterVars, dnsVars), lists: 2},
+		{name: "enableServiceLinks false: the master's only", namespace: "ns", links: ptr.To(false), want: masterVars, lists: 1},
+		{name: "namespace default: one LIST", namespace: "default", links: ptr.To(true),
+			want: slices.Concat(masterVars, []string{"OTHER_PORT=tcp://10.96.9.9:80", "OTHER_PORT_80_TCP=tcp://10.96.9.9:80",
+				"OTHER_PORT_80_TCP_ADDR=10.96.9.9", "OTHER_PORT_80_TCP_PORT=80", "OTHER_PORT_80_TCP_PROTO=tcp",
+				"OTHER_SERVICE_HOST=10.96.9.9", "OTHER_SERVICE_PORT=80"}), lists: 1},
+		{name: "the container's env wins and references them", namespace: "ns", links: ptr.To(false),
+			env:  []v1.EnvVar{{Name: "KUBERNETES_SERVICE_HOST", Value: "mine"}, {Name: "URL", Value: "https://$(KUBERNETES_PORT_443_TCP_ADDR)"}},
+			want: slices.Concat([]string{"KUBERNETES_PORT=tcp://10.96.0.1:443", "KUBERNETES_PORT_443_TCP=tcp://10.96.0.1:443",
+				"KUBERNETES_PORT_443_TCP_ADDR=10.96.0.1", "KUBERNETES_PORT_443_TCP_PORT=443", "KUBERNETES_PORT_443_TCP_PROTO=tcp",
+				"KUBERNETES_SERVICE_HOST=mine", "KUBERNETES_SERVICE_PORT=443", "KUBERNETES_SERVICE_PORT_HTTPS=443", "URL=https://10.96.0.1"}), lists: 1},
+		{name: "Forbidden: none", namespace: "ns", forbidden: true, lists: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := &fakeServices{byNS: services, forbidden: tc.forbidden}
+			c := &commands{src: &envSources{services: fs.list}}
+			p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: tc.namespace, UID: "uid-svc"},
+				Spec: v1.PodSpec{EnableServiceLinks: tc.links}}
+			ctr := &v1.Container{Name: "c", Command: []string{"sh", "-c", "env"}, Env: tc.env}
+			got, err := runOutput(t, c, p, ctr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var vars []string
+			for _, l := range got {
+				if name, _, _ := strings.Cut(l, "="); strings.Contains(name, "_PORT") || strings.Contains(name, "_SERVICE_") || name == "URL" {
+					vars = append(vars, l)
+				}
+			}
+			slices.Sort(vars)
+			want := slices.Clone(tc.want)
+			slices.Sort(want)
+			if !slices.Equal(vars, want) {
+				t.Errorf("service variables\n%q, want\n%q", vars, want)
+			}
+			if fs.lists != tc.lists {
+				t.Errorf("%d LISTs, want %d", fs.lists, tc.lists)
 			}
 		})
 	}
