@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -199,7 +200,7 @@ func TestServiceLinks(t *testing.T) {
 				"OTHER_PORT_80_TCP_ADDR=10.96.9.9", "OTHER_PORT_80_TCP_PORT=80", "OTHER_PORT_80_TCP_PROTO=tcp",
 				"OTHER_SERVICE_HOST=10.96.9.9", "OTHER_SERVICE_PORT=80"}), lists: 1},
 		{name: "the container's env wins and references them", namespace: "ns", links: ptr.To(false),
-			env:  []v1.EnvVar{{Name: "KUBERNETES_SERVICE_HOST", Value: "mine"}, {Name: "URL", Value: "https://$(KUBERNETES_PORT_443_TCP_ADDR)"}},
+			env: []v1.EnvVar{{Name: "KUBERNETES_SERVICE_HOST", Value: "mine"}, {Name: "URL", Value: "https://$(KUBERNETES_PORT_443_TCP_ADDR)"}},
 			want: slices.Concat([]string{"KUBERNETES_PORT=tcp://10.96.0.1:443", "KUBERNETES_PORT_443_TCP=tcp://10.96.0.1:443",
 				"KUBERNETES_PORT_443_TCP_ADDR=10.96.0.1", "KUBERNETES_PORT_443_TCP_PORT=443", "KUBERNETES_PORT_443_TCP_PROTO=tcp",
 				"KUBERNETES_SERVICE_HOST=mine", "KUBERNETES_SERVICE_PORT=443", "KUBERNETES_SERVICE_PORT_HTTPS=443", "URL=https://10.96.0.1"}), lists: 1},
@@ -229,6 +230,30 @@ func TestServiceLinks(t *testing.T) {
 			}
 			if fs.lists != tc.lists {
 				t.Errorf("%d LISTs, want %d", fs.lists, tc.lists)
+			}
+		})
+	}
+}
+
+// BenchmarkServiceLinks: one run of `sh -c true` with the service links of a namespace of n Services
+// (the fake lister's cost only: the LIST's round trip is the API server's).
+func BenchmarkServiceLinks(b *testing.B) {
+	for _, n := range []int{0, 10, 256} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			var svcs []v1.Service
+			for i := range n {
+				svcs = append(svcs, v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "svc-" + strconv.Itoa(i)},
+					Spec: v1.ServiceSpec{ClusterIP: "10.96.0.2", Ports: []v1.ServicePort{{Name: "http", Port: 80}}}})
+			}
+			fs := &fakeServices{byNS: map[string][]v1.Service{"ns": svcs}}
+			c := &commands{src: &envSources{services: fs.list}}
+			p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "uid-b"}}
+			ctr := &v1.Container{Name: "c", Command: []string{"sh", "-c", "true"}}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, _, err := c.run(context.Background(), p, ctr, &podCommands{}, 0, time.Unix(0, 0)); err != nil {
+					b.Fatal(err)
+				}
 			}
 		})
 	}
