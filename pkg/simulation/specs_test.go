@@ -258,3 +258,44 @@ func BenchmarkServiceLinks(b *testing.B) {
 		})
 	}
 }
+
+// TestSubPathExprRecovers: the e2e spec "should verify that a failing subpath expansion can be modified
+// during the lifecycle of a container": the config error is not kept; once the annotation the
+// subPathExpr reads is set, the next try makes the container (as the kubelet's next sync).
+func TestSubPathExprRecovers(t *testing.T) {
+	p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "uid-r", Annotations: map[string]string{"notmysubpath": "mypath"}},
+		Spec: v1.PodSpec{Volumes: []v1.Volume{{Name: "workdir1", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}}}
+	ctr := &v1.Container{Name: "c", Command: []string{"sh", "-c", "echo x > /subpath_mount/f; cat /volume_mount/mypath/foo/f"},
+		Env: []v1.EnvVar{{Name: "POD_NAME", Value: "foo"},
+			{Name: "ANNOTATION", ValueFrom: &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: "metadata.annotations['mysubpath']"}}}},
+		VolumeMounts: []v1.VolumeMount{{Name: "workdir1", MountPath: "/subpath_mount", SubPathExpr: "$(ANNOTATION)/$(POD_NAME)"},
+			{Name: "workdir1", MountPath: "/volume_mount"}}}
+	c, pc := &commands{}, &podCommands{}
+	for i, tc := range []struct {
+		annotation string
+		wantErr    string
+		want       []string
+	}{
+		{wantErr: "missing value for ANNOTATION"},
+		{wantErr: "missing value for ANNOTATION"},
+		{annotation: "mypath", want: []string{"x"}},
+	} {
+		if tc.annotation != "" {
+			p.Annotations["mysubpath"] = tc.annotation
+		}
+		r, reason, err := c.run(context.Background(), p, ctr, pc, 0, time.Unix(0, 0))
+		if err != nil || reason != "" {
+			t.Fatalf("try %d: %v %q", i, err, reason)
+		}
+		if (r.out.CreateError == nil) != (tc.wantErr == "") || (r.out.CreateError != nil && r.out.CreateError.Error() != tc.wantErr) {
+			t.Fatalf("try %d: CreateError %v, want %q", i, r.out.CreateError, tc.wantErr)
+		}
+		var got []string
+		for _, l := range r.out.Output {
+			got = append(got, l.Text)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("try %d: output %q, want %q", i, got, tc.want)
+		}
+	}
+}
