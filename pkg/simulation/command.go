@@ -80,12 +80,18 @@ func (c *commands) hostFS(nodeName string) *sandbox.FS {
 }
 
 // program returns the sandbox's Program of one run of container c of pod p: its command and args with
-// the kubelet's $(VAR) expansion, its environment as the kubelet makes it (containerEnv, then the
+// the kubelet's $(VAR) expansion, its environment as the kubelet makes it (containerEnv with the pod's
+// service links, serviceEnv: the Services read at each run, as the kubelet at each container start; then the
 // devices' env of its claims, as a runtime applies the CDI specs' edits), and its volume mounts
-// (volumeMounts). The error is the kubelet's message of a container config it cannot make (a missing
-// env source that is not optional: CreateContainerConfigError).
+// (volumeMounts, their subPathExpr expanded from the env: mountSubPath). The error is the kubelet's
+// message of a container config it cannot make (a missing env source that is not optional, a subPath
+// that is absolute or steps back: CreateContainerConfigError).
 func (c *commands) program(ctx context.Context, p *v1.Pod, ctr *v1.Container, pc *podCommands, restarts int32, start time.Time) (*sandbox.Program, error) {
-	env, vars, err := containerEnv(ctx, p, ctr, pc.podIPs, c.src)
+	services, err := c.src.serviceEnv(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	env, vars, err := containerEnv(ctx, p, ctr, pc.podIPs, c.src, services)
 	if err != nil {
 		return nil, err
 	}
@@ -101,13 +107,21 @@ func (c *commands) program(ctx context.Context, p *v1.Pod, ctr *v1.Container, pc
 	prog := &sandbox.Program{Env: env, WorkingDir: ctr.WorkingDir, Hostname: podHostname(p), Now: start,
 		Seed: sandbox.Seed(string(p.UID), ctr.Name, strconv.Itoa(int(restarts))), PID: containerPID(p, ctr),
 		TerminationMessagePath: ctr.TerminationMessagePath}
+	if sc := ctr.SecurityContext; sc != nil && sc.ReadOnlyRootFilesystem != nil {
+		prog.ReadOnlyRootfs = *sc.ReadOnlyRootFilesystem
+	}
 	for _, a := range ctr.Command {
 		prog.Command = append(prog.Command, expandVars(a, mapping))
 	}
 	for _, a := range ctr.Args {
 		prog.Args = append(prog.Args, expandVars(a, mapping))
 	}
-	for _, m := range ctr.VolumeMounts {
+	subPaths, err := mountSubPaths(ctr, vars)
+	if err != nil {
+		return nil, err
+	}
+	for i, m := range ctr.VolumeMounts {
+		m.SubPath = subPaths[i]
 		for _, vol := range p.Spec.Volumes {
 			if vol.Name != m.Name {
 				continue
@@ -152,7 +166,11 @@ func (c *commands) run(ctx context.Context, p *v1.Pod, ctr *v1.Container, pc *po
 		p = &withHost
 	}
 	if len(ctr.Command) == 0 && containerReferencesObjects(ctr) {
-		if _, _, err := containerEnv(ctx, p, ctr, pc.podIPs, c.src); err != nil {
+		_, vars, err := containerEnv(ctx, p, ctr, pc.podIPs, c.src, nil)
+		if err == nil {
+			_, err = mountSubPaths(ctr, vars)
+		}
+		if err != nil {
 			return runResult{ok: true, out: RunOutcome{CreateError: err}}, "", nil
 		}
 	}

@@ -264,7 +264,7 @@ func TestContainerEnv(t *testing.T) {
 		{Name: "REF", Value: "$(NAME).$(NS) $(LATER) $$(NAME) $(UNKNOWN"},
 		{Name: "LATER", Value: "x"},
 	}}
-	env, vars, err := containerEnv(context.Background(), p, ctr, []string{"10.244.1.5"}, nil)
+	env, vars, err := containerEnv(context.Background(), p, ctr, []string{"10.244.1.5"}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,10 +33,11 @@ type SecretGetter func(ctx context.Context, namespace, name string) (*v1.Secret,
 type envSources struct {
 	configMaps  ConfigMapGetter
 	secrets     SecretGetter
+	services    ServiceLister // the service links (serviceEnv); nil: none
 	allocatable v1.ResourceList
 	// forbidden: a read of that kind was Forbidden (the simulator's identity may not): no more GETs of
 	// it, each reference taken as absent (skippable).
-	configMapsForbidden, secretsForbidden atomic.Bool
+	configMapsForbidden, secretsForbidden, servicesForbidden atomic.Bool
 }
 
 // errForbidden is a read not made: an earlier one of its kind was Forbidden.
@@ -127,7 +128,10 @@ func skippable(err error, optional bool) bool {
 // nothing; a missing one that is not optional is the error the kubelet makes the container's
 // CreateContainerConfigError message with (`configmap "x" not found`, `couldn't find key k in
 // ConfigMap ns/x`). With src nil (or its getters nil) the ConfigMap and Secret references are left out.
-func containerEnv(ctx context.Context, p *v1.Pod, ctr *v1.Container, podIPs []string, src *envSources) ([]string, map[string]string, error) {
+// services are the pod's service links (serviceEnv, nil: none): an env value's $(VAR) may reference
+// them, and those whose names the container's env does not set follow its variables (sorted by name,
+// where the kubelet's order is a map's).
+func containerEnv(ctx context.Context, p *v1.Pod, ctr *v1.Container, podIPs []string, src *envSources, services map[string]string) ([]string, map[string]string, error) {
 	vars := map[string]string{}
 	var order []string
 	set := func(k, v string) {
@@ -138,6 +142,9 @@ func containerEnv(ctx context.Context, p *v1.Pod, ctr *v1.Container, podIPs []st
 	}
 	mapping := func(name string) string {
 		if v, ok := vars[name]; ok {
+			return v
+		}
+		if v, ok := services[name]; ok {
 			return v
 		}
 		return "$(" + name + ")"
@@ -241,6 +248,16 @@ func containerEnv(ctx context.Context, p *v1.Pod, ctr *v1.Container, podIPs []st
 			continue // a source not read here (no client; fileKeyRef)
 		}
 		set(e.Name, val)
+	}
+	links := make([]string, 0, len(services))
+	for k := range services {
+		if _, ok := vars[k]; !ok {
+			links = append(links, k)
+		}
+	}
+	slices.Sort(links)
+	for _, k := range links {
+		set(k, services[k])
 	}
 	env := make([]string, 0, len(order))
 	for _, k := range order {

@@ -128,7 +128,7 @@ func TestContainerEnvSources(t *testing.T) {
 			ctr := &v1.Container{Name: "c", EnvFrom: tc.envFrom, Env: tc.env, Resources: v1.ResourceRequirements{
 				Limits:   v1.ResourceList{v1.ResourceCPU: resource.MustParse("500m")},
 				Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("250m"), v1.ResourceMemory: resource.MustParse("32Mi")}}}
-			env, _, err := containerEnv(context.Background(), p, ctr, nil, objs.sources())
+			env, _, err := containerEnv(context.Background(), p, ctr, nil, objs.sources(), nil)
 			if tc.wantErr != "" {
 				if err == nil || err.Error() != tc.wantErr {
 					t.Fatalf("err %v, want %q", err, tc.wantErr)
@@ -241,7 +241,7 @@ echo x > /etc/cm/new || echo read-only`
 		got = append(got, l.Text)
 	}
 	want := []string{`twohunter2app="web"`, `tier="x"`, "p", "1hunter2", "a", "b", "pw", "x-y",
-		"open /etc/cm/new: read-only file system", "1read-only"} // the files' values without a newline, as written
+		"sh: can't create /etc/cm/new: Read-only file system", "1read-only"} // the files' values without a newline, as written
 	if !slices.Equal(got, want) {
 		t.Errorf("output\n%q, want\n%q", got, want)
 	}

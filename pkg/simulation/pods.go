@@ -327,10 +327,16 @@ func referencesObjects(p *v1.Pod) bool {
 	return false
 }
 
-// containerReferencesObjects reports whether c's env reads a ConfigMap, a Secret or a resource field.
+// containerReferencesObjects reports whether c's env reads a ConfigMap, a Secret or a resource field,
+// or a volume mount of c has a subPathExpr (expanded from that env: its config may fail too).
 func containerReferencesObjects(c *v1.Container) bool {
 	if len(c.EnvFrom) > 0 {
 		return true
+	}
+	for _, m := range c.VolumeMounts {
+		if m.SubPathExpr != "" {
+			return true
+		}
 	}
 	for _, e := range c.Env {
 		if e.ValueFrom != nil && (e.ValueFrom.ConfigMapKeyRef != nil || e.ValueFrom.SecretKeyRef != nil || e.ValueFrom.ResourceFieldRef != nil) {

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/time/rate"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/validation"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/klog/v2"
@@ -272,6 +273,19 @@ func New(cfg Config) (*Simulator, error) {
 				}
 				s.pods.commands.src.secrets = func(ctx context.Context, namespace, name string) (*v1.Secret, error) {
 					return c.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+				}
+				// The service links: one bounded LIST of the pod's namespace (and one of the master
+				// service) per run of an interpreted command (the kubelet's service informer).
+				s.pods.commands.src.services = func(ctx context.Context, namespace, name string, limit int64) ([]v1.Service, error) {
+					opts := metav1.ListOptions{Limit: limit}
+					if name != "" {
+						opts.FieldSelector = fields.OneTermEqualSelector("metadata.name", name).String()
+					}
+					l, err := c.CoreV1().Services(namespace).List(ctx, opts)
+					if err != nil {
+						return nil, err
+					}
+					return l.Items, nil
 				}
 			}
 		}

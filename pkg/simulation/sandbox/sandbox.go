@@ -143,6 +143,10 @@ type Program struct {
 	// container's own layer when the run starts (the kubelet mounts one there), which the run may
 	// write even under /dev; Result.TerminationMessage is its content at the exit.
 	TerminationMessagePath string
+	// ReadOnlyRootfs is the container's securityContext.readOnlyRootFilesystem: a write to its own layer
+	// (outside every volume and the terminationMessagePath the kubelet mounts) fails with EROFS ("Read-only
+	// file system"), as runc mounts the rootfs read-only; its volumes keep their own ReadOnly.
+	ReadOnlyRootfs bool
 }
 
 // Result is what one run comes to.
@@ -719,7 +723,7 @@ func (r *run) resolve(p string) (fsys *FS, inner string, readOnly, rootfs bool) 
 		}
 	}
 	if best < 0 {
-		return r.rootfs, p, false, true
+		return r.rootfs, p, r.p.ReadOnlyRootfs, true
 	}
 	m := r.p.Mounts[best]
 	rel := strings.TrimPrefix(p, path.Clean(m.Path))
@@ -828,7 +832,9 @@ func (r *run) open(ctx context.Context, name string, flag int, perm os.FileMode)
 	}
 	fsys, inner, ro, rootfs := r.resolve(p)
 	if ro && writing(flag) {
-		return nil, roErr("open", p)
+		// busybox ash's words for a redirection it cannot open: "/bin/sh: can't create /file: Read-only
+		// file system" (the interpreter prints a PathError as "Op Path: Err").
+		return nil, &fs.PathError{Op: r.shellName() + ":", Path: "can't create " + name, Err: busyboxErrno{syscall.EROFS}}
 	}
 	if rootfs && !writing(flag) && !fsys.Known(inner) {
 		return nil, r.refuseUnknown(p)
@@ -850,6 +856,24 @@ func (r *run) open(ctx context.Context, name string, flag int, perm os.FileMode)
 	}
 	return f, err
 }
+
+// shellName is the shell's $0 as busybox prefixes its messages with it: the program's first word.
+func (r *run) shellName() string {
+	if len(r.p.Command) > 0 {
+		return r.p.Command[0]
+	}
+	if len(r.p.Args) > 0 {
+		return r.p.Args[0]
+	}
+	return "sh"
+}
+
+// busyboxErrno is an errno printed in busybox's words ("Read-only file system"), still matching it
+// with errors.Is.
+type busyboxErrno struct{ syscall.Errno }
+
+func (e busyboxErrno) Error() string { return describe(e.Errno) }
+func (e busyboxErrno) Unwrap() error { return e.Errno }
 
 // readDir is the interpreter's ReadDirHandler2: globbing.
 func (r *run) readDir(ctx context.Context, name string) ([]fs.DirEntry, error) {
