@@ -183,6 +183,7 @@ func TestSimulateOverlay(t *testing.T) {
 		{"cluster", "resource.k8s.io", "resourceslices", "patch"},
 		{"cluster", "resource.k8s.io", "resourceslices", "delete"},
 		{"cluster", "resource.k8s.io", "resourceclaims", "get"},
+		{"cluster", "", "services", "list"},
 	}
 	cmp := func(a, b grant) int {
 		return strings.Compare(a.scope+a.group+a.resource+a.verb, b.scope+b.group+b.resource+b.verb)
