@@ -191,7 +191,11 @@ func TestCommandsLimitNotRunAgain(t *testing.T) {
 		{"honoured", "exit 3", 3, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := &commands{}
+			// The default limits but for real time: 10 000 steps take more than 500 ms under -race on a
+			// loaded machine, and which limit a run breaks is not what this test is about.
+			limits := sandbox.DefaultLimits
+			limits.RealTime = time.Minute
+			c := &commands{limits: limits}
 			p := jobPod("p", "1", v1.RestartPolicyOnFailure, emptyDir, []string{"sh", "-c", tc.script}, nil)
 			var pc podCommands
 			for restarts := range int32(3) {
