@@ -112,6 +112,7 @@ func (c *commands) program(ctx context.Context, p *v1.Pod, ctr *v1.Container, pc
 	prog := &sandbox.Program{Env: env, WorkingDir: ctr.WorkingDir, Hostname: podHostname(p), Now: start,
 		Seed: sandbox.Seed(string(p.UID), ctr.Name, strconv.Itoa(int(restarts))), PID: containerPID(p, ctr),
 		TerminationMessagePath: ctr.TerminationMessagePath}
+	prog.UID, prog.GID, prog.Groups = containerIdentity(p, ctr)
 	for _, a := range ctr.Command {
 		prog.Command = append(prog.Command, expandVars(a, mapping))
 	}

@@ -120,3 +120,32 @@ func hostsEntriesFromHostAliases(hostAliases []v1.HostAlias) []byte {
 	}
 	return buffer.Bytes()
 }
+
+// containerIdentity is the user, primary group and supplementary groups of container ctr's process as
+// the kubelet asks the runtime for them (securitycontext.DetermineEffectiveSecurityContext, then
+// kuberuntime's determineEffectiveSecurityContext): runAsUser and runAsGroup of the container's
+// securityContext over the pod's; the pod's fsGroup, then its supplementalGroups, as supplementary
+// groups. Unset: 0 (root): the image's USER, which the runtime would use, is not known.
+func containerIdentity(p *v1.Pod, ctr *v1.Container) (uid, gid int64, groups []int64) {
+	if psc := p.Spec.SecurityContext; psc != nil {
+		if psc.RunAsUser != nil {
+			uid = *psc.RunAsUser
+		}
+		if psc.RunAsGroup != nil {
+			gid = *psc.RunAsGroup
+		}
+		if psc.FSGroup != nil {
+			groups = append(groups, *psc.FSGroup)
+		}
+		groups = append(groups, psc.SupplementalGroups...)
+	}
+	if sc := ctr.SecurityContext; sc != nil {
+		if sc.RunAsUser != nil {
+			uid = *sc.RunAsUser
+		}
+		if sc.RunAsGroup != nil {
+			gid = *sc.RunAsGroup
+		}
+	}
+	return uid, gid, groups
+}

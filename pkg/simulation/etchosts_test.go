@@ -67,3 +67,48 @@ func TestEtcHosts(t *testing.T) {
 		})
 	}
 }
+
+// TestContainerIdentity: id, as busybox's, answers the container's effective securityContext (the
+// container's runAsUser/runAsGroup over the pod's, fsGroup then supplementalGroups), root by default.
+// The specs: Security Context "should run the container with uid 65534", "should support
+// pod/container.Spec.SecurityContext.RunAsUser And RunAsGroup".
+func TestContainerIdentity(t *testing.T) {
+	i := func(v int64) *int64 { return &v }
+	for _, tc := range []struct {
+		name     string
+		pod      *v1.PodSecurityContext
+		ctr      *v1.SecurityContext
+		script   string
+		want     string
+		exitCode int32
+	}{
+		{name: "default root", script: "id", want: "uid=0(root) gid=0(root) groups=0(root)\n"},
+		{name: "uid 65534", pod: &v1.PodSecurityContext{RunAsUser: i(65534)}, script: "test $(id -u) -eq 65534", want: ""},
+		{name: "pod runAsUser and runAsGroup", pod: &v1.PodSecurityContext{RunAsUser: i(1001), RunAsGroup: i(2002)}, script: "id",
+			want: "uid=1001 gid=2002 groups=2002\n"},
+		{name: "container over pod", pod: &v1.PodSecurityContext{RunAsUser: i(1001), RunAsGroup: i(2001)},
+			ctr: &v1.SecurityContext{RunAsUser: i(1002), RunAsGroup: i(2002)}, script: "id -u; id -g", want: "1002\n2002\n"},
+		{name: "fsGroup and supplementalGroups", pod: &v1.PodSecurityContext{RunAsGroup: i(3000), FSGroup: i(2000), SupplementalGroups: []int64{5000, 3000}},
+			script: "id -G", want: "3000 2000 5000\n"},
+		{name: "names: root known, others not", pod: &v1.PodSecurityContext{RunAsUser: i(1001)}, script: "id -gn; id -un",
+			want: "root\nid: unknown ID 1001\n", exitCode: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u"},
+				Spec: v1.PodSpec{SecurityContext: tc.pod}}
+			ctr := &v1.Container{Name: "c", Command: []string{"sh", "-c", tc.script}, SecurityContext: tc.ctr}
+			prog, err := (&commands{}).program(context.Background(), p, ctr, &podCommands{}, 0, time.Unix(0, 0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := sandbox.Run(context.Background(), prog, sandbox.Limits{})
+			var got strings.Builder
+			for _, l := range res.Output {
+				got.WriteString(l.Text + "\n")
+			}
+			if !res.Honoured || got.String() != tc.want || res.ExitCode != tc.exitCode {
+				t.Errorf("%s = %q, exit %d (%s), want %q, exit %d", tc.script, got.String(), res.ExitCode, res.Reason, tc.want, tc.exitCode)
+			}
+		})
+	}
+}

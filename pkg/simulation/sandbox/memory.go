@@ -598,6 +598,8 @@ func (r *run) outputBound(ctx context.Context, args []string, vars int64) int64 
 			return 0
 		}
 		return smul((last-first)/incr+1, 21)
+	case "id": // "uid=N(root) gid=N(root) groups=" and a group per entry, each at most 20 digits and "(root),"
+		return sadd(smul(int64(len(r.p.Groups)+3), 28), 32)
 	case "set", "declare", "typeset", "export", "readonly", "local", "env", "printenv":
 		return sadd(smul(vars, 4), argBytes) // listings of the variables, quoted
 	}

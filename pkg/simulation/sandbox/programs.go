@@ -33,7 +33,7 @@ func init() {
 		"expr":  progExpr, "touch": progTouch, "cat": progCat, "mkdir": progMkdir, "rm": progRm,
 		"env": progEnv, "printenv": progEnv, "hostname": progHostname, "seq": progSeq,
 		"basename": progBasename, "dirname": progDirname, "echo": progEcho,
-		"ls": progLs, "mv": progMv, "cp": progCp,
+		"ls": progLs, "mv": progMv, "cp": progCp, "id": progID,
 	}
 }
 
@@ -700,4 +700,65 @@ func copyFile(sfs *FS, sname string, dfs *FS, dname string) error {
 	}
 	_, err = io.Copy(out, in)
 	return err
+}
+
+// progID is busybox's id for the run's user (Program.UID, GID, Groups): "uid=U gid=G groups=G,S..."
+// (the primary group first, then the supplementary ones, each once), -u, -g, -G and their -n forms.
+// Only ID 0's name, root, is known (the image's /etc/passwd and /etc/group are not): another name
+// is busybox's "unknown ID" (exit 1). A user operand is not honoured (the image's users).
+func progID(ctx context.Context, r *run, args []string) error {
+	flags, ops := operands(args[1:])
+	if len(ops) > 0 {
+		return refuse("runs id with a user operand (the image's users are not known)")
+	}
+	hc := interp.HandlerCtx(ctx)
+	name := func(id int64) (string, bool) { return "root", id == 0 }
+	groups := []int64{r.p.GID}
+	for _, g := range r.p.Groups {
+		if !slices.Contains(groups, g) {
+			groups = append(groups, g)
+		}
+	}
+	var ids []int64
+	names := strings.Contains(flags, "n")
+	switch strings.ReplaceAll(strings.ReplaceAll(flags, "n", ""), "r", "") {
+	case "":
+		if names {
+			return fail(ctx, 1, "id", "-n is only valid with -u, -g or -G")
+		}
+		withName := func(id int64) string {
+			if n, ok := name(id); ok {
+				return fmt.Sprintf("%d(%s)", id, n)
+			}
+			return strconv.FormatInt(id, 10)
+		}
+		var gs []string
+		for _, g := range groups {
+			gs = append(gs, withName(g))
+		}
+		fmt.Fprintf(hc.Stdout, "uid=%s gid=%s groups=%s\n", withName(r.p.UID), withName(r.p.GID), strings.Join(gs, ","))
+		return nil
+	case "u":
+		ids = []int64{r.p.UID}
+	case "g":
+		ids = []int64{r.p.GID}
+	case "G":
+		ids = groups
+	default:
+		return refuse("runs id -%s", flags)
+	}
+	out := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if !names {
+			out = append(out, strconv.FormatInt(id, 10))
+			continue
+		}
+		n, ok := name(id)
+		if !ok {
+			return fail(ctx, 1, "id", "unknown ID %d", id)
+		}
+		out = append(out, n)
+	}
+	fmt.Fprintln(hc.Stdout, strings.Join(out, " "))
+	return nil
 }
