@@ -113,6 +113,12 @@ func (c *commands) program(ctx context.Context, p *v1.Pod, ctr *v1.Container, pc
 		Seed: sandbox.Seed(string(p.UID), ctr.Name, strconv.Itoa(int(restarts))), PID: containerPID(p, ctr),
 		TerminationMessagePath: ctr.TerminationMessagePath}
 	prog.UID, prog.GID, prog.Groups = containerIdentity(p, ctr)
+	if psc := p.Spec.SecurityContext; psc != nil && len(psc.Sysctls) > 0 {
+		prog.Sysctls = make(map[string]string, len(psc.Sysctls))
+		for _, s := range psc.Sysctls {
+			prog.Sysctls[sandbox.SysctlDots(s.Name)] = s.Value
+		}
+	}
 	for _, a := range ctr.Command {
 		prog.Command = append(prog.Command, expandVars(a, mapping))
 	}

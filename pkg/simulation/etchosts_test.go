@@ -112,3 +112,53 @@ func TestContainerIdentity(t *testing.T) {
 		})
 	}
 }
+
+// TestSysctls: sysctl NAME and /proc/sys/NAME answer the pod's securityContext.sysctls (either
+// separator, printed with dots, as busybox's sysctl); a parameter the pod does not set is not known.
+// The specs: Sysctls "should support sysctls", "should support sysctls with slashes as separator".
+func TestSysctls(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		sysctls []v1.Sysctl
+		cmd     []string
+		want    string // "": not honoured
+	}{
+		{name: "dots", sysctls: []v1.Sysctl{{Name: "kernel.shm_rmid_forced", Value: "1"}}, cmd: []string{"/bin/sysctl", "kernel.shm_rmid_forced"},
+			want: "kernel.shm_rmid_forced = 1\n"},
+		{name: "slashes", sysctls: []v1.Sysctl{{Name: "kernel/shm_rmid_forced", Value: "1"}}, cmd: []string{"/bin/sysctl", "kernel/shm_rmid_forced"},
+			want: "kernel.shm_rmid_forced = 1\n"},
+		{name: "-n and a dotted segment", sysctls: []v1.Sysctl{{Name: "net/ipv4/conf/eth0.100/forwarding", Value: "1"}},
+			cmd: []string{"sysctl", "-n", "net.ipv4.conf.eth0/100.forwarding"}, want: "1\n"},
+		{name: "/proc/sys", sysctls: []v1.Sysctl{{Name: "kernel.shm_rmid_forced", Value: "1"}}, cmd: []string{"cat", "/proc/sys/kernel/shm_rmid_forced"},
+			want: "1\n"},
+		{name: "not set: the kernel's", sysctls: []v1.Sysctl{{Name: "kernel.shm_rmid_forced", Value: "1"}}, cmd: []string{"sysctl", "kernel.msgmax"}},
+		{name: "/proc/sys of a dotted segment", sysctls: []v1.Sysctl{{Name: "net.ipv4.conf.eth0/100.forwarding", Value: "0"}},
+			cmd: []string{"cat", "/proc/sys/net/ipv4/conf/eth0.100/forwarding"}, want: "0\n"},
+		{name: "a directory of /proc/sys: the kernel's", sysctls: []v1.Sysctl{{Name: "kernel.shm_rmid_forced", Value: "1"}}, cmd: []string{"ls", "/proc/sys/kernel"}},
+		{name: "none set", cmd: []string{"cat", "/proc/sys/kernel/shm_rmid_forced"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u"},
+				Spec: v1.PodSpec{SecurityContext: &v1.PodSecurityContext{Sysctls: tc.sysctls}}}
+			ctr := &v1.Container{Name: "c", Command: tc.cmd}
+			prog, err := (&commands{}).program(context.Background(), p, ctr, &podCommands{}, 0, time.Unix(0, 0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := sandbox.Run(context.Background(), prog, sandbox.Limits{})
+			var got strings.Builder
+			for _, l := range res.Output {
+				got.WriteString(l.Text + "\n")
+			}
+			if tc.want == "" {
+				if res.Honoured {
+					t.Errorf("%v honoured (%q), want not", tc.cmd, got.String())
+				}
+				return
+			}
+			if !res.Honoured || got.String() != tc.want || res.ExitCode != 0 {
+				t.Errorf("%v = %q, exit %d (%s), want %q", tc.cmd, got.String(), res.ExitCode, res.Reason, tc.want)
+			}
+		})
+	}
+}
