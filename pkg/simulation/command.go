@@ -181,6 +181,11 @@ func (c *commands) run(ctx context.Context, p *v1.Pod, ctr *v1.Container, pc *po
 			return runResult{ok: true, out: RunOutcome{CreateError: err}}, "", nil
 		}
 	}
+	if cmd := imageCommand(ctr); cmd != nil { // an entrypoint known to the simulator (agnhost etc-hosts)
+		withCommand := *ctr
+		withCommand.Command, withCommand.Args = cmd, nil
+		ctr = &withCommand
+	}
 	if len(ctr.Command) == 0 {
 		if isPauseImage(ctr.Image) && len(ctr.Args) == 0 {
 			// /pause: until it is stopped; its SIGTERM handler (sigdown) exits 0 at once.

@@ -149,3 +149,30 @@ func containerIdentity(p *v1.Pod, ctr *v1.Container) (uid, gid int64, groups []i
 	}
 	return uid, gid, groups
 }
+
+// agnhostRepository is the e2e suite's agnhost image, whose entrypoint (/agnhost) is known for the
+// subcommands of agnhostCommands.
+const agnhostRepository = "registry.k8s.io/e2e-test-images/agnhost"
+
+// agnhostCommands are the agnhost subcommands (the container's args, with no command) the sandbox
+// interprets as the commands doing what they do: etc-hosts prints /etc/hosts with fmt.Println
+// (test/images/agnhost/dns printHostsFile: its content and a newline).
+var agnhostCommands = map[string][]string{
+	"etc-hosts": {"sh", "-c", "cat /etc/hosts; echo"},
+}
+
+// imageCommand returns the command the sandbox interprets for a container without one whose image's
+// entrypoint is known (agnhostCommands), nil otherwise.
+func imageCommand(ctr *v1.Container) []string {
+	if len(ctr.Command) > 0 || len(ctr.Args) != 1 {
+		return nil
+	}
+	repo, _, _ := strings.Cut(NormalizeImage(ctr.Image), "@")
+	if i := strings.LastIndex(repo, ":"); i >= 0 && !strings.Contains(repo[i:], "/") {
+		repo = repo[:i]
+	}
+	if repo != agnhostRepository {
+		return nil
+	}
+	return agnhostCommands[ctr.Args[0]]
+}

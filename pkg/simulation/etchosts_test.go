@@ -2,6 +2,7 @@ package simulation
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -158,6 +159,46 @@ func TestSysctls(t *testing.T) {
 			}
 			if !res.Honoured || got.String() != tc.want || res.ExitCode != 0 {
 				t.Errorf("%v = %q, exit %d (%s), want %q", tc.cmd, got.String(), res.ExitCode, res.Reason, tc.want)
+			}
+		})
+	}
+}
+
+// TestAgnhostEtcHosts: agnhost's etc-hosts (no command, args [etc-hosts]) prints the pod's /etc/hosts
+// and a newline, as its fmt.Println; other images and subcommands keep their unknown entrypoint. The
+// spec: Kubelet "when scheduling an agnhost Pod with hostAliases should write entries to /etc/hosts".
+func TestAgnhostEtcHosts(t *testing.T) {
+	const agnhost = "registry.k8s.io/e2e-test-images/agnhost:2.56"
+	for _, tc := range []struct {
+		name  string
+		image string
+		args  []string
+		want  string // a line of the output; "": not interpreted
+	}{
+		{name: "agnhost etc-hosts", image: agnhost, args: []string{"etc-hosts"}, want: "123.45.67.89\tfoo\tbar"},
+		{name: "agnhost pause", image: agnhost, args: []string{"pause"}},
+		{name: "another image", image: "busybox", args: []string{"etc-hosts"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u"},
+				Spec: v1.PodSpec{HostAliases: []v1.HostAlias{{IP: "123.45.67.89", Hostnames: []string{"foo", "bar"}}},
+					Containers: []v1.Container{{Name: "c", Image: tc.image, Args: tc.args}}}}
+			r, _, err := (&commands{}).run(context.Background(), p, &p.Spec.Containers[0], &podCommands{podIPs: []string{"10.0.0.5"}}, 0, time.Unix(0, 0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.want == "" {
+				if r.ok {
+					t.Errorf("interpreted: %+v, want not", r.out)
+				}
+				return
+			}
+			var lines []string
+			for _, l := range r.out.Output {
+				lines = append(lines, l.Text)
+			}
+			if !r.ok || r.out.ExitCode != 0 || r.out.Forever || !slices.Contains(lines, tc.want) || lines[len(lines)-1] != "" {
+				t.Errorf("run = %+v (%q), want exit 0 with %q and a last empty line", r.out, lines, tc.want)
 			}
 		})
 	}
