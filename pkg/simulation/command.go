@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"path"
 	"strconv"
 	"strings"
@@ -31,6 +32,8 @@ type commands struct {
 	runner *sandbox.Runner // the process's budget of runs (nil: NewRunner's defaults, made at the first run)
 	// deviceEnv, if set, is the environment the DRA drivers' CDI specs add to a container (simPods.deviceEnv).
 	deviceEnv func(p *v1.Pod, ctr *v1.Container) []string
+	// clusterDomain is the domain of a pod's subdomain FQDN in its hosts file ("": cluster.local).
+	clusterDomain string
 
 	mu    sync.Mutex
 	hosts map[string]*sandbox.FS // by Node name
@@ -48,6 +51,7 @@ type podCommands struct {
 	emptyDir     map[string]*sandbox.FS
 	objects      map[string]*sandbox.FS // the ConfigMap, Secret, downwardAPI and projected volumes (objectVolume)
 	podIPs       []string
+	etcHosts     *sandbox.FS // the pod's hosts file, /hosts, mounted at /etc/hosts (hostsMount)
 	hostIPs      []v1.HostIP // the Node's addresses nodeagent gave it at its creation, for the downward API
 }
 
@@ -74,6 +78,13 @@ func (c *commands) hostFS(nodeName string) *sandbox.FS {
 	fs := c.hosts[nodeName]
 	if fs == nil {
 		fs = sandbox.NewFS(0)
+		// The Node's own /etc/hosts, which a hostNetwork pod's hosts file starts with (hostsMount).
+		if err := fs.MkdirAll(path.Dir(etcHostsPath)); err == nil {
+			if f, err := fs.OpenFile(etcHostsPath, os.O_WRONLY|os.O_CREATE, 0o644); err == nil {
+				_, _ = f.Write([]byte(nodeEtcHosts))
+				_ = f.Close()
+			}
+		}
 		c.hosts[nodeName] = fs
 	}
 	return fs
@@ -109,6 +120,13 @@ func (c *commands) program(ctx context.Context, p *v1.Pod, ctr *v1.Container, pc
 		TerminationMessagePath: ctr.TerminationMessagePath}
 	if sc := ctr.SecurityContext; sc != nil && sc.ReadOnlyRootFilesystem != nil {
 		prog.ReadOnlyRootfs = *sc.ReadOnlyRootFilesystem
+	}
+	prog.UID, prog.GID, prog.Groups = containerIdentity(p, ctr)
+	if psc := p.Spec.SecurityContext; psc != nil && len(psc.Sysctls) > 0 {
+		prog.Sysctls = make(map[string]string, len(psc.Sysctls))
+		for _, s := range psc.Sysctls {
+			prog.Sysctls[sandbox.SysctlDots(s.Name)] = s.Value
+		}
 	}
 	for _, a := range ctr.Command {
 		prog.Command = append(prog.Command, expandVars(a, mapping))
@@ -149,6 +167,13 @@ func (c *commands) program(ctx context.Context, p *v1.Pod, ctr *v1.Container, pc
 			}
 		}
 	}
+	m, ok, err := c.hostsMount(p, ctr, pc)
+	if err != nil {
+		return nil, err
+	}
+	if ok {
+		prog.Mounts = append(prog.Mounts, m)
+	}
 	return prog, nil
 }
 
@@ -173,6 +198,11 @@ func (c *commands) run(ctx context.Context, p *v1.Pod, ctr *v1.Container, pc *po
 		if err != nil {
 			return runResult{ok: true, out: RunOutcome{CreateError: err}}, "", nil
 		}
+	}
+	if cmd := imageCommand(ctr); cmd != nil { // an entrypoint known to the simulator (agnhost etc-hosts)
+		withCommand := *ctr
+		withCommand.Command, withCommand.Args = cmd, nil
+		ctr = &withCommand
 	}
 	if len(ctr.Command) == 0 {
 		if isPauseImage(ctr.Image) && len(ctr.Args) == 0 {

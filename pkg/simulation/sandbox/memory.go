@@ -598,6 +598,14 @@ func (r *run) outputBound(ctx context.Context, args []string, vars int64) int64 
 			return 0
 		}
 		return smul((last-first)/incr+1, 21)
+	case "sysctl": // each operand's name and value, at most once each
+		var values int64
+		for _, v := range r.p.Sysctls {
+			values = sadd(values, int64(len(v))+1)
+		}
+		return sadd(sadd(smul(argBytes, 2), smul(values, int64(len(args)))), 4096)
+	case "id": // "uid=N(root) gid=N(root) groups=" and a group per entry, each at most 20 digits and "(root),"
+		return sadd(smul(int64(len(r.p.Groups)+3), 28), 32)
 	case "set", "declare", "typeset", "export", "readonly", "local", "env", "printenv":
 		return sadd(smul(vars, 4), argBytes) // listings of the variables, quoted
 	}

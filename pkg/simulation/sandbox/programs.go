@@ -33,7 +33,7 @@ func init() {
 		"expr":  progExpr, "touch": progTouch, "cat": progCat, "mkdir": progMkdir, "rm": progRm,
 		"env": progEnv, "printenv": progEnv, "hostname": progHostname, "seq": progSeq,
 		"basename": progBasename, "dirname": progDirname, "echo": progEcho,
-		"ls": progLs, "mv": progMv, "cp": progCp,
+		"ls": progLs, "mv": progMv, "cp": progCp, "id": progID, "sysctl": progSysctl,
 	}
 }
 
@@ -286,6 +286,14 @@ func (e *exprParser) primary() (string, error) {
 // image the run has not written (unless creating is allowed there).
 func (r *run) file(ctx context.Context, p string, create bool) (*FS, string, bool, error) {
 	p = abs(ctx, p)
+	if name, ok := strings.CutPrefix(p, "/proc/sys/"); ok && !create {
+		// Only the pod's sysctls' files: a directory of /proc/sys holds the kernel's others too.
+		if fsys := r.procSys(); fsys != nil {
+			if info, err := fsys.Stat(name); err == nil && !info.IsDir() {
+				return fsys, name, true, nil
+			}
+		}
+	}
 	if strings.HasPrefix(p, "/dev/") || strings.HasPrefix(p, "/proc/") || strings.HasPrefix(p, "/sys/") {
 		return nil, "", false, refuse("uses %s, a device or kernel file", p)
 	}
@@ -700,4 +708,136 @@ func copyFile(sfs *FS, sname string, dfs *FS, dname string) error {
 	}
 	_, err = io.Copy(out, in)
 	return err
+}
+
+// progID is busybox's id for the run's user (Program.UID, GID, Groups): "uid=U gid=G groups=G,S..."
+// (the primary group first, then the supplementary ones, each once), -u, -g, -G and their -n forms.
+// Only ID 0's name, root, is known (the image's /etc/passwd and /etc/group are not): another name
+// is busybox's "unknown ID" (exit 1). A user operand is not honoured (the image's users).
+func progID(ctx context.Context, r *run, args []string) error {
+	flags, ops := operands(args[1:])
+	if len(ops) > 0 {
+		return refuse("runs id with a user operand (the image's users are not known)")
+	}
+	hc := interp.HandlerCtx(ctx)
+	name := func(id int64) (string, bool) { return "root", id == 0 }
+	groups := []int64{r.p.GID}
+	for _, g := range r.p.Groups {
+		if !slices.Contains(groups, g) {
+			groups = append(groups, g)
+		}
+	}
+	var ids []int64
+	names := strings.Contains(flags, "n")
+	switch strings.ReplaceAll(strings.ReplaceAll(flags, "n", ""), "r", "") {
+	case "":
+		if names {
+			return fail(ctx, 1, "id", "-n is only valid with -u, -g or -G")
+		}
+		withName := func(id int64) string {
+			if n, ok := name(id); ok {
+				return fmt.Sprintf("%d(%s)", id, n)
+			}
+			return strconv.FormatInt(id, 10)
+		}
+		var gs []string
+		for _, g := range groups {
+			gs = append(gs, withName(g))
+		}
+		fmt.Fprintf(hc.Stdout, "uid=%s gid=%s groups=%s\n", withName(r.p.UID), withName(r.p.GID), strings.Join(gs, ","))
+		return nil
+	case "u":
+		ids = []int64{r.p.UID}
+	case "g":
+		ids = []int64{r.p.GID}
+	case "G":
+		ids = groups
+	default:
+		return refuse("runs id -%s", flags)
+	}
+	out := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if !names {
+			out = append(out, strconv.FormatInt(id, 10))
+			continue
+		}
+		n, ok := name(id)
+		if !ok {
+			return fail(ctx, 1, "id", "unknown ID %d", id)
+		}
+		out = append(out, n)
+	}
+	fmt.Fprintln(hc.Stdout, strings.Join(out, " "))
+	return nil
+}
+
+// procSys is the run's /proc/sys (made by makeProcSys at the run's start); nil without sysctls.
+func (r *run) procSys() *FS { return r.sysctlFS }
+
+// makeProcSys makes the run's /proc/sys: a file per Program.Sysctls entry (kernel/shm_rmid_forced
+// holding "1\n").
+func (r *run) makeProcSys() {
+	if len(r.p.Sysctls) == 0 {
+		return
+	}
+	r.sysctlFS = NewFS(0)
+	for name, v := range r.p.Sysctls {
+		file := "/" + swapSeparators(name)
+		if r.sysctlFS.MkdirAll(path.Dir(file)) != nil {
+			continue
+		}
+		if f, err := r.sysctlFS.OpenFile(file, os.O_WRONLY|os.O_CREATE, 0o644); err == nil {
+			_, _ = io.WriteString(f, v+"\n")
+			_ = f.Close()
+		}
+	}
+}
+
+// SysctlDots is a sysctl's name with dots as separators, as the kubelet's
+// sysctl.ConvertSysctlVariableToDotsSeparator makes it: a name whose first separator is a slash
+// (kernel/shm_rmid_forced) has its slashes and dots swapped.
+func SysctlDots(name string) string {
+	if i := strings.IndexAny(name, "./"); i >= 0 && name[i] == '/' {
+		return swapSeparators(name)
+	}
+	return name
+}
+
+// swapSeparators swaps the dots and slashes of a sysctl's name (kernel.shm_rmid_forced is the file
+// kernel/shm_rmid_forced of /proc/sys, net.ipv4.conf.eth0/100.forwarding net/ipv4/conf/eth0.100/forwarding).
+func swapSeparators(name string) string {
+	return strings.Map(func(c rune) rune {
+		switch c {
+		case '/':
+			return '.'
+		case '.':
+			return '/'
+		}
+		return c
+	}, name)
+}
+
+// progSysctl is busybox's sysctl reading kernel parameters: "sysctl [-n] NAME..." prints
+// "NAME = VALUE" (or VALUE with -n) for each, the name with dots (SysctlDots). Only the pod's own
+// sysctls (Program.Sysctls) are known: another parameter, -a, and writing (-w, NAME=VALUE) are not
+// honoured (the kernel's values are not known to the simulator).
+func progSysctl(ctx context.Context, r *run, args []string) error {
+	flags, ops := operands(args[1:])
+	if strings.Trim(flags, "n") != "" || len(ops) == 0 {
+		return refuse("runs sysctl %s (only reading the pod's sysctls is honoured)", strings.Join(args[1:], " "))
+	}
+	hc := interp.HandlerCtx(ctx)
+	for _, o := range ops {
+		name := SysctlDots(o)
+		v, ok := r.p.Sysctls[name]
+		if !ok || strings.Contains(o, "=") {
+			return refuse("runs sysctl %s, a kernel parameter the pod does not set (the kernel's value is not known)", o)
+		}
+		if flags != "" {
+			fmt.Fprintln(hc.Stdout, v)
+		} else {
+			fmt.Fprintf(hc.Stdout, "%s = %s\n", name, v)
+		}
+	}
+	return nil
 }

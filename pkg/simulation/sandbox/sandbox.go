@@ -4,7 +4,7 @@
 // a POSIX/Bash parser and interpreter in Go), with every one of the interpreter's handlers replaced:
 //
 //   - no process is ever started: the programs a container's shell commonly runs (sleep, true, false,
-//     expr, touch, cat, mkdir, rm, env, printenv, hostname, seq, basename, dirname) are implemented
+//     expr, touch, cat, mkdir, rm, env, printenv, hostname, id, sysctl, seq, basename, dirname) are implemented
 //     here; any other program makes the command not honoured (Result.Honoured false);
 //   - no file of the host is opened, stat'ed or listed: files live in in-memory file systems (FS), one
 //     per volume the caller mounts (an emptyDir per pod, the Node's host file system for hostPath); a
@@ -135,6 +135,15 @@ type Program struct {
 	// first process. With a PID namespace shared by the pod's containers (shareProcessNamespace) the
 	// pod's pause process is 1 and the caller gives another.
 	PID int
+	// UID, GID and Groups are the process's user, primary group and supplementary groups (`id`), as
+	// the runtime sets them from the container's effective securityContext; 0, 0, none by default
+	// (the image's USER and /etc/group are not known).
+	UID, GID int64
+	Groups   []int64
+	// Sysctls are the container's namespaced kernel parameters the pod sets (securityContext.sysctls),
+	// by their dotted name (kernel.shm_rmid_forced): what `sysctl NAME` and /proc/sys/NAME answer.
+	// Any other kernel parameter is not known (not honoured).
+	Sysctls map[string]string
 	// Rootfs, when set, is the container's own layer the run starts from (kubectl exec and exec probes:
 	// the layer of the container's run at their time, Timeline.StateAt); nil: an empty layer, whose
 	// changes Result.Layer records.
@@ -268,6 +277,7 @@ func Run(ctx context.Context, p *Program, lim Limits) (res Result) {
 		r.params += int64(len(a)) + 1
 	}
 	r.prepareRootfs()
+	r.makeProcSys()
 	defer func() {
 		if v := recover(); v != nil {
 			res = Result{Reason: fmt.Sprintf("the interpreter failed: %v", v), Steps: r.steps}
@@ -516,6 +526,7 @@ type run struct {
 	refused  *notHonoured
 	out      *output     // the run's standard output and error
 	termPath string      // the termination message file (cleaned; "": none)
+	sysctlFS *FS         // the run's /proc/sys (makeProcSys, at the start)
 	levels   []level     // the command substitutions being filled, levels[0] the run's top
 	frames   []frame     // the function calls
 	depths   map[int]int // the level of each statement at its latest guard
