@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	v1 "k8s.io/api/core/v1"
@@ -62,6 +63,11 @@ type deviceSlices struct {
 	// informers are the ResourceSlice informers, one per driver (field selector spec.driver), indexed
 	// by spec.nodeName.
 	informers []cache.SharedIndexInformer
+	// mutations are the informers' indexers with the slices this process applied and their informer
+	// has not seen yet (the library's sliceStore, a client-go MutationCache), so that a sync right after
+	// an apply finds the slices it wrote (else a pool of two slices, one seen, would look as if the
+	// other were new, and its generation be bumped again). Set by Run before the workers start.
+	mutations []cache.MutationCache
 
 	mu sync.Mutex
 	// only are the Nodes' own device lists, set through the control API (SetNodeDevices): by Node
@@ -112,22 +118,41 @@ func (d *deviceSlices) Handler() cache.ResourceEventHandler {
 	}
 }
 
-// sliceHandler is the slice informers' event handler: it queues the slice's Node, if simulated here.
-func (d *deviceSlices) sliceHandler() cache.ResourceEventHandler {
-	enqueue := func(obj any) {
+// sliceHandler is the event handler of driver i's slice informer: it tells the mutation cache what the
+// informer has seen (as the library's controller does) and queues the slice's Node, if simulated here.
+func (d *deviceSlices) sliceHandler(i int) cache.ResourceEventHandler {
+	enqueue := func(obj any, deleted bool) {
 		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = tomb.Obj
 		}
-		if s, ok := obj.(*resourcev1.ResourceSlice); ok && s.Spec.NodeName != nil && d.ours(*s.Spec.NodeName) {
+		s, ok := obj.(*resourcev1.ResourceSlice)
+		if !ok {
+			return
+		}
+		if deleted {
+			d.mutations[i].OnDelete(s)
+		} else {
+			d.mutations[i].OnAddOrUpdate(s)
+		}
+		if s.Spec.NodeName != nil && d.ours(*s.Spec.NodeName) {
 			d.queue.Add(*s.Spec.NodeName)
 		}
 	}
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc:    enqueue,
-		UpdateFunc: func(_, obj any) { enqueue(obj) },
-		DeleteFunc: enqueue,
+		AddFunc:    func(obj any) { enqueue(obj, false) },
+		UpdateFunc: func(_, obj any) { enqueue(obj, false) },
+		DeleteFunc: func(obj any) { enqueue(obj, true) },
 	}
 }
+
+// sliceMutationCacheTTL is how long an applied slice is kept in the mutation cache at most: the
+// library's default (Options.MutationCacheTTL).
+const sliceMutationCacheTTL = time.Minute
+
+// sliceMutationCacheSize is how many applied slices not yet seen by their informer the mutation cache
+// keeps (least recently used out): more than the library's 100 (one pool per controller), as one cache
+// serves every simulated Node of a driver; the informer's events remove them as they arrive.
+const sliceMutationCacheSize = 10000
 
 // sliceWorkers is how many Nodes' slices deviceSlices writes at once.
 const sliceWorkers = 16
@@ -144,7 +169,11 @@ func (d *deviceSlices) Run(ctx context.Context) {
 	}()
 	var synced []cache.InformerSynced
 	for _, inf := range d.informers {
-		h, err := inf.AddEventHandler(d.sliceHandler())
+		d.mutations = append(d.mutations, cache.NewIntegerResourceVersionMutationCacheWithOptions(klog.FromContext(ctx), inf.GetStore(),
+			cache.MutationCacheOptions{TTL: sliceMutationCacheTTL, Indexer: inf.GetIndexer(), IncludeAdds: true, MaxCacheSize: sliceMutationCacheSize}))
+	}
+	for i, inf := range d.informers {
+		h, err := inf.AddEventHandler(d.sliceHandler(i))
 		if err != nil {
 			klog.FromContext(ctx).Error(err, "Cannot watch the simulated nodes' ResourceSlices")
 			return
@@ -205,7 +234,7 @@ func (d *deviceSlices) sync(ctx context.Context, name string) error {
 // informer's copy already has the desired owner, pool and contents.
 func (d *deviceSlices) syncDriver(ctx context.Context, n *v1.Node, i int, res *resourceslice.DriverResources) error {
 	drv := d.drivers[i].Driver
-	objs, err := d.informers[i].GetIndexer().ByIndex(sliceNodeIndex, n.Name)
+	objs, err := d.mutations[i].ByIndex(sliceNodeIndex, n.Name)
 	if err != nil {
 		return err
 	}
@@ -226,17 +255,19 @@ func (d *deviceSlices) syncDriver(ctx context.Context, n *v1.Node, i int, res *r
 		}
 	}
 	for _, w := range want {
-		if i := slices.IndexFunc(existing, func(s *resourcev1.ResourceSlice) bool { return s.Name == w.Name }); i >= 0 && sliceUpToDate(existing[i], w) {
+		if j := slices.IndexFunc(existing, func(s *resourcev1.ResourceSlice) bool { return s.Name == w.Name }); j >= 0 && sliceUpToDate(existing[j], w) {
 			continue
 		}
 		body, err := json.Marshal(w)
 		if err != nil {
 			return fmt.Errorf("ResourceSlice %s: %w", w.Name, err)
 		}
-		if _, err := d.client.ResourceV1().ResourceSlices().Patch(ctx, w.Name, types.ApplyPatchType, body,
-			metav1.PatchOptions{FieldManager: SliceFieldManager, Force: ptr.To(true)}); err != nil {
+		applied, err := d.client.ResourceV1().ResourceSlices().Patch(ctx, w.Name, types.ApplyPatchType, body,
+			metav1.PatchOptions{FieldManager: SliceFieldManager, Force: ptr.To(true)})
+		if err != nil {
 			return fmt.Errorf("apply ResourceSlice %s: %w", w.Name, err)
 		}
+		d.mutations[i].Mutation(applied)
 	}
 	return nil
 }

@@ -65,8 +65,9 @@ devices:
 // are equal field by field, in order (owner references, labels, annotations, finalizers and spec; the
 // Node's name and UID, the slice's name after its index and server-set metadata aside): as published,
 // after the control API narrows a Node's GPUs to gpu-1 (and the library's Controller.Update does the
-// same), after it empties them, and after it gives all of them back. The partitionable driver's pool is
-// two slices (the shared counters, the devices consuming them), both accepted by the API server.
+// same), after it empties them, after it gives all of them back, and after it narrows the partitionable
+// GPU to its halves. The partitionable driver's pool is two slices (the shared counters, the devices
+// consuming them), both accepted by the API server.
 func TestResourceSlicesAsTheLibrary(t *testing.T) {
 	t.Parallel()
 	const (
@@ -113,12 +114,17 @@ func TestResourceSlicesAsTheLibrary(t *testing.T) {
 		driver  string
 		devices []string // the control API's and the library's; nil: all
 		body    string
-		want    int // the GPU slice's devices
+		want    map[string]int // by driver, the devices of its devices slice (the pool's last)
 	}{
-		{desc: "published", want: 2},
-		{desc: "narrowed to gpu-1", driver: "gpu.example.com", devices: []string{"gpu-1"}, body: `{"driver":"gpu.example.com","devices":["gpu-1"]}`, want: 1},
-		{desc: "emptied", driver: "gpu.example.com", devices: []string{}, body: `{"driver":"gpu.example.com","devices":[]}`, want: 0},
-		{desc: "all again", driver: "gpu.example.com", body: `{"driver":"gpu.example.com","devices":null}`, want: 2},
+		{desc: "published", want: map[string]int{"gpu.example.com": 2, "mig.example.com": 3}},
+		{desc: "narrowed to gpu-1", driver: "gpu.example.com", devices: []string{"gpu-1"}, body: `{"driver":"gpu.example.com","devices":["gpu-1"]}`,
+			want: map[string]int{"gpu.example.com": 1, "mig.example.com": 3}},
+		{desc: "emptied", driver: "gpu.example.com", devices: []string{}, body: `{"driver":"gpu.example.com","devices":[]}`,
+			want: map[string]int{"gpu.example.com": 0, "mig.example.com": 3}},
+		{desc: "all again", driver: "gpu.example.com", body: `{"driver":"gpu.example.com","devices":null}`,
+			want: map[string]int{"gpu.example.com": 2, "mig.example.com": 3}},
+		{desc: "partitionable narrowed to the halves", driver: "mig.example.com", devices: []string{"gpu-0-half-0", "gpu-0-half-1"},
+			body: `{"driver":"mig.example.com","devices":["gpu-0-half-0","gpu-0-half-1"]}`, want: map[string]int{"gpu.example.com": 2, "mig.example.com": 2}},
 	} {
 		if step.body != "" {
 			code, body, err := sim.postPath(ctx, "nodes/"+simNode+"/slices", step.body)
@@ -141,7 +147,8 @@ func TestResourceSlicesAsTheLibrary(t *testing.T) {
 				if want, err = poolSlices(ctx, admin, drv.Driver, libNode); err != nil || want == nil {
 					return false, err
 				}
-				return drv.Driver != "gpu.example.com" || (len(got[0].Spec.Devices) == step.want && len(want[0].Spec.Devices) == step.want), nil
+				n, ok := step.want[drv.Driver]
+				return !ok || (len(got[len(got)-1].Spec.Devices) == n && len(want[len(want)-1].Spec.Devices) == n), nil
 			})
 			if err != nil {
 				t.Fatalf("%s: %s's slices: simulated %+v, library %+v: %v", step.desc, drv.Driver, got, want, err)
