@@ -22,8 +22,10 @@ const DeviceIndex = "{index}"
 // Devices is the template's devices section (the top-level "devices" key of the --node-template file,
 // beside the Node's fields): the simulated DRA drivers of every Node.
 type Devices struct {
-	// Drivers are the simulated DRA drivers: each publishes, for every simulated Node, one
-	// ResourceSlice (resource.k8s.io/v1) in a pool named after the Node, as a kubelet plugin does.
+	// Drivers are the simulated DRA drivers: each publishes, for every simulated Node, a pool named
+	// after the Node, as a kubelet plugin does: one ResourceSlice (resource.k8s.io/v1) of the devices,
+	// or two with shared counters (the counters in one, the devices in the other: the API server
+	// refuses a slice with both).
 	Drivers []DeviceDriver `json:"drivers"`
 }
 
@@ -32,10 +34,10 @@ type DeviceDriver struct {
 	// Driver is the ResourceSlice's spec.driver: a lowercase DNS subdomain of at most 63 characters
 	// (e.g. gpu.example.com), unique in the template.
 	Driver string `json:"driver"`
-	// SharedCounters are the slice's spec.sharedCounters (resource.k8s.io/v1 CounterSet), which
-	// partitionable devices consume (Device.consumesCounters).
+	// SharedCounters are the pool's first slice's spec.sharedCounters (resource.k8s.io/v1 CounterSet),
+	// which partitionable devices (of the second slice) consume (Device.consumesCounters).
 	SharedCounters []resourcev1.CounterSet `json:"sharedCounters,omitempty"`
-	// Devices are the slice's spec.devices, in order; each entry with Count makes Count devices.
+	// Devices are the devices slice's spec.devices, in order; each entry with Count makes Count devices.
 	Devices []TemplateDevice `json:"devices"`
 	// Env, if set, is the environment variable the driver's CDI spec sets in a container given its
 	// devices: their names, comma-separated, in allocation order (NVIDIA_VISIBLE_DEVICES=gpu-0,gpu-1).
@@ -78,8 +80,11 @@ func parseDevices(js []byte) (*Devices, []error) {
 	return &d, d.validate()
 }
 
-// validate checks what the API server checks of a ResourceSlice's driver and devices (and the
-// resourceslice controller of the pool), so that a template never makes a slice the API server refuses.
+// validate checks what the API server checks of a ResourceSlice's driver, shared counters and devices
+// (and the resourceslice controller of the pool), so that a template never makes a slice the API server
+// refuses: the shared counters are checked as their own slice's, the devices as theirs (the limit of
+// 64 devices applies when a device consumes counters or has taints, as haveConsumesCounters and
+// haveDeviceTaints of k8s.io/kubernetes pkg/apis/resource/validation decide it).
 func (d *Devices) validate() []error {
 	var errs []error
 	add := func(path string, value any, format string, args ...any) {
@@ -124,7 +129,7 @@ func (d *Devices) validate() []error {
 			counterSets[cs.Name] = cs
 		}
 		names := map[string]string{}
-		total, advanced := 0, len(drv.SharedCounters) > 0
+		total, advanced := 0, false
 		for j, dev := range drv.Devices {
 			dpath := fmt.Sprintf("%s.devices[%d]", path, j)
 			errs = append(errs, validateTemplateDevice(dpath, dev, counterSets)...)
@@ -145,7 +150,7 @@ func (d *Devices) validate() []error {
 			limit = resourcev1.ResourceSliceMaxDevicesWithAdvancedFeatures
 		}
 		if total == 0 || total > limit {
-			add(path+".devices", total, "must make 1 to %d devices (one ResourceSlice per Node; %d with shared counters, consumed counters or taints)",
+			add(path+".devices", total, "must make 1 to %d devices (one ResourceSlice per Node; %d with consumed counters or taints)",
 				resourcev1.ResourceSliceMaxDevices, resourcev1.ResourceSliceMaxDevicesWithAdvancedFeatures)
 		}
 	}

@@ -73,13 +73,21 @@ func TestParseTemplateDevices(t *testing.T) {
 	if got := driverResources("sim-0003", tmpl.Devices.Drivers[0], []string{}).Pools["sim-0003"].Slices[0].Devices; len(got) != 0 {
 		t.Errorf("gpu.example.com's devices with none: %+v", got)
 	}
-	mig := driverResources("sim-0003", tmpl.Devices.Drivers[1], nil).Pools["sim-0003"].Slices[0]
+	// A partitionable device: two slices, as the API server refuses shared counters and devices in one.
+	migSlices := driverResources("sim-0003", tmpl.Devices.Drivers[1], nil).Pools["sim-0003"].Slices
+	if len(migSlices) != 2 {
+		t.Fatalf("mig.example.com's slices %+v: want 2 (the shared counters, the devices)", migSlices)
+	}
+	counters, mig := migSlices[0], migSlices[1]
 	var names []string
 	for _, d := range mig.Devices {
 		names = append(names, d.Name)
 	}
-	if strings.Join(names, ",") != "whole,half-0,half-1" || len(mig.SharedCounters) != 1 || len(mig.Devices[2].ConsumesCounters) != 1 {
-		t.Errorf("mig.example.com's slice %+v: want whole, half-0, half-1 consuming gpu-0-counters", mig)
+	if strings.Join(names, ",") != "whole,half-0,half-1" || mig.SharedCounters != nil || len(mig.Devices[2].ConsumesCounters) != 1 {
+		t.Errorf("mig.example.com's devices slice %+v: want whole, half-0, half-1 consuming gpu-0-counters, no shared counters", mig)
+	}
+	if len(counters.SharedCounters) != 1 || counters.SharedCounters[0].Name != "gpu-0-counters" || counters.Devices != nil {
+		t.Errorf("mig.example.com's counters slice %+v: want gpu-0-counters and no devices", counters)
 	}
 	if q := tmpl.Allocatable["nvidia.com/gpu"]; q.Value() != 8 {
 		t.Errorf("allocatable nvidia.com/gpu %s, want 8 (a device plugin's extended resource)", q.String())
@@ -134,6 +142,10 @@ func TestParseTemplateDevicesErrors(t *testing.T) {
 			[]string{`devices.drivers[0].devices[0].consumesCounters[0].counterSet "nope": not in the driver's sharedCounters`}},
 		{"unknown counter", "  drivers: [{driver: a.example.com, sharedCounters: [{name: cs, counters: {m: {value: 1}}}], devices: [{name: a, consumesCounters: [{counterSet: cs, counters: {other: {value: 1}}}]}]}]",
 			[]string{`devices.drivers[0].devices[0].consumesCounters[0].counters "other": not a counter of shared counter set cs`}},
+		{"too many consuming counters", "  drivers: [{driver: a.example.com, sharedCounters: [{name: cs, counters: {m: {value: 65}}}], devices: [{name: 'g-{index}', count: 65, consumesCounters: [{counterSet: cs, counters: {m: {value: 1}}}]}]}]",
+			[]string{`devices.drivers[0].devices "65": must make 1 to 128 devices (one ResourceSlice per Node; 64 with consumed counters or taints)`}},
+		{"counters without devices", "  drivers: [{driver: a.example.com, sharedCounters: [{name: cs, counters: {m: {value: 1}}}], devices: []}]",
+			[]string{`devices.drivers[0].devices "0": must make 1 to 128 devices`}},
 		{"bad env", "  drivers: [{driver: a.example.com, env: '1GPU=', devices: [{name: a}]}]",
 			[]string{`devices.drivers[0].env "1GPU=": must be an environment variable name`}},
 		{"with a Node error too", "  drivers: []\nstatus: {capacity: {cpu: 1500m}}",
@@ -148,6 +160,24 @@ func TestParseTemplateDevicesErrors(t *testing.T) {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("error %q\nwant it to contain %q", err, w)
 				}
+			}
+		})
+	}
+}
+
+// TestParseTemplateDevicesAccepted holds the checks to the API server's limits where a template is
+// valid: the shared counters are a slice of their own, so devices that consume none may number 128
+// beside them (64 only when one consumes counters or has taints).
+func TestParseTemplateDevicesAccepted(t *testing.T) {
+	const head = "apiVersion: v1\nkind: Node\ndevices:\n"
+	for _, tc := range []struct{ name, devices string }{
+		{"128 devices", "  drivers: [{driver: a.example.com, devices: [{name: 'g-{index}', count: 128}]}]"},
+		{"128 devices beside shared counters", "  drivers: [{driver: a.example.com, sharedCounters: [{name: cs, counters: {m: {value: 1}}}], devices: [{name: 'g-{index}', count: 128}]}]"},
+		{"64 consuming counters", "  drivers: [{driver: a.example.com, sharedCounters: [{name: cs, counters: {m: {value: 64}}}], devices: [{name: 'g-{index}', count: 64, consumesCounters: [{counterSet: cs, counters: {m: {value: 1}}}]}]}]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := ParseTemplate([]byte(head + tc.devices)); err != nil {
+				t.Error(err)
 			}
 		})
 	}
@@ -202,60 +232,109 @@ func TestDocsDeviceTemplates(t *testing.T) {
 	}
 }
 
-// TestNewResourceSlice holds the slice written for a Node (server-side apply) to the one that
+// TestNewResourceSlices holds the slices written for a Node (server-side apply) to those that
 // k8s.io/dynamic-resource-allocation's resourceslice controller (Controller.syncPool) writes for a Node
-// owner and one slice per pool: owned by the Node (controller), spec.nodeName and the pool's name the
-// Node's, resourceSliceCount 1, and the generation the highest of the pool's existing slices, bumped by
-// one when the slice is new or older than another of the pool (the library's obsolete slice), kept on
-// an update (the library keeps it when at most one slice changes). test/integration's
-// TestResourceSlicesAsTheLibrary compares the slices written with the library's, field by field.
-func TestNewResourceSlice(t *testing.T) {
+// owner: owned by the Node (controller), spec.nodeName and the pool's name the Node's, one slice per
+// slice of driverResources (two for a driver with shared counters: the counters, then the devices),
+// named by index ("00000-", "00001-"), resourceSliceCount their number, and the generation the highest
+// of the pool's existing slices, bumped by one when a slice is new or more than one changes (kept when
+// at most one changes); a slice of another name or an older generation is obsolete.
+// test/integration's TestResourceSlicesAsTheLibrary compares the slices written with the library's,
+// field by field.
+func TestNewResourceSlices(t *testing.T) {
 	tmpl, err := ParseTemplate([]byte(gpuTemplate))
 	if err != nil {
 		t.Fatal(err)
 	}
-	drv := tmpl.Devices.Drivers[1]
+	gpu, mig := tmpl.Devices.Drivers[0], tmpl.Devices.Drivers[1]
 	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "sim-0003", UID: "u-3"}}
-	const ours = "00000-mig.example.com-sim-0003"
-	slice := func(name string, generation int64) *resourcev1.ResourceSlice {
-		return &resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: resourcev1.ResourceSliceSpec{Pool: resourcev1.ResourcePool{Generation: generation}}}
+	const (
+		gpu0 = "00000-gpu.example.com-sim-0003"
+		lib0 = "00000-gpu.example.com-sim-0003-x7k2p" // the library's, of an earlier run
+		mig0 = "00000-mig.example.com-sim-0003"
+		mig1 = "00001-mig.example.com-sim-0003"
+	)
+	// published is the slice of drv named name as published at generation, changed by change.
+	published := func(drv DeviceDriver, name string, generation int64, change func(*resourcev1.ResourceSlice)) *resourcev1.ResourceSlice {
+		want, _, err := newResourceSlices(drv.Driver, node, driverResources(node.Name, drv, nil), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := want[0].DeepCopy()
+		for _, w := range want {
+			if w.Name == name {
+				s = w.DeepCopy()
+			}
+		}
+		s.Name, s.Spec.Pool.Generation = name, generation
+		if change != nil {
+			change(s)
+		}
+		return s
 	}
+	oneSlicePool := func(s *resourcev1.ResourceSlice) { s.Spec.Pool.ResourceSliceCount = 1 }
+	fewerDevices := func(s *resourcev1.ResourceSlice) { s.Spec.Devices = s.Spec.Devices[:1] }
 	for _, tc := range []struct {
 		desc       string
+		drv        DeviceDriver
 		existing   []*resourcev1.ResourceSlice
+		names      []string // the slices, in order
 		generation int64
+		obsolete   []string
 	}{
-		{"new", nil, 1},
-		{"an update", []*resourcev1.ResourceSlice{slice(ours, 1)}, 1},
-		{"an update at generation 4", []*resourcev1.ResourceSlice{slice(ours, 4)}, 4},
-		{"replacing the library's slice of an earlier run", []*resourcev1.ResourceSlice{slice("00000-mig.example.com-sim-0003-x7k2p", 1)}, 2},
-		{"older than another of the pool", []*resourcev1.ResourceSlice{slice(ours, 1), slice("00000-mig.example.com-sim-0003-x7k2p", 3)}, 4},
+		{"new", gpu, nil, []string{gpu0}, 1, nil},
+		{"an update", gpu, []*resourcev1.ResourceSlice{published(gpu, gpu0, 1, fewerDevices)}, []string{gpu0}, 1, nil},
+		{"an update at generation 4", gpu, []*resourcev1.ResourceSlice{published(gpu, gpu0, 4, nil)}, []string{gpu0}, 4, nil},
+		{"replacing the library's slice of an earlier run", gpu, []*resourcev1.ResourceSlice{published(gpu, lib0, 1, nil)}, []string{gpu0}, 2, []string{lib0}},
+		{"older than another of the pool", gpu, []*resourcev1.ResourceSlice{published(gpu, gpu0, 1, nil), published(gpu, lib0, 3, nil)}, []string{gpu0}, 4, []string{gpu0, lib0}},
+		{"partitionable: new", mig, nil, []string{mig0, mig1}, 1, nil},
+		{"partitionable: published", mig, []*resourcev1.ResourceSlice{published(mig, mig0, 3, nil), published(mig, mig1, 3, nil)}, []string{mig0, mig1}, 3, nil},
+		{"partitionable: the devices changed", mig, []*resourcev1.ResourceSlice{published(mig, mig0, 3, nil), published(mig, mig1, 3, fewerDevices)}, []string{mig0, mig1}, 3, nil},
+		{"partitionable: both changed", mig, []*resourcev1.ResourceSlice{published(mig, mig0, 3, oneSlicePool), published(mig, mig1, 3, oneSlicePool)}, []string{mig0, mig1}, 4, nil},
+		{"partitionable: the devices missing", mig, []*resourcev1.ResourceSlice{published(mig, mig0, 3, nil)}, []string{mig0, mig1}, 4, nil},
+		{"partitionable: the devices of an older generation", mig, []*resourcev1.ResourceSlice{published(mig, mig0, 3, nil), published(mig, mig1, 2, nil)}, []string{mig0, mig1}, 4, []string{mig1}},
+		{"partitionable: replacing the one slice of an earlier run", mig, []*resourcev1.ResourceSlice{published(mig, mig0, 1, func(s *resourcev1.ResourceSlice) {
+			oneSlicePool(s)
+			s.Spec.Devices = published(mig, mig1, 1, nil).Spec.Devices
+		})}, []string{mig0, mig1}, 2, nil},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
-			got, err := newResourceSlice(drv.Driver, node, driverResources(node.Name, drv, nil), tc.existing)
+			got, obsolete, err := newResourceSlices(tc.drv.Driver, node, driverResources(node.Name, tc.drv, nil), tc.existing)
 			if err != nil {
 				t.Fatal(err)
 			}
-			res := driverResources(node.Name, drv, nil).Pools[node.Name].Slices[0]
-			want := &resourcev1.ResourceSlice{
-				TypeMeta: metav1.TypeMeta{APIVersion: "resource.k8s.io/v1", Kind: "ResourceSlice"},
-				ObjectMeta: metav1.ObjectMeta{Name: ours, OwnerReferences: []metav1.OwnerReference{
-					{APIVersion: "v1", Kind: "Node", Name: "sim-0003", UID: "u-3", Controller: ptr.To(true)}}},
-				Spec: resourcev1.ResourceSliceSpec{
-					Driver: drv.Driver, NodeName: ptr.To("sim-0003"),
-					Pool:    resourcev1.ResourcePool{Name: "sim-0003", Generation: tc.generation, ResourceSliceCount: 1},
-					Devices: res.Devices, SharedCounters: res.SharedCounters,
-				},
+			res := driverResources(node.Name, tc.drv, nil).Pools[node.Name].Slices
+			if len(got) != len(tc.names) || len(res) != len(tc.names) {
+				t.Fatalf("%d slices, %d of driverResources, want %d", len(got), len(res), len(tc.names))
 			}
-			if !equality.Semantic.DeepEqual(got, want) {
-				t.Errorf("slice\n%+v\nwant\n%+v", got, want)
+			for i, name := range tc.names {
+				want := &resourcev1.ResourceSlice{
+					TypeMeta: metav1.TypeMeta{APIVersion: "resource.k8s.io/v1", Kind: "ResourceSlice"},
+					ObjectMeta: metav1.ObjectMeta{Name: name, OwnerReferences: []metav1.OwnerReference{
+						{APIVersion: "v1", Kind: "Node", Name: "sim-0003", UID: "u-3", Controller: ptr.To(true)}}},
+					Spec: resourcev1.ResourceSliceSpec{
+						Driver: tc.drv.Driver, NodeName: ptr.To("sim-0003"),
+						Pool:    resourcev1.ResourcePool{Name: "sim-0003", Generation: tc.generation, ResourceSliceCount: int64(len(tc.names))},
+						Devices: res[i].Devices, SharedCounters: res[i].SharedCounters,
+					},
+				}
+				if !equality.Semantic.DeepEqual(got[i], want) {
+					t.Errorf("slice %d\n%+v\nwant\n%+v", i, got[i], want)
+				}
+				if !sliceUpToDate(got[i], want) {
+					t.Errorf("sliceUpToDate(slice %d, want) is false", i)
+				}
 			}
-			if !sliceUpToDate(got, want) {
-				t.Error("sliceUpToDate(want, want) is false")
+			var names []string
+			for _, s := range obsolete {
+				names = append(names, s.Name)
+			}
+			if strings.Join(names, ",") != strings.Join(tc.obsolete, ",") {
+				t.Errorf("obsolete %v, want %v", names, tc.obsolete)
 			}
 		})
 	}
-	if _, err := newResourceSlice(drv.Driver, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: strings.Repeat("n", 240), UID: "u"}}, driverResources(strings.Repeat("n", 240), drv, nil), nil); err == nil ||
+	if _, _, err := newResourceSlices(mig.Driver, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: strings.Repeat("n", 240), UID: "u"}}, driverResources(strings.Repeat("n", 240), mig, nil), nil); err == nil ||
 		!strings.Contains(err.Error(), "ResourceSlice name \"00000-mig.example.com-nnn") {
 		t.Errorf("a Node name too long for the slice's name: %v", err)
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,7 +23,8 @@ import (
 	"github.com/nodeagent/nodeagent/test/framework"
 )
 
-// slicesTemplate has two drivers: 2 GPUs with attributes and capacity, and 2 NICs.
+// slicesTemplate has three drivers: 2 GPUs with attributes and capacity, 2 NICs, and a partitionable
+// GPU (shared counters, offered whole or as two halves that consume them: two slices per Node).
 const slicesTemplate = `apiVersion: v1
 kind: Node
 devices:
@@ -41,16 +44,30 @@ devices:
       count: 2
       attributes:
         resource.kubernetes.io/pcieRoot: {string: pci0000:01}
+  - driver: mig.example.com
+    sharedCounters:
+    - name: gpu-0-counters
+      counters: {memory: {value: 80Gi}}
+    devices:
+    - name: gpu-0
+      consumesCounters: [{counterSet: gpu-0-counters, counters: {memory: {value: 80Gi}}}]
+      capacity: {memory: {value: 80Gi}}
+    - name: gpu-0-half-{index}
+      count: 2
+      consumesCounters: [{counterSet: gpu-0-counters, counters: {memory: {value: 40Gi}}}]
+      capacity: {memory: {value: 40Gi}}
 `
 
 // TestResourceSlicesAsTheLibrary (issue 49, item 2) holds the simulated Nodes' ResourceSlices, written by
 // server-side apply from one informer per driver, to k8s.io/dynamic-resource-allocation's resourceslice
 // controller, the kubelet plugins' own: for a simulated Node and a Node of the same devices whose slices
-// the library's controller publishes (Owner the Node, simulation.DriverResources), each driver's slice is
-// equal field by field (owner references, labels, annotations, finalizers and spec; the Node's name and
-// UID, the slice's name and server-set metadata aside): as published, after the control API narrows a
-// Node's GPUs to gpu-1 (and the library's Controller.Update does the same), after it empties them, and
-// after it gives all of them back.
+// the library's controller publishes (Owner the Node, simulation.DriverResources), each driver's slices
+// are equal field by field, in order (owner references, labels, annotations, finalizers and spec; the
+// Node's name and UID, the slice's name after its index and server-set metadata aside): as published,
+// after the control API narrows a Node's GPUs to gpu-1 (and the library's Controller.Update does the
+// same), after it empties them, after it gives all of them back, and after it narrows the partitionable
+// GPU to its halves. The partitionable driver's pool is two slices (the shared counters, the devices
+// consuming them), both accepted by the API server.
 func TestResourceSlicesAsTheLibrary(t *testing.T) {
 	t.Parallel()
 	const (
@@ -97,12 +114,17 @@ func TestResourceSlicesAsTheLibrary(t *testing.T) {
 		driver  string
 		devices []string // the control API's and the library's; nil: all
 		body    string
-		want    int // the GPU slice's devices
+		want    map[string]int // by driver, the devices of its devices slice (the pool's last)
 	}{
-		{desc: "published", want: 2},
-		{desc: "narrowed to gpu-1", driver: "gpu.example.com", devices: []string{"gpu-1"}, body: `{"driver":"gpu.example.com","devices":["gpu-1"]}`, want: 1},
-		{desc: "emptied", driver: "gpu.example.com", devices: []string{}, body: `{"driver":"gpu.example.com","devices":[]}`, want: 0},
-		{desc: "all again", driver: "gpu.example.com", body: `{"driver":"gpu.example.com","devices":null}`, want: 2},
+		{desc: "published", want: map[string]int{"gpu.example.com": 2, "mig.example.com": 3}},
+		{desc: "narrowed to gpu-1", driver: "gpu.example.com", devices: []string{"gpu-1"}, body: `{"driver":"gpu.example.com","devices":["gpu-1"]}`,
+			want: map[string]int{"gpu.example.com": 1, "mig.example.com": 3}},
+		{desc: "emptied", driver: "gpu.example.com", devices: []string{}, body: `{"driver":"gpu.example.com","devices":[]}`,
+			want: map[string]int{"gpu.example.com": 0, "mig.example.com": 3}},
+		{desc: "all again", driver: "gpu.example.com", body: `{"driver":"gpu.example.com","devices":null}`,
+			want: map[string]int{"gpu.example.com": 2, "mig.example.com": 3}},
+		{desc: "partitionable narrowed to the halves", driver: "mig.example.com", devices: []string{"gpu-0-half-0", "gpu-0-half-1"},
+			body: `{"driver":"mig.example.com","devices":["gpu-0-half-0","gpu-0-half-1"]}`, want: map[string]int{"gpu.example.com": 2, "mig.example.com": 2}},
 	} {
 		if step.body != "" {
 			code, body, err := sim.postPath(ctx, "nodes/"+simNode+"/slices", step.body)
@@ -116,46 +138,59 @@ func TestResourceSlicesAsTheLibrary(t *testing.T) {
 			}
 		}
 		for _, drv := range drivers {
-			var got, want *resourcev1.ResourceSlice
+			var got, want []resourcev1.ResourceSlice
 			err := framework.WaitFor(ctx, 200*time.Millisecond, func() (bool, error) {
 				var err error
-				if got, err = nodeSlice(ctx, admin, drv.Driver, simNode); err != nil || got == nil {
+				if got, err = poolSlices(ctx, admin, drv.Driver, simNode); err != nil || got == nil {
 					return false, err
 				}
-				if want, err = nodeSlice(ctx, admin, drv.Driver, libNode); err != nil || want == nil {
+				if want, err = poolSlices(ctx, admin, drv.Driver, libNode); err != nil || want == nil {
 					return false, err
 				}
-				return drv.Driver != "gpu.example.com" || (len(got.Spec.Devices) == step.want && len(want.Spec.Devices) == step.want), nil
+				n, ok := step.want[drv.Driver]
+				return !ok || (len(got[len(got)-1].Spec.Devices) == n && len(want[len(want)-1].Spec.Devices) == n), nil
 			})
 			if err != nil {
 				t.Fatalf("%s: %s's slices: simulated %+v, library %+v: %v", step.desc, drv.Driver, got, want, err)
 			}
-			g, w := comparableSlice(got, simNode), comparableSlice(want, libNode)
-			if !equality.Semantic.DeepEqual(g, w) {
-				t.Errorf("%s: %s's slice of the simulated Node differs from the library's (- simulated, + library):\n%s", step.desc, drv.Driver, utildiff.Diff(g, w))
+			if wantSlices := len(simulation.DriverResources(simNode, drv, nil).Pools[simNode].Slices); len(got) != wantSlices || len(want) != wantSlices {
+				t.Fatalf("%s: %s: %d slices of the simulated Node, %d of the library's, want %d", step.desc, drv.Driver, len(got), len(want), wantSlices)
+			}
+			for i := range got {
+				g, w := comparableSlice(&got[i], simNode), comparableSlice(&want[i], libNode)
+				if !equality.Semantic.DeepEqual(g, w) {
+					t.Errorf("%s: %s's slice %d of the simulated Node differs from the library's (- simulated, + library):\n%s", step.desc, drv.Driver, i, utildiff.Diff(g, w))
+				}
 			}
 		}
 	}
 }
 
-// nodeSlice returns the one ResourceSlice of driver on Node node (nil: none, or more than one).
-func nodeSlice(ctx context.Context, c kubernetes.Interface, driver, node string) (*resourcev1.ResourceSlice, error) {
+// poolSlices returns the ResourceSlices of driver on Node node, sorted by name (so by their index in
+// the pool), once the pool is complete: as many as its resourceSliceCount, all of one generation (nil:
+// not yet, or obsolete ones not yet gone).
+func poolSlices(ctx context.Context, c kubernetes.Interface, driver, node string) ([]resourcev1.ResourceSlice, error) {
 	l, err := c.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{FieldSelector: fields.Set{
 		resourcev1.ResourceSliceSelectorDriver: driver, resourcev1.ResourceSliceSelectorNodeName: node}.String()})
 	if err != nil || len(l.Items) == 0 {
 		return nil, err
 	}
-	if len(l.Items) > 1 {
-		return nil, nil // wait for the obsolete one to go
+	for _, s := range l.Items {
+		if s.Spec.Pool != l.Items[0].Spec.Pool || s.Spec.Pool.ResourceSliceCount != int64(len(l.Items)) {
+			return nil, nil
+		}
 	}
-	return &l.Items[0], nil
+	slices.SortFunc(l.Items, func(a, b resourcev1.ResourceSlice) int { return strings.Compare(a.Name, b.Name) })
+	return l.Items, nil
 }
 
 // comparableSlice is s with what differs between two Nodes' slices by construction set aside: the
-// Node's name and UID (spec.nodeName, the pool's name, the owner reference), the slice's name and the
-// metadata the API server sets.
+// Node's name and UID (spec.nodeName, the pool's name, the owner reference), the slice's name after its
+// index (the library's "00001-<driver>-<node>-<random>", the simulation's "00001-<driver>-<node>") and
+// the metadata the API server sets.
 func comparableSlice(s *resourcev1.ResourceSlice, node string) *resourcev1.ResourceSlice {
-	out := &resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{
+	index, _, _ := strings.Cut(s.Name, "-")
+	out := &resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: index,
 		Labels: s.Labels, Annotations: s.Annotations, Finalizers: s.Finalizers,
 	}, Spec: *s.Spec.DeepCopy()}
 	for _, o := range s.OwnerReferences {
