@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	logsapi "k8s.io/component-base/logs/api/v1"
 	"k8s.io/klog/v2"
 
@@ -66,6 +68,7 @@ type simulateOptions struct {
 	// The simulated pods' default behaviour (docs/simulation.md, "Pods"): annotations override it.
 	podStartDelay, podReadinessDelay, podStopDelay time.Duration
 	podCommandInterpretation                       bool
+	clusterDomain                                  string
 	// Sharding (docs/simulation.md, "Shards").
 	shards                int
 	shardIndex            int
@@ -117,6 +120,7 @@ func simulateFlags() (*simulateOptions, *pflag.FlagSet) {
 	fs.DurationVar(&o.podStartDelay, "pod-container-start-delay", 0, "Default time from a simulated pod's admission (or its previous init container) to each container running; the pod's nodeagent.io/container-start-delay annotation overrides it. 0: at once, as KWOK's fast Stages.")
 	fs.DurationVar(&o.podReadinessDelay, "pod-readiness-delay", 0, "Default time from a simulated container running to it turning ready (annotation nodeagent.io/readiness-delay).")
 	fs.BoolVar(&o.podCommandInterpretation, "pod-command-interpretation", true, "Interpret a simulated container's command and args (a shell's -c script, sleep, exit codes, files in emptyDir and hostPath volumes) in a sandbox, in simulated time, so that it decides how long each run lasts and how it exits; the annotations nodeagent.io/run-duration and exit-code take precedence, and a command the sandbox cannot honour keeps the default behaviour (a Warning Event CommandNotInterpreted says so). See docs/simulation.md.")
+	fs.StringVar(&o.clusterDomain, "cluster-domain", simulation.DefaultClusterDomain, "Domain of this cluster (the kubelet's --cluster-domain): a simulated pod with spec.subdomain has <hostname>.<subdomain>.<namespace>.svc.<domain> in the /etc/hosts its interpreted commands read.")
 	fs.DurationVar(&o.podStopDelay, "pod-stop-delay", 0, "Default time from a simulated pod's deletion to its containers stopped, capped by its grace period (annotation nodeagent.io/stop-delay).")
 	fs.IntVar(&o.podWorkers, "pod-workers", o.podWorkers, "Workers that run the pods bound to the simulated Nodes (admission, status writes, deletion), from a work queue of their own, so that no pod storm delays a Lease or a Node status; 0: one per 20 Nodes, 32 to 128.")
 	o.kubeletAPIConns.addFlags(fs)
@@ -250,6 +254,9 @@ func completeSimulate(o *simulateOptions) (*simulationConfig, error) {
 			return nil, fmt.Errorf("%s %v: must be between 0 and 1h", d.flag, d.value)
 		}
 	}
+	if errs := validation.IsDNS1123Subdomain(o.clusterDomain); len(errs) > 0 {
+		return nil, fmt.Errorf("--cluster-domain %q: %s", o.clusterDomain, strings.Join(errs, "; "))
+	}
 	if o.podWorkers < 0 || o.podWorkers > 1000 {
 		return nil, fmt.Errorf("--pod-workers %d: must be between 0 (one per 20 Nodes, 32 to 128) and 1000", o.podWorkers)
 	}
@@ -312,7 +319,7 @@ func runSimulate(ctx context.Context, o *simulateOptions) error {
 			Default:   simulation.ContainerBehaviour{StartDelay: o.podStartDelay, ReadinessDelay: o.podReadinessDelay},
 			StopDelay: o.podStopDelay,
 		},
-		InterpretPodCommands: o.podCommandInterpretation, KubeletAPI: kubeletAPI,
+		InterpretPodCommands: o.podCommandInterpretation, ClusterDomain: o.clusterDomain, KubeletAPI: kubeletAPI,
 		ProcessStart: processStart, DeleteNodesOnExit: o.deleteNodesOnExit,
 		Adopt: o.adopt.NodeSelector,
 	})

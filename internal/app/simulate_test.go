@@ -93,6 +93,7 @@ current-context: c
 		{"negative pod start delay", []string{"--pod-container-start-delay=-1s"}, []string{"--pod-container-start-delay -1s: must be between 0 and 1h"}},
 		{"pod stop delay beyond an hour", []string{"--pod-stop-delay=2h"}, []string{"--pod-stop-delay 2h0m0s: must be between 0 and 1h"}},
 		{"too many pod workers", []string{"--pod-workers=1001"}, []string{"--pod-workers 1001: must be between 0 (one per 20 Nodes, 32 to 128) and 1000"}},
+		{"bad cluster domain", []string{"--cluster-domain=Cluster_Local"}, []string{`--cluster-domain "Cluster_Local": a lowercase RFC 1123 subdomain`}},
 		{"bad frequency", []string{"--node-status-update-frequency=-1s"}, []string{`invalid nodeStatusUpdateFrequency "-1s"`}},
 		{"bad taint", []string{"--register-with-taints=a:Never"}, []string{"--register-with-taints", "Never"}},
 		{"missing kubeconfig", []string{"--kubeconfig=" + filepath.Join(dir, "nope")}, []string{`--kubeconfig "`, "no such file"}},
@@ -129,7 +130,7 @@ func TestSimulateFlags(t *testing.T) {
 	_, fs := simulateFlags()
 	for _, name := range []string{"kubeconfig", "nodes", "node-name-prefix", "node-template", "simulated-taint", "kube-api-qps",
 		"kube-api-burst", "event-qps", "node-status-update-frequency", "node-lease-duration-seconds", "healthz-port", "v", "logging-format",
-		"node-ip", "address", "port", "tls-cert-file", "client-ca-file", "authorization-mode"} {
+		"node-ip", "address", "port", "tls-cert-file", "client-ca-file", "authorization-mode", "cluster-domain"} {
 		if fs.Lookup(name) == nil {
 			t.Errorf("--%s missing", name)
 		}

@@ -14,6 +14,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 )
 
 // ReasonCreateContainerConfigError is the waiting reason of a container whose config the kubelet
@@ -317,4 +319,13 @@ func resourceFieldValue(p *v1.Pod, ctr *v1.Container, fs *v1.ResourceFieldSelect
 		return strconv.FormatInt(int64(math.Ceil(float64(q.MilliValue())/float64(divisor.MilliValue()))), 10), nil
 	}
 	return strconv.FormatInt(int64(math.Ceil(float64(q.Value())/float64(divisor.Value()))), 10), nil
+}
+
+// getConfigMap returns a GET of one ConfigMap through c: what the runs' env and volume sources read
+// (envSources.configMaps) and what the kubelet API's log queries read (Streaming.ConfigMaps). Its
+// error is the API server's (a NotFound when there is none).
+func getConfigMap(c kubernetes.Interface) func(ctx context.Context, namespace, name string) (*v1.ConfigMap, error) {
+	return func(ctx context.Context, namespace, name string) (*v1.ConfigMap, error) {
+		return c.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
+	}
 }

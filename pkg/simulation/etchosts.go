@@ -2,6 +2,7 @@ package simulation
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"io"
 	"os"
@@ -19,8 +20,9 @@ const (
 	// the kubelet writes (k8s.io/kubernetes pkg/kubelet/kubelet_pods.go).
 	managedHostsHeader                = "# Kubernetes-managed hosts file.\n"
 	managedHostsHeaderWithHostNetwork = "# Kubernetes-managed hosts file (host network).\n"
-	// defaultClusterDomain is the cluster domain of a pod's subdomain FQDN when none is configured.
-	defaultClusterDomain = "cluster.local"
+	// DefaultClusterDomain is the cluster domain of a pod's subdomain FQDN when none is configured
+	// (Config.ClusterDomain; the kubelet has none by default, kubeadm and most clusters give this one).
+	DefaultClusterDomain = "cluster.local"
 	// nodeEtcHosts is the simulated Node's own /etc/hosts (its host file system's, made with it), which
 	// the hosts file of a hostNetwork pod starts with.
 	nodeEtcHosts = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
@@ -58,11 +60,7 @@ func (c *commands) hostsMount(p *v1.Pod, ctr *v1.Container, pc *podCommands) (m 
 	} else {
 		domain := ""
 		if p.Spec.Subdomain != "" {
-			cd := c.clusterDomain
-			if cd == "" {
-				cd = defaultClusterDomain
-			}
-			domain = fmt.Sprintf("%s.%s.svc.%s", p.Spec.Subdomain, p.Namespace, cd)
+			domain = fmt.Sprintf("%s.%s.svc.%s", p.Spec.Subdomain, p.Namespace, cmp.Or(c.clusterDomain, DefaultClusterDomain))
 		}
 		content = managedHostsFileContent(pc.podIPs, podHostname(p), domain, p.Spec.HostAliases)
 	}

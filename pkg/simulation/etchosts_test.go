@@ -9,7 +9,13 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
 
+	"github.com/nodeagent/nodeagent/pkg/node"
+	"github.com/nodeagent/nodeagent/pkg/nodecache"
 	"github.com/nodeagent/nodeagent/pkg/simulation/sandbox"
 )
 
@@ -28,12 +34,15 @@ func TestEtcHosts(t *testing.T) {
 		spec   v1.PodSpec
 		podIPs []string
 		mounts []v1.VolumeMount
+		domain string // Config.ClusterDomain
 		want   string // "": not honoured (a file of the image)
 	}{
 		{name: "pod IP and name", podIPs: []string{"10.0.0.5"}, want: local + "10.0.0.5\tp\n"},
 		{name: "dual stack, hostname and subdomain", podIPs: []string{"10.0.0.5", "fd00::5"},
 			spec: v1.PodSpec{Hostname: "h", Subdomain: "sub"},
 			want: local + "10.0.0.5\th.sub.ns.svc.cluster.local\th\nfd00::5\th.sub.ns.svc.cluster.local\th\n"},
+		{name: "subdomain in the cluster's domain", podIPs: []string{"10.0.0.5"}, domain: "corp.example",
+			spec: v1.PodSpec{Subdomain: "sub"}, want: local + "10.0.0.5\tp.sub.ns.svc.corp.example\tp\n"},
 		{name: "hostAliases", podIPs: []string{"10.0.0.5"},
 			spec: v1.PodSpec{HostAliases: []v1.HostAlias{{IP: "123.45.67.89", Hostnames: []string{"foo", "bar"}}, {IP: "1.2.3.4", Hostnames: []string{"baz"}}}},
 			want: local + "10.0.0.5\tp\n\n# Entries added by HostAliases.\n123.45.67.89\tfoo\tbar\n1.2.3.4\tbaz\n"},
@@ -47,7 +56,7 @@ func TestEtcHosts(t *testing.T) {
 			p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u"}, Spec: tc.spec}
 			p.Spec.NodeName = "sim-0000"
 			ctr := &v1.Container{Name: "c", Command: []string{"cat", "/etc/hosts"}, VolumeMounts: tc.mounts}
-			prog, err := (&commands{}).program(context.Background(), p, ctr, &podCommands{podIPs: tc.podIPs}, 0, time.Unix(0, 0))
+			prog, err := (&commands{clusterDomain: tc.domain}).program(context.Background(), p, ctr, &podCommands{podIPs: tc.podIPs}, 0, time.Unix(0, 0))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -201,5 +210,29 @@ func TestAgnhostEtcHosts(t *testing.T) {
 				t.Errorf("run = %+v (%q), want exit 0 with %q and a last empty line", r.out, lines, tc.want)
 			}
 		})
+	}
+}
+
+// TestClusterDomainConfig: Config.ClusterDomain reaches the commands' hosts files, DefaultClusterDomain
+// when not given.
+func TestClusterDomainConfig(t *testing.T) {
+	for _, tc := range []struct{ domain, want string }{
+		{"", DefaultClusterDomain},
+		{"corp.example", "corp.example"},
+	} {
+		client := fake.NewClientset()
+		factory := informers.NewSharedInformerFactory(client, 0)
+		deps := node.Dependencies{Client: client, HeartbeatClient: client, Cache: nodecache.New(clock.RealClock{}),
+			NodeLister: factory.Core().V1().Nodes().Lister(), Pods: node.IndexedPodLister{Indexer: factory.Core().V1().Pods().Informer().GetIndexer()},
+			Recorder: &record.FakeRecorder{}, Clock: clock.RealClock{}}
+		nodeCfg := node.Config{NodeStatusUpdateFrequency: 10 * time.Second, NodeStatusReportFrequency: 5 * time.Minute,
+			NodeLeaseDurationSeconds: 40, NodeStatusMaxImages: 50, AgentVersion: "v0.0.0-test"}
+		sim, err := New(Config{Nodes: 1, NamePrefix: "sim-", Node: nodeCfg, Dependencies: deps, InterpretPodCommands: true, ClusterDomain: tc.domain})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := sim.pods.commands.clusterDomain; got != tc.want {
+			t.Errorf("ClusterDomain %q: the commands' cluster domain is %q, want %q", tc.domain, got, tc.want)
+		}
 	}
 }

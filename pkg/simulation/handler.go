@@ -162,66 +162,29 @@ func (s *Simulator) handler() http.Handler {
 		writeJSON(w, st)
 	})
 	mux.HandleFunc("POST "+Path+"pods/{namespace}/{name}", func(w http.ResponseWriter, r *http.Request) {
-		var c ContainerChange
-		data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
-		if err == nil {
-			err = config.UnmarshalStrict(data, &c)
-		}
-		if err != nil {
-			http.Error(w, "bad request: body is not a JSON ContainerChange {\"container\": NAME, \"crash\": EXIT_CODE, \"stop\": true, \"ready\": BOOL}: "+err.Error(), http.StatusBadRequest)
+		c, ok := decodeBody[ContainerChange](w, r, `ContainerChange {"container": NAME, "crash": EXIT_CODE, "stop": true, "ready": BOOL}`)
+		if !ok {
 			return
 		}
 		st, err := s.SetPodContainer(r.Context(), r.PathValue("namespace"), r.PathValue("name"), c)
-		switch {
-		case errors.Is(err, ErrUnknownPod):
-			http.Error(w, err.Error(), http.StatusNotFound)
-		case err != nil:
-			http.Error(w, "bad request: "+err.Error(), http.StatusBadRequest)
-		default:
-			writeJSON(w, st)
-		}
+		answer(w, st, err)
 	})
 	mux.HandleFunc("POST "+Path+"nodes/{name}/devices", func(w http.ResponseWriter, r *http.Request) {
-		var c DeviceHealthChange
-		data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
-		if err == nil {
-			err = config.UnmarshalStrict(data, &c)
-		}
-		if err != nil {
-			http.Error(w, "bad request: body is not a JSON DeviceHealthChange {\"driver\": DRIVER, \"device\": NAME, \"health\": \"Healthy\"|\"Unhealthy\"|\"Unknown\", \"message\": TEXT}: "+err.Error(), http.StatusBadRequest)
+		c, ok := decodeBody[DeviceHealthChange](w, r, `DeviceHealthChange {"driver": DRIVER, "device": NAME, "health": "Healthy"|"Unhealthy"|"Unknown", "message": TEXT}`)
+		if !ok {
 			return
 		}
 		pods, err := s.SetDeviceHealth(r.PathValue("name"), c)
-		switch {
-		case errors.Is(err, ErrUnknownNode):
-			http.Error(w, err.Error(), http.StatusNotFound)
-		case err != nil:
-			http.Error(w, "bad request: "+err.Error(), http.StatusBadRequest)
-		default:
-			writeJSON(w, struct {
-				Pods []string `json:"pods"`
-			}{Pods: append([]string{}, pods...)})
-		}
+		answer(w, struct {
+			Pods []string `json:"pods"`
+		}{Pods: append([]string{}, pods...)}, err)
 	})
 	mux.HandleFunc("POST "+Path+"nodes/{name}/slices", func(w http.ResponseWriter, r *http.Request) {
-		var c NodeDevicesChange
-		data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
-		if err == nil {
-			err = config.UnmarshalStrict(data, &c)
-		}
-		if err != nil {
-			http.Error(w, "bad request: body is not a JSON NodeDevicesChange {\"driver\": DRIVER, \"devices\": [NAME, ...] or null}: "+err.Error(), http.StatusBadRequest)
+		c, ok := decodeBody[NodeDevicesChange](w, r, `NodeDevicesChange {"driver": DRIVER, "devices": [NAME, ...] or null}`)
+		if !ok {
 			return
 		}
-		err = s.SetNodeDevices(r.PathValue("name"), c)
-		switch {
-		case errors.Is(err, ErrUnknownNode):
-			http.Error(w, err.Error(), http.StatusNotFound)
-		case err != nil:
-			http.Error(w, "bad request: "+err.Error(), http.StatusBadRequest)
-		default:
-			writeJSON(w, c)
-		}
+		answer(w, c, s.SetNodeDevices(r.PathValue("name"), c))
 	})
 	s.installUsage(mux)
 	return mux
@@ -245,6 +208,35 @@ func decodeChange(r io.Reader) (Change, error) {
 		return c, errors.New("the body names no field, so it changes nothing: give at least one of runtimeReady, networkReady, memoryPressure, diskPressure, pidPressure, stopped")
 	}
 	return c, nil
+}
+
+// decodeBody strictly decodes the request's body (at most maxBody bytes) into a T: unknown, duplicate
+// or mis-cased fields are errors (config.UnmarshalStrict). On an error it answers 400 "bad request:
+// body is not a JSON <shape>: <error>" and returns false; the handler then returns.
+func decodeBody[T any](w http.ResponseWriter, r *http.Request, shape string) (T, bool) {
+	var v T
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err == nil {
+		err = config.UnmarshalStrict(data, &v)
+	}
+	if err != nil {
+		http.Error(w, "bad request: body is not a JSON "+shape+": "+err.Error(), http.StatusBadRequest)
+		return v, false
+	}
+	return v, true
+}
+
+// answer writes a control-API change's result: 404 when err wraps ErrUnknownPod or ErrUnknownNode, 400
+// "bad request: <err>" for any other error, else v as JSON.
+func answer(w http.ResponseWriter, v any, err error) {
+	switch {
+	case errors.Is(err, ErrUnknownPod) || errors.Is(err, ErrUnknownNode):
+		http.Error(w, err.Error(), http.StatusNotFound)
+	case err != nil:
+		http.Error(w, "bad request: "+err.Error(), http.StatusBadRequest)
+	default:
+		writeJSON(w, v)
+	}
 }
 
 // writeList writes l as writeJSON would (indented by two spaces), one Node at a time, so that a list of

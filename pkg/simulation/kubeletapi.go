@@ -12,7 +12,6 @@ import (
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/nodeagent/nodeagent/pkg/kubeletserver"
@@ -141,9 +140,7 @@ func (s *Simulator) kubeletAPIShared() (*Streaming, *kubeletserver.ConnectionPoo
 			}
 		}
 		if c := s.cfg.Dependencies.Client; c != nil {
-			provider.ConfigMaps = func(ctx context.Context, namespace, name string) (*v1.ConfigMap, error) {
-				return c.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
-			}
+			provider.ConfigMaps = getConfigMap(c)
 		}
 		s.apiProvider = provider
 		if k.Connections != (kubeletserver.ConnectionLimits{}) {

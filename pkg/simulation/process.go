@@ -88,6 +88,8 @@ type ProcessConfig struct {
 	PodBehaviour Behaviour
 	// InterpretPodCommands: the simulated containers' commands are interpreted (Config.InterpretPodCommands).
 	InterpretPodCommands bool
+	// ClusterDomain is the cluster's domain (Config.ClusterDomain).
+	ClusterDomain string
 	// ProcessStart is when the process started (metrics, /debug/nodestatus).
 	ProcessStart time.Time
 	// DeleteNodesOnExit makes DeleteNodes delete the shard's Nodes (--delete-nodes-on-exit), and
@@ -192,7 +194,7 @@ func NewProcess(ctx context.Context, cfg ProcessConfig) (*Process, error) {
 			Pods:      node.IndexedPodLister{Indexer: podInformer.GetIndexer()},
 			PodClient: set.Pods, PodMetadataClient: set.PodMetadata,
 		},
-		PodBehaviour: cfg.PodBehaviour, KubeletAPI: cfg.KubeletAPI, InterpretPodCommands: cfg.InterpretPodCommands,
+		PodBehaviour: cfg.PodBehaviour, KubeletAPI: cfg.KubeletAPI, InterpretPodCommands: cfg.InterpretPodCommands, ClusterDomain: cfg.ClusterDomain,
 		StartQPS: float64(cfg.QPS), StartBurst: cfg.Burst, Adopt: adopt,
 	})
 	if err != nil {

@@ -1,6 +1,7 @@
 package simulation
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -85,6 +86,10 @@ type Config struct {
 	// sandbox cannot honour leaves PodBehaviour's (a Warning Event says so once per container).
 	InterpretPodCommands bool
 	CommandLimits        sandbox.Limits
+	// ClusterDomain is the cluster's domain (the kubelet's clusterDomain, --cluster-domain): a pod
+	// with spec.subdomain has <hostname>.<subdomain>.<namespace>.svc.<ClusterDomain> in the hosts
+	// file its interpreted commands read; "": DefaultClusterDomain.
+	ClusterDomain string
 	// CommandBudget bounds the interpretation of all the Nodes' commands together (zero fields:
 	// sandbox.DefaultBudget, 64 MiB and one run at a time): each run holds its CommandLimits.Memory of
 	// the budget's Memory and one of its Parallel slots while it runs, and waits for them (bounded by
@@ -263,14 +268,13 @@ func New(cfg Config) (*Simulator, error) {
 		}
 		if cfg.InterpretPodCommands {
 			s.pods.commands = &commands{limits: cfg.CommandLimits, runner: sandbox.NewRunner(cfg.CommandBudget),
-				src: &envSources{allocatable: t.Allocatable}, deviceEnv: s.pods.deviceEnv}
+				src: &envSources{allocatable: t.Allocatable}, deviceEnv: s.pods.deviceEnv,
+				clusterDomain: cmp.Or(cfg.ClusterDomain, DefaultClusterDomain)}
 			if c := cfg.Dependencies.Client; c != nil {
 				// A bounded GET per object a container's config or volume references, per run (the
 				// kubelet's configMapManager and secretManager watch them; a pod that references none
 				// costs none).
-				s.pods.commands.src.configMaps = func(ctx context.Context, namespace, name string) (*v1.ConfigMap, error) {
-					return c.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
-				}
+				s.pods.commands.src.configMaps = getConfigMap(c)
 				s.pods.commands.src.secrets = func(ctx context.Context, namespace, name string) (*v1.Secret, error) {
 					return c.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
 				}

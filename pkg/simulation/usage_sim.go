@@ -2,16 +2,13 @@ package simulation
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
-	"github.com/nodeagent/nodeagent/pkg/config"
 	"github.com/nodeagent/nodeagent/pkg/probemetrics"
 	"github.com/nodeagent/nodeagent/pkg/resourcemetrics"
 )
@@ -169,28 +166,6 @@ func (s *Simulator) nodeUsage(name string) NodeUsageState {
 //	GET  /simulation/usage/pods/{namespace}/{name}   PodUsageState
 //	POST /simulation/usage/pods/{namespace}/{name}   UsageChange → PodUsageState
 func (s *Simulator) installUsage(mux *http.ServeMux) {
-	decode := func(w http.ResponseWriter, r *http.Request) (UsageChange, bool) {
-		var c UsageChange
-		data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
-		if err == nil {
-			err = config.UnmarshalStrict(data, &c)
-		}
-		if err != nil {
-			http.Error(w, `bad request: body is not a JSON UsageChange {"container": NAME, "cpu": QUANTITY, "memory": QUANTITY}: `+err.Error(), http.StatusBadRequest)
-			return c, false
-		}
-		return c, true
-	}
-	answer := func(w http.ResponseWriter, v any, err error) {
-		switch {
-		case errors.Is(err, ErrUnknownPod) || errors.Is(err, ErrUnknownNode):
-			http.Error(w, err.Error(), http.StatusNotFound)
-		case err != nil:
-			http.Error(w, "bad request: "+err.Error(), http.StatusBadRequest)
-		default:
-			writeJSON(w, v)
-		}
-	}
 	mux.HandleFunc("GET "+Path+"usage/nodes/{name}", func(w http.ResponseWriter, r *http.Request) {
 		name := r.PathValue("name")
 		if _, ok := s.lookup(name); !ok {
@@ -205,7 +180,7 @@ func (s *Simulator) installUsage(mux *http.ServeMux) {
 		writeJSON(w, sum)
 	})
 	mux.HandleFunc("POST "+Path+"usage/nodes/{name}", func(w http.ResponseWriter, r *http.Request) {
-		if c, ok := decode(w, r); ok {
+		if c, ok := decodeBody[UsageChange](w, r, `UsageChange {"container": NAME, "cpu": QUANTITY, "memory": QUANTITY}`); ok {
 			st, err := s.SetNodeUsage(r.PathValue("name"), c)
 			answer(w, st, err)
 		}
@@ -215,7 +190,7 @@ func (s *Simulator) installUsage(mux *http.ServeMux) {
 		answer(w, st, err)
 	})
 	mux.HandleFunc("POST "+Path+"usage/pods/{namespace}/{name}", func(w http.ResponseWriter, r *http.Request) {
-		if c, ok := decode(w, r); ok {
+		if c, ok := decodeBody[UsageChange](w, r, `UsageChange {"container": NAME, "cpu": QUANTITY, "memory": QUANTITY}`); ok {
 			st, err := s.SetPodUsage(r.PathValue("namespace"), r.PathValue("name"), c)
 			answer(w, st, err)
 		}

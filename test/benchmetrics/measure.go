@@ -358,18 +358,9 @@ loop:
 	}
 	iv := leases.Intervals()
 	w.leases = len(iv)
-	w.leaseP50, w.leaseP99 = pct(iv, 0.5), pct(iv, 0.99)
+	w.leaseP50, w.leaseP99 = benchkit.NearestRank(iv, 0.5), benchkit.NearestRank(iv, 0.99)
 	w.notReady = nodes.BadWindowCount() - bad0
 	return w, nil
-}
-
-// pct is the p-th quantile of sorted durations (nearest rank).
-func pct(sorted []time.Duration, p float64) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	i := int(math.Ceil(p*float64(len(sorted)))) - 1
-	return sorted[min(max(i, 0), len(sorted)-1)]
 }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }

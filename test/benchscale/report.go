@@ -40,12 +40,9 @@ func (r *result) perNodeMin(c int) float64 {
 	return float64(c) / float64(r.nodes) / r.window.Minutes()
 }
 
+// leasePct is the p-th quantile of the Lease renew intervals (sorted), nearest rank.
 func (r *result) leasePct(p float64) time.Duration {
-	if len(r.leaseIntervals) == 0 {
-		return 0
-	}
-	i := int(p*float64(len(r.leaseIntervals))+0.999999) - 1 // nearest rank
-	return r.leaseIntervals[min(max(i, 0), len(r.leaseIntervals)-1)]
+	return benchkit.NearestRank(r.leaseIntervals, p)
 }
 
 func (r *result) summary() string {

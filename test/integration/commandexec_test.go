@@ -50,10 +50,8 @@ func TestCommandExec(t *testing.T) {
 		t.Fatal(err)
 	}
 	ip := hostAddress(t)
-	startShard(t, 0, []string{"simulate", "--kubeconfig=" + cp.AdminKubeconfig, "--nodes=1", "--node-name-prefix=exec-",
-		"--healthz-bind-address=127.0.0.1", "--healthz-port=" + strconv.Itoa(framework.FreePort()),
-		"--address=" + ip, "--node-ip=" + ip, "--port=" + strconv.Itoa(framework.FreePort()),
-		"--client-ca-file=" + cp.KubeletClientCAFile}, nil, framework.FreePort())
+	startShard(t, 0, append([]string{"simulate", "--kubeconfig=" + cp.AdminKubeconfig, "--nodes=1", "--node-name-prefix=exec-",
+		"--healthz-bind-address=127.0.0.1", "--healthz-port=" + strconv.Itoa(framework.FreePort())}, kubeletAPIArgs(cp, ip, framework.FreePort())...), nil, framework.FreePort())
 
 	cmKey := func(name, key string) *corev1.EnvVarSource {
 		return &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: name}, Key: key}}

@@ -33,10 +33,8 @@ func TestCommandLogs(t *testing.T) {
 		t.Fatal(err)
 	}
 	ip := hostAddress(t)
-	startShard(t, 0, []string{"simulate", "--kubeconfig=" + cp.AdminKubeconfig, "--nodes=1", "--node-name-prefix=cmd-",
-		"--healthz-bind-address=127.0.0.1", "--healthz-port=" + strconv.Itoa(framework.FreePort()),
-		"--address=" + ip, "--node-ip=" + ip, "--port=" + strconv.Itoa(framework.FreePort()),
-		"--client-ca-file=" + cp.KubeletClientCAFile}, nil, framework.FreePort())
+	startShard(t, 0, append([]string{"simulate", "--kubeconfig=" + cp.AdminKubeconfig, "--nodes=1", "--node-name-prefix=cmd-",
+		"--healthz-bind-address=127.0.0.1", "--healthz-port=" + strconv.Itoa(framework.FreePort())}, kubeletAPIArgs(cp, ip, framework.FreePort())...), nil, framework.FreePort())
 
 	pod := func(name, script string, policy corev1.TerminationMessagePolicy) *corev1.Pod {
 		return &corev1.Pod{

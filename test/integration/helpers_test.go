@@ -209,3 +209,11 @@ func firstLine(s string) string {
 	first, _, _ := strings.Cut(s, "\n")
 	return first
 }
+
+// kubeletAPIArgs are the flags that serve the kubelet API of an agent's Node, or of a simulation's Nodes
+// from port on, at ip (--address, --node-ip, --port), verifying the client certificate of cp's API
+// server (its --kubelet-client-certificate's CA as --client-ca-file), so that kubectl logs, exec and
+// the node proxy reach them.
+func kubeletAPIArgs(cp *framework.ControlPlane, ip string, port int) []string {
+	return []string{"--address=" + ip, "--node-ip=" + ip, "--port=" + strconv.Itoa(port), "--client-ca-file=" + cp.KubeletClientCAFile}
+}

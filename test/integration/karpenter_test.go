@@ -199,9 +199,9 @@ func runKarpenter(t *testing.T, bin, backend string, sc karpenterScenario) karpe
 	switch backend {
 	case "nodeagent":
 		ip := hostAddress(t)
-		sim := startSimulator(t, "--kubeconfig="+cp.AdminKubeconfig, "--nodes=0",
-			"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
-			"--address="+ip, "--node-ip="+ip, "--port="+strconv.Itoa(framework.FreePort()), "--client-ca-file="+cp.KubeletClientCAFile)
+		sim := startSimulator(t, append([]string{"--kubeconfig=" + cp.AdminKubeconfig, "--nodes=0",
+			"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake"},
+			kubeletAPIArgs(cp, ip, framework.FreePort())...)...)
 		backendPID = sim.pid
 		backendExited = func() error {
 			select {

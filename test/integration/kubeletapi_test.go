@@ -77,9 +77,8 @@ func TestKubeletAPISimulated(t *testing.T) {
 	for i, port := range ports {
 		args := []string{"simulate", "--kubeconfig=" + cp.AdminKubeconfig, "--nodes=1", "--shards=2",
 			"--shard-index=" + strconv.Itoa(i), "--node-name-prefix=api-", "--healthz-bind-address=127.0.0.1",
-			"--healthz-port=" + strconv.Itoa(framework.FreePort()),
-			"--address=" + ip, "--node-ip=" + ip, "--port=" + strconv.Itoa(port),
-			"--client-ca-file=" + cp.KubeletClientCAFile}
+			"--healthz-port=" + strconv.Itoa(framework.FreePort())}
+		args = append(args, kubeletAPIArgs(cp, ip, port)...)
 		if i == 0 {
 			args = append(args, "--port-forward-target=echo="+echo.Addr().String())
 		}
@@ -510,8 +509,7 @@ func TestKubeletAPIAgent(t *testing.T) {
 	ctx := t.Context()
 	ip := hostAddress(t)
 	port := framework.FreePort()
-	startAgent(t, e.cp, nodeKubeletAPIAgent, e.ctrd, "--address="+ip, "--node-ip="+ip, "--port="+strconv.Itoa(port),
-		"--client-ca-file="+e.cp.KubeletClientCAFile)
+	startAgent(t, e.cp, nodeKubeletAPIAgent, e.ctrd, kubeletAPIArgs(e.cp, ip, port)...)
 	// A short directory: the kubelet's unix sockets under its root dir must fit 108 bytes.
 	kdir, err := os.MkdirTemp("", "kapi-")
 	if err != nil {

@@ -82,8 +82,7 @@ func TestResourceMetrics(t *testing.T) {
 
 	ip := hostAddress(t)
 	agentPort := framework.FreePort()
-	startAgent(t, cp, agentNode, e.ctrd, "--address="+ip, "--node-ip="+ip, "--port="+strconv.Itoa(agentPort),
-		"--client-ca-file="+cp.KubeletClientCAFile)
+	startAgent(t, cp, agentNode, e.ctrd, kubeletAPIArgs(cp, ip, agentPort)...)
 	// The reference kubelet on the same host (anonymous, AlwaysAllow: its /metrics/resource and
 	// /stats/summary read without credentials). A short directory: its unix sockets must fit 108 bytes.
 	kdir, err := os.MkdirTemp("", "kms-")
@@ -105,11 +104,9 @@ func TestResourceMetrics(t *testing.T) {
 	for i := range shards {
 		ctl := framework.FreePort()
 		simPorts[i] = framework.FreePort()
-		shards[i] = startShard(t, i, []string{"simulate", "--kubeconfig=" + cp.AdminKubeconfig, "--nodes=1", "--shards=2",
+		shards[i] = startShard(t, i, append([]string{"simulate", "--kubeconfig=" + cp.AdminKubeconfig, "--nodes=1", "--shards=2",
 			"--shard-index=" + strconv.Itoa(i), "--node-name-prefix=ms-", "--healthz-bind-address=127.0.0.1",
-			"--healthz-port=" + strconv.Itoa(ctl),
-			"--address=" + ip, "--node-ip=" + ip, "--port=" + strconv.Itoa(simPorts[i]),
-			"--client-ca-file=" + cp.KubeletClientCAFile}, nil, ctl)
+			"--healthz-port=" + strconv.Itoa(ctl)}, kubeletAPIArgs(cp, ip, simPorts[i])...), nil, ctl)
 	}
 	// A library Node (pkg/node in this process) whose provider implements GetStatsSummary.
 	libStarted := time.Now()

@@ -437,7 +437,8 @@ func TestShards(t *testing.T) {
 	ports := make([]int, shards)
 	hostArgs := []string{"simulate", "--kubeconfig=" + cp.AdminKubeconfig, "--nodes=1", "--node-name-prefix=shardhost-",
 		"--healthz-bind-address=127.0.0.1", "--healthz-port=" + strconv.Itoa(framework.FreePort()),
-		"--address=" + ip, "--node-ip=" + ip, "--port=" + strconv.Itoa(framework.FreePort()), "--client-ca-file=" + cp.KubeletClientCAFile}
+	}
+	hostArgs = append(hostArgs, kubeletAPIArgs(cp, ip, framework.FreePort())...)
 	for i := range shards {
 		ports[i] = framework.FreePort()
 		hostArgs = append(hostArgs, fmt.Sprintf("--port-forward-target=shard-%d=127.0.0.1:%d", i, ports[i]))
