@@ -199,9 +199,10 @@ func (c *commands) run(ctx context.Context, p *v1.Pod, ctr *v1.Container, pc *po
 			return runResult{ok: true, out: RunOutcome{CreateError: err}}, "", nil
 		}
 	}
-	if cmd := imageCommand(ctr); cmd != nil { // an entrypoint known to the simulator (agnhost etc-hosts)
+	entrypoint, known := imageCommand(ctr)
+	if known { // an entrypoint known to the simulator (agnhost etc-hosts, pause)
 		withCommand := *ctr
-		withCommand.Command, withCommand.Args = cmd, nil
+		withCommand.Command, withCommand.Args = entrypoint.command, nil
 		ctr = &withCommand
 	}
 	if len(ctr.Command) == 0 {
@@ -243,6 +244,9 @@ func (c *commands) run(ctx context.Context, p *v1.Pod, ctr *v1.Container, pc *po
 	rf.prog.Command, rf.prog.Args = nil, nil
 	out := RunOutcome{Forever: res.Forever, Duration: res.Duration, ExitCode: res.ExitCode,
 		Output: res.Output, TerminationMessage: res.TerminationMessage}
+	if entrypoint.sigterm != nil {
+		out.ExitsOnSIGTERM, out.SIGTERMExitCode = true, *entrypoint.sigterm
+	}
 	if hasExecProbe(ctr) {
 		out.Probe = c.probeAnswer(p, ctr, rf)
 	}

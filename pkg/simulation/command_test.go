@@ -320,6 +320,10 @@ func TestSimPodsCommandStop(t *testing.T) {
 			p.Spec.Containers[0].Image = "registry.k8s.io/pause:3.10"
 			p.Spec.ShareProcessNamespace = ptrTo(true)
 		}, 0, 0, true},
+		// agnhost pause's handler exits 2 on SIGTERM (KubeletManagedEtcHosts' containers).
+		{"agnhost pause: its handler exits 2 at once", nil, func(p *v1.Pod) {
+			p.Spec.Containers[0].Image, p.Spec.Containers[0].Args = "registry.k8s.io/e2e-test-images/agnhost:2.56", []string{"pause"}
+		}, 0, 2, true},
 		{"pause image, stop-delay annotation: exit 0 after it", nil, func(p *v1.Pod) {
 			p.Spec.Containers[0].Image = "registry.k8s.io/pause:3.10"
 			p.Annotations[AnnotationStopDelay] = "3s"

@@ -179,13 +179,14 @@ func TestSysctls(t *testing.T) {
 func TestAgnhostEtcHosts(t *testing.T) {
 	const agnhost = "registry.k8s.io/e2e-test-images/agnhost:2.56"
 	for _, tc := range []struct {
-		name  string
-		image string
-		args  []string
-		want  string // a line of the output; "": not interpreted
+		name    string
+		image   string
+		args    []string
+		want    string // a line of the output; "": not interpreted
+		forever bool   // runs until stopped, its SIGTERM handler exiting 2 (else exits 0 with a last empty line)
 	}{
 		{name: "agnhost etc-hosts", image: agnhost, args: []string{"etc-hosts"}, want: "123.45.67.89\tfoo\tbar"},
-		{name: "agnhost pause", image: agnhost, args: []string{"pause"}},
+		{name: "agnhost pause: until its SIGTERM, on which it exits 2", image: agnhost, args: []string{"pause"}, want: "Paused", forever: true},
 		{name: "another image", image: "busybox", args: []string{"etc-hosts"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -205,6 +206,12 @@ func TestAgnhostEtcHosts(t *testing.T) {
 			var lines []string
 			for _, l := range r.out.Output {
 				lines = append(lines, l.Text)
+			}
+			if tc.forever {
+				if !r.ok || !r.out.Forever || !r.out.ExitsOnSIGTERM || r.out.SIGTERMExitCode != 2 || !slices.Contains(lines, tc.want) {
+					t.Errorf("run = %+v (%q), want until stopped, exit 2 on SIGTERM, with %q", r.out, lines, tc.want)
+				}
+				return
 			}
 			if !r.ok || r.out.ExitCode != 0 || r.out.Forever || !slices.Contains(lines, tc.want) || lines[len(lines)-1] != "" {
 				t.Errorf("run = %+v (%q), want exit 0 with %q and a last empty line", r.out, lines, tc.want)

@@ -356,22 +356,33 @@ func containerField(p *v1.Pod, name string) string {
 	return "spec.containers"
 }
 
-// hasCommand reports whether a container, init container or ephemeral container of p has a command, or is the pause image
-// (only those are interpreted: a pod without one costs nothing more).
+// hasCommand reports whether a container, init container or ephemeral container of p has a command
+// the sandbox interprets (commandDecides): only those are interpreted, a pod without one costs
+// nothing more.
 func hasCommand(p *v1.Pod) bool {
 	for _, l := range [][]v1.Container{p.Spec.InitContainers, p.Spec.Containers} {
 		for i := range l {
-			if len(l[i].Command) > 0 || isPauseImage(l[i].Image) {
+			if commandDecides(&l[i]) {
 				return true
 			}
 		}
 	}
 	for i := range p.Spec.EphemeralContainers { // kubectl debug --image=busybox -- sh -c ...
-		if c := &p.Spec.EphemeralContainers[i]; len(c.Command) > 0 || isPauseImage(c.Image) {
+		if commandDecides((*v1.Container)(&p.Spec.EphemeralContainers[i].EphemeralContainerCommon)) {
 			return true
 		}
 	}
 	return false
+}
+
+// commandDecides reports whether c's run may be decided by a command: it has one, or its image's
+// entrypoint is known (the pause image, agnhostCommands).
+func commandDecides(c *v1.Container) bool {
+	if len(c.Command) > 0 || isPauseImage(c.Image) {
+		return true
+	}
+	_, known := imageCommand(c)
+	return known
 }
 
 // commandRun returns the outcome of run restarts of container c as its command decides (memoized per

@@ -299,6 +299,9 @@ type RunOutcome struct {
 	// trap), which ignores the SIGTERM and is killed at the grace period (exit 137), or, with
 	// shareProcessNamespace, not PID 1 and dies of it at once (exit 143).
 	ExitsOnSIGTERM bool
+	// SIGTERMExitCode is the code ExitsOnSIGTERM's handler exits with (0 for /pause, 2 for agnhost's
+	// pause).
+	SIGTERMExitCode int32
 	// Output is what the command wrote to its standard output and error (its last lines, with their
 	// times from the run's start); the container's log when not empty.
 	Output []sandbox.Line
@@ -657,6 +660,9 @@ func (s *simulation) container(c *v1.Container, from time.Time, isInit, sidecar 
 				}
 				if h, ok := s.in.PreStop[c.Name]; ok && !stopAt.IsZero() && s.grace > 0 {
 					stopAt, stopCode = s.afterPreStop(h, o.ExitsOnSIGTERM)
+				}
+				if o.ExitsOnSIGTERM && !s.b.StopDelaySet && stopCode == 0 {
+					stopCode = o.SIGTERMExitCode // its handler's code, at the SIGTERM
 				}
 			}
 		}
