@@ -206,6 +206,13 @@ e2e-sig-node:
 npd:
 	hack/build-npd.sh
 
+.PHONY: dra-test-driver
+## dra-test-driver: build the e2e suite's DRA test driver (k8s.io/kubernetes/test/e2e/dra/test-driver v1.37.2,
+## pinned in hack/dra-test-driver) into _output/bin/dra-test-driver, only when missing or hack/dra-test-driver
+## changed (stamp); `make tools` builds it too, for TestDRAFidelity (test/integration/dra_fidelity_test.go)
+dra-test-driver:
+	hack/build-dra-test-driver.sh
+
 .PHONY: bench-companion
 ## bench-companion: nodeagent --companion, then node-problem-detector v1.36.0 (make npd), each beside the
 ## reference kubelet of one Node with NPD's shipped configs: idle RSS/CPU and API writes per minute, latency
