@@ -12,7 +12,8 @@ UNIT_PKGS := ./pkg/... ./internal/... ./cmd/...
 
 ## tools: install containerd/CNI plugins and prometheus (promtool) if missing and build etcd, kube-apiserver,
 ## kube-controller-manager, kube-scheduler, kubelet, kubectl, cloud-node-controller and kubemark (the hollow
-## node), and helm (hack/helm), into _output/bin: each only when missing or out of date (make up built some)
+## node), helm (hack/helm) and the e2e suite's DRA test driver (hack/dra-test-driver), into _output/bin: each only
+## when missing or out of date (make up built some)
 tools:
 	hack/install-deps.sh
 
