@@ -64,6 +64,11 @@ func TestPodDynamicResources(t *testing.T) {
 				if cs := p.Status.ContainerStatuses; p.Status.Phase != v1.PodPending || len(cs) != 1 || cs[0].State.Waiting == nil || cs[0].State.Waiting.Reason != "ContainerCreating" {
 					t.Errorf("status %+v, want Pending, ContainerCreating", p.Status)
 				}
+				// No sandbox before the claims are prepared: the kubelet's PodSandboxChanged message.
+				i := slices.IndexFunc(p.Status.Conditions, func(c v1.PodCondition) bool { return c.Type == v1.PodReadyToStartContainers })
+				if i < 0 || p.Status.Conditions[i].Status != v1.ConditionFalse || p.Status.Conditions[i].Message != "no pod sandbox exists" {
+					t.Errorf("conditions %+v, want PodReadyToStartContainers False \"no pod sandbox exists\"", p.Status.Conditions)
+				}
 				if want := []string{"Warning FailedPrepareDynamicResources Failed to prepare dynamic resources: prepare dynamic resources: boom"}; !slices.Equal(events, want) {
 					t.Errorf("Events %q, want %q", events, want)
 				}

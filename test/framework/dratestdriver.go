@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -144,8 +146,12 @@ func StartDRATestDriver(ctx context.Context, cp *ControlPlane, opts DRATestDrive
 	}
 	d := &DRATestDriver{NodeName: opts.Kubelet.NodeName, DriverName: opts.DriverName, NumDevices: opts.NumDevices,
 		CDIDir: filepath.Join(opts.Dir, "cdi"), LogPath: filepath.Join(opts.Dir, "dra-test-driver.log")}
-	if err := os.MkdirAll(d.CDIDir, 0o750); err != nil {
-		return nil, fmt.Errorf("start DRA test driver: %w", err)
+	// The driver creates the parent of its data directory (<datadir>/<driver>), not the directory itself,
+	// which its DaemonSet mounts: make it, as the mount would.
+	for _, d := range []string{d.CDIDir, filepath.Join(opts.Kubelet.RootDir, "plugins", opts.DriverName)} {
+		if err := os.MkdirAll(d, 0o750); err != nil {
+			return nil, fmt.Errorf("start DRA test driver: %w", err)
+		}
 	}
 	var offset int64
 	if fi, err := os.Stat(opts.Kubelet.LogPath); err == nil {
@@ -162,7 +168,8 @@ func StartDRATestDriver(ctx context.Context, cp *ControlPlane, opts DRATestDrive
 	}
 	d.proc = p
 	selector := fields.Set{resourcev1.ResourceSliceSelectorNodeName: d.NodeName, resourcev1.ResourceSliceSelectorDriver: d.DriverName}.AsSelector().String()
-	marker := `"Registered DRA plugin" driverName="` + d.DriverName + `"`
+	// The kubelet's line: "Registered DRA plugin" logger="DRA registration handler" driverName="<driver>" ...
+	marker := regexp.MustCompile(`"Registered DRA plugin" .*driverName="` + regexp.QuoteMeta(d.DriverName) + `"`)
 	err = WaitFor(ctx, 100*time.Millisecond, func() (bool, error) {
 		if done, err := p.exited(); done {
 			return false, fmt.Errorf("dra-test-driver exited: %v: %w", err, ErrStop)
@@ -172,11 +179,11 @@ func StartDRATestDriver(ctx context.Context, cp *ControlPlane, opts DRATestDrive
 			return false, nil
 		}
 		return len(l.Items) == 1 && len(l.Items[0].Spec.Devices) == opts.NumDevices &&
-			logHasAfter(opts.Kubelet.LogPath, offset, []string{marker}), nil
+			logMatchesAfter(opts.Kubelet.LogPath, offset, marker), nil
 	})
 	if err != nil {
 		_ = d.Stop()
-		return nil, fmt.Errorf("start DRA test driver for node %s: no ResourceSlice with %d devices, or no %s in the kubelet's log: %w\n%s",
+		return nil, fmt.Errorf("start DRA test driver for node %s: no ResourceSlice with %d devices, or no line matching %s in the kubelet's log: %w\n%s",
 			d.NodeName, opts.NumDevices, marker, err, TailLines(readLog(d.LogPath), 30))
 	}
 	return d, nil
@@ -209,4 +216,15 @@ func StartTestDRATestDriver(ctx context.Context, t testing.TB, cp *ControlPlane,
 	}
 	stopWhenTestEnds(t, "dra-test-driver "+d.NodeName, d.Stop, d.LogPath)
 	return d
+}
+
+// logMatchesAfter reports whether the file at path, after offset, has a match of re.
+func logMatchesAfter(path string, offset int64, re *regexp.Regexp) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.NewSectionReader(f, offset, 1<<40))
+	return err == nil && re.Match(b)
 }
