@@ -71,3 +71,28 @@ func (w *podWorkers) unprepareDynamicResources(ctx context.Context, key string, 
 	}
 	return result{}, true
 }
+
+// unprepareStopped is the kubelet's SyncTerminatingPod once the pod's containers have stopped for good
+// (its pod worker runs it also for a pod whose phase turned terminal): the claims are unprepared before the
+// stopped pod's status is generated, so that status has no allocatedResourcesStatus (the kubelet's
+// UpdateAllocatedResourcesStatus reports only claims prepared for the pod). rt, read before, loses it
+// (cleared: it had some, and the status is to be generated again). Once done (st.unprepared),
+// syncTerminatedPod does not unprepare again. ok false when the unprepare failed (r: tried again).
+func (w *podWorkers) unprepareStopped(ctx context.Context, key string, p *v1.Pod, st *podSyncStatus, rt *pod.RuntimeStatus) (cleared bool, r result, ok bool) {
+	if _, has := w.node.cfg.Pods.(DynamicResourcesProvider); !has || !hasResourceClaims(p) {
+		return false, result{}, true
+	}
+	if !st.unprepared {
+		if r, ok := w.unprepareDynamicResources(ctx, key, p); !ok {
+			return false, r, false
+		}
+		st.unprepared = true
+	}
+	for _, l := range [][]pod.ContainerStatus{rt.InitContainers, rt.Containers, rt.EphemeralContainers} {
+		for i := range l {
+			cleared = cleared || l[i].AllocatedResourcesStatus != nil
+			l[i].AllocatedResourcesStatus = nil
+		}
+	}
+	return cleared, result{}, true
+}
