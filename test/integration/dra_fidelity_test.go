@@ -397,7 +397,7 @@ func TestDRAFidelity(t *testing.T) {
 				ann = map[string]string{simulation.AnnotationPrepareError: "parameters in config #0: decoding user parameters: " +
 					"json: cannot unmarshal number into Go value of type string"}
 			}
-			if _, err := admin.CoreV1().Pods(sd.ns).Create(sctx, pod("fail", "bad-config", sd.node, ann), metav1.CreateOptions{}); err != nil {
+			if _, err := admin.CoreV1().Pods(sd.ns).Create(sctx, pod("bad-pod", "bad-config", sd.node, ann), metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -406,23 +406,23 @@ func TestDRAFidelity(t *testing.T) {
 			var p *corev1.Pod
 			if err := framework.WaitFor(sctx, 250*time.Millisecond, func() (bool, error) {
 				var err error
-				p, err = admin.CoreV1().Pods(sd.ns).Get(sctx, "fail", metav1.GetOptions{})
+				p, err = admin.CoreV1().Pods(sd.ns).Get(sctx, "bad-pod", metav1.GetOptions{})
 				return err == nil && len(p.Status.ResourceClaimStatuses) == 1, nil
 			}); err != nil {
-				t.Fatalf("%s/fail: no claim: %v", sd.ns, err)
+				t.Fatalf("%s/bad-pod: no claim: %v", sd.ns, err)
 			}
 			claim := ptr.Deref(p.Status.ResourceClaimStatuses[0].ResourceClaimName, "")
-			waitEvent(sctx, t, admin, sd.ns, "fail", "FailedPrepareDynamicResources",
+			waitEvent(sctx, t, admin, sd.ns, "bad-pod", "FailedPrepareDynamicResources",
 				"Failed to prepare dynamic resources: prepare dynamic resources: NodePrepareResources failed for ResourceClaim "+claim+
 					": parameters in config #0: decoding user parameters: json: cannot unmarshal number into Go value of type string")
 			final[sd.ns] = p
 		}
-		final, _ = settle(t, "prepare failure", "fail", func(p *corev1.Pod) bool {
+		final, _ = settle(t, "prepare failure", "bad-pod", func(p *corev1.Pod) bool {
 			return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].State.Waiting != nil
 		})
 		compareEvents(t, "prepare failure", final, true)
 		for _, sd := range sides {
-			if err := admin.CoreV1().Pods(sd.ns).Delete(sctx, "fail", metav1.DeleteOptions{}); err != nil {
+			if err := admin.CoreV1().Pods(sd.ns).Delete(sctx, "bad-pod", metav1.DeleteOptions{}); err != nil {
 				t.Fatal(err)
 			}
 		}
