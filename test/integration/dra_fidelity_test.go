@@ -379,6 +379,9 @@ func TestDRAFidelity(t *testing.T) {
 		}); err != nil {
 			t.Fatalf("pods and claims not gone after the delete: %v", err)
 		}
+		for _, sd := range sides {
+			t.Logf("%s: status writes from creation to deletion: %s", sd.ns, writes.summary(final[sd.ns].UID))
+		}
 		if unintended := compare(t, "deleted", gone, map[string]*resourcev1.ResourceClaim{}); len(unintended) > 0 {
 			t.Errorf("deleted: the last statuses differ beyond the intended differences:\n%s", strings.Join(unintended, "\n"))
 		}
