@@ -12,7 +12,8 @@ UNIT_PKGS := ./pkg/... ./internal/... ./cmd/...
 
 ## tools: install containerd/CNI plugins and prometheus (promtool) if missing and build etcd, kube-apiserver,
 ## kube-controller-manager, kube-scheduler, kubelet, kubectl, cloud-node-controller and kubemark (the hollow
-## node), and helm (hack/helm), into _output/bin: each only when missing or out of date (make up built some)
+## node), helm (hack/helm) and the e2e suite's DRA test driver (hack/dra-test-driver), into _output/bin: each only
+## when missing or out of date (make up built some)
 tools:
 	hack/install-deps.sh
 
@@ -205,6 +206,13 @@ e2e-sig-node:
 ## tests (test/integration/npd_sidebyside_test.go) run it themselves
 npd:
 	hack/build-npd.sh
+
+.PHONY: dra-test-driver
+## dra-test-driver: build the e2e suite's DRA test driver (k8s.io/kubernetes/test/e2e/dra/test-driver v1.37.2,
+## pinned in hack/dra-test-driver) into _output/bin/dra-test-driver, only when missing or hack/dra-test-driver
+## changed (stamp); `make tools` builds it too, for TestDRAFidelity (test/integration/dra_fidelity_test.go)
+dra-test-driver:
+	hack/build-dra-test-driver.sh
 
 .PHONY: bench-companion
 ## bench-companion: nodeagent --companion, then node-problem-detector v1.36.0 (make npd), each beside the

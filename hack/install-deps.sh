@@ -7,6 +7,8 @@
 #               alerting rules and runs a real Prometheus against a real agent), without its recommended
 #               exporters;
 #             - helm, built from hack/helm by hack/build-helm.sh (its own stamp) for the Helm chart's tests;
+#             - the e2e suite's DRA test driver (k8s.io/kubernetes/test/e2e/dra/test-driver), built from
+#               hack/dra-test-driver by hack/build-dra-test-driver.sh (its own stamp) for TestDRAFidelity;
 #             - metrics-server, built from hack/metrics-server by hack/build-metrics-server.sh (its own
 #               stamp) for the resource metrics tests (kubectl top, the HorizontalPodAutoscaler); a module of
 #               its own so that it never makes hack/tools, and every pinned Kubernetes component, rebuild;
@@ -163,6 +165,12 @@ fi
 if [[ -z $skew && $set_name == test ]]; then
   "$ROOT/hack/build-kwok.sh"
   "$ROOT/hack/build-karpenter.sh"
+fi
+
+# --- the e2e suite's DRA test driver, pinned in hack/dra-test-driver (a module of its own; stamp
+# _output/bin/.dra-test-driver.stamp): TestDRAFidelity runs it beside the reference kubelet (make test).
+if [[ -z $skew && $set_name == test ]]; then
+  "$ROOT/hack/build-dra-test-driver.sh"
 fi
 
 # --- metrics-server, pinned in hack/metrics-server (a module of its own; stamp _output/bin/.metrics-server.stamp)

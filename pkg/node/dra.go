@@ -6,6 +6,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/nodeagent/nodeagent/pkg/pod"
 )
 
 // DynamicResourcesProvider is implemented by a PodProvider whose Node has DRA drivers (pkg/dra's
@@ -49,7 +51,8 @@ func (w *podWorkers) prepareDynamicResources(ctx context.Context, key string, p 
 	if err == nil {
 		return result{}, true
 	}
-	r = w.notStarted(ctx, key, p, st, ReasonFailedPrepareDynamicResources, fmt.Sprintf("Failed to prepare dynamic resources: %v", err))
+	// No sandbox yet: kuberuntime's SyncPod prepares the claims before it creates one.
+	r = w.notStartedWith(ctx, key, p, st, ReasonFailedPrepareDynamicResources, fmt.Sprintf("Failed to prepare dynamic resources: %v", err), pod.SandboxNone)
 	if r.err == nil && r.after == PodSyncBackOff {
 		r.after = DynamicResourcesRetry
 	}
@@ -67,4 +70,29 @@ func (w *podWorkers) unprepareDynamicResources(ctx context.Context, key string, 
 		return result{after: never, err: fmt.Errorf("unpreparing the dynamic resources of pod %s: %w", key, err)}, false
 	}
 	return result{}, true
+}
+
+// unprepareStopped is the kubelet's SyncTerminatingPod once the pod's containers have stopped for good
+// (its pod worker runs it also for a pod whose phase turned terminal): the claims are unprepared before the
+// stopped pod's status is generated, so that status has no allocatedResourcesStatus (the kubelet's
+// UpdateAllocatedResourcesStatus reports only claims prepared for the pod). rt, read before, loses it
+// (cleared: it had some, and the status is to be generated again). Once done (st.unprepared),
+// syncTerminatedPod does not unprepare again. ok false when the unprepare failed (r: tried again).
+func (w *podWorkers) unprepareStopped(ctx context.Context, key string, p *v1.Pod, st *podSyncStatus, rt *pod.RuntimeStatus) (cleared bool, r result, ok bool) {
+	if _, has := w.node.cfg.Pods.(DynamicResourcesProvider); !has || !hasResourceClaims(p) {
+		return false, result{}, true
+	}
+	if !st.unprepared {
+		if r, ok := w.unprepareDynamicResources(ctx, key, p); !ok {
+			return false, r, false
+		}
+		st.unprepared = true
+	}
+	for _, l := range [][]pod.ContainerStatus{rt.InitContainers, rt.Containers, rt.EphemeralContainers} {
+		for i := range l {
+			cleared = cleared || l[i].AllocatedResourcesStatus != nil
+			l[i].AllocatedResourcesStatus = nil
+		}
+	}
+	return cleared, result{}, true
 }

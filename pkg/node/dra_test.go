@@ -25,6 +25,19 @@ func (d *draPods) PrepareDynamicResources(_ context.Context, p *v1.Pod) error {
 	return d.err
 }
 
+// GetPodStatus is fakePods' with each container's allocatedResourcesStatus, as a provider computes it
+// while the claims are prepared (pkg/dra's Manager).
+func (d *draPods) GetPodStatus(ctx context.Context, p *v1.Pod) (PodRuntimeStatus, error) {
+	r, err := d.fakePods.GetPodStatus(ctx, p)
+	if err == nil && r.Status != nil && len(p.Spec.ResourceClaims) > 0 {
+		for i := range r.Status.Containers {
+			r.Status.Containers[i].AllocatedResourcesStatus = []v1.ResourceStatus{{Name: "claim:gpu",
+				Resources: []v1.ResourceHealth{{ResourceID: "gpu.example.com/node/gpu-0", Health: v1.ResourceHealthStatusHealthy}}}}
+		}
+	}
+	return r, err
+}
+
 func (d *draPods) UnprepareDynamicResources(_ context.Context, p *v1.Pod) error {
 	d.record("unprepare", p)
 	return nil
@@ -64,6 +77,11 @@ func TestPodDynamicResources(t *testing.T) {
 				if cs := p.Status.ContainerStatuses; p.Status.Phase != v1.PodPending || len(cs) != 1 || cs[0].State.Waiting == nil || cs[0].State.Waiting.Reason != "ContainerCreating" {
 					t.Errorf("status %+v, want Pending, ContainerCreating", p.Status)
 				}
+				// No sandbox before the claims are prepared: the kubelet's PodSandboxChanged message.
+				i := slices.IndexFunc(p.Status.Conditions, func(c v1.PodCondition) bool { return c.Type == v1.PodReadyToStartContainers })
+				if i < 0 || p.Status.Conditions[i].Status != v1.ConditionFalse || p.Status.Conditions[i].Message != "no pod sandbox exists" {
+					t.Errorf("conditions %+v, want PodReadyToStartContainers False \"no pod sandbox exists\"", p.Status.Conditions)
+				}
 				if want := []string{"Warning FailedPrepareDynamicResources Failed to prepare dynamic resources: prepare dynamic resources: boom"}; !slices.Equal(events, want) {
 					t.Errorf("Events %q, want %q", events, want)
 				}
@@ -77,8 +95,12 @@ func TestPodDynamicResources(t *testing.T) {
 					t.Fatal(r.err)
 				}
 			}
-			if p := e.pod(t, "a"); p.Status.Phase != v1.PodRunning {
-				t.Fatalf("phase %s, want Running", p.Status.Phase)
+			running := e.pod(t, "a")
+			if running.Status.Phase != v1.PodRunning {
+				t.Fatalf("phase %s, want Running", running.Status.Phase)
+			}
+			if hasClaims := len(running.Spec.ResourceClaims) > 0; hasClaims != (len(running.Status.ContainerStatuses[0].AllocatedResourcesStatus) > 0) {
+				t.Errorf("running: allocatedResourcesStatus %+v; want one only with claims", running.Status.ContainerStatuses[0].AllocatedResourcesStatus)
 			}
 			// The containers exit for good (restartPolicy Never): Succeeded, then unprepared.
 			p := e.pod(t, "a")
@@ -89,6 +111,11 @@ func TestPodDynamicResources(t *testing.T) {
 			}
 			if r := e.ctrl.pods.podStep(t.Context(), "default/a"); r.err != nil {
 				t.Fatal(r.err)
+			}
+			// The stopped pod's status is generated after the unprepare, as SyncTerminatingPod's: no
+			// allocatedResourcesStatus (claims no longer prepared for it).
+			if p := e.pod(t, "a"); p.Status.Phase != v1.PodSucceeded || len(p.Status.ContainerStatuses[0].AllocatedResourcesStatus) > 0 {
+				t.Errorf("stopped: phase %s, allocatedResourcesStatus %+v; want Succeeded, none", p.Status.Phase, p.Status.ContainerStatuses[0].AllocatedResourcesStatus)
 			}
 			if got := dp.Calls(); !slices.Equal(got, tc.wantCalls) {
 				t.Errorf("provider calls %q, want %q", got, tc.wantCalls)

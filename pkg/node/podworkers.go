@@ -135,6 +135,8 @@ type podSyncStatus struct {
 	state   PodWorkerState
 	created bool // the provider's CreatePod succeeded
 	killed  bool // the provider's DeletePod succeeded
+	// unprepared: its claims were unprepared once its containers stopped (unprepareStopped).
+	unprepared bool
 	// generation is the pod's metadata.generation the provider was last told of.
 	generation int64
 	// writtenRV is the resourceVersion of the pod after this process's last status write: a copy
@@ -557,8 +559,15 @@ func (w *podWorkers) sandboxFailed(ctx context.Context, key string, p *v1.Pod, s
 // status of a pod whose sandbox is not ready (ContainerCreating, its startTime and host IPs, no pod
 // IP); tried again after PodSyncBackOff.
 func (w *podWorkers) notStarted(ctx context.Context, key string, p *v1.Pod, st *podSyncStatus, reason, message string) result {
+	return w.notStartedWith(ctx, key, p, st, reason, message, pod.SandboxNotReady)
+}
+
+// notStartedWith is notStarted with the pod's sandbox in state sandbox (pod.SandboxNone: the kubelet
+// made none yet, as before PrepareDynamicResources succeeded; PodReadyToStartContainers then says "no pod
+// sandbox exists", the kubelet's PodSandboxChanged without a sandbox).
+func (w *podWorkers) notStartedWith(ctx context.Context, key string, p *v1.Pod, st *podSyncStatus, reason, message string, sandbox pod.SandboxState) result {
 	w.node.deps.Recorder.Event(p, v1.EventTypeWarning, reason, message)
-	rt := w.completeRuntimeStatus(&pod.RuntimeStatus{Sandbox: pod.SandboxNotReady}, key, st.uid)
+	rt := w.completeRuntimeStatus(&pod.RuntimeStatus{Sandbox: sandbox}, key, st.uid)
 	status, err := w.generatePodStatus(p, rt, nil)
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Pod status not written", "pod", klog.KObj(p))
@@ -645,8 +654,10 @@ func (w *podWorkers) killedPod(p *v1.Pod, st *podSyncStatus) *v1.Pod {
 // held of the Node is released (its sandbox is gone) and, once it is being deleted, the pod is deleted
 // from the API (a pod the provider ran is first told to the provider, and its final status written).
 func (w *podWorkers) syncTerminatedPod(ctx context.Context, key string, p *v1.Pod, st *podSyncStatus) result {
-	if r, ok := w.unprepareDynamicResources(ctx, key, p); !ok {
-		return r
+	if !st.unprepared {
+		if r, ok := w.unprepareDynamicResources(ctx, key, p); !ok {
+			return r
+		}
 	}
 	w.releasePod(key, st.uid)
 	if p.DeletionTimestamp == nil {
@@ -678,6 +689,16 @@ func (w *podWorkers) syncPodStatus(ctx context.Context, key string, p, runtimePo
 	running := anyRunning(rt)
 	rt.Terminal = rt.Terminal || (terminating && !running)
 	status, err = w.generatePodStatus(p, rt, st.evict)
+	if err == nil && !running && (terminating || isTerminalPhase(status.Phase)) {
+		// Stopped for good: the claims are unprepared before the status is written (unprepareStopped).
+		cleared, r, ok := w.unprepareStopped(ctx, key, p, st, rt)
+		if !ok {
+			return status, 0, r, false
+		}
+		if cleared {
+			status, err = w.generatePodStatus(p, rt, st.evict)
+		}
+	}
 	if err == nil && st.resizePending != "" && !isTerminalPhase(status.Phase) {
 		setResizePending(p, &status, st.resizePending, metav1.NewTime(w.node.deps.Clock.Now()).Rfc3339Copy())
 	}

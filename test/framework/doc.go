@@ -39,6 +39,13 @@
 // for /proc measurements, StartTestHollowNode stops it when the test ends. TestPodFidelity compares simulated
 // pods with its pods as with the kubelet's.
 //
+// StartDRATestDriver runs the e2e suite's DRA test driver (k8s.io/kubernetes/test/e2e/dra/test-driver's
+// kubelet-plugin, built from hack/dra-test-driver by EnsureDRATestDriver) as the reference kubelet's DRA
+// driver, registered through the kubelet's plugin registration directory, with the identity
+// ControlPlane.DRATestDriverKubeconfig gives it (the suite's own RBAC and admission policy, a token bound to a
+// pod on the kubelet's Node); StartTestDRATestDriver stops it when the test ends. TestDRAFidelity compares a
+// simulated pod with a claim with its pod.
+//
 // ControlPlane.StartScheduler adds the real kube-scheduler to a running control plane, ControlPlane.Kubectl runs
 // kubectl as admin, and PodServiceAccountKubeconfig mints a service-account token bound to a pod on a node.
 //
