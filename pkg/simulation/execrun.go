@@ -175,7 +175,7 @@ func (s *simPods) execInContainer(ctx context.Context, p *v1.Pod, container stri
 	var restarts int32
 	var start time.Time
 	found := false
-	for _, l := range [][]pod.ContainerStatus{rt.InitContainers, rt.Containers} {
+	for _, l := range [][]pod.ContainerStatus{rt.InitContainers, rt.Containers, rt.EphemeralContainers} {
 		for _, cs := range l {
 			if cs.Name == container && cs.State.Running != nil {
 				restarts, start, found = cs.RestartCount, cs.State.Running.StartedAt, true
