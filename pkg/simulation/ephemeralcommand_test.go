@@ -67,10 +67,10 @@ func TestEphemeralContainerCommand(t *testing.T) {
 // is still not interpreted (exec answers from the annotation only).
 func TestEphemeralContainerLoop(t *testing.T) {
 	for _, tc := range []struct {
-		name     string
-		script   string
-		lines    int // its first output lines, "polo" each
-		execErr  bool
+		name    string
+		script  string
+		lines   int // its first output lines, "polo" each
+		execErr bool
 	}{
 		{name: "the spec's polo loop", script: "while true; do echo polo; sleep 2; done", lines: 1000},
 		{name: "sleeps only", script: "while true; do sleep 1; done"},
