@@ -4,7 +4,7 @@
 // a POSIX/Bash parser and interpreter in Go), with every one of the interpreter's handlers replaced:
 //
 //   - no process is ever started: the programs a container's shell commonly runs (sleep, true, false,
-//     expr, touch, cat, mkdir, rm, env, printenv, hostname, id, sysctl, seq, basename, dirname) are implemented
+//     expr, touch, cat, head, tail, mkdir, rm, env, printenv, hostname, id, sysctl, seq, basename, dirname) are implemented
 //     here; any other program makes the command not honoured (Result.Honoured false);
 //   - no file of the host is opened, stat'ed or listed: files live in in-memory file systems (FS), one
 //     per volume the caller mounts (an emptyDir per pod, the Node's host file system for hostPath); a
@@ -562,6 +562,8 @@ type run struct {
 	out      *output     // the run's standard output and error
 	termPath string      // the termination message file (cleaned; "": none)
 	sysctlFS *FS         // the run's /proc/sys (makeProcSys, at the start)
+	dev      *FS         // the run's /dev/null for programs that read it (devFS)
+	devOnce  sync.Once
 	levels   []level     // the command substitutions being filled, levels[0] the run's top
 	frames   []frame     // the function calls
 	depths   map[int]int // the level of each statement at its latest guard
