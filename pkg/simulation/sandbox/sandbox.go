@@ -559,10 +559,10 @@ type run struct {
 	forever  bool
 	cut      bool // forever, because it reached a limit while sleeping (Result.Cut)
 	refused  *notHonoured
-	out      *output     // the run's standard output and error
-	termPath string      // the termination message file (cleaned; "": none)
-	sysctlFS *FS         // the run's /proc/sys (makeProcSys, at the start)
-	dev      *FS         // the run's /dev/null for programs that read it (devFS)
+	out      *output // the run's standard output and error
+	termPath string  // the termination message file (cleaned; "": none)
+	sysctlFS *FS     // the run's /proc/sys (makeProcSys, at the start)
+	dev      *FS     // the run's /dev/null for programs that read it (devFS)
 	devOnce  sync.Once
 	levels   []level     // the command substitutions being filled, levels[0] the run's top
 	frames   []frame     // the function calls
