@@ -34,7 +34,7 @@ func init() {
 		"env": progEnv, "printenv": progEnv, "hostname": progHostname, "seq": progSeq,
 		"basename": progBasename, "dirname": progDirname, "echo": progEcho,
 		"ls": progLs, "mv": progMv, "cp": progCp, "id": progID, "sysctl": progSysctl,
-		"head": progHeadTail, "tail": progHeadTail,
+		"head": progHeadTail, "tail": progHeadTail, "mount": progMount,
 	}
 }
 
@@ -287,13 +287,8 @@ func (e *exprParser) primary() (string, error) {
 // image the run has not written (unless creating is allowed there).
 func (r *run) file(ctx context.Context, p string, create bool) (*FS, string, bool, error) {
 	p = abs(ctx, p)
-	if name, ok := strings.CutPrefix(p, "/proc/sys/"); ok && !create {
-		// Only the pod's sysctls' files: a directory of /proc/sys holds the kernel's others too.
-		if fsys := r.procSys(); fsys != nil {
-			if info, err := fsys.Stat(name); err == nil && !info.IsDir() {
-				return fsys, name, true, nil
-			}
-		}
+	if fsys, inner, ok := r.kernelFile(p); ok {
+		return fsys, inner, true, nil
 	}
 	if p == "/dev/null" && !create { // read: empty, as on Linux
 		return r.devFS(), "/null", false, nil
@@ -775,8 +770,53 @@ func progID(ctx context.Context, r *run, args []string) error {
 	return nil
 }
 
-// procSys is the run's /proc/sys (made by makeProcSys at the run's start); nil without sysctls.
-func (r *run) procSys() *FS { return r.sysctlFS }
+// kernelFile returns the file system and path of p when it is a kernel file the run knows: a file of
+// its /proc/sys (the pod's sysctls) or of its /sys/fs/cgroup (Program.Cgroup), both read-only.
+// Only files: a directory of /proc/sys or /sys/fs/cgroup holds the kernel's other files too.
+func (r *run) kernelFile(p string) (*FS, string, bool) {
+	for _, k := range []struct {
+		dir  string
+		fsys *FS
+	}{{"/proc/sys/", r.sysctlFS}, {CgroupDir + "/", r.cgroupFS}} {
+		if name, ok := strings.CutPrefix(p, k.dir); ok && k.fsys != nil {
+			if info, err := k.fsys.Stat(name); err == nil && !info.IsDir() {
+				return k.fsys, name, true
+			}
+		}
+	}
+	return nil, "", false
+}
+
+// CgroupDir is where runc mounts the container's cgroup (v2) file system.
+const CgroupDir = "/sys/fs/cgroup"
+
+// makeCgroup makes the run's /sys/fs/cgroup: a file per Program.Cgroup entry.
+func (r *run) makeCgroup() {
+	if len(r.p.Cgroup) == 0 {
+		return
+	}
+	r.cgroupFS = NewFS(0)
+	for name, v := range r.p.Cgroup {
+		if strings.Contains(name, "/") {
+			continue
+		}
+		if f, err := r.cgroupFS.OpenFile("/"+name, os.O_WRONLY|os.O_CREATE, 0o644); err == nil {
+			_, _ = io.WriteString(f, v)
+			_ = f.Close()
+		}
+	}
+}
+
+// progMount is busybox's mount listing the mounts of one type (mount -t TYPE): the container's cgroup
+// v2 file system as runc mounts it (read-only), when Program.Cgroup is set; no line for another type
+// the simulator knows nothing of is not honoured, nor is mounting anything.
+func progMount(ctx context.Context, r *run, args []string) error {
+	if len(args) != 3 || args[1] != "-t" || args[2] != "cgroup2" || len(r.p.Cgroup) == 0 {
+		return refuse("runs mount %s (only mount -t cgroup2, the container's cgroup, is honoured)", strings.Join(args[1:], " "))
+	}
+	fmt.Fprintf(interp.HandlerCtx(ctx).Stdout, "cgroup on %s type cgroup2 (ro,nosuid,nodev,noexec,relatime)\n", CgroupDir)
+	return nil
+}
 
 // makeProcSys makes the run's /proc/sys: a file per Program.Sysctls entry (kernel/shm_rmid_forced
 // holding "1\n").

@@ -147,6 +147,14 @@ type Program struct {
 	// (the image's USER and /etc/group are not known).
 	UID, GID int64
 	Groups   []int64
+	// Cgroup are the files of the container's cgroup (v2) as runc writes them from the resources the
+	// kubelet gives the container (cpu.max, cpu.weight, memory.max: file name to content), read-only
+	// at /sys/fs/cgroup (and `mount -t cgroup2` lists it); nil: /sys/fs/cgroup is not known.
+	Cgroup map[string]string
+	// UnknownLayer: the container's own layer is not known (an exec into a container whose command is
+	// not interpreted): nothing of it but the directories of its mount points, so that a read of any
+	// other path of it (/tmp included) is a file the simulator does not know (not honoured).
+	UnknownLayer bool
 	// Sysctls are the container's namespaced kernel parameters the pod sets (securityContext.sysctls),
 	// by their dotted name (kernel.shm_rmid_forced): what `sysctl NAME` and /proc/sys/NAME answer.
 	// Any other kernel parameter is not known (not honoured).
@@ -300,6 +308,7 @@ func Run(ctx context.Context, p *Program, lim Limits) (res Result) {
 	}
 	r.prepareRootfs()
 	r.makeProcSys()
+	r.makeCgroup()
 	defer func() {
 		if v := recover(); v != nil {
 			res = Result{Reason: fmt.Sprintf("the interpreter failed: %v", v), Steps: r.steps}
@@ -562,6 +571,7 @@ type run struct {
 	out      *output // the run's standard output and error
 	termPath string  // the termination message file (cleaned; "": none)
 	sysctlFS *FS     // the run's /proc/sys (makeProcSys, at the start)
+	cgroupFS *FS     // the run's /sys/fs/cgroup (makeCgroup, at the start)
 	dev      *FS     // the run's /dev/null for programs that read it (devFS)
 	devOnce  sync.Once
 	levels   []level     // the command substitutions being filled, levels[0] the run's top
@@ -809,7 +819,9 @@ func abs(ctx context.Context, p string) string {
 // prepareRootfs makes the directories the container's layer is known to have: /, /tmp, the working
 // directory, and the parents of the mount points.
 func (r *run) prepareRootfs() {
-	_ = r.rootfs.MkdirAll("/tmp")
+	if !r.p.UnknownLayer {
+		_ = r.rootfs.MkdirAll("/tmp")
+	}
 	if r.termPath != "" {
 		_ = r.rootfs.MkdirAll(path.Dir(r.termPath))
 		_ = r.rootfs.Touch(r.termPath, r.p.Now)
@@ -871,6 +883,12 @@ func (r *run) open(ctx context.Context, name string, flag int, perm os.FileMode)
 		return guardFile{strings.NewReader("1")}, nil // 1>&1
 	}
 	p := abs(ctx, name)
+	if fsys, inner, ok := r.kernelFile(p); ok {
+		if writing(flag) {
+			return nil, &fs.PathError{Op: r.shellName() + ":", Path: "can't create " + name, Err: busyboxErrno{syscall.EROFS}}
+		}
+		return fsys.OpenFile(inner, flag, perm)
+	}
 	switch {
 	case p == r.termPath:
 		if !writing(flag) {
@@ -959,6 +977,9 @@ func (r *run) stat(ctx context.Context, name string, _ bool) (fs.FileInfo, error
 	if p == "/dev/null" || isDevOut(p) {
 		return fileInfo{name: path.Base(p)}, nil
 	}
+	if fsys, inner, ok := r.kernelFile(p); ok {
+		return fsys.Stat(inner)
+	}
 	fsys, inner, _, rootfs := r.resolve(p)
 	if rootfs && !fsys.Known(inner) {
 		return nil, r.refuseUnknown(p)
@@ -970,6 +991,12 @@ func (r *run) stat(ctx context.Context, name string, _ bool) (fs.FileInfo, error
 func (r *run) access(ctx context.Context, name string, mode interp.AccessMode) error {
 	p := abs(ctx, name)
 	if p == "/dev/null" || isDevOut(p) {
+		return nil
+	}
+	if _, _, ok := r.kernelFile(p); ok {
+		if mode&interp.AccessWrite != 0 {
+			return roErr("access", p)
+		}
 		return nil
 	}
 	fsys, inner, ro, rootfs := r.resolve(p)
