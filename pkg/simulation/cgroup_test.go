@@ -39,8 +39,8 @@ func resources(cpuReq, cpuLim, memReq, memLim string) v1.ResourceRequirements {
 // its 1 ms floor, cm.MilliCPUToShares then runc's shares-to-weight conversion, the memory limit).
 func TestCgroupFilesOfResources(t *testing.T) {
 	for _, tc := range []struct {
-		name                       string
-		r                          v1.ResourceRequirements
+		name                      string
+		r                         v1.ResourceRequirements
 		cpuMax, weight, memoryMax string
 	}{
 		{name: "resize with equivalents, before", r: resources("2m", "10m", "", ""), cpuMax: "1000 100000", weight: "1", memoryMax: "max"},
