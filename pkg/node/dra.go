@@ -6,8 +6,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-
-	"github.com/nodeagent/nodeagent/pkg/pod"
 )
 
 // DynamicResourcesProvider is implemented by a PodProvider whose Node has DRA drivers (pkg/dra's
@@ -51,8 +49,7 @@ func (w *podWorkers) prepareDynamicResources(ctx context.Context, key string, p 
 	if err == nil {
 		return result{}, true
 	}
-	// No sandbox yet: kuberuntime's SyncPod prepares the claims before it creates one.
-	r = w.notStartedWith(ctx, key, p, st, ReasonFailedPrepareDynamicResources, fmt.Sprintf("Failed to prepare dynamic resources: %v", err), pod.SandboxNone)
+	r = w.notStarted(ctx, key, p, st, ReasonFailedPrepareDynamicResources, fmt.Sprintf("Failed to prepare dynamic resources: %v", err))
 	if r.err == nil && r.after == PodSyncBackOff {
 		r.after = DynamicResourcesRetry
 	}

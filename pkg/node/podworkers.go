@@ -557,15 +557,8 @@ func (w *podWorkers) sandboxFailed(ctx context.Context, key string, p *v1.Pod, s
 // status of a pod whose sandbox is not ready (ContainerCreating, its startTime and host IPs, no pod
 // IP); tried again after PodSyncBackOff.
 func (w *podWorkers) notStarted(ctx context.Context, key string, p *v1.Pod, st *podSyncStatus, reason, message string) result {
-	return w.notStartedWith(ctx, key, p, st, reason, message, pod.SandboxNotReady)
-}
-
-// notStartedWith is notStarted with the pod's sandbox in state sandbox (pod.SandboxNone: the kubelet
-// made none yet, as before PrepareDynamicResources succeeded; PodReadyToStartContainers then says "no pod
-// sandbox exists", the kubelet's PodSandboxChanged without a sandbox).
-func (w *podWorkers) notStartedWith(ctx context.Context, key string, p *v1.Pod, st *podSyncStatus, reason, message string, sandbox pod.SandboxState) result {
 	w.node.deps.Recorder.Event(p, v1.EventTypeWarning, reason, message)
-	rt := w.completeRuntimeStatus(&pod.RuntimeStatus{Sandbox: sandbox}, key, st.uid)
+	rt := w.completeRuntimeStatus(&pod.RuntimeStatus{Sandbox: pod.SandboxNotReady}, key, st.uid)
 	status, err := w.generatePodStatus(p, rt, nil)
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Pod status not written", "pod", klog.KObj(p))
