@@ -53,6 +53,9 @@ type podCommands struct {
 	podIPs       []string
 	etcHosts     *sandbox.FS // the pod's hosts file, /hosts, mounted at /etc/hosts (hostsMount)
 	hostIPs      []v1.HostIP // the Node's addresses nodeagent gave it at its creation, for the downward API
+	// execOnly are the files of the runs whose command is not interpreted, for the commands exec'd into
+	// them (unknownRun): one per container, its latest run's.
+	execOnly map[runKey]*runFiles
 }
 
 type runKey struct {
@@ -122,6 +125,7 @@ func (c *commands) program(ctx context.Context, p *v1.Pod, ctr *v1.Container, pc
 		prog.ReadOnlyRootfs = *sc.ReadOnlyRootFilesystem
 	}
 	prog.UID, prog.GID, prog.Groups = containerIdentity(p, ctr)
+	prog.Cgroup = cgroupFiles(ctr.Resources)
 	if psc := p.Spec.SecurityContext; psc != nil && len(psc.Sysctls) > 0 {
 		prog.Sysctls = make(map[string]string, len(psc.Sysctls))
 		for _, s := range psc.Sysctls {

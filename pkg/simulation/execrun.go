@@ -155,15 +155,18 @@ type ExecResult struct {
 	ExitCode       int32
 }
 
-// ErrExecNotInterpreted: the command exec'd cannot be interpreted in the container's sandbox (its run
-// is not interpreted, or the command runs a program or reads a file the sandbox does not know); the
-// error says why. The caller answers as without interpretation.
+// ErrExecNotInterpreted: the command exec'd cannot be interpreted in the container's sandbox (it runs
+// a program or reads a file the sandbox does not know: in a container whose command is not
+// interpreted, any file of its own layer); the error says why. The caller answers as without
+// interpretation.
 var ErrExecNotInterpreted = errors.New("not interpreted")
 
 // execInContainer runs cmd in container of p as the kubelet's exec would (RunInContainer): in the
-// sandbox, with the container's environment and volumes, against its own layer as its run has it
-// now in simulated time; what cmd changes in the layer is seen by the later execs and exec probes of
-// the run (its volumes are the pod's, shared at once). The command's simulated time passes at once
+// sandbox, with the container's environment, volumes and cgroup files (from its resources as the
+// runtime has them now, cgroupFiles), against its own layer as its run has it now in simulated time
+// (a run whose command is not interpreted: a layer of which nothing is known, unknownRun); what cmd
+// changes in the layer is seen by the later execs and exec probes of the run (its volumes are the
+// pod's, shared at once). The command's simulated time passes at once
 // (its sleeps are not waited for). Every limit of the sandbox applies; the output is its last
 // sandbox.MaxOutputBytes. changed reports whether it changed the layer. Errors: ErrExecNotInterpreted
 // (wrapped, with the reason), or the end of ctx while waiting for the budget.
@@ -175,7 +178,7 @@ func (s *simPods) execInContainer(ctx context.Context, p *v1.Pod, container stri
 	var restarts int32
 	var start time.Time
 	found := false
-	for _, l := range [][]pod.ContainerStatus{rt.InitContainers, rt.Containers} {
+	for _, l := range [][]pod.ContainerStatus{rt.InitContainers, rt.Containers, rt.EphemeralContainers} {
 		for _, cs := range l {
 			if cs.Name == container && cs.State.Running != nil {
 				restarts, start, found = cs.RestartCount, cs.State.Running.StartedAt, true
@@ -185,13 +188,20 @@ func (s *simPods) execInContainer(ctx context.Context, p *v1.Pod, container stri
 	if !found {
 		return res, false, fmt.Errorf("%w: container %q of pod %s/%s is not running", ErrExecNotInterpreted, container, p.Namespace, p.Name)
 	}
+	key := runKey{container: container, restarts: restarts}
 	sp.cmdsMu.Lock()
-	r, ok := sp.cmds.runs[runKey{container: container, restarts: restarts}]
-	sp.cmdsMu.Unlock()
-	if !ok || !r.ok || r.files == nil {
-		return res, false, fmt.Errorf("%w: the command of container %q is not interpreted", ErrExecNotInterpreted, container)
-	}
+	r, ok := sp.cmds.runs[key]
 	rf := r.files
+	if !ok || !r.ok || rf == nil {
+		// Its command is not interpreted (none, an image's entrypoint, one the sandbox cannot honour):
+		// the exec runs against a layer of which nothing is known but what the exec writes, with the
+		// container's env and volumes.
+		rf, err = s.commands.unknownRun(ctx, p, &sp.cmds, key, start)
+	}
+	sp.cmdsMu.Unlock()
+	if err != nil {
+		return res, false, err
+	}
 	rf.mu.Lock()
 	defer rf.mu.Unlock()
 	since := max(0, now.Sub(start))
@@ -204,6 +214,7 @@ func (s *simPods) execInContainer(ctx context.Context, p *v1.Pod, container stri
 	prog := rf.prog
 	prog.Command, prog.Args, prog.Rootfs, prog.TerminationMessagePath, prog.Now = cmd, nil, state, "", now
 	prog.Seed = sandbox.Seed(prog.Hostname, "exec", strconv.Itoa(rf.execs.Len()), now.String())
+	prog.Cgroup = cgroupFiles(actuatedResources(p, container)) // as the runtime has them now (a resize actuated since)
 	out, err := s.commands.sandboxRunner().Run(ctx, &prog, s.commands.limits)
 	if err != nil {
 		return res, false, err
@@ -280,4 +291,59 @@ func (c *commands) postStart(ctx context.Context, p *v1.Pod, ctr *v1.Container, 
 		out.Forever, out.Duration, out.ExitCode = false, grace, 137
 	}
 	return true, nil
+}
+
+// unknownRun returns the files of run key of container of p whose command is not interpreted, for the
+// commands exec'd into it: its env, volumes and working directory as for an interpreted run
+// (commands.program), its own layer not known (sandbox.Program.UnknownLayer: a read of a file of it
+// that no exec wrote is not honoured). Made at its first exec and kept for the run (pc.execOnly);
+// pc's lock held. Errors: ErrExecNotInterpreted for the pause image (no program but /pause) or when
+// the container's config cannot be made.
+func (c *commands) unknownRun(ctx context.Context, p *v1.Pod, pc *podCommands, key runKey, start time.Time) (*runFiles, error) {
+	if rf := pc.execOnly[key]; rf != nil {
+		return rf, nil
+	}
+	ctr := podContainer(p, key.container)
+	if ctr == nil {
+		return nil, fmt.Errorf("%w: no container %q in pod %s/%s", ErrExecNotInterpreted, key.container, p.Namespace, p.Name)
+	}
+	if isPauseImage(ctr.Image) && len(ctr.Command) == 0 {
+		return nil, fmt.Errorf("%w: the pause image has no program but /pause", ErrExecNotInterpreted)
+	}
+	noCommand := *ctr
+	noCommand.Command, noCommand.Args = nil, nil
+	prog, err := c.program(ctx, p, &noCommand, pc, key.restarts, start)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrExecNotInterpreted, err)
+	}
+	prog.UnknownLayer, prog.TerminationMessagePath = true, ""
+	rf := &runFiles{prog: *prog}
+	for k := range pc.execOnly { // one run per container: the earlier ones' are forgotten
+		if k.container == key.container {
+			delete(pc.execOnly, k)
+		}
+	}
+	if pc.execOnly == nil {
+		pc.execOnly = map[runKey]*runFiles{}
+	}
+	pc.execOnly[key] = rf
+	return rf, nil
+}
+
+// podContainer returns the container, init container or ephemeral container name of p (nil: none).
+func podContainer(p *v1.Pod, name string) *v1.Container {
+	for _, l := range [][]v1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+		for i := range l {
+			if l[i].Name == name {
+				return &l[i]
+			}
+		}
+	}
+	for i := range p.Spec.EphemeralContainers {
+		if p.Spec.EphemeralContainers[i].Name == name {
+			c := v1.Container(p.Spec.EphemeralContainers[i].EphemeralContainerCommon)
+			return &c
+		}
+	}
+	return nil
 }

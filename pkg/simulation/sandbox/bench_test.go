@@ -2,11 +2,13 @@ package sandbox
 
 import (
 	"context"
+	"strings"
 	"testing"
 )
 
 // BenchmarkRun: the CPU (ns/op) and heap (B/op, allocs/op) of one interpreted run, parse included, for
-// the e2e Job fixtures and a loop. BENCHMARKS.md ("Sandbox: one interpreted command") has the figures.
+// the e2e Job fixtures, a loop, a loop that sleeps cut at its steps (Result.Cut) and a busy loop
+// refused at them. BENCHMARKS.md ("Sandbox: one interpreted command") has the figures.
 //
 //	go test -run '^$' -bench BenchmarkRun -benchmem ./pkg/simulation/sandbox
 func BenchmarkRun(b *testing.B) {
@@ -22,11 +24,13 @@ func BenchmarkRun(b *testing.B) {
 			Mounts: []Mount{{Path: "/data", FS: vol, Root: "/"}}}},
 		{"loop of 100 with arithmetic", Program{Command: []string{"sh", "-c", `i=0; while [ $i -lt 100 ]; do i=$((i+1)); done; sleep $i`}}},
 		{"refused: unknown program", Program{Command: []string{"sh", "-c", "wget http://example.com/"}}},
+		{"cut: the Ephemeral Containers loop", Program{Command: []string{"sh", "-c", "while true; do echo polo; sleep 2; done"}}},
+		{"refused: a busy loop", Program{Command: []string{"sh", "-c", "while true; do :; done"}}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if r := Run(context.Background(), &bc.p, Limits{}); r.Honoured == (bc.name == "refused: unknown program") {
+				if r := Run(context.Background(), &bc.p, Limits{}); r.Honoured == strings.HasPrefix(bc.name, "refused") {
 					b.Fatalf("%+v", r)
 				}
 			}

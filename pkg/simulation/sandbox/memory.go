@@ -562,7 +562,7 @@ func (r *run) outputBound(ctx context.Context, args []string, vars int64) int64 
 		}
 		// The format is used again for the arguments it did not consume.
 		return smul(printfWidth(a[0], a[1:]), int64(max(1, len(a)-1)))
-	case "cat":
+	case "cat", "head", "tail": // at most the files (a header each)
 		var n int64
 		_, ops := operands(args[1:])
 		if len(ops) == 0 {
@@ -571,7 +571,7 @@ func (r *run) outputBound(ctx context.Context, args []string, vars int64) int64 
 		for _, name := range ops {
 			if fsys, inner, _, err := r.file(ctx, name, false); err == nil {
 				if info, err := fsys.Stat(inner); err == nil {
-					n = sadd(n, info.Size())
+					n = sadd(n, info.Size()+int64(len(name))+8)
 				}
 			}
 		}

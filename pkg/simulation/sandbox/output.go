@@ -3,6 +3,7 @@ package sandbox
 import (
 	"io"
 	"os"
+	"slices"
 	"sync"
 	"time"
 )
@@ -56,6 +57,13 @@ type output struct {
 	held    int64     // the cost of lines[head:]
 	partial [2][]byte // each stream's line being written (at most MaxLineBytes)
 	dropped int       // lines dropped from the head
+
+	// The lines kept when the output first passed MaxOutputBytes (its first lines, for a run that is
+	// Cut), the time of the first line that did not fit, and their cost.
+	first     []Line
+	firstEnd  time.Duration
+	firstHeld int64
+	overflown bool
 }
 
 // write records b written to the stream (stderr or stdout).
@@ -97,6 +105,12 @@ func (o *output) write(stderr bool, b []byte) {
 func (o *output) add(l Line) {
 	o.lines = append(o.lines, l)
 	o.held += int64(len(l.Text)) + lineCost
+	if o.held > MaxOutputBytes && !o.overflown {
+		o.overflown = true
+		o.first = slices.Clone(o.lines[o.head : len(o.lines)-1])
+		o.firstEnd = l.Offset
+		o.firstHeld = o.held - int64(len(l.Text)) - lineCost
+	}
 	for o.held > MaxOutputBytes && o.head < len(o.lines) {
 		o.held -= int64(len(o.lines[o.head].Text)) + lineCost
 		o.lines[o.head] = Line{}
@@ -113,7 +127,15 @@ func (o *output) add(l Line) {
 func (o *output) bytes() int64 {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.held + int64(cap(o.partial[0])+cap(o.partial[1]))
+	return o.held + o.firstHeld + int64(cap(o.partial[0])+cap(o.partial[1]))
+}
+
+// firstLines returns the lines kept when the output first passed MaxOutputBytes and the time of the
+// first line that did not fit; ok false when it never did.
+func (o *output) firstLines() (first []Line, end time.Duration, ok bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.first, o.firstEnd, o.overflown
 }
 
 // result ends the output at the run's exit: the lines being written are recorded as partial lines.

@@ -34,6 +34,7 @@ func init() {
 		"env": progEnv, "printenv": progEnv, "hostname": progHostname, "seq": progSeq,
 		"basename": progBasename, "dirname": progDirname, "echo": progEcho,
 		"ls": progLs, "mv": progMv, "cp": progCp, "id": progID, "sysctl": progSysctl,
+		"head": progHeadTail, "tail": progHeadTail, "mount": progMount,
 	}
 }
 
@@ -286,13 +287,11 @@ func (e *exprParser) primary() (string, error) {
 // image the run has not written (unless creating is allowed there).
 func (r *run) file(ctx context.Context, p string, create bool) (*FS, string, bool, error) {
 	p = abs(ctx, p)
-	if name, ok := strings.CutPrefix(p, "/proc/sys/"); ok && !create {
-		// Only the pod's sysctls' files: a directory of /proc/sys holds the kernel's others too.
-		if fsys := r.procSys(); fsys != nil {
-			if info, err := fsys.Stat(name); err == nil && !info.IsDir() {
-				return fsys, name, true, nil
-			}
-		}
+	if fsys, inner, ok := r.kernelFile(p); ok {
+		return fsys, inner, true, nil
+	}
+	if p == "/dev/null" && !create { // read: empty, as on Linux
+		return r.devFS(), "/null", false, nil
 	}
 	if strings.HasPrefix(p, "/dev/") || strings.HasPrefix(p, "/proc/") || strings.HasPrefix(p, "/sys/") {
 		return nil, "", false, refuse("uses %s, a device or kernel file", p)
@@ -771,8 +770,53 @@ func progID(ctx context.Context, r *run, args []string) error {
 	return nil
 }
 
-// procSys is the run's /proc/sys (made by makeProcSys at the run's start); nil without sysctls.
-func (r *run) procSys() *FS { return r.sysctlFS }
+// kernelFile returns the file system and path of p when it is a kernel file the run knows: a file of
+// its /proc/sys (the pod's sysctls) or of its /sys/fs/cgroup (Program.Cgroup), both read-only.
+// Only files: a directory of /proc/sys or /sys/fs/cgroup holds the kernel's other files too.
+func (r *run) kernelFile(p string) (*FS, string, bool) {
+	for _, k := range []struct {
+		dir  string
+		fsys *FS
+	}{{"/proc/sys/", r.sysctlFS}, {CgroupDir + "/", r.cgroupFS}} {
+		if name, ok := strings.CutPrefix(p, k.dir); ok && k.fsys != nil {
+			if info, err := k.fsys.Stat(name); err == nil && !info.IsDir() {
+				return k.fsys, name, true
+			}
+		}
+	}
+	return nil, "", false
+}
+
+// CgroupDir is where runc mounts the container's cgroup (v2) file system.
+const CgroupDir = "/sys/fs/cgroup"
+
+// makeCgroup makes the run's /sys/fs/cgroup: a file per Program.Cgroup entry.
+func (r *run) makeCgroup() {
+	if len(r.p.Cgroup) == 0 {
+		return
+	}
+	r.cgroupFS = NewFS(0)
+	for name, v := range r.p.Cgroup {
+		if strings.Contains(name, "/") {
+			continue
+		}
+		if f, err := r.cgroupFS.OpenFile("/"+name, os.O_WRONLY|os.O_CREATE, 0o644); err == nil {
+			_, _ = io.WriteString(f, v)
+			_ = f.Close()
+		}
+	}
+}
+
+// progMount is busybox's mount listing the mounts of one type (mount -t TYPE): the container's cgroup
+// v2 file system as runc mounts it (read-only), when Program.Cgroup is set; no line for another type
+// the simulator knows nothing of is not honoured, nor is mounting anything.
+func progMount(ctx context.Context, r *run, args []string) error {
+	if len(args) != 3 || args[1] != "-t" || args[2] != "cgroup2" || len(r.p.Cgroup) == 0 {
+		return refuse("runs mount %s (only mount -t cgroup2, the container's cgroup, is honoured)", strings.Join(args[1:], " "))
+	}
+	fmt.Fprintf(interp.HandlerCtx(ctx).Stdout, "cgroup on %s type cgroup2 (ro,nosuid,nodev,noexec,relatime)\n", CgroupDir)
+	return nil
+}
 
 // makeProcSys makes the run's /proc/sys: a file per Program.Sysctls entry (kernel/shm_rmid_forced
 // holding "1\n").
@@ -840,4 +884,167 @@ func progSysctl(ctx context.Context, r *run, args []string) error {
 		}
 	}
 	return nil
+}
+
+// headTailArgs parses busybox head's and tail's options: -n N (tail: +N from the Nth line), -c N
+// (bytes), the obsolete -N, -q and -v (headers), tail's -f, -F and -s SEC (follow). n is the count,
+// from true for tail's +N, bytes for -c; files are the operands.
+type headTailArgs struct {
+	n                   int64
+	from, bytes, follow bool
+	quiet, verbose      bool
+	files               []string
+}
+
+func parseHeadTail(name string, args []string) (headTailArgs, string) {
+	a := headTailArgs{n: 10}
+	count := func(v string, opt byte) string {
+		if name == "tail" && strings.HasPrefix(v, "+") {
+			a.from, v = true, v[1:]
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || (n < 0 && name == "tail") {
+			return fmt.Sprintf("invalid number '%s'", v)
+		}
+		a.n, a.bytes = n, opt == 'c'
+		return ""
+	}
+	for i := 0; i < len(args); i++ {
+		arg := args[i]
+		if arg == "--" {
+			a.files = append(a.files, args[i+1:]...)
+			break
+		}
+		if len(arg) < 2 || arg[0] != '-' {
+			a.files = append(a.files, arg)
+			continue
+		}
+		if arg[1] >= '0' && arg[1] <= '9' { // -N: -n N
+			if why := count(arg[1:], 'n'); why != "" {
+				return a, why
+			}
+			continue
+		}
+		for j := 1; j < len(arg); j++ {
+			switch c := arg[j]; {
+			case c == 'n' || c == 'c' || c == 's':
+				v := arg[j+1:]
+				if v == "" {
+					if i+1 >= len(args) {
+						return a, fmt.Sprintf("option requires an argument -- '%c'", c)
+					}
+					i++
+					v = args[i]
+				}
+				if c != 's' {
+					if why := count(v, c); why != "" {
+						return a, why
+					}
+				}
+				j = len(arg)
+			case c == 'q':
+				a.quiet = true
+			case c == 'v':
+				a.verbose = true
+			case (c == 'f' || c == 'F') && name == "tail":
+				a.follow = true
+			default:
+				return a, fmt.Sprintf("invalid option -- '%c'", c)
+			}
+		}
+	}
+	return a, ""
+}
+
+// progHeadTail is busybox's head and tail over the run's files: the first (head) or last (tail) 10
+// lines, -n N lines (head -n -N: all but the last N; tail -n +N: from the Nth), -c N bytes, a
+// "==> FILE <==" header before each of several files (-q: none, -v: always), no operand: the
+// standard input. tail -f (-F) prints the same, then follows the file until the run is stopped: the
+// run runs until stopped (tail -f /dev/null); what others append to it later is not followed, so
+// following a file of a volume, which other containers write while the run is interpreted at its
+// start, is not honoured.
+func progHeadTail(ctx context.Context, r *run, args []string) error {
+	name := path.Base(args[0])
+	a, why := parseHeadTail(name, args[1:])
+	if why != "" {
+		return fail(ctx, 1, name, "%s", why)
+	}
+	hc := interp.HandlerCtx(ctx)
+	pick := func(b []byte) []byte {
+		if a.bytes {
+			switch {
+			case name == "head" && a.n >= 0:
+				return b[:min(int64(len(b)), a.n)]
+			case name == "head":
+				return b[:max(0, int64(len(b))+a.n)]
+			case a.from:
+				return b[min(int64(len(b)), max(a.n-1, 0)):]
+			}
+			return b[max(0, int64(len(b))-a.n):]
+		}
+		lines := strings.SplitAfter(string(b), "\n")
+		if lines[len(lines)-1] == "" {
+			lines = lines[:len(lines)-1]
+		}
+		k := int64(len(lines))
+		switch {
+		case name == "head" && a.n >= 0:
+			lines = lines[:min(k, a.n)]
+		case name == "head":
+			lines = lines[:max(0, k+a.n)]
+		case a.from:
+			lines = lines[min(k, max(a.n-1, 0)):]
+		default:
+			lines = lines[max(0, k-a.n):]
+		}
+		return []byte(strings.Join(lines, ""))
+	}
+	status := error(nil)
+	if len(a.files) == 0 {
+		if hc.Stdin != nil {
+			b, _ := io.ReadAll(io.LimitReader(hc.Stdin, r.lim.Memory))
+			_, _ = hc.Stdout.Write(pick(b))
+		}
+	}
+	header := a.verbose || len(a.files) > 1 && !a.quiet
+	for i, f := range a.files {
+		fsys, inner, _, err := r.file(ctx, f, false)
+		if err != nil {
+			return err
+		}
+		if a.follow && fsys != r.rootfs && fsys != r.devFS() {
+			return refuse("runs %s -f %s, following a file of a volume (others write it while the run is interpreted at its start)", name, f)
+		}
+		h, err := fsys.OpenFile(inner, os.O_RDONLY, 0)
+		if err != nil {
+			status = fail(ctx, 1, name, "can't open '%s': %s", f, describe(err))
+			continue
+		}
+		b, err := io.ReadAll(io.LimitReader(h, r.lim.Memory))
+		_ = h.Close()
+		if err != nil {
+			status = fail(ctx, 1, name, "%s: %s", f, describe(err))
+			continue
+		}
+		if header {
+			if i > 0 {
+				fmt.Fprintln(hc.Stdout)
+			}
+			fmt.Fprintf(hc.Stdout, "==> %s <==\n", f)
+		}
+		_, _ = hc.Stdout.Write(pick(b))
+	}
+	if a.follow {
+		return errForever
+	}
+	return status
+}
+
+// devFS is the run's /dev as far as programs read it: /dev/null, empty (made at its first use).
+func (r *run) devFS() *FS {
+	r.devOnce.Do(func() {
+		r.dev = NewFS(0)
+		_ = r.dev.Touch("/null", r.p.Now)
+	})
+	return r.dev
 }

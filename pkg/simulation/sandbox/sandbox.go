@@ -4,7 +4,7 @@
 // a POSIX/Bash parser and interpreter in Go), with every one of the interpreter's handlers replaced:
 //
 //   - no process is ever started: the programs a container's shell commonly runs (sleep, true, false,
-//     expr, touch, cat, mkdir, rm, env, printenv, hostname, id, sysctl, seq, basename, dirname) are implemented
+//     expr, touch, cat, head, tail, mkdir, rm, env, printenv, hostname, id, sysctl, seq, basename, dirname) are implemented
 //     here; any other program makes the command not honoured (Result.Honoured false);
 //   - no file of the host is opened, stat'ed or listed: files live in in-memory file systems (FS), one
 //     per volume the caller mounts (an emptyDir per pod, the Node's host file system for hostPath); a
@@ -12,6 +12,13 @@
 //     reading it makes the command not honoured;
 //   - sleep N advances the run's simulated time, never the real clock; a sleep past Limits.Horizon
 //     (sleep infinity, sleep 1000000 with a shorter horizon) means the container runs until stopped;
+//   - loops that sleep: a run that reaches Limits.Steps or Limits.RealTime while it is sleeping (its
+//     simulated time advanced within its last SleepWindow steps: `while true; do echo polo; sleep 2;
+//     done`) runs until stopped, as past the horizon (Result.Cut); what it did is known up to the
+//     simulated time it reached, or, when its output passed MaxOutputBytes, up to the time of the
+//     first line that did not fit (its first lines are kept, not its last): its Output and its Layer's
+//     changes up to there, nothing after. A busy loop (no sleep in its last SleepWindow steps) is not
+//     honoured: the sandbox cannot tell whether, or how, it would end;
 //   - what would run concurrently (pipelines, background jobs, coprocesses, process substitution) and
 //     what evaluates text as code at run time (eval, source, trap) is not honoured, nor are builtins
 //     that look at the host (command, type, hash, ulimit, kill, ...);
@@ -140,6 +147,14 @@ type Program struct {
 	// (the image's USER and /etc/group are not known).
 	UID, GID int64
 	Groups   []int64
+	// Cgroup are the files of the container's cgroup (v2) as runc writes them from the resources the
+	// kubelet gives the container (cpu.max, cpu.weight, memory.max: file name to content), read-only
+	// at /sys/fs/cgroup (and `mount -t cgroup2` lists it); nil: /sys/fs/cgroup is not known.
+	Cgroup map[string]string
+	// UnknownLayer: the container's own layer is not known (an exec into a container whose command is
+	// not interpreted): nothing of it but the directories of its mount points, so that a read of any
+	// other path of it (/tmp included) is a file the simulator does not know (not honoured).
+	UnknownLayer bool
 	// Sysctls are the container's namespaced kernel parameters the pod sets (securityContext.sysctls),
 	// by their dotted name (kernel.shm_rmid_forced): what `sysctl NAME` and /proc/sys/NAME answer.
 	// Any other kernel parameter is not known (not honoured).
@@ -164,9 +179,15 @@ type Result struct {
 	// program, a file of the image, a limit reached...), and the caller falls back to its default.
 	Honoured bool
 	Reason   string
-	// Forever: the run does not end by itself (it sleeps past the horizon).
+	// Forever: the run does not end by itself (it sleeps past the horizon, or it is Cut).
 	Forever bool
-	// Duration is the run's simulated time until it exits (the sum of its sleeps); ExitCode its code.
+	// Cut: a Forever run that reached Limits.Steps or Limits.RealTime while it was sleeping (it slept
+	// within its last SleepWindow steps): it counts as running until stopped, and what it did is known
+	// up to Duration only: its Output (the lines written up to Duration) and its Layer's changes (at or
+	// before Duration). See the package doc's "Loops that sleep".
+	Cut bool
+	// Duration is the run's simulated time until it exits (the sum of its sleeps); for a Cut run the
+	// simulated time up to which it is known. ExitCode is its code.
 	Duration time.Duration
 	ExitCode int32
 	// Steps is the number of steps taken.
@@ -210,6 +231,15 @@ func refuseLimit(format string, a ...any) error {
 
 // errForever stops a run that sleeps past the horizon.
 var errForever = errors.New("sleeps past the horizon")
+
+// errCut stops a run that reaches its step limit while it sleeps (Result.Cut).
+var errCut = errors.New("reached its step limit while sleeping")
+
+// SleepWindow returns how recent a run's last sleep must be, in steps, for a run that reaches its
+// step or real-time limit to be Cut (running until stopped) rather than not honoured: a tenth of
+// lim.Steps (1 000 by default), so that a loop whose every iteration sleeps is Cut, and a busy loop
+// (none of whose last 1 000 steps slept) is not honoured.
+func SleepWindow(lim Limits) int { return max(lim.withDefaults().Steps/10, 1) }
 
 // stepName is the command Run inserts at the top of every loop body and condition, so that each
 // iteration is a step (counted and checked) even when it runs no command.
@@ -278,6 +308,7 @@ func Run(ctx context.Context, p *Program, lim Limits) (res Result) {
 	}
 	r.prepareRootfs()
 	r.makeProcSys()
+	r.makeCgroup()
 	defer func() {
 		if v := recover(); v != nil {
 			res = Result{Reason: fmt.Sprintf("the interpreter failed: %v", v), Steps: r.steps}
@@ -307,7 +338,9 @@ func Run(ctx context.Context, p *Program, lim Limits) (res Result) {
 	case r.refused != nil:
 		res.Reason, res.Limit = r.refused.reason, r.refused.limit
 	case r.forever:
-		res.Honoured, res.Forever = true, true
+		res.Honoured, res.Forever, res.Cut = true, true, r.cut
+	case ctx.Err() != nil && r.sleeping():
+		res.Honoured, res.Forever, res.Cut = true, true, true
 	case ctx.Err() != nil:
 		res.Reason, res.Limit = fmt.Sprintf("took more than %v of real time", lim.RealTime), true
 	case err == nil:
@@ -324,6 +357,15 @@ func Run(ctx context.Context, p *Program, lim Limits) (res Result) {
 		res.Duration = 0
 	}
 	res.Output, res.Dropped = r.out.result()
+	if res.Cut {
+		// Known up to where it reached, or, when its output passed MaxOutputBytes, up to the time of
+		// the first line that did not fit: its first lines, not its last, so that its log from its
+		// start is what the command wrote.
+		if first, end, ok := r.out.firstLines(); ok {
+			res.Output, res.Dropped, res.Duration = first, 0, end
+		}
+		layer.cut(res.Duration)
+	}
 	res.Layer = layer
 	if res.Honoured && !res.Forever {
 		res.TerminationMessage = r.terminationMessage()
@@ -522,11 +564,16 @@ type run struct {
 	steps    int
 	slept    time.Duration
 	sleptNow atomic.Int64 // slept, read by the layer's recorder without mu
+	lastNap  int          // steps at the run's latest sleep of a positive time
 	forever  bool
+	cut      bool // forever, because it reached a limit while sleeping (Result.Cut)
 	refused  *notHonoured
-	out      *output     // the run's standard output and error
-	termPath string      // the termination message file (cleaned; "": none)
-	sysctlFS *FS         // the run's /proc/sys (makeProcSys, at the start)
+	out      *output // the run's standard output and error
+	termPath string  // the termination message file (cleaned; "": none)
+	sysctlFS *FS     // the run's /proc/sys (makeProcSys, at the start)
+	cgroupFS *FS     // the run's /sys/fs/cgroup (makeCgroup, at the start)
+	dev      *FS     // the run's /dev/null for programs that read it (devFS)
+	devOnce  sync.Once
 	levels   []level     // the command substitutions being filled, levels[0] the run's top
 	frames   []frame     // the function calls
 	depths   map[int]int // the level of each statement at its latest guard
@@ -549,6 +596,8 @@ func (r *run) stopLocked(err error) error {
 		r.refused = nh
 	case errors.Is(err, errForever):
 		r.forever = true
+	case errors.Is(err, errCut):
+		r.forever, r.cut = true, true
 	}
 	return err
 }
@@ -568,8 +617,12 @@ func (r *run) call(ctx context.Context, args []string) ([]string, error) {
 	if steps <= r.lim.Steps && args[0] != stepName {
 		err = r.guardCall(ctx, r.funcs[args[0]], args)
 	}
+	sleeping := r.sleepingLocked()
 	r.mu.Unlock()
 	if steps > r.lim.Steps {
+		if sleeping {
+			return nil, r.stop(errCut)
+		}
 		return nil, r.stop(refuseLimit("took more than %d steps", r.lim.Steps))
 	}
 	if err != nil {
@@ -714,12 +767,26 @@ func (r *run) sleep(d time.Duration) error {
 	r.mu.Lock()
 	r.slept += d
 	r.sleptNow.Store(int64(r.slept))
+	if d > 0 {
+		r.lastNap = r.steps
+	}
 	past := r.slept > r.lim.Horizon || r.slept < 0
 	r.mu.Unlock()
 	if past {
 		return errForever
 	}
 	return nil
+}
+
+// sleeping reports whether the run's simulated time advanced within its last SleepWindow steps.
+func (r *run) sleeping() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.sleepingLocked()
+}
+
+func (r *run) sleepingLocked() bool {
+	return r.slept > 0 && r.steps-r.lastNap <= SleepWindow(r.lim)
 }
 
 // resolve returns the file system holding the absolute path p and p's path within it; rootfs true for
@@ -752,7 +819,9 @@ func abs(ctx context.Context, p string) string {
 // prepareRootfs makes the directories the container's layer is known to have: /, /tmp, the working
 // directory, and the parents of the mount points.
 func (r *run) prepareRootfs() {
-	_ = r.rootfs.MkdirAll("/tmp")
+	if !r.p.UnknownLayer {
+		_ = r.rootfs.MkdirAll("/tmp")
+	}
 	if r.termPath != "" {
 		_ = r.rootfs.MkdirAll(path.Dir(r.termPath))
 		_ = r.rootfs.Touch(r.termPath, r.p.Now)
@@ -814,6 +883,12 @@ func (r *run) open(ctx context.Context, name string, flag int, perm os.FileMode)
 		return guardFile{strings.NewReader("1")}, nil // 1>&1
 	}
 	p := abs(ctx, name)
+	if fsys, inner, ok := r.kernelFile(p); ok {
+		if writing(flag) {
+			return nil, &fs.PathError{Op: r.shellName() + ":", Path: "can't create " + name, Err: busyboxErrno{syscall.EROFS}}
+		}
+		return fsys.OpenFile(inner, flag, perm)
+	}
 	switch {
 	case p == r.termPath:
 		if !writing(flag) {
@@ -902,6 +977,9 @@ func (r *run) stat(ctx context.Context, name string, _ bool) (fs.FileInfo, error
 	if p == "/dev/null" || isDevOut(p) {
 		return fileInfo{name: path.Base(p)}, nil
 	}
+	if fsys, inner, ok := r.kernelFile(p); ok {
+		return fsys.Stat(inner)
+	}
 	fsys, inner, _, rootfs := r.resolve(p)
 	if rootfs && !fsys.Known(inner) {
 		return nil, r.refuseUnknown(p)
@@ -913,6 +991,12 @@ func (r *run) stat(ctx context.Context, name string, _ bool) (fs.FileInfo, error
 func (r *run) access(ctx context.Context, name string, mode interp.AccessMode) error {
 	p := abs(ctx, name)
 	if p == "/dev/null" || isDevOut(p) {
+		return nil
+	}
+	if _, _, ok := r.kernelFile(p); ok {
+		if mode&interp.AccessWrite != 0 {
+			return roErr("access", p)
+		}
 		return nil
 	}
 	fsys, inner, ro, rootfs := r.resolve(p)

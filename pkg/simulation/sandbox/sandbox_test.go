@@ -2,6 +2,8 @@ package sandbox
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"os"
 	"reflect"
 	"runtime"
@@ -180,7 +182,8 @@ func TestRunEscapes(t *testing.T) {
 		// default 500 ms of real time for 10 000 steps; TestRunRealTime checks the real-time bound).
 		{"endless loop", sh("while :; do :; done"), "took more than 10000 steps", 0},
 		{"endless loop without commands", sh("while [[ 1 ]]; do x=1; done"), "took more than 10000 steps", 0},
-		{"endless sleeps", sh("while true; do sleep 1; done"), "took more than 10000 steps", 0},
+		{"a busy loop after a sleep", sh("sleep 5; while :; do :; done"), "took more than 10000 steps", 0},
+		{"a busy loop that slept long ago", sh("i=0; while :; do [ $i -lt 10 ] && sleep 1; i=$((i+1)); done"), "took more than 10000 steps", 0},
 		{"1 GB string by doubling", sh("a=x; while [[ 1 ]]; do a=$a$a; done"), "would hold more than 1048576 bytes (the statement at 1:24)", 0},
 		{"1 GB string by printf", sh("printf '%01000000000d' 0 >/dev/null"), "would hold more than 1048576 bytes (printf's arguments and output)", 0},
 		{"1 GB string by printf *", sh("x=$(printf '%*s' 1000000000 '')"), "would hold more than 1048576 bytes (printf's arguments and output)", 0},
@@ -260,4 +263,75 @@ func TestRunRandomSeeded(t *testing.T) {
 	if !differ {
 		t.Errorf("$RANDOM the same whatever the seed")
 	}
+}
+
+// TestRunCut: a run that reaches its step or real-time limit while it sleeps (a loop whose
+// iterations sleep) runs until stopped, known up to the simulated time it reached (or up to its
+// first MaxOutputBytes of output): its log from its start, its files up to there. A busy loop is
+// still not honoured (TestRunEscapes).
+func TestRunCut(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		script  string
+		lim     Limits
+		line    string        // every line of the output ("": none)
+		every   time.Duration // the time between two lines
+		minTime time.Duration // Duration at least
+		file    string        // /tmp/n at Duration and at any later time
+	}{
+		{name: "the Ephemeral Containers spec's loop", script: "while true; do echo polo; sleep 2; done", line: "polo", every: 2 * time.Second, minTime: 2000 * time.Second},
+		{name: "sleeps only", script: "while true; do sleep 1; done", minTime: 2000 * time.Second},
+		{name: "until false", script: "until false; do sleep 10; done", minTime: 20000 * time.Second},
+		{name: "a counter in a file", script: "i=0; while true; do i=$((i+1)); echo $i > /tmp/n; sleep 1; done", minTime: 1000 * time.Second, file: "counted"},
+		{name: "cut by real time", script: "while true; do echo polo; sleep 2; done", lim: Limits{Steps: 1 << 30, RealTime: 30 * time.Millisecond}, line: "polo", every: 2 * time.Second, minTime: 2 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lim := tc.lim
+			if lim.RealTime == 0 {
+				lim.RealTime = time.Minute
+			}
+			got := Run(context.Background(), &Program{Command: sh(tc.script)}, lim)
+			if !got.Honoured || !got.Forever || !got.Cut || got.Limit {
+				t.Fatalf("Run = honoured %v, forever %v, cut %v, limit %v (%s); want honoured, running until stopped, cut", got.Honoured, got.Forever, got.Cut, got.Limit, got.Reason)
+			}
+			if got.Duration < tc.minTime {
+				t.Errorf("known up to %v, want at least %v", got.Duration, tc.minTime)
+			}
+			if tc.line == "" && len(got.Output) > 0 {
+				t.Errorf("output %v, want none", got.Output[0])
+			}
+			if tc.line != "" {
+				if len(got.Output) == 0 || got.Dropped != 0 {
+					t.Fatalf("%d lines, %d dropped; want the first lines", len(got.Output), got.Dropped)
+				}
+				for i, l := range got.Output {
+					if l.Text != tc.line || l.Offset != time.Duration(i)*tc.every {
+						t.Fatalf("line %d = %q at %v, want %q at %v", i, l.Text, l.Offset, tc.line, time.Duration(i)*tc.every)
+					}
+				}
+				if last := got.Output[len(got.Output)-1].Offset; last > got.Duration || got.Duration-last > tc.every {
+					t.Errorf("last line at %v, known up to %v: a line missing from the known time", last, got.Duration)
+				}
+			}
+			if tc.file != "" {
+				want := fmt.Sprintf("%d\n", got.Duration/time.Second) // i written at i-1 s; cut right after its sleep to Duration
+				for _, at := range []time.Duration{got.Duration, got.Duration + time.Hour} {
+					b, err := readFile(StateAt(at, 1<<20, got.Layer), "/tmp/n")
+					if err != nil || string(b) != want {
+						t.Errorf("/tmp/n at %v = %q %v, want %q", at, b, err, want)
+					}
+				}
+			}
+		})
+	}
+}
+
+// readFile returns the content of name in f.
+func readFile(f *FS, name string) ([]byte, error) {
+	h, err := f.OpenFile(name, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = h.Close() }()
+	return io.ReadAll(h)
 }

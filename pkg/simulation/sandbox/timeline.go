@@ -72,6 +72,19 @@ func (t *Timeline) Until(d time.Duration) int {
 	return sort.Search(len(t.changes), func(i int) bool { return t.changes[i].at > d })
 }
 
+// cut forgets the changes made after d (a Cut run is known up to d only).
+func (t *Timeline) cut(d time.Duration) {
+	if t == nil {
+		return
+	}
+	n := t.Until(d)
+	for _, c := range t.changes[n:] {
+		t.bytes -= entryCost + int64(len(c.data))
+	}
+	clear(t.changes[n:])
+	t.changes = t.changes[:n]
+}
+
 // At returns the time of change i.
 func (t *Timeline) At(i int) time.Duration { return t.changes[i].at }
 
