@@ -203,8 +203,9 @@ func (c *commands) run(ctx context.Context, p *v1.Pod, ctr *v1.Container, pc *po
 			return runResult{ok: true, out: RunOutcome{CreateError: err}}, "", nil
 		}
 	}
-	entrypoint, known := imageCommand(ctr)
-	if known { // an entrypoint known to the simulator (agnhost etc-hosts, pause)
+	entrypoint, flags, known := imageCommand(ctr)
+	specCtr := ctr // its probes, as the spec gives them
+	if known {     // an entrypoint known to the simulator (agnhostCommands)
 		withCommand := *ctr
 		withCommand.Command, withCommand.Args = entrypoint.command, nil
 		ctr = &withCommand
@@ -253,6 +254,9 @@ func (c *commands) run(ctx context.Context, p *v1.Pod, ctr *v1.Container, pc *po
 	}
 	if hasExecProbe(ctr) {
 		out.Probe = c.probeAnswer(p, ctr, rf)
+	}
+	if known {
+		out.Probe = serverProbes(p, specCtr, entrypoint, flags, out.Probe)
 	}
 	failed, err := c.postStart(ctx, p, ctr, rf, &out)
 	if err != nil {

@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/utils/ptr"
 
 	"github.com/nodeagent/nodeagent/pkg/simulation/sandbox"
 )
@@ -147,43 +146,4 @@ func containerIdentity(p *v1.Pod, ctr *v1.Container) (uid, gid int64, groups []i
 		}
 	}
 	return uid, gid, groups
-}
-
-// agnhostRepository is the e2e suite's agnhost image, whose entrypoint (/agnhost) is known for the
-// subcommands of agnhostCommands.
-const agnhostRepository = "registry.k8s.io/e2e-test-images/agnhost"
-
-// imageEntrypoint is what a known image's entrypoint does with the container's args: the command the
-// sandbox interprets in its place, and, when the process has a SIGTERM handler, the code it exits
-// with at once on SIGTERM (RunOutcome.ExitsOnSIGTERM, SIGTERMExitCode); nil: PID 1 without one.
-type imageEntrypoint struct {
-	command []string
-	sigterm *int32
-}
-
-// agnhostCommands are the agnhost subcommands (the container's args, with no command) the sandbox
-// interprets as the commands doing what they do (k8s.io/kubernetes test/images/agnhost):
-//   - etc-hosts prints /etc/hosts with fmt.Println (dns printHostsFile: its content and a newline);
-//   - pause prints "Paused" and "Signals registered", then waits for SIGINT or SIGTERM, on which it
-//     exits 2 (pause.pause; its termination message, "exiting because of signal", is not written).
-var agnhostCommands = map[string]imageEntrypoint{
-	"etc-hosts": {command: []string{"sh", "-c", "cat /etc/hosts; echo"}},
-	"pause":     {command: []string{"sh", "-c", "echo Paused; echo Signals registered; sleep infinity"}, sigterm: ptr.To[int32](2)},
-}
-
-// imageCommand returns what the entrypoint of ctr's image does with its args when the container has
-// no command and the entrypoint is known (agnhostCommands); ok false otherwise.
-func imageCommand(ctr *v1.Container) (e imageEntrypoint, ok bool) {
-	if len(ctr.Command) > 0 || len(ctr.Args) != 1 {
-		return e, false
-	}
-	repo, _, _ := strings.Cut(NormalizeImage(ctr.Image), "@")
-	if i := strings.LastIndex(repo, ":"); i >= 0 && !strings.Contains(repo[i:], "/") {
-		repo = repo[:i]
-	}
-	if repo != agnhostRepository {
-		return e, false
-	}
-	e, ok = agnhostCommands[ctr.Args[0]]
-	return e, ok
 }
