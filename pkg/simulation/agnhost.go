@@ -2,6 +2,7 @@ package simulation
 
 import (
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -21,6 +22,9 @@ const agnhostRepository = "registry.k8s.io/e2e-test-images/agnhost"
 // for a server, what it answers the kubelet's HTTP, TCP and gRPC probes (serves; nil: none known).
 type imageEntrypoint struct {
 	command []string
+	// build, if set, makes the command from the process's argv (argv0, the subcommand and its
+	// arguments), in place of command, for a subcommand whose effect depends on them.
+	build   func(argv []string) []string
 	sigterm *int32
 	// serves answers a probe of the server started with flags (the subcommand's arguments): ok false
 	// when the handler is not one it knows the answer of (an exec probe, a TLS server).
@@ -29,6 +33,9 @@ type imageEntrypoint struct {
 
 // agnhostCommands are the agnhost subcommands the sandbox interprets as the commands doing what they
 // do (k8s.io/kubernetes test/images/agnhost, v1.37.2):
+//   - with no command and no args, the image's CMD: pause;
+//   - entrypoint-tester prints its process's argv as Go's %v of os.Args ("[/agnhost entrypoint-tester
+//     a b]", the binary as the container's command names it: /agnhost-2 too) and exits 0;
 //   - etc-hosts prints /etc/hosts with fmt.Println (dns printHostsFile: its content and a newline);
 //   - pause prints "Paused" and "Signals registered", then waits for SIGINT or SIGTERM, on which it
 //     exits 2 (pause.pause; its termination message, "exiting because of signal", is not written);
@@ -47,36 +54,68 @@ var agnhostCommands = map[string]imageEntrypoint{
 	"liveness":             {command: []string{"sleep", "infinity"}, serves: agnhostLiveness},
 	"test-webserver":       {command: []string{"sleep", "infinity"}, serves: agnhostTestWebserver},
 	"grpc-health-checking": {command: []string{"sleep", "infinity"}, serves: agnhostGRPCHealthChecking},
+	"entrypoint-tester": {build: func(argv []string) []string {
+		return []string{"echo", "[" + strings.Join(argv, " ") + "]"}
+	}},
 }
 
-// imageCommand returns what the entrypoint of ctr's image does with its arguments, and those
-// arguments after the subcommand: for agnhost without a command, args[0] is the subcommand; with the
-// command /agnhost (or agnhost), command[1] is. ok false when the image or subcommand is not known,
+// agnhostBinaries are the image's copies of the agnhost binary a command may name (agnhost-2: the
+// Containers conformance specs override the entrypoint with it).
+var agnhostBinaries = map[string]bool{"/agnhost": true, "agnhost": true, "/agnhost-2": true}
+
+// imageCommand returns what the entrypoint of ctr's image does with its arguments, the command the
+// sandbox interprets for it, and the arguments after the subcommand: for agnhost without a command,
+// the args (none: the image's CMD, pause) with the entrypoint /agnhost; with a command naming an
+// agnhost binary (agnhostBinaries), that command. ok false when the image or subcommand is not known,
 // or a subcommand that takes no arguments is given some.
-func imageCommand(ctr *v1.Container) (e imageEntrypoint, flags []string, ok bool) {
+func imageCommand(ctr *v1.Container) (e imageEntrypoint, command, flags []string, ok bool) {
 	repo, _, _ := strings.Cut(NormalizeImage(ctr.Image), "@")
 	if i := strings.LastIndex(repo, ":"); i >= 0 && !strings.Contains(repo[i:], "/") {
 		repo = repo[:i]
 	}
+	if repo == nonewprivsRepository && len(ctr.Command) == 0 && len(ctr.Args) == 0 {
+		return nonewprivs(ctr)
+	}
 	if repo != agnhostRepository {
-		return e, nil, false
+		return e, nil, nil, false
 	}
-	argv := ctr.Args
+	argv := append([]string{"/agnhost"}, ctr.Args...)
 	switch {
+	case len(ctr.Command) == 0 && len(ctr.Args) == 0:
+		argv = []string{"/agnhost", "pause"}
 	case len(ctr.Command) == 0:
-	case ctr.Command[0] == "/agnhost" || ctr.Command[0] == "agnhost":
-		argv = append(append([]string(nil), ctr.Command[1:]...), ctr.Args...)
+	case agnhostBinaries[ctr.Command[0]]:
+		argv = append(slices.Clone(ctr.Command), ctr.Args...)
 	default:
-		return e, nil, false
+		return e, nil, nil, false
 	}
-	if len(argv) == 0 {
-		return e, nil, false
+	if len(argv) < 2 {
+		return e, nil, nil, false
 	}
-	e, ok = agnhostCommands[argv[0]]
-	if !ok || (e.serves == nil && len(argv) > 1) {
-		return imageEntrypoint{}, nil, false
+	e, ok = agnhostCommands[argv[1]]
+	if !ok || (e.serves == nil && e.build == nil && len(argv) > 2) {
+		return imageEntrypoint{}, nil, nil, false
 	}
-	return e, argv[1:], true
+	command = e.command
+	if e.build != nil {
+		command = e.build(argv)
+	}
+	return e, command, argv[2:], true
+}
+
+// nonewprivsRepository is the e2e suite's nonewprivs image: agnhost nonewprivs as a setuid-root
+// binary, its entrypoint (test/images/nonewprivs).
+const nonewprivsRepository = "registry.k8s.io/e2e-test-images/nonewprivs"
+
+// nonewprivs is the nonewprivs image's entrypoint: it prints "Effective uid: N" and exits 0, N being 0
+// (the setuid bit honoured) unless the container's allowPrivilegeEscalation is false, which makes the
+// kubelet set no_new_privs (the container's own uid then, id -u's).
+func nonewprivs(ctr *v1.Container) (imageEntrypoint, []string, []string, bool) {
+	command := []string{"echo", "Effective uid: 0"}
+	if sc := ctr.SecurityContext; sc != nil && sc.AllowPrivilegeEscalation != nil && !*sc.AllowPrivilegeEscalation {
+		command = []string{"sh", "-c", `echo "Effective uid: $(id -u)"`}
+	}
+	return imageEntrypoint{command: command}, command, nil, true
 }
 
 // flagValue returns the value of --name (or -name) in flags, as --name=V or --name V; def when absent.

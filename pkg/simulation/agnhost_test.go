@@ -103,9 +103,66 @@ func TestImageCommand(t *testing.T) {
 		{"busybox", "busybox", nil, []string{"liveness"}, false, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, flags, ok := imageCommand(&v1.Container{Image: tc.image, Command: tc.command, Args: tc.args})
+			_, _, flags, ok := imageCommand(&v1.Container{Image: tc.image, Command: tc.command, Args: tc.args})
 			if ok != tc.want || (ok && len(flags) != len(tc.flags)) {
 				t.Errorf("imageCommand = %v %q, want %v %q", ok, flags, tc.want, tc.flags)
+			}
+		})
+	}
+}
+
+// TestAgnhostEntrypoint: the Containers conformance specs' pods: agnhost's image defaults (ENTRYPOINT
+// /agnhost, CMD pause) and entrypoint-tester printing its argv, the container's command and args
+// overriding them.
+func TestAgnhostEntrypoint(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		command, args []string
+		want          string // the first line of the output
+		forever       bool
+	}{
+		{name: "image defaults: pause", want: "Paused", forever: true},
+		{name: "override arguments", args: []string{"entrypoint-tester", "override", "arguments"}, want: "[/agnhost entrypoint-tester override arguments]"},
+		{name: "override command", command: []string{"/agnhost-2"}, args: []string{"entrypoint-tester"}, want: "[/agnhost-2 entrypoint-tester]"},
+		{name: "override command and arguments", command: []string{"/agnhost-2"}, args: []string{"entrypoint-tester", "override", "arguments"}, want: "[/agnhost-2 entrypoint-tester override arguments]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u"},
+				Spec: v1.PodSpec{Containers: []v1.Container{{Name: "c", Image: agnhostImage, Command: tc.command, Args: tc.args}}}}
+			r, why, err := (&commands{}).run(context.Background(), p, &p.Spec.Containers[0], &podCommands{}, 0, time.Unix(0, 0))
+			if err != nil || !r.ok {
+				t.Fatalf("not interpreted: %q %v", why, err)
+			}
+			if len(r.out.Output) == 0 || r.out.Output[0].Text != tc.want || r.out.Forever != tc.forever || r.out.ExitCode != 0 {
+				t.Errorf("run = %+v, want first line %q, forever %v, exit 0", r.out, tc.want, tc.forever)
+			}
+		})
+	}
+}
+
+// TestNonewprivs: the Security Context AllowPrivilegeEscalation specs' nonewprivs image prints its
+// effective uid: 0 (its setuid bit) unless allowPrivilegeEscalation is false, then runAsUser's.
+func TestNonewprivs(t *testing.T) {
+	uid := int64(1000)
+	for _, tc := range []struct {
+		name string
+		ape  *bool
+		want string
+	}{
+		{"unset: escalates", nil, "Effective uid: 0"},
+		{"true: escalates", ptrTo(true), "Effective uid: 0"},
+		{"false: no_new_privs", ptrTo(false), "Effective uid: 1000"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u"},
+				Spec: v1.PodSpec{RestartPolicy: v1.RestartPolicyNever, Containers: []v1.Container{{Name: "c", Image: "registry.k8s.io/e2e-test-images/nonewprivs:1.3",
+					SecurityContext: &v1.SecurityContext{AllowPrivilegeEscalation: tc.ape, RunAsUser: &uid}}}}}
+			r, why, err := (&commands{}).run(context.Background(), p, &p.Spec.Containers[0], &podCommands{}, 0, time.Unix(0, 0))
+			if err != nil || !r.ok {
+				t.Fatalf("not interpreted: %q %v", why, err)
+			}
+			if len(r.out.Output) != 1 || r.out.Output[0].Text != tc.want || r.out.Forever || r.out.ExitCode != 0 {
+				t.Errorf("run = %+v, want %q and exit 0", r.out, tc.want)
 			}
 		})
 	}

@@ -203,11 +203,11 @@ func (c *commands) run(ctx context.Context, p *v1.Pod, ctr *v1.Container, pc *po
 			return runResult{ok: true, out: RunOutcome{CreateError: err}}, "", nil
 		}
 	}
-	entrypoint, flags, known := imageCommand(ctr)
+	entrypoint, command, flags, known := imageCommand(ctr)
 	specCtr := ctr // its probes, as the spec gives them
 	if known {     // an entrypoint known to the simulator (agnhostCommands)
 		withCommand := *ctr
-		withCommand.Command, withCommand.Args = entrypoint.command, nil
+		withCommand.Command, withCommand.Args = command, nil
 		ctr = &withCommand
 	}
 	if len(ctr.Command) == 0 {

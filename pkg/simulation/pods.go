@@ -381,7 +381,7 @@ func commandDecides(c *v1.Container) bool {
 	if len(c.Command) > 0 || isPauseImage(c.Image) {
 		return true
 	}
-	_, _, known := imageCommand(c)
+	_, _, _, known := imageCommand(c)
 	return known
 }
 
