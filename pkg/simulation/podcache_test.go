@@ -8,6 +8,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
@@ -59,22 +60,33 @@ func TestPodCacheShares(t *testing.T) {
 		change func(p *v1.Pod) // applied to the second pod
 		// want: whether the second pod shares each value with the first
 		spec, labels, owners, conds, hostIPs bool
+		// times: the start time and the container's running state; resources: the container's
+		// (pointers that the first pod's record would otherwise hold apart from the second's)
+		times, resources bool
 	}{
 		{"same template, another Node", other(func(p *v1.Pod) { p.Spec.NodeName = "sim-node-0002" }),
-			true, true, true, true, true},
+			true, true, true, true, true, true, true},
 		{"another image", other(func(p *v1.Pod) { p.Spec.Containers[0].Image = "registry.example/app:2" }),
-			false, true, true, true, true},
+			false, true, true, true, true, true, true},
 		{"another grace period", other(func(p *v1.Pod) { p.Spec.TerminationGracePeriodSeconds = new(int64) }),
-			false, true, true, true, true},
+			false, true, true, true, true, true, true},
 		{"another template hash", other(func(p *v1.Pod) { p.Labels["pod-template-hash"] = "abc" }),
-			true, false, true, true, true},
+			true, false, true, true, true, true, true},
 		{"Ready a second later", other(func(p *v1.Pod) {
 			p.Status.Conditions[2].LastTransitionTime = metav1.NewTime(p.Status.Conditions[2].LastTransitionTime.Add(time.Second))
-		}), true, true, true, false, true},
+		}), true, true, true, false, true, true, true},
 		{"not Ready", other(func(p *v1.Pod) { p.Status.Conditions[2].Status = v1.ConditionFalse }),
-			true, true, true, false, true},
+			true, true, true, false, true, true, true},
 		{"another host IP", other(func(p *v1.Pod) { p.Status.HostIPs = []v1.HostIP{{IP: "10.0.0.2"}} }),
-			true, true, true, true, false},
+			true, true, true, true, false, true, true},
+		{"started a second later", other(func(p *v1.Pod) {
+			start := metav1.NewTime(p.Status.StartTime.Add(time.Second))
+			p.Status.StartTime = &start
+			p.Status.ContainerStatuses[0].State.Running = &v1.ContainerStateRunning{StartedAt: start}
+		}), true, true, true, true, true, false, true},
+		{"another container's resources", other(func(p *v1.Pod) {
+			p.Status.ContainerStatuses[0].Resources = &v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m")}}
+		}), true, true, true, true, true, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newPodCache()
@@ -101,6 +113,9 @@ func TestPodCacheShares(t *testing.T) {
 				{"ownerReferences", &a.OwnerReferences[0] == &b.OwnerReferences[0], tc.owners},
 				{"status.conditions", &a.Status.Conditions[0] == &b.Status.Conditions[0], tc.conds},
 				{"status.hostIPs", &a.Status.HostIPs[0] == &b.Status.HostIPs[0], tc.hostIPs},
+				{"status.startTime", a.Status.StartTime == b.Status.StartTime, tc.times},
+				{"status.containerStatuses[0].state.running", a.Status.ContainerStatuses[0].State.Running == b.Status.ContainerStatuses[0].State.Running, tc.times},
+				{"status.containerStatuses[0].resources", a.Status.ContainerStatuses[0].Resources == b.Status.ContainerStatuses[0].Resources, tc.resources},
 			} {
 				if s.got != s.wantS {
 					t.Errorf("%s shared: %v, want %v", s.what, s.got, s.wantS)
