@@ -66,12 +66,28 @@ func (t *sharedTable[V]) get(h uint64, v V, eq func(a, b V) bool) V {
 			return c
 		}
 	}
+	t.put(h, v)
+	return v
+}
+
+// find returns the value held under h that is (eq), if any.
+func (t *sharedTable[V]) find(h uint64, is func(held V) bool) (V, bool) {
+	for _, c := range t.m[h] {
+		if is(c) {
+			return c, true
+		}
+	}
+	var zero V
+	return zero, false
+}
+
+// put holds v under h.
+func (t *sharedTable[V]) put(h uint64, v V) {
 	if t.m == nil || t.n >= maxShared {
 		t.m, t.n = map[uint64][]V{}, 0
 	}
 	t.m[h] = append(t.m[h], v)
 	t.n++
-	return v
 }
 
 // compact returns the record the cache keeps of p, a pod just decoded (the transform's own, changed in
@@ -125,14 +141,25 @@ func (c *podCache) ownerReferences(refs []metav1.OwnerReference) []metav1.OwnerR
 		h.WriteString(string(refs[i].UID))
 		h.WriteString(refs[i].Name)
 	}
-	return c.owners.get(h.Sum64(), refs, func(a, b []metav1.OwnerReference) bool { return reflect.DeepEqual(a, b) })
+	return c.owners.get(h.Sum64(), refs, func(a, b []metav1.OwnerReference) bool { return slices.EqualFunc(a, b, ownerReferenceEqual) })
 }
 
+// ownerReferenceEqual is reflect.DeepEqual of two owner references, without its allocations.
+func ownerReferenceEqual(a, b metav1.OwnerReference) bool {
+	return a.APIVersion == b.APIVersion && a.Kind == b.Kind && a.Name == b.Name && a.UID == b.UID &&
+		boolPtrEqual(a.Controller, b.Controller) && boolPtrEqual(a.BlockOwnerDeletion, b.BlockOwnerDeletion)
+}
+
+func boolPtrEqual(a, b *bool) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
+
 // spec returns the spec held deeply equal to s but for nodeName (pods made from one template), else
-// holds a copy of s with nodeName empty and returns it; its strings interned. Read-only.
+// holds a copy of s with nodeName empty and returns it; its strings interned. Read-only. s (the
+// transform's own) is compared in place, its nodeName emptied for the comparison and restored: a spec
+// found held, most pods' case, costs no copy (a v1.PodSpec is about 700 bytes).
 func (c *podCache) spec(s *v1.PodSpec) *v1.PodSpec {
-	key := *s
-	key.NodeName = ""
+	nodeName := s.NodeName
+	s.NodeName = ""
+	defer func() { s.NodeName = nodeName }()
 	var h maphash.Hash
 	h.SetSeed(c.seed)
 	for _, l := range [][]v1.Container{s.InitContainers, s.Containers} {
@@ -148,25 +175,27 @@ func (c *podCache) spec(s *v1.PodSpec) *v1.PodSpec {
 	for i := range s.Volumes {
 		h.WriteString(s.Volumes[i].Name)
 	}
-	held := new(v1.PodSpec)
-	*held = key
-	canon := c.specs.get(h.Sum64(), held, func(a, b *v1.PodSpec) bool { return reflect.DeepEqual(a, b) })
-	if canon == held { // a new one: its strings interned
-		for _, l := range [][]v1.Container{held.InitContainers, held.Containers} {
-			for i := range l {
-				l[i].Name, l[i].Image = c.intern(l[i].Name), c.intern(l[i].Image)
-				l[i].TerminationMessagePath = c.intern(l[i].TerminationMessagePath)
-				l[i].TerminationMessagePolicy = v1.TerminationMessagePolicy(c.intern(string(l[i].TerminationMessagePolicy)))
-				l[i].ImagePullPolicy = v1.PullPolicy(c.intern(string(l[i].ImagePullPolicy)))
-			}
-		}
-		held.SchedulerName = c.intern(held.SchedulerName)
-		held.ServiceAccountName = c.intern(held.ServiceAccountName)
-		held.DeprecatedServiceAccount = c.intern(held.DeprecatedServiceAccount)
-		held.RestartPolicy = v1.RestartPolicy(c.intern(string(held.RestartPolicy)))
-		held.DNSPolicy = v1.DNSPolicy(c.intern(string(held.DNSPolicy)))
+	if canon, ok := c.specs.find(h.Sum64(), func(held *v1.PodSpec) bool { return reflect.DeepEqual(held, s) }); ok {
+		return canon
 	}
-	return canon
+	held := new(v1.PodSpec)
+	*held = *s
+	c.specs.put(h.Sum64(), held)
+	// a new one: its strings interned
+	for _, l := range [][]v1.Container{held.InitContainers, held.Containers} {
+		for i := range l {
+			l[i].Name, l[i].Image = c.intern(l[i].Name), c.intern(l[i].Image)
+			l[i].TerminationMessagePath = c.intern(l[i].TerminationMessagePath)
+			l[i].TerminationMessagePolicy = v1.TerminationMessagePolicy(c.intern(string(l[i].TerminationMessagePolicy)))
+			l[i].ImagePullPolicy = v1.PullPolicy(c.intern(string(l[i].ImagePullPolicy)))
+		}
+	}
+	held.SchedulerName = c.intern(held.SchedulerName)
+	held.ServiceAccountName = c.intern(held.ServiceAccountName)
+	held.DeprecatedServiceAccount = c.intern(held.DeprecatedServiceAccount)
+	held.RestartPolicy = v1.RestartPolicy(c.intern(string(held.RestartPolicy)))
+	held.DNSPolicy = v1.DNSPolicy(c.intern(string(held.DNSPolicy)))
+	return held
 }
 
 // status interns the status's repeating strings and shares its conditions and host IPs.
