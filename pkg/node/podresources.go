@@ -31,6 +31,8 @@ type podResources struct {
 	// run of the process are active too).
 	usage     pod.Usage
 	usageInit bool
+	// allocations are the allocations last made, by the spec they were made of (allocationOf).
+	allocations map[specKey]*allocatedResources
 	// waitingForIPs are the pods whose sandbox could not be made for want of an address, by
 	// namespace/name: queued again when an address is given back.
 	waitingForIPs map[string]struct{}
@@ -101,7 +103,7 @@ func (r *podResources) countAdmitted(key string, p *v1.Pod) {
 // countLocked adds p to the usage unless counted. mu held.
 func (r *podResources) countLocked(key string, p *v1.Pod) {
 	if h := r.held(key, p.UID); !h.counted {
-		h.usage, h.counted, h.allocated = r.usage.Add(p), true, allocationOf(p)
+		h.usage, h.counted, h.allocated = r.usage.Add(p), true, r.allocationOf(p)
 	}
 }
 

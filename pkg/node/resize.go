@@ -49,7 +49,7 @@ func (r *podResources) resize(key string, node *v1.Node, p *v1.Pod) resizeOutcom
 	r.usage.Remove(h.usage)
 	res := pod.AdmitWith(node, p, &r.usage)
 	if res.Admit {
-		h.usage, h.allocated = r.usage.Add(p), allocationOf(p)
+		h.usage, h.allocated = r.usage.Add(p), r.allocationOf(p)
 		return resizeOutcome{allocated: p, started: true}
 	}
 	kept := withResources(p, h.allocated)
@@ -72,6 +72,46 @@ type allocatedResources struct {
 type containerResources struct {
 	name      string
 	resources v1.ResourceRequirements
+}
+
+// specKey names the spec an allocation was made of by what it refers to: the arrays of its
+// containers and init containers and its pod-level resources. Pods whose informer copies share one
+// read-only spec (pkg/simulation's cache shares the spec of the pods of one template) have one key.
+type specKey struct {
+	containers, inits *v1.Container
+	nc, ni            int
+	pod               *v1.ResourceRequirements
+}
+
+func specKeyOf(s *v1.PodSpec) specKey {
+	k := specKey{nc: len(s.Containers), ni: len(s.InitContainers), pod: s.Resources}
+	if k.nc > 0 {
+		k.containers = &s.Containers[0]
+	}
+	if k.ni > 0 {
+		k.inits = &s.InitContainers[0]
+	}
+	return k
+}
+
+// maxSharedAllocations bounds podResources.allocations: beyond, the table is emptied (the
+// allocations already shared stay with the pods that hold them).
+const maxSharedAllocations = 64
+
+// allocationOf returns p's resources as allocated: the allocation made for an earlier pod of the
+// same spec (specKey: the informer's pods share it, read-only, and so do their allocations, which
+// are read-only too), else a new one (allocationOf), kept for the next. mu held.
+func (r *podResources) allocationOf(p *v1.Pod) *allocatedResources {
+	k := specKeyOf(&p.Spec)
+	if a := r.allocations[k]; a != nil {
+		return a
+	}
+	if r.allocations == nil || len(r.allocations) >= maxSharedAllocations {
+		r.allocations = make(map[specKey]*allocatedResources, maxSharedAllocations)
+	}
+	a := allocationOf(p)
+	r.allocations[k] = a
+	return a
 }
 
 // allocationOf returns p's resources as allocated.

@@ -21,7 +21,8 @@ import (
 // hold alike is held once for all of them: the spec of pods made from one template (every field but
 // spec.nodeName, shared when deeply equal), the labels, annotations and owner references, the
 // conditions of pods that changed in the same second, the Node's IPs, and the strings that repeat
-// (namespace, phase, images, reasons). It keeps each pod as a node.CachedPod (the v1.Pod struct
+// (namespace, phase, images, reasons), and the status's pointers to values that repeat: the start
+// times of pods started in the same second, the containers' running states and their resources. It keeps each pod as a node.CachedPod (the v1.Pod struct
 // alone is 1280 bytes; the record 640, its spec a pointer to the shared one). A pod decoded from the
 // watch is thus about 1.3 KiB in the cache, not 5.1 (BenchmarkPodCacheHeap).
 //
@@ -38,6 +39,9 @@ type podCache struct {
 	owners            sharedTable[[]metav1.OwnerReference]
 	conds             sharedTable[[]v1.PodCondition]
 	hostIPs           sharedTable[[]v1.HostIP]
+	resources         sharedTable[*v1.ResourceRequirements]
+	times             sharedTable[*metav1.Time]
+	running           sharedTable[*v1.ContainerStateRunning]
 	falsePtr, truePtr *bool
 }
 
@@ -62,12 +66,28 @@ func (t *sharedTable[V]) get(h uint64, v V, eq func(a, b V) bool) V {
 			return c
 		}
 	}
+	t.put(h, v)
+	return v
+}
+
+// find returns the value held under h that is (eq), if any.
+func (t *sharedTable[V]) find(h uint64, is func(held V) bool) (V, bool) {
+	for _, c := range t.m[h] {
+		if is(c) {
+			return c, true
+		}
+	}
+	var zero V
+	return zero, false
+}
+
+// put holds v under h.
+func (t *sharedTable[V]) put(h uint64, v V) {
 	if t.m == nil || t.n >= maxShared {
 		t.m, t.n = map[uint64][]V{}, 0
 	}
 	t.m[h] = append(t.m[h], v)
 	t.n++
-	return v
 }
 
 // compact returns the record the cache keeps of p, a pod just decoded (the transform's own, changed in
@@ -121,14 +141,25 @@ func (c *podCache) ownerReferences(refs []metav1.OwnerReference) []metav1.OwnerR
 		h.WriteString(string(refs[i].UID))
 		h.WriteString(refs[i].Name)
 	}
-	return c.owners.get(h.Sum64(), refs, func(a, b []metav1.OwnerReference) bool { return reflect.DeepEqual(a, b) })
+	return c.owners.get(h.Sum64(), refs, func(a, b []metav1.OwnerReference) bool { return slices.EqualFunc(a, b, ownerReferenceEqual) })
 }
 
+// ownerReferenceEqual is reflect.DeepEqual of two owner references, without its allocations.
+func ownerReferenceEqual(a, b metav1.OwnerReference) bool {
+	return a.APIVersion == b.APIVersion && a.Kind == b.Kind && a.Name == b.Name && a.UID == b.UID &&
+		boolPtrEqual(a.Controller, b.Controller) && boolPtrEqual(a.BlockOwnerDeletion, b.BlockOwnerDeletion)
+}
+
+func boolPtrEqual(a, b *bool) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
+
 // spec returns the spec held deeply equal to s but for nodeName (pods made from one template), else
-// holds a copy of s with nodeName empty and returns it; its strings interned. Read-only.
+// holds a copy of s with nodeName empty and returns it; its strings interned. Read-only. s (the
+// transform's own) is compared in place, its nodeName emptied for the comparison and restored: a spec
+// found held, most pods' case, costs no copy (a v1.PodSpec is about 700 bytes).
 func (c *podCache) spec(s *v1.PodSpec) *v1.PodSpec {
-	key := *s
-	key.NodeName = ""
+	nodeName := s.NodeName
+	s.NodeName = ""
+	defer func() { s.NodeName = nodeName }()
 	var h maphash.Hash
 	h.SetSeed(c.seed)
 	for _, l := range [][]v1.Container{s.InitContainers, s.Containers} {
@@ -144,25 +175,27 @@ func (c *podCache) spec(s *v1.PodSpec) *v1.PodSpec {
 	for i := range s.Volumes {
 		h.WriteString(s.Volumes[i].Name)
 	}
-	held := new(v1.PodSpec)
-	*held = key
-	canon := c.specs.get(h.Sum64(), held, func(a, b *v1.PodSpec) bool { return reflect.DeepEqual(a, b) })
-	if canon == held { // a new one: its strings interned
-		for _, l := range [][]v1.Container{held.InitContainers, held.Containers} {
-			for i := range l {
-				l[i].Name, l[i].Image = c.intern(l[i].Name), c.intern(l[i].Image)
-				l[i].TerminationMessagePath = c.intern(l[i].TerminationMessagePath)
-				l[i].TerminationMessagePolicy = v1.TerminationMessagePolicy(c.intern(string(l[i].TerminationMessagePolicy)))
-				l[i].ImagePullPolicy = v1.PullPolicy(c.intern(string(l[i].ImagePullPolicy)))
-			}
-		}
-		held.SchedulerName = c.intern(held.SchedulerName)
-		held.ServiceAccountName = c.intern(held.ServiceAccountName)
-		held.DeprecatedServiceAccount = c.intern(held.DeprecatedServiceAccount)
-		held.RestartPolicy = v1.RestartPolicy(c.intern(string(held.RestartPolicy)))
-		held.DNSPolicy = v1.DNSPolicy(c.intern(string(held.DNSPolicy)))
+	if canon, ok := c.specs.find(h.Sum64(), func(held *v1.PodSpec) bool { return reflect.DeepEqual(held, s) }); ok {
+		return canon
 	}
-	return canon
+	held := new(v1.PodSpec)
+	*held = *s
+	c.specs.put(h.Sum64(), held)
+	// a new one: its strings interned
+	for _, l := range [][]v1.Container{held.InitContainers, held.Containers} {
+		for i := range l {
+			l[i].Name, l[i].Image = c.intern(l[i].Name), c.intern(l[i].Image)
+			l[i].TerminationMessagePath = c.intern(l[i].TerminationMessagePath)
+			l[i].TerminationMessagePolicy = v1.TerminationMessagePolicy(c.intern(string(l[i].TerminationMessagePolicy)))
+			l[i].ImagePullPolicy = v1.PullPolicy(c.intern(string(l[i].ImagePullPolicy)))
+		}
+	}
+	held.SchedulerName = c.intern(held.SchedulerName)
+	held.ServiceAccountName = c.intern(held.ServiceAccountName)
+	held.DeprecatedServiceAccount = c.intern(held.DeprecatedServiceAccount)
+	held.RestartPolicy = v1.RestartPolicy(c.intern(string(held.RestartPolicy)))
+	held.DNSPolicy = v1.DNSPolicy(c.intern(string(held.DNSPolicy)))
+	return held
 }
 
 // status interns the status's repeating strings and shares its conditions and host IPs.
@@ -203,10 +236,19 @@ func (c *podCache) status(s *v1.PodStatus) {
 		}
 		s.Conditions = conds
 	}
+	if s.StartTime != nil {
+		s.StartTime = c.time(s.StartTime)
+	}
 	for _, l := range [][]v1.ContainerStatus{s.InitContainerStatuses, s.ContainerStatuses, s.EphemeralContainerStatuses} {
 		for i := range l {
 			cs := &l[i]
 			cs.Name, cs.Image, cs.ImageID = c.intern(cs.Name), c.intern(cs.Image), c.intern(cs.ImageID)
+			if r := cs.State.Running; r != nil {
+				cs.State.Running = c.running.get(uint64(r.StartedAt.UnixNano()), r, func(a, b *v1.ContainerStateRunning) bool { return *a == *b })
+			}
+			if cs.Resources != nil {
+				cs.Resources = c.containerResources(cs.Resources)
+			}
 			if cs.Started != nil {
 				cs.Started = c.boolPtr(*cs.Started)
 			}
@@ -221,6 +263,32 @@ func (c *podCache) status(s *v1.PodStatus) {
 			}
 		}
 	}
+}
+
+// time returns the time held equal to t (metav1.Time's own ==: the same instant and location), else
+// holds t.
+func (c *podCache) time(t *metav1.Time) *metav1.Time {
+	return c.times.get(uint64(t.UnixNano()), t, func(a, b *metav1.Time) bool { return *a == *b })
+}
+
+// containerResources returns the resources held deeply equal to r (those of the containers of one
+// template), else holds r.
+func (c *podCache) containerResources(r *v1.ResourceRequirements) *v1.ResourceRequirements {
+	var h maphash.Hash
+	h.SetSeed(c.seed)
+	for _, l := range []v1.ResourceList{r.Limits, r.Requests} {
+		var sum uint64 // order-independent
+		for name, q := range l {
+			var hh maphash.Hash
+			hh.SetSeed(c.seed)
+			hh.WriteString(string(name))
+			maphash.WriteComparable(&hh, q.MilliValue())
+			sum += hh.Sum64()
+		}
+		maphash.WriteComparable(&h, sum)
+	}
+	maphash.WriteComparable(&h, len(r.Claims))
+	return c.resources.get(h.Sum64(), r, func(a, b *v1.ResourceRequirements) bool { return reflect.DeepEqual(a, b) })
 }
 
 func (c *podCache) boolPtr(b bool) *bool {

@@ -4,10 +4,13 @@ import (
 	"encoding/json"
 	"os"
 	"reflect"
+	"runtime"
 	"testing"
 	"time"
+	"unsafe"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
@@ -59,22 +62,33 @@ func TestPodCacheShares(t *testing.T) {
 		change func(p *v1.Pod) // applied to the second pod
 		// want: whether the second pod shares each value with the first
 		spec, labels, owners, conds, hostIPs bool
+		// times: the start time and the container's running state; resources: the container's
+		// (pointers that the first pod's record would otherwise hold apart from the second's)
+		times, resources bool
 	}{
 		{"same template, another Node", other(func(p *v1.Pod) { p.Spec.NodeName = "sim-node-0002" }),
-			true, true, true, true, true},
+			true, true, true, true, true, true, true},
 		{"another image", other(func(p *v1.Pod) { p.Spec.Containers[0].Image = "registry.example/app:2" }),
-			false, true, true, true, true},
+			false, true, true, true, true, true, true},
 		{"another grace period", other(func(p *v1.Pod) { p.Spec.TerminationGracePeriodSeconds = new(int64) }),
-			false, true, true, true, true},
+			false, true, true, true, true, true, true},
 		{"another template hash", other(func(p *v1.Pod) { p.Labels["pod-template-hash"] = "abc" }),
-			true, false, true, true, true},
+			true, false, true, true, true, true, true},
 		{"Ready a second later", other(func(p *v1.Pod) {
 			p.Status.Conditions[2].LastTransitionTime = metav1.NewTime(p.Status.Conditions[2].LastTransitionTime.Add(time.Second))
-		}), true, true, true, false, true},
+		}), true, true, true, false, true, true, true},
 		{"not Ready", other(func(p *v1.Pod) { p.Status.Conditions[2].Status = v1.ConditionFalse }),
-			true, true, true, false, true},
+			true, true, true, false, true, true, true},
 		{"another host IP", other(func(p *v1.Pod) { p.Status.HostIPs = []v1.HostIP{{IP: "10.0.0.2"}} }),
-			true, true, true, true, false},
+			true, true, true, true, false, true, true},
+		{"started a second later", other(func(p *v1.Pod) {
+			start := metav1.NewTime(p.Status.StartTime.Add(time.Second))
+			p.Status.StartTime = &start
+			p.Status.ContainerStatuses[0].State.Running = &v1.ContainerStateRunning{StartedAt: start}
+		}), true, true, true, true, true, false, true},
+		{"another container's resources", other(func(p *v1.Pod) {
+			p.Status.ContainerStatuses[0].Resources = &v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m")}}
+		}), true, true, true, true, true, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newPodCache()
@@ -101,6 +115,9 @@ func TestPodCacheShares(t *testing.T) {
 				{"ownerReferences", &a.OwnerReferences[0] == &b.OwnerReferences[0], tc.owners},
 				{"status.conditions", &a.Status.Conditions[0] == &b.Status.Conditions[0], tc.conds},
 				{"status.hostIPs", &a.Status.HostIPs[0] == &b.Status.HostIPs[0], tc.hostIPs},
+				{"status.startTime", a.Status.StartTime == b.Status.StartTime, tc.times},
+				{"status.containerStatuses[0].state.running", a.Status.ContainerStatuses[0].State.Running == b.Status.ContainerStatuses[0].State.Running, tc.times},
+				{"status.containerStatuses[0].resources", a.Status.ContainerStatuses[0].Resources == b.Status.ContainerStatuses[0].Resources, tc.resources},
 			} {
 				if s.got != s.wantS {
 					t.Errorf("%s shared: %v, want %v", s.what, s.got, s.wantS)
@@ -201,4 +218,64 @@ func TestTrimPod(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPodCacheCompactAllocs: a pod whose spec, labels, owners, conditions, times and resources are
+// held already (the next event of a pod, or another pod of the template) costs the cache its record
+// and what reflect.DeepEqual allocates to compare its spec (its visited set, about 800 bytes for the
+// fixture's): no copy of its spec (a v1.PodSpec, about 700 bytes, was copied at every event to be
+// compared), no boxing of its owners, whatever the spec's nodeName, which the pod keeps.
+func TestPodCacheCompactAllocs(t *testing.T) {
+	record := int(unsafe.Sizeof(node.CachedPod{}))
+	for _, tc := range []struct {
+		name     string
+		nodeName string
+	}{{"the first pod's Node", ""}, {"another Node", "sim-node-0002"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newPodCache()
+			base := fixturePod(t)
+			c.compact(base.DeepCopy())
+			const runs = 200
+			pods := make([]*v1.Pod, runs)
+			for i := range pods {
+				pods[i] = base.DeepCopy()
+				if tc.nodeName != "" {
+					pods[i].Spec.NodeName = tc.nodeName
+				}
+			}
+			want := pods[0].Spec.NodeName
+			var before, after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			var last *node.CachedPod
+			for _, p := range pods {
+				last = c.compact(p)
+			}
+			runtime.ReadMemStats(&after)
+			perPod := int(after.TotalAlloc-before.TotalAlloc) / runs
+			allocs := float64(after.Mallocs-before.Mallocs) / runs
+			if perPod > record+1024 || allocs > 5 {
+				t.Errorf("compact of a pod whose values are held: %d B in %.1f allocations, want at most %d B (its %d B record and reflect.DeepEqual's 1 KiB) in 5",
+					perPod, allocs, record+1024, record)
+			}
+			if last.NodeName != want || last.Spec.NodeName != "" || pods[runs-1].Spec.NodeName != want {
+				t.Errorf("nodeName: the record's %q, its spec's %q, the pod's after %q; want %q, \"\", %q",
+					last.NodeName, last.Spec.NodeName, pods[runs-1].Spec.NodeName, want, want)
+			}
+		})
+	}
+}
+
+// TestOwnerReferenceEqual: ownerReferenceEqual is reflect.DeepEqual on owner references (random
+// pairs that differ in a field or two), and knows each of OwnerReference's fields.
+func TestOwnerReferenceEqual(t *testing.T) {
+	if n := reflect.TypeFor[metav1.OwnerReference]().NumField(); n != 6 {
+		t.Fatalf("metav1.OwnerReference has %d fields, ownerReferenceEqual compares 6: compare the new ones", n)
+	}
+	apiequaltest.Pairs[metav1.OwnerReference](2000, 2, func(i int, a, b *metav1.OwnerReference) bool {
+		if got, want := ownerReferenceEqual(*a, *b), reflect.DeepEqual(*a, *b); got != want {
+			t.Fatalf("case %d: ownerReferenceEqual %v, reflect.DeepEqual %v\na %#v\nb %#v", i, got, want, *a, *b)
+		}
+		return true
+	})
 }

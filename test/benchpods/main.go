@@ -71,6 +71,7 @@ type options struct {
 	out, dir                   string
 	profileDir                 string
 	simulateArgs               []string
+	simulateEnv                []string
 	profileSeconds             int
 	keep                       bool
 	binDir, agentBin           string
@@ -105,12 +106,15 @@ func run() error {
 	flag.StringVar(&o.profileDir, "profile-dir", "", "if set, nodeagent simulate runs with --enable-profiling-handler and each phase gets a CPU profile (its first --profile-seconds) and a heap profile (at its end) here")
 	var simulateArgs string
 	flag.StringVar(&simulateArgs, "simulate-args", os.Getenv("BENCH_PODS_SIMULATE_ARGS"), "extra arguments of nodeagent simulate, space-separated, e.g. --pod-workers=64 ($BENCH_PODS_SIMULATE_ARGS)")
+	var simulateEnv string
+	flag.StringVar(&simulateEnv, "simulate-env", os.Getenv("BENCH_PODS_SIMULATE_ENV"), "environment variables of nodeagent simulate only, space-separated NAME=VALUE, e.g. GOGC=50 ($BENCH_PODS_SIMULATE_ENV)")
 	flag.IntVar(&o.profileSeconds, "profile-seconds", 30, "length of each phase's CPU profile")
 	flag.StringVar(&o.out, "out", "BENCHMARKS.md", "file whose bench-pods section gets the tables (empty: print only)")
 	flag.StringVar(&o.dir, "dir", "_output/bench-pods", "where each run's control plane and logs go")
 	flag.BoolVar(&o.keep, "keep", os.Getenv("BENCH_PODS_KEEP") != "", "keep each run's directory ($BENCH_PODS_KEEP)")
 	flag.Parse()
 	o.simulateArgs = strings.Fields(simulateArgs)
+	o.simulateEnv = strings.Fields(simulateEnv)
 	for _, s := range strings.Split(systems, ",") {
 		s = strings.TrimSpace(s)
 		if s != systemNodeagent && s != systemKWOK {

@@ -134,6 +134,9 @@ func render(o options, e *benchkit.Env, runs []*systemRun, km *kubemarkRun) stri
 	p("- Versions: %s (commit %s); KWOK %s with kwokctl's default Stages (node: node-initialize, node-heartbeat-with-lease; pod: kustomize/stage/pod/fast); etcd, kube-apiserver, kube-controller-manager, kube-scheduler: k8s.io/kubernetes %s; %s.",
 		e.AgentVersion, e.Commit, e.KWOKVersion, e.K8sVersion, e.GoVersion)
 	p("- Each system runs on control planes of its own (one per scenario group), as a service account bound to cluster-admin; the audit log counts its requests. kube-controller-manager: deployment, replicaset, nodelifecycle, nodeipam (pod CIDRs), podgc, garbagecollector, ttl; it and kube-scheduler at --kube-api-qps %d. nodeagent simulate runs with its defaults (no start or readiness delay, `--pod-api-qps` 1000); KWOK with its defaults (no client rate limit).", o.schedulerQPS)
+	if len(o.simulateArgs) > 0 || len(o.simulateEnv) > 0 {
+		p("- nodeagent simulate's extra arguments: %q; its environment: %q (--simulate-args, --simulate-env).", o.simulateArgs, o.simulateEnv)
+	}
 	p("- A pod start is a pod turning Ready; its latency is from its bind to its Ready, both as this program's watch saw them. A pod is stuck when not Ready %v after its bind, or not gone %v after its deletion. RSS per pod: the phase's peak over the RSS before any pod.", o.stuckAfter, o.stuckAfter)
 	p("")
 	t := table{b: b, runs: runs}

@@ -246,7 +246,7 @@ func (e *sysEnv) startSystem(ctx context.Context, n int, prefix, template string
 			args = append(args, "--node-template="+path)
 		}
 		t0 = time.Now()
-		p, err := framework.StartProcess("nodeagent simulate", filepath.Join(e.dir, "nodeagent-simulate-"+prefix+"log"), e.o.agentBin, args...)
+		p, err := framework.StartProcessEnv("nodeagent simulate", filepath.Join(e.dir, "nodeagent-simulate-"+prefix+"log"), e.o.simulateEnv, e.o.agentBin, args...)
 		if err != nil {
 			return 0, err
 		}
