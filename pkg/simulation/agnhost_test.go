@@ -167,3 +167,25 @@ func TestNonewprivs(t *testing.T) {
 		})
 	}
 }
+
+// TestNetAdmin: CAP_NET_ADMIN from the container's securityContext (the Security Context "privileged"
+// specs' `ip link add`).
+func TestNetAdmin(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		sc   *v1.SecurityContext
+		want bool
+	}{
+		{"none", nil, false},
+		{"privileged: false", &v1.SecurityContext{Privileged: ptrTo(false)}, false},
+		{"privileged", &v1.SecurityContext{Privileged: ptrTo(true)}, true},
+		{"adds NET_ADMIN", &v1.SecurityContext{Capabilities: &v1.Capabilities{Add: []v1.Capability{"NET_ADMIN"}}}, true},
+		{"adds CAP_NET_ADMIN", &v1.SecurityContext{Capabilities: &v1.Capabilities{Add: []v1.Capability{"CAP_NET_ADMIN"}}}, true},
+		{"adds ALL, drops NET_ADMIN", &v1.SecurityContext{Capabilities: &v1.Capabilities{Add: []v1.Capability{"ALL"}, Drop: []v1.Capability{"NET_ADMIN"}}}, false},
+		{"adds NET_RAW", &v1.SecurityContext{Capabilities: &v1.Capabilities{Add: []v1.Capability{"NET_RAW"}}}, false},
+	} {
+		if got := netAdmin(tc.sc); got != tc.want {
+			t.Errorf("%s: netAdmin = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

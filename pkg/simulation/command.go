@@ -125,6 +125,7 @@ func (c *commands) program(ctx context.Context, p *v1.Pod, ctr *v1.Container, pc
 		prog.ReadOnlyRootfs = *sc.ReadOnlyRootFilesystem
 	}
 	prog.UID, prog.GID, prog.Groups = containerIdentity(p, ctr)
+	prog.NetAdmin = netAdmin(ctr.SecurityContext)
 	prog.Cgroup = cgroupFiles(ctr.Resources)
 	if psc := p.Spec.SecurityContext; psc != nil && len(psc.Sysctls) > 0 {
 		prog.Sysctls = make(map[string]string, len(psc.Sysctls))
@@ -410,4 +411,28 @@ func syntaxWrap(input string) (string, bool, int) {
 	default:
 		return "$" + input[:1], false, 1
 	}
+}
+
+// netAdmin reports whether a container with securityContext sc holds CAP_NET_ADMIN: privileged, or
+// its capabilities add NET_ADMIN (CAP_NET_ADMIN) or ALL, and do not drop it (the runtime's default
+// set has no NET_ADMIN).
+func netAdmin(sc *v1.SecurityContext) bool {
+	if sc == nil {
+		return false
+	}
+	if sc.Privileged != nil && *sc.Privileged {
+		return true
+	}
+	if sc.Capabilities == nil {
+		return false
+	}
+	has := func(l []v1.Capability) bool {
+		for _, c := range l {
+			if n := strings.TrimPrefix(strings.ToUpper(string(c)), "CAP_"); n == "NET_ADMIN" || n == "ALL" {
+				return true
+			}
+		}
+		return false
+	}
+	return has(sc.Capabilities.Add) && !has(sc.Capabilities.Drop)
 }

@@ -70,3 +70,40 @@ func TestHeadTail(t *testing.T) {
 		})
 	}
 }
+
+// TestIPLinkAdd: `ip link add NAME type dummy` is refused to a process without CAP_NET_ADMIN with the
+// kernel's EPERM as busybox prints it, and succeeds with it; any other ip command is not honoured.
+func TestIPLinkAdd(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		script   string
+		netAdmin bool
+		honoured bool
+		exit     uint8
+		stderr   string
+	}{
+		{"unprivileged: EPERM", "ip link add dummy0 type dummy", false, true, 1, "ip: RTNETLINK answers: Operation not permitted"},
+		{"unprivileged, || true (the spec's)", "ip link add dummy0 type dummy || true", false, true, 0, "ip: RTNETLINK answers: Operation not permitted"},
+		{"NET_ADMIN: added", "ip link add dummy0 type dummy", true, true, 0, ""},
+		{"ip addr: not honoured", "ip addr", true, false, 0, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := Run(context.Background(), &Program{Command: []string{"sh", "-c", tc.script}, NetAdmin: tc.netAdmin}, Limits{})
+			if res.Honoured != tc.honoured {
+				t.Fatalf("honoured %v (%s), want %v", res.Honoured, res.Reason, tc.honoured)
+			}
+			if !tc.honoured {
+				return
+			}
+			var stderr []string
+			for _, l := range res.Output {
+				if l.Stderr {
+					stderr = append(stderr, l.Text)
+				}
+			}
+			if uint8(res.ExitCode) != tc.exit || strings.Join(stderr, "\n") != tc.stderr {
+				t.Errorf("exit %d stderr %q, want %d %q", res.ExitCode, stderr, tc.exit, tc.stderr)
+			}
+		})
+	}
+}

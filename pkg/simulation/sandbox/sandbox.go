@@ -4,7 +4,8 @@
 // a POSIX/Bash parser and interpreter in Go), with every one of the interpreter's handlers replaced:
 //
 //   - no process is ever started: the programs a container's shell commonly runs (sleep, true, false,
-//     expr, touch, cat, head, tail, mkdir, rm, env, printenv, hostname, id, sysctl, seq, basename, dirname) are implemented
+//     expr, touch, cat, head, tail, mkdir, rm, env, printenv, hostname, id, sysctl, seq, basename, dirname, mount,
+//     `ip link add`) are implemented
 //     here; any other program makes the command not honoured (Result.Honoured false);
 //   - no file of the host is opened, stat'ed or listed: files live in in-memory file systems (FS), one
 //     per volume the caller mounts (an emptyDir per pod, the Node's host file system for hostPath); a
@@ -171,6 +172,9 @@ type Program struct {
 	// (outside every volume and the terminationMessagePath the kubelet mounts) fails with EROFS ("Read-only
 	// file system"), as runc mounts the rootfs read-only; its volumes keep their own ReadOnly.
 	ReadOnlyRootfs bool
+	// NetAdmin: the process holds CAP_NET_ADMIN in the pod's network namespace (a privileged container,
+	// or one whose capabilities add NET_ADMIN or ALL): `ip link add` is permitted (progIP).
+	NetAdmin bool
 }
 
 // Result is what one run comes to.
