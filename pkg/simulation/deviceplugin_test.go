@@ -9,6 +9,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/nodeagent/nodeagent/pkg/node"
 )
 
 const gpu = v1.ResourceName("nvidia.com/gpu")
@@ -176,5 +179,41 @@ func TestDevicePluginsTemplate(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPodActive: the allocator's activePods over the informer.
+func TestPodActive(t *testing.T) {
+	now := metav1.Now()
+	pods := cache.NewIndexer(cache.MetaNamespaceKeyFunc, node.PodIndexers())
+	for _, p := range []*v1.Pod{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "running", UID: "u1"}, Status: v1.PodStatus{Phase: v1.PodRunning}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "pending", UID: "u2"}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "succeeded", UID: "u3"}, Status: v1.PodStatus{Phase: v1.PodSucceeded}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "failed", UID: "u4"}, Status: v1.PodStatus{Phase: v1.PodFailed}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "deleting", UID: "u5", DeletionTimestamp: &now}, Status: v1.PodStatus{Phase: v1.PodRunning}},
+	} {
+		if err := pods.Add(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	active := podActive(node.IndexedPodLister{Indexer: pods})
+	tests := []struct {
+		name string
+		uid  types.UID
+		want bool
+	}{
+		{"running", "u1", true},
+		{"pending", "u2", true},
+		{"succeeded", "u3", false},
+		{"failed", "u4", false},
+		{"deleting", "u5", false},
+		{"running", "other", false}, // another pod under the name
+		{"gone", "u6", false},
+	}
+	for _, tt := range tests {
+		if got := active("ns", tt.name, tt.uid); got != tt.want {
+			t.Errorf("active(%s, %s) = %v, want %v", tt.name, tt.uid, got, tt.want)
+		}
 	}
 }
