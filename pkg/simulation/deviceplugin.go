@@ -177,13 +177,12 @@ func (a *deviceAllocator) allocate(p *v1.Pod) error {
 	}
 	a.updateAllocated(nd, p.UID)
 	pd := nd.pods[p.UID]
-	if pd == nil {
+	isNew := pd == nil
+	if isNew {
 		pd = &podDevices{namespace: p.Namespace, name: p.Name, containers: map[string]map[v1.ResourceName][]string{}}
 	}
 	inUse := map[v1.ResourceName]sets.Set[string]{} // allocatedDevices, this pod's too
-	if nd.pods[p.UID] == nil {
-		nd.pods[p.UID] = pd // counted below; taken out again on an error
-	}
+	nd.pods[p.UID] = pd                             // counted below; taken out again on an error
 	for _, o := range nd.pods {
 		for _, byRes := range o.containers {
 			for r, ids := range byRes {
@@ -240,7 +239,7 @@ func (a *deviceAllocator) allocate(p *v1.Pod) error {
 		return nil
 	}
 	fail := func(err error) error {
-		if len(pd.containers) == 0 {
+		if isNew { // nothing held while the pod waits (the kubelet rejects it)
 			delete(nd.pods, p.UID)
 		}
 		return err

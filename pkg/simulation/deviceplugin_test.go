@@ -76,6 +76,11 @@ func TestDeviceAllocator(t *testing.T) {
 			{op: "allocate", pod: gpuPod("c", "n0", "c=1"), want: map[string]string{"c": "gpu-2"}},
 			{op: "allocate", pod: gpuPod("d", "n1", "c=3"), want: map[string]string{"c": "gpu-0,gpu-1,gpu-2"}},
 		}},
+		{name: "a pod that cannot have all holds none", n: 3, steps: []step{
+			{op: "allocate", pod: gpuPod("a", "n0", "c=1")},
+			{op: "allocate", pod: gpuPod("b", "n0", "init=1", "c=1", "d=2"), err: "Requested: 2, Available: 1"},
+			{op: "allocate", pod: gpuPod("c", "n0", "c=2"), want: map[string]string{"c": "gpu-1,gpu-2"}},
+		}},
 		{name: "freed when the pod is deleted", n: 2, steps: []step{
 			{op: "allocate", pod: gpuPod("a", "n0", "c=2")},
 			{op: "release", pod: gpuPod("a", "n0")},
