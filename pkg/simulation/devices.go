@@ -26,7 +26,10 @@ type Devices struct {
 	// after the Node, as a kubelet plugin does: one ResourceSlice (resource.k8s.io/v1) of the devices,
 	// or two with shared counters (the counters in one, the devices in the other: the API server
 	// refuses a slice with both).
-	Drivers []DeviceDriver `json:"drivers"`
+	Drivers []DeviceDriver `json:"drivers,omitempty"`
+	// Plugins are the simulated device plugins' device IDs and env of the extended resources of
+	// status.capacity (deviceplugin.go); an extended resource without an entry has default IDs.
+	Plugins []DevicePlugin `json:"plugins,omitempty"`
 }
 
 // DeviceDriver is one simulated DRA driver of every Node.
@@ -90,8 +93,8 @@ func (d *Devices) validate() []error {
 	add := func(path string, value any, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s %q: %s", path, fmt.Sprint(value), fmt.Sprintf(format, args...)))
 	}
-	if len(d.Drivers) == 0 {
-		add("devices.drivers", "", "must list at least one driver")
+	if len(d.Drivers) == 0 && len(d.Plugins) == 0 {
+		add("devices.drivers", "", "must list at least one driver (or devices.plugins at least one plugin)")
 	}
 	for i, drv := range d.Drivers {
 		path := fmt.Sprintf("devices.drivers[%d]", i)

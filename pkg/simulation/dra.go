@@ -87,14 +87,16 @@ func (s *simPods) UnprepareDynamicResources(ctx context.Context, p *v1.Pod) erro
 	return s.dra.UnprepareResources(ctx, p)
 }
 
-// deviceEnv returns the environment the simulated drivers' CDI specs give container ctr of pod p: for
-// each driver with an env name, NAME=<its devices' names, comma-separated>, in the template's driver order.
+// deviceEnv returns the environment the device plugins' Allocate responses (deviceplugin.go: NAME=<its
+// device IDs, comma-separated>, per resource with an env) and then the simulated drivers' CDI specs give
+// container ctr of pod p: for each driver with an env name, NAME=<its devices' names, comma-separated>,
+// in the template's driver order.
 func (s *simPods) deviceEnv(p *v1.Pod, ctr *v1.Container) []string {
+	env := s.plugins.env(p, ctr)
 	if s.dra == nil || len(ctr.Resources.Claims) == 0 || len(s.driverEnv) == 0 {
-		return nil
+		return env
 	}
 	devs := s.dra.ContainerDevices(p, ctr)
-	var env []string
 	for _, de := range s.driverEnv {
 		mine := slices.DeleteFunc(slices.Clone(devs), func(d dra.Device) bool { return d.Driver != de.driver })
 		if len(mine) > 0 {

@@ -43,6 +43,9 @@ type simPods struct {
 	// name an environment variable for their devices, in the template's order.
 	dra       *dra.Manager
 	driverEnv []driverEnvName
+	// plugins is the Nodes' device manager of the template's device-plugin resources (deviceplugin.go;
+	// nil: none).
+	plugins *deviceAllocator
 
 	mu   sync.Mutex
 	pods map[types.UID]*simPod
@@ -108,6 +111,11 @@ func newSimPods(defaults Behaviour, runtimeName string, recorder record.EventRec
 // not parse is told in a Warning Event (InvalidAnnotation, naming the key and the value) and its
 // default used.
 func (s *simPods) CreatePod(ctx context.Context, p *v1.Pod) error {
+	// The kubelet's device manager allocates at admission, before the pod worker starts the pod; an
+	// error (too few free devices: a pod that held them is not seen terminal yet) is tried again.
+	if err := s.plugins.allocate(p); err != nil {
+		return err
+	}
 	s.parseBehaviour(ctx, p)
 	if s.commands != nil && (len(p.Status.PodIPs) > 0 || len(p.Status.HostIPs) > 0) { // the addresses nodeagent gave it, for the downward API
 		sp := s.entry(p, nil)
@@ -164,6 +172,7 @@ func (s *simPods) parseBehaviour(ctx context.Context, p *v1.Pod) {
 // hooks once (preStopHooks: they delay the containers' SIGTERM; a failed one is told in the kubelet's
 // Warning FailedPreStopHook Event); forgets it otherwise.
 func (s *simPods) DeletePod(ctx context.Context, p *v1.Pod) error {
+	s.plugins.release(p) // the kubelet's activePods leave out a pod whose termination was requested
 	s.mu.Lock()
 	if sp := s.pods[p.UID]; sp != nil && p.DeletionTimestamp != nil && !sp.stopping {
 		seen := s.clock.Now()

@@ -262,6 +262,7 @@ func New(cfg Config) (*Simulator, error) {
 			return nil, fmt.Errorf("simulation: FallbackClusterCIDR %s: %w", s.cfg.FallbackClusterCIDR, err)
 		}
 		s.pods = newSimPods(cfg.PodBehaviour, t.RuntimeName, cfg.Dependencies.Recorder, cfg.Dependencies.Clock)
+		s.pods.plugins = newDeviceAllocator(t.devicePlugins(), podActive(cfg.Dependencies.Pods))
 		if cfg.Dependencies.Client != nil {
 			s.pods.dra = newDRA(cfg.Dependencies.Client, t.Devices)
 			s.pods.driverEnv = t.Devices.driverEnv()
@@ -586,6 +587,9 @@ type NodeState struct {
 	// and not got back (node.Controller.PodCounts).
 	Pods   int `json:"pods"`
 	PodIPs int `json:"podIPs"`
+	// DevicePlugins are its device-plugin resources' devices: those allocated to each container and
+	// how many are free (State only; States leaves them out).
+	DevicePlugins []NodePluginDevices `json:"devicePlugins,omitempty"`
 }
 
 // State returns the state of Node name; the zero NodeState for an unknown name.
@@ -594,7 +598,11 @@ func (s *Simulator) State(name string) NodeState {
 	if !ok {
 		return NodeState{}
 	}
-	return n.state()
+	st := n.state()
+	if s.pods != nil {
+		st.DevicePlugins = s.pods.plugins.nodeDevices(name)
+	}
+	return st
 }
 
 // States returns the state of every Node, in index order, then of the adopted Nodes by name.

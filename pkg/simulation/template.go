@@ -145,6 +145,9 @@ func ParseTemplate(data []byte) (*Template, error) {
 		return t, err
 	}
 	devices, devErrs := parseDevices(devicesJS)
+	if devices != nil && t != nil {
+		devErrs = append(devErrs, validatePlugins(devices.Plugins, t.extendedResources())...)
+	}
 	if err != nil || len(devErrs) > 0 {
 		return nil, errors.Join(append([]error{err}, devErrs...)...)
 	}
