@@ -43,8 +43,8 @@ esac
 
 // TestInstallDepsSets: hack/install-deps.sh builds for `make up` (--for up) only etcd, kube-apiserver,
 // kube-controller-manager, kubectl and metrics-server, for the simulation (--for simulate) kube-scheduler
-// too, and by default (make test, make tools) everything with helm, and runs build-kwok.sh and
-// build-karpenter.sh (stand-ins here); each binary only when it is
+// too, and by default (make test, make tools) everything with helm, and runs build-kwok.sh,
+// build-karpenter.sh and build-dra-test-driver.sh (stand-ins here); each binary only when it is
 // missing or was built from another hack/tools (its own stamp), and the stamp of an older install-deps.sh
 // that built all eight at once (.tools.stamp) still counts. It runs a copy of the scripts over a stand-in
 // hack/tools, hack/helm and hack/metrics-server with a fake go, so it builds nothing real. The Debian
@@ -59,9 +59,9 @@ func TestInstallDepsSets(t *testing.T) {
 	for _, f := range []string{"hack/install-deps.sh", "hack/build-helm.sh", "hack/build-metrics-server.sh", "hack/lib/stamp.sh"} {
 		writeFile(t, filepath.Join(repo, f), readFile(t, filepath.Join(root, f)), 0o755)
 	}
-	// KWOK's and Karpenter's builds are tested by the integration tests that run them: here stand-ins
-	// that say they ran, to see which sets run them.
-	for _, script := range []string{"build-kwok.sh", "build-karpenter.sh"} {
+	// KWOK's, Karpenter's and the DRA test driver's builds are tested by the integration tests that
+	// run them: here stand-ins that say they ran, to see which sets run them.
+	for _, script := range []string{"build-kwok.sh", "build-karpenter.sh", "build-dra-test-driver.sh"} {
 		writeFile(t, filepath.Join(repo, "hack", script), "#!/usr/bin/env bash\necho \"ran "+script+"\" >>\"$FAKE_GO_LOG\"\n", 0o755)
 	}
 	for _, mod := range []string{"hack/tools", "hack/helm", "hack/metrics-server"} {
@@ -105,8 +105,8 @@ func TestInstallDepsSets(t *testing.T) {
 		{name: "make up on an empty _output/bin", args: []string{"--for", "up"}, built: []string{upSet, "metrics-server"}},
 		{name: "make up again", args: []string{"--for", "up"}},
 		{name: "the simulation adds kube-scheduler", args: []string{"--for", "simulate"}, built: []string{"kube-scheduler"}},
-		{name: "make test builds the rest and helm, and runs KWOK's and Karpenter's builds", built: []string{"kubelet cloud-node-controller kubemark", "helm", "ran build-kwok.sh", "ran build-karpenter.sh"}},
-		{name: "make test again", built: []string{"ran build-kwok.sh", "ran build-karpenter.sh"}},
+		{name: "make test builds the rest and helm, and runs KWOK's and Karpenter's builds", built: []string{"kubelet cloud-node-controller kubemark", "helm", "ran build-kwok.sh", "ran build-karpenter.sh", "ran build-dra-test-driver.sh"}},
+		{name: "make test again", built: []string{"ran build-kwok.sh", "ran build-karpenter.sh", "ran build-dra-test-driver.sh"}},
 		{name: "only the stamp of an older install-deps.sh", before: func() {
 			m, _ := filepath.Glob(filepath.Join(bin, ".tools.*.stamp"))
 			for _, f := range m {
@@ -114,16 +114,16 @@ func TestInstallDepsSets(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-		}, built: []string{"ran build-kwok.sh", "ran build-karpenter.sh"}},
+		}, built: []string{"ran build-kwok.sh", "ran build-karpenter.sh", "ran build-dra-test-driver.sh"}},
 		{name: "hack/tools changed: make up", before: func() {
 			writeFile(t, filepath.Join(repo, "hack/tools/go.sum"), "changed\n", 0o644)
 		}, args: []string{"--for", "up"}, built: []string{upSet}},
-		{name: "hack/tools changed: make test builds the others", built: []string{restSet, "ran build-kwok.sh", "ran build-karpenter.sh"}},
+		{name: "hack/tools changed: make test builds the others", built: []string{restSet, "ran build-kwok.sh", "ran build-karpenter.sh", "ran build-dra-test-driver.sh"}},
 		{name: "a binary removed", before: func() {
 			if err := os.Remove(filepath.Join(bin, "kubelet")); err != nil {
 				t.Fatal(err)
 			}
-		}, built: []string{"kubelet", "ran build-kwok.sh", "ran build-karpenter.sh"}},
+		}, built: []string{"kubelet", "ran build-kwok.sh", "ran build-karpenter.sh", "ran build-dra-test-driver.sh"}},
 	} {
 		if step.before != nil {
 			step.before()
