@@ -2,8 +2,6 @@ package integration_test
 
 import (
 	"context"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -33,14 +31,10 @@ func TestCommandExec(t *testing.T) {
 	t.Parallel()
 	const ns = "command-exec"
 	ctx := t.Context()
-	dir := t.TempDir()
 	sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	cp := framework.StartTestControlPlane(sctx, t, framework.ControlPlaneOptions{Dir: filepath.Join(dir, "cp")})
+	cp := startSimulatedNode(sctx, t, ns, "exec-")
 	admin := cp.AdminClient
-	if err := cp.CreateNamespace(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := admin.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm"},
 		Data: map[string]string{"a": "from-cm", "b": "bee"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -49,9 +43,6 @@ func TestCommandExec(t *testing.T) {
 		Data: map[string][]byte{"pw": []byte("hunter2")}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	ip := hostAddress(t)
-	startShard(t, 0, append([]string{"simulate", "--kubeconfig=" + cp.AdminKubeconfig, "--nodes=1", "--node-name-prefix=exec-",
-		"--healthz-bind-address=127.0.0.1", "--healthz-port=" + strconv.Itoa(framework.FreePort())}, kubeletAPIArgs(cp, ip, framework.FreePort())...), nil, framework.FreePort())
 
 	cmKey := func(name, key string) *corev1.EnvVarSource {
 		return &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: name}, Key: key}}

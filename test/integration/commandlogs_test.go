@@ -2,8 +2,6 @@ package integration_test
 
 import (
 	"context"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -24,17 +22,10 @@ func TestCommandLogs(t *testing.T) {
 	t.Parallel()
 	const ns = "command-logs"
 	ctx := t.Context()
-	dir := t.TempDir()
 	sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	cp := framework.StartTestControlPlane(sctx, t, framework.ControlPlaneOptions{Dir: filepath.Join(dir, "cp")})
+	cp := startSimulatedNode(sctx, t, ns, "cmd-")
 	admin := cp.AdminClient
-	if err := cp.CreateNamespace(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	ip := hostAddress(t)
-	startShard(t, 0, append([]string{"simulate", "--kubeconfig=" + cp.AdminKubeconfig, "--nodes=1", "--node-name-prefix=cmd-",
-		"--healthz-bind-address=127.0.0.1", "--healthz-port=" + strconv.Itoa(framework.FreePort())}, kubeletAPIArgs(cp, ip, framework.FreePort())...), nil, framework.FreePort())
 
 	pod := func(name, script string, policy corev1.TerminationMessagePolicy) *corev1.Pod {
 		return &corev1.Pod{

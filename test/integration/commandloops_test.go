@@ -2,8 +2,6 @@ package integration_test
 
 import (
 	"context"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -28,19 +26,10 @@ func TestCommandLoopsAndCgroup(t *testing.T) {
 	t.Parallel()
 	const ns = "command-loops"
 	ctx := t.Context()
-	dir := t.TempDir()
 	sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	cp := framework.StartTestControlPlane(sctx, t, framework.ControlPlaneOptions{Dir: filepath.Join(dir, "cp")})
+	cp := startSimulatedNode(sctx, t, ns, "loops-")
 	admin := cp.AdminClient
-	if err := cp.CreateNamespace(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	ip := hostAddress(t)
-	startShard(t, 0, []string{"simulate", "--kubeconfig=" + cp.AdminKubeconfig, "--nodes=1", "--node-name-prefix=loops-",
-		"--healthz-bind-address=127.0.0.1", "--healthz-port=" + strconv.Itoa(framework.FreePort()),
-		"--address=" + ip, "--node-ip=" + ip, "--port=" + strconv.Itoa(framework.FreePort()),
-		"--client-ca-file=" + cp.KubeletClientCAFile}, nil, framework.FreePort())
 
 	pod := func(name string, command []string, res corev1.ResourceRequirements) *corev1.Pod {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -216,4 +217,20 @@ func firstLine(s string) string {
 // the node proxy reach them.
 func kubeletAPIArgs(cp *framework.ControlPlane, ip string, port int) []string {
 	return []string{"--address=" + ip, "--node-ip=" + ip, "--port=" + strconv.Itoa(port), "--client-ca-file=" + cp.KubeletClientCAFile}
+}
+
+// startSimulatedNode starts a control plane with the namespace ns and `nodeagent simulate` of one Node,
+// <prefix>0000, whose kubelet API the API server reaches (kubeletAPIArgs): the setup of the tests that
+// run pods' commands and read them through kubectl logs and exec. ctx bounds the control plane's start.
+func startSimulatedNode(ctx context.Context, t *testing.T, ns, prefix string) *framework.ControlPlane {
+	t.Helper()
+	cp := framework.StartTestControlPlane(ctx, t, framework.ControlPlaneOptions{Dir: filepath.Join(t.TempDir(), "cp")})
+	if err := cp.CreateNamespace(t.Context(), ns); err != nil {
+		t.Fatal(err)
+	}
+	ip := hostAddress(t)
+	startShard(t, 0, append([]string{"simulate", "--kubeconfig=" + cp.AdminKubeconfig, "--nodes=1", "--node-name-prefix=" + prefix,
+		"--healthz-bind-address=127.0.0.1", "--healthz-port=" + strconv.Itoa(framework.FreePort())},
+		kubeletAPIArgs(cp, ip, framework.FreePort())...), nil, framework.FreePort())
+	return cp
 }
