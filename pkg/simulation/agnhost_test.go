@@ -8,8 +8,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/tools/record"
-	testingclock "k8s.io/utils/clock/testing"
 )
 
 const agnhostImage = "registry.k8s.io/e2e-test-images/agnhost:2.56"
@@ -57,27 +55,13 @@ func TestAgnhostServerProbes(t *testing.T) {
 		{name: "grpc-health-checking --delay-unhealthy-sec 20: restarted", command: append(grpcCommand, "--delay-unhealthy-sec", "20"), liveness: grpc(5000, 15), at: 26 * time.Second, restarts: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			start := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
-			clk := testingclock.NewFakeClock(start)
-			s := newSimPods(Behaviour{}, "fakeRuntime", record.NewFakeRecorder(100), clk)
-			s.commands = &commands{}
+			s := newCommandSim()
 			p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "srv", Namespace: "ns", UID: "uid-srv", Annotations: tc.ann},
 				Spec: v1.PodSpec{NodeName: "sim-0000", RestartPolicy: v1.RestartPolicyAlways,
 					Containers: []v1.Container{{Name: "c", Image: agnhostImage, Command: tc.command, Args: tc.args,
 						LivenessProbe: tc.liveness, ReadinessProbe: tc.readness}}}}
-			ctx := context.Background()
-			if err := s.CreatePod(ctx, p); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := s.GetPodStatus(ctx, p); err != nil {
-				t.Fatal(err)
-			}
-			clk.SetTime(start.Add(tc.at))
-			r, err := s.GetPodStatus(ctx, p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			c := r.Status.Containers[0]
+			s.startPod(t, p)
+			c := s.podStatusAt(t, p, tc.at).Status.Containers[0]
 			if c.RestartCount != tc.restarts || (tc.readness != nil && c.Ready != tc.ready) {
 				t.Errorf("at +%v: restarts %d ready %v, want %d %v (state %+v)", tc.at, c.RestartCount, c.Ready, tc.restarts, tc.ready, c.State)
 			}
