@@ -78,18 +78,7 @@ func TestStreamingRecordedFollow(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := make(chan string, 10)
-		go func() {
-			b := make([]byte, 100)
-			for {
-				n, err := rc.Read(b)
-				if err != nil {
-					close(got)
-					return
-				}
-				got <- string(b[:n])
-			}
-		}()
+		got := reads(rc)
 		synctest.Wait()
 		if l := <-got; l != "first\n" {
 			t.Fatalf("first line %q", l)
