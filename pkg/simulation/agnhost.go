@@ -13,7 +13,7 @@ import (
 )
 
 // agnhostRepository is the e2e suite's agnhost image, whose entrypoint (/agnhost) is known for the
-// subcommands of agnhostCommands.
+// subcommands of imageEntrypoints.
 const agnhostRepository = "registry.k8s.io/e2e-test-images/agnhost"
 
 // imageEntrypoint is what a known image's entrypoint does with the container's arguments: the command
@@ -22,17 +22,25 @@ const agnhostRepository = "registry.k8s.io/e2e-test-images/agnhost"
 // for a server, what it answers the kubelet's HTTP, TCP and gRPC probes (serves; nil: none known).
 type imageEntrypoint struct {
 	command []string
-	// build, if set, makes the command from the process's argv (argv0, the subcommand and its
-	// arguments), in place of command, for a subcommand whose effect depends on them.
-	build   func(argv []string) []string
+	// build, if set, makes the command from the container and its process's argv (argv0, the
+	// subcommand and its arguments), in place of command, for an entrypoint whose effect depends on
+	// them; called only to run the container (imageCommand), never to decide (entrypointOf).
+	build func(ctr *v1.Container, argv []string) []string
+	// args: the subcommand takes arguments; without, a container giving it some is not known.
+	args    bool
 	sigterm *int32
 	// serves answers a probe of the server started with flags (the subcommand's arguments): ok false
 	// when the handler is not one it knows the answer of (an exec probe, a TLS server).
 	serves func(flags []string, probe *v1.Probe) (b ProbeBehaviour, ok bool)
 }
 
-// agnhostCommands are the agnhost subcommands the sandbox interprets as the commands doing what they
-// do (k8s.io/kubernetes test/images/agnhost, v1.37.2):
+// entrypointKey names a known entrypoint: its image's repository (imageRepository) and the
+// subcommand its multi-call binary runs ("" for an image whose entrypoint is one program).
+type entrypointKey struct{ repository, subcommand string }
+
+// imageEntrypoints are the entrypoints the sandbox interprets, by image repository and subcommand:
+// agnhost's subcommands as the commands doing what they do (k8s.io/kubernetes test/images/agnhost,
+// v1.37.2):
 //   - with no command and no args, the image's CMD: pause;
 //   - entrypoint-tester prints its process's argv as Go's %v of os.Args ("[/agnhost entrypoint-tester
 //     a b]", the binary as the container's command names it: /agnhost-2 too) and exits 0;
@@ -47,60 +55,103 @@ type imageEntrypoint struct {
 //     (8080).
 //
 // The servers run until they are stopped, without a SIGTERM handler (the Go runtime's default: as PID
-// 1 the SIGTERM is ignored and the kubelet kills them at the grace period).
-var agnhostCommands = map[string]imageEntrypoint{
-	"etc-hosts":            {command: []string{"sh", "-c", "cat /etc/hosts; echo"}},
-	"pause":                {command: []string{"sh", "-c", "echo Paused; echo Signals registered; sleep infinity"}, sigterm: ptr.To[int32](2)},
-	"liveness":             {command: []string{"sleep", "infinity"}, serves: agnhostLiveness},
-	"test-webserver":       {command: []string{"sleep", "infinity"}, serves: agnhostTestWebserver},
-	"grpc-health-checking": {command: []string{"sleep", "infinity"}, serves: agnhostGRPCHealthChecking},
-	"entrypoint-tester": {build: func(argv []string) []string {
+// 1 the SIGTERM is ignored and the kubelet kills them at the grace period). And the nonewprivs
+// image's entrypoint (nonewprivs).
+var imageEntrypoints = map[entrypointKey]imageEntrypoint{
+	{agnhostRepository, "etc-hosts"}:            {command: []string{"sh", "-c", "cat /etc/hosts; echo"}},
+	{agnhostRepository, "pause"}:                {command: []string{"sh", "-c", "echo Paused; echo Signals registered; sleep infinity"}, sigterm: ptr.To[int32](2)},
+	{agnhostRepository, "liveness"}:             {command: []string{"sleep", "infinity"}, args: true, serves: agnhostLiveness},
+	{agnhostRepository, "test-webserver"}:       {command: []string{"sleep", "infinity"}, args: true, serves: agnhostTestWebserver},
+	{agnhostRepository, "grpc-health-checking"}: {command: []string{"sleep", "infinity"}, args: true, serves: agnhostGRPCHealthChecking},
+	{agnhostRepository, "entrypoint-tester"}: {args: true, build: func(_ *v1.Container, argv []string) []string {
 		return []string{"echo", "[" + strings.Join(argv, " ") + "]"}
 	}},
+	{nonewprivsRepository, ""}: {build: nonewprivs},
 }
 
-// agnhostBinaries are the image's copies of the agnhost binary a command may name (agnhost-2: the
-// Containers conformance specs override the entrypoint with it).
-var agnhostBinaries = map[string]bool{"/agnhost": true, "agnhost": true, "/agnhost-2": true}
+// entrypointImage is how a known image's entrypoint is given its subcommand: a container without a
+// command runs entrypoint with its args (nil: the entrypoint takes none, and is known only for a
+// container with neither command nor args), one with neither runs cmd (the image's ENTRYPOINT and
+// CMD), one whose command names a binary of binaries runs its command and args.
+type entrypointImage struct {
+	repository      string
+	entrypoint, cmd []string
+	binaries        map[string]bool
+}
 
-// imageCommand returns what the entrypoint of ctr's image does with its arguments, the command the
-// sandbox interprets for it, and the arguments after the subcommand: for agnhost without a command,
-// the args (none: the image's CMD, pause) with the entrypoint /agnhost; with a command naming an
-// agnhost binary (agnhostBinaries), that command. ok false when the image or subcommand is not known,
-// or a subcommand that takes no arguments is given some.
-func imageCommand(ctr *v1.Container) (e imageEntrypoint, command, flags []string, ok bool) {
-	repo, _, _ := strings.Cut(NormalizeImage(ctr.Image), "@")
-	if i := strings.LastIndex(repo, ":"); i >= 0 && !strings.Contains(repo[i:], "/") {
-		repo = repo[:i]
+// entrypointImages are the repositories of imageEntrypoints (agnhost: the binaries a command may name,
+// /agnhost-2 the Containers conformance specs' override of the entrypoint).
+var entrypointImages = map[string]entrypointImage{
+	agnhostRepository: {repository: agnhostRepository, entrypoint: []string{"/agnhost"}, cmd: []string{"/agnhost", "pause"},
+		binaries: map[string]bool{"/agnhost": true, "agnhost": true, "/agnhost-2": true}},
+	nonewprivsRepository: {repository: nonewprivsRepository},
+}
+
+// processArgv is a container's process argv, head then args, not built: deciding allocates nothing.
+type processArgv struct{ head, args []string }
+
+func (a processArgv) len() int { return len(a.head) + len(a.args) }
+
+func (a processArgv) at(i int) string {
+	if i < len(a.head) {
+		return a.head[i]
 	}
-	if repo == nonewprivsRepository && len(ctr.Command) == 0 && len(ctr.Args) == 0 {
-		return nonewprivs(ctr)
+	return a.args[i-len(a.head)]
+}
+
+// entrypointOf returns the known entrypoint ctr's image runs with ctr's command and args
+// (imageEntrypoints), and its process's argv, without building either; ok false when the image or
+// subcommand is not known, the command names no binary of the image, or a subcommand that takes no
+// arguments is given some. It does not allocate (hasCommand calls it for every pod viewed).
+func entrypointOf(ctr *v1.Container) (e imageEntrypoint, argv processArgv, ok bool) {
+	img, ok := lookupRepository(entrypointImages, ctr.Image)
+	if !ok {
+		return e, argv, false
 	}
-	if repo != agnhostRepository {
-		return e, nil, nil, false
-	}
-	argv := append([]string{"/agnhost"}, ctr.Args...)
 	switch {
 	case len(ctr.Command) == 0 && len(ctr.Args) == 0:
-		argv = []string{"/agnhost", "pause"}
+		argv.head = img.cmd
+	case img.entrypoint == nil:
+		return e, argv, false
 	case len(ctr.Command) == 0:
-	case agnhostBinaries[ctr.Command[0]]:
-		argv = append(slices.Clone(ctr.Command), ctr.Args...)
+		argv = processArgv{head: img.entrypoint, args: ctr.Args}
+	case img.binaries[ctr.Command[0]]:
+		argv = processArgv{head: ctr.Command, args: ctr.Args}
 	default:
+		return e, argv, false
+	}
+	key := entrypointKey{repository: img.repository}
+	if img.entrypoint != nil {
+		if argv.len() < 2 {
+			return e, argv, false
+		}
+		key.subcommand = argv.at(1)
+	}
+	e, ok = imageEntrypoints[key]
+	if !ok || (!e.args && argv.len() > 2) {
+		return imageEntrypoint{}, processArgv{}, false
+	}
+	return e, argv, true
+}
+
+// imageCommand returns what the entrypoint of ctr's image does with its arguments (entrypointOf), the
+// command the sandbox interprets for it (built now), and the arguments after the subcommand: for
+// agnhost without a command, the args (none: the image's CMD, pause) with the entrypoint /agnhost;
+// with a command naming an agnhost binary, that command. ok false when entrypointOf's is.
+func imageCommand(ctr *v1.Container) (e imageEntrypoint, command, flags []string, ok bool) {
+	e, a, ok := entrypointOf(ctr)
+	if !ok {
 		return e, nil, nil, false
 	}
-	if len(argv) < 2 {
-		return e, nil, nil, false
-	}
-	e, ok = agnhostCommands[argv[1]]
-	if !ok || (e.serves == nil && e.build == nil && len(argv) > 2) {
-		return imageEntrypoint{}, nil, nil, false
-	}
+	argv := slices.Concat(a.head, a.args)
 	command = e.command
 	if e.build != nil {
-		command = e.build(argv)
+		command = e.build(ctr, argv)
 	}
-	return e, command, argv[2:], true
+	if len(argv) >= 2 {
+		flags = argv[2:]
+	}
+	return e, command, flags, true
 }
 
 // nonewprivsRepository is the e2e suite's nonewprivs image: agnhost nonewprivs as a setuid-root
@@ -110,12 +161,11 @@ const nonewprivsRepository = "registry.k8s.io/e2e-test-images/nonewprivs"
 // nonewprivs is the nonewprivs image's entrypoint: it prints "Effective uid: N" and exits 0, N being 0
 // (the setuid bit honoured) unless the container's allowPrivilegeEscalation is false, which makes the
 // kubelet set no_new_privs (the container's own uid then, id -u's).
-func nonewprivs(ctr *v1.Container) (imageEntrypoint, []string, []string, bool) {
-	command := []string{"echo", "Effective uid: 0"}
+func nonewprivs(ctr *v1.Container, _ []string) []string {
 	if sc := ctr.SecurityContext; sc != nil && sc.AllowPrivilegeEscalation != nil && !*sc.AllowPrivilegeEscalation {
-		command = []string{"sh", "-c", `echo "Effective uid: $(id -u)"`}
+		return []string{"sh", "-c", `echo "Effective uid: $(id -u)"`}
 	}
-	return imageEntrypoint{command: command}, command, nil, true
+	return []string{"echo", "Effective uid: 0"}
 }
 
 // flagValue returns the value of --name (or -name) in flags, as --name=V or --name V; def when absent.

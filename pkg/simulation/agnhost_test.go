@@ -8,8 +8,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/tools/record"
-	testingclock "k8s.io/utils/clock/testing"
 )
 
 const agnhostImage = "registry.k8s.io/e2e-test-images/agnhost:2.56"
@@ -57,27 +55,13 @@ func TestAgnhostServerProbes(t *testing.T) {
 		{name: "grpc-health-checking --delay-unhealthy-sec 20: restarted", command: append(grpcCommand, "--delay-unhealthy-sec", "20"), liveness: grpc(5000, 15), at: 26 * time.Second, restarts: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			start := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
-			clk := testingclock.NewFakeClock(start)
-			s := newSimPods(Behaviour{}, "fakeRuntime", record.NewFakeRecorder(100), clk)
-			s.commands = &commands{}
+			s := newCommandSim()
 			p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "srv", Namespace: "ns", UID: "uid-srv", Annotations: tc.ann},
 				Spec: v1.PodSpec{NodeName: "sim-0000", RestartPolicy: v1.RestartPolicyAlways,
 					Containers: []v1.Container{{Name: "c", Image: agnhostImage, Command: tc.command, Args: tc.args,
 						LivenessProbe: tc.liveness, ReadinessProbe: tc.readness}}}}
-			ctx := context.Background()
-			if err := s.CreatePod(ctx, p); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := s.GetPodStatus(ctx, p); err != nil {
-				t.Fatal(err)
-			}
-			clk.SetTime(start.Add(tc.at))
-			r, err := s.GetPodStatus(ctx, p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			c := r.Status.Containers[0]
+			s.startPod(t, p)
+			c := s.podStatusAt(t, p, tc.at).Status.Containers[0]
 			if c.RestartCount != tc.restarts || (tc.readness != nil && c.Ready != tc.ready) {
 				t.Errorf("at +%v: restarts %d ready %v, want %d %v (state %+v)", tc.at, c.RestartCount, c.Ready, tc.restarts, tc.ready, c.State)
 			}
@@ -186,6 +170,117 @@ func TestNetAdmin(t *testing.T) {
 	} {
 		if got := netAdmin(tc.sc); got != tc.want {
 			t.Errorf("%s: netAdmin = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestImageRepository: an image reference's repository as github.com/distribution/reference's
+// ParseNormalizedNamed(image).Name() gives it (v0.6.0, each want checked against it), for the pause and
+// entrypoint tables' lookups; and NormalizeImage on the same references.
+func TestImageRepository(t *testing.T) {
+	const digest = "@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	for _, tc := range []struct {
+		image, want, normalized string
+	}{
+		{"busybox", "docker.io/library/busybox", "docker.io/library/busybox:latest"},
+		{"busybox:1.36", "docker.io/library/busybox", "docker.io/library/busybox:1.36"},
+		{"busybox" + digest, "docker.io/library/busybox", "docker.io/library/busybox" + digest},
+		{"busybox:1.36" + digest, "docker.io/library/busybox", "docker.io/library/busybox:1.36" + digest},
+		{"library/busybox", "docker.io/library/busybox", "docker.io/library/busybox:latest"},
+		{"user/app", "docker.io/user/app", "docker.io/user/app:latest"},
+		{"docker.io/busybox", "docker.io/library/busybox", "docker.io/library/busybox:latest"},
+		{"docker.io/library/busybox:latest", "docker.io/library/busybox", "docker.io/library/busybox:latest"},
+		{"index.docker.io/user/app:v1", "docker.io/user/app", "docker.io/user/app:v1"},
+		{"index.docker.io/busybox", "docker.io/library/busybox", "docker.io/library/busybox:latest"},
+		{"localhost/app", "localhost/app", "localhost/app:latest"},
+		{"localhost:5000/app:v1", "localhost:5000/app", "localhost:5000/app:v1"},
+		{"myregistry:5000/ns/app" + digest, "myregistry:5000/ns/app", "myregistry:5000/ns/app" + digest},
+		{"[::1]:5000/app:v1", "[::1]:5000/app", "[::1]:5000/app:v1"},
+		{"Foo/bar", "Foo/bar", "Foo/bar:latest"}, // an upper-case first component is a domain
+		{"registry.k8s.io/pause:3.10", "registry.k8s.io/pause", "registry.k8s.io/pause:3.10"},
+		{agnhostImage, agnhostRepository, agnhostImage},
+	} {
+		t.Run(tc.image, func(t *testing.T) {
+			if got := imageRepository(tc.image); got != tc.want {
+				t.Errorf("imageRepository = %q, want %q", got, tc.want)
+			}
+			if got := NormalizeImage(tc.image); got != tc.normalized {
+				t.Errorf("NormalizeImage = %q, want %q", got, tc.normalized)
+			}
+			m := map[string]int{tc.want: 1}
+			if v, ok := lookupRepository(m, tc.image); !ok || v != 1 {
+				t.Errorf("lookupRepository = %v %v, want 1 true", v, ok)
+			}
+		})
+	}
+}
+
+// TestHasCommandAllocs: deciding whether a pod's run is interpreted (hasCommand, at every view of
+// every pod) allocates nothing: for an image the sandbox does not know, short or with a registry, and
+// for agnhost entrypoint-tester, whose command (its printed argv) is built only when it runs.
+func TestHasCommandAllocs(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		ctr     v1.Container
+		decides bool
+	}{
+		{"an image with a registry", v1.Container{Image: "registry.example/app:1"}, false},
+		{"a docker.io short name", v1.Container{Image: "busybox:1.36"}, false},
+		{"a docker.io name with a long path", v1.Container{Image: "someorganisation/some-rather-long-repository-name-beyond-32-bytes:v1"}, false},
+		{"agnhost entrypoint-tester", v1.Container{Image: agnhostImage, Args: []string{"entrypoint-tester", "override", "arguments"}}, true},
+		{"agnhost netexec", v1.Container{Image: agnhostImage, Args: []string{"netexec", "--http-port=8080"}}, false},
+		{"agnhost's image defaults", v1.Container{Image: agnhostImage}, true},
+		{"the pause image", v1.Container{Image: "registry.k8s.io/pause:3.10"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.ctr.Name = "c"
+			p := &v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{tc.ctr}}}
+			if got := hasCommand(p); got != tc.decides {
+				t.Errorf("hasCommand = %v, want %v", got, tc.decides)
+			}
+			if n := testing.AllocsPerRun(100, func() { hasCommand(p) }); n != 0 {
+				t.Errorf("hasCommand allocates %v times, want 0", n)
+			}
+		})
+	}
+}
+
+// TestEntrypointDecidesAsItRuns: for every known entrypoint (imageEntrypoints), and the ways a
+// container selects it or not (its image's defaults, args, a command naming a binary of the image or
+// another, arguments a subcommand may not take), the decision looked up without building anything
+// (commandDecides) is what running the container decides (commands.run interprets it): the table and
+// the builders cannot drift.
+func TestEntrypointDecidesAsItRuns(t *testing.T) {
+	images := map[string]string{agnhostRepository: agnhostImage, nonewprivsRepository: "registry.k8s.io/e2e-test-images/nonewprivs:1.3"}
+	for key := range imageEntrypoints {
+		img := entrypointImages[key.repository]
+		image, ok := images[key.repository]
+		if !ok {
+			t.Fatalf("no image for repository %q: add one to this test", key.repository)
+		}
+		ctrs := map[string]v1.Container{"neither command nor args": {}, "args x": {Args: []string{"x"}}, "command sh": {Command: []string{"sh", "-c", "exit 3"}}}
+		if key.subcommand != "" {
+			ctrs["args "+key.subcommand] = v1.Container{Args: []string{key.subcommand}}
+			ctrs["args "+key.subcommand+" --port=81"] = v1.Container{Args: []string{key.subcommand, "--port=81"}}
+			for bin := range img.binaries {
+				ctrs["command "+bin+" "+key.subcommand] = v1.Container{Command: []string{bin, key.subcommand}}
+				ctrs["command "+bin+", args "+key.subcommand+" a"] = v1.Container{Command: []string{bin}, Args: []string{key.subcommand, "a"}}
+			}
+		}
+		for name, ctr := range ctrs {
+			t.Run(key.repository+" "+key.subcommand+": "+name, func(t *testing.T) {
+				ctr.Name, ctr.Image = "c", image
+				p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u"}, Spec: v1.PodSpec{Containers: []v1.Container{ctr}}}
+				r, why, err := (&commands{}).run(context.Background(), p, &p.Spec.Containers[0], &podCommands{}, 0, time.Unix(0, 0))
+				if err != nil {
+					t.Fatal(err)
+				}
+				// Interpreted, or given to the sandbox which told why it cannot honour the command.
+				ran := r.ok || why != ""
+				if decides := commandDecides(&p.Spec.Containers[0]); decides != ran {
+					t.Errorf("commandDecides = %v, but running it: interpreted %v, not honoured %q (%+v)", decides, r.ok, why, r.out)
+				}
+			})
 		}
 	}
 }

@@ -12,8 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/record"
-	testingclock "k8s.io/utils/clock/testing"
 )
 
 func resources(cpuReq, cpuLim, memReq, memLim string) v1.ResourceRequirements {
@@ -65,10 +63,7 @@ func TestCgroupFilesOfResources(t *testing.T) {
 // files from the resources the runtime has now: after a resize is actuated (status.resources), a
 // read sees the new values.
 func TestExecCgroupAndUnknownLayer(t *testing.T) {
-	start := time.Date(2026, 11, 29, 1, 0, 0, 0, time.UTC)
-	clk := testingclock.NewFakeClock(start)
-	s := newSimPods(Behaviour{}, "fakeRuntime", record.NewFakeRecorder(100), clk)
-	s.commands = &commands{}
+	s := newCommandSim()
 	p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "resize-test", Namespace: "ns", UID: types.UID("uid-resize")},
 		Spec: v1.PodSpec{NodeName: "sim-0000", RestartPolicy: v1.RestartPolicyOnFailure,
 			Volumes: []v1.Volume{{Name: "data", VolumeSource: emptyDir}},
@@ -80,7 +75,7 @@ func TestExecCgroupAndUnknownLayer(t *testing.T) {
 	if err := s.CreatePod(ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	clk.Step(time.Second)
+	s.clk.Step(time.Second)
 	if _, err := s.GetPodStatus(ctx, p); err != nil {
 		t.Fatal(err)
 	}

@@ -206,7 +206,7 @@ func (c *commands) run(ctx context.Context, p *v1.Pod, ctr *v1.Container, pc *po
 	}
 	entrypoint, command, flags, known := imageCommand(ctr)
 	specCtr := ctr // its probes, as the spec gives them
-	if known {     // an entrypoint known to the simulator (agnhostCommands)
+	if known {     // an entrypoint known to the simulator (imageEntrypoints)
 		withCommand := *ctr
 		withCommand.Command, withCommand.Args = command, nil
 		ctr = &withCommand
@@ -301,13 +301,76 @@ func containerPID(p *v1.Pod, ctr *v1.Container) int {
 // kubelet deletes its pod in about a second, not at the grace period (RunOutcome.ExitsOnSIGTERM).
 var pauseRepositories = map[string]bool{"registry.k8s.io/pause": true, "k8s.gcr.io/pause": true, "gcr.io/google-containers/pause": true}
 
-// isPauseImage reports whether image is the pause image.
+// isPauseImage reports whether image is the pause image (its repository one of pauseRepositories);
+// it does not allocate.
 func isPauseImage(image string) bool {
-	repo, _, _ := strings.Cut(NormalizeImage(image), "@")
-	if i := strings.LastIndex(repo, ":"); i >= 0 && !strings.Contains(repo[i:], "/") {
-		repo = repo[:i]
+	pause, _ := lookupRepository(pauseRepositories, image)
+	return pause
+}
+
+// imageRepository returns the repository of image reference image: its normalized name without tag or
+// digest, as containerd gives it (github.com/distribution/reference's ParseNormalizedNamed, then
+// Name()): "busybox:1.36", "docker.io/busybox" and "index.docker.io/library/busybox@sha256:…" are
+// "docker.io/library/busybox", "user/app" is "docker.io/user/app", "localhost:5000/app:v1"
+// "localhost:5000/app". It does not validate image (an invalid reference yields some string), and
+// allocates only where the docker.io defaults add to what image spells.
+func imageRepository(image string) string {
+	prefix, name, _ := splitImage(image)
+	if prefix == "" {
+		return name
 	}
-	return pauseRepositories[repo]
+	return prefix + name
+}
+
+// Docker Hub's domains and official-image path, as github.com/distribution/reference normalizes them.
+const (
+	dockerDomain        = "docker.io"
+	legacyDockerDomain  = "index.docker.io"
+	officialImagePrefix = "docker.io/library/"
+)
+
+// splitImage splits image reference image into its normalized repository, prefix+name, and what
+// follows it in image: name is image's own spelling (a substring), prefix what the docker.io
+// defaults add ("", "docker.io/" or "docker.io/library/", name then without its index.docker.io/
+// or docker.io/ domain), suffix the ":tag", "@digest" or ":tag@digest" (possibly ""). The rules are
+// distribution/reference's splitDockerDomain: the first path component is a domain when it holds a
+// '.' or ':', is "localhost" or has an upper-case letter; otherwise the domain is docker.io, and a
+// docker.io repository of one component is under library/.
+func splitImage(image string) (prefix, name, suffix string) {
+	name, _, _ = strings.Cut(image, "@")
+	if i := strings.LastIndexByte(name, ':'); i >= 0 && !strings.Contains(name[i:], "/") {
+		name = name[:i]
+	}
+	suffix = image[len(name):]
+	domain, rest, hasSlash := strings.Cut(name, "/")
+	switch {
+	case !hasSlash:
+		return officialImagePrefix, name, suffix
+	case domain == dockerDomain || domain == legacyDockerDomain:
+		if !strings.Contains(rest, "/") {
+			return officialImagePrefix, rest, suffix
+		}
+		if domain == legacyDockerDomain {
+			return dockerDomain + "/", rest, suffix
+		}
+		return "", name, suffix
+	case strings.IndexByte(domain, '.') < 0 && strings.IndexByte(domain, ':') < 0 && domain != "localhost" && strings.ToLower(domain) == domain:
+		return dockerDomain + "/", name, suffix
+	}
+	return "", name, suffix
+}
+
+// lookupRepository returns m's value for image's repository (imageRepository), and whether m has
+// one, without allocating: a key the docker.io defaults lengthen is built on the stack.
+func lookupRepository[V any](m map[string]V, image string) (V, bool) {
+	prefix, name, _ := splitImage(image)
+	if prefix == "" {
+		v, ok := m[name]
+		return v, ok
+	}
+	var buf [128]byte
+	v, ok := m[string(append(append(buf[:0], prefix...), name...))]
+	return v, ok
 }
 
 // podHostname is the pod's host name as the kubelet gives it (spec.hostname, else the pod's name,

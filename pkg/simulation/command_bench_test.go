@@ -71,3 +71,27 @@ func probePod(script string, ann map[string]string) *v1.Pod {
 			LivenessProbe: &v1.Probe{ProbeHandler: v1.ProbeHandler{Exec: &v1.ExecAction{Command: []string{"cat", "/tmp/health"}}},
 				PeriodSeconds: 10, FailureThreshold: 3, TimeoutSeconds: 1}}}}}
 }
+
+// BenchmarkHasCommand: deciding whether a pod's run is interpreted (hasCommand, at every view of every
+// pod with command interpretation on), for an image the sandbox does not know and for agnhost
+// entrypoint-tester (TestHasCommandAllocs holds it at 0 allocations).
+//
+//	go test -run '^$' -bench BenchmarkHasCommand -benchmem ./pkg/simulation
+func BenchmarkHasCommand(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		ctr  v1.Container
+	}{
+		{"registry.example/app:1", v1.Container{Name: "c", Image: "registry.example/app:1"}},
+		{"busybox:1.36", v1.Container{Name: "c", Image: "busybox:1.36"}},
+		{"agnhost entrypoint-tester", v1.Container{Name: "c", Image: "registry.k8s.io/e2e-test-images/agnhost:2.56", Args: []string{"entrypoint-tester", "override", "arguments"}}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			p := &v1.Pod{Spec: v1.PodSpec{Containers: []v1.Container{bc.ctr}}}
+			b.ReportAllocs()
+			for b.Loop() {
+				hasCommand(p)
+			}
+		})
+	}
+}

@@ -330,10 +330,7 @@ func TestSimPodsCommandStop(t *testing.T) {
 		}, 3 * time.Second, 0, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			start := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
-			clk := testingclock.NewFakeClock(start)
-			s := newSimPods(Behaviour{}, "fakeRuntime", record.NewFakeRecorder(10), clk)
-			s.commands = &commands{}
+			s := newCommandSim()
 			p := jobPod("stop", "0", v1.RestartPolicyNever, emptyDir, tc.command, nil)
 			if tc.change != nil {
 				tc.change(p)
@@ -343,12 +340,12 @@ func TestSimPodsCommandStop(t *testing.T) {
 			if _, err := s.GetPodStatus(ctx, p); err != nil {
 				t.Fatal(err)
 			}
-			clk.Step(10 * time.Second)
+			s.clk.Step(10 * time.Second)
 			p = p.DeepCopy()
 			p.DeletionGracePeriodSeconds = ptrTo(int64(30))
-			p.DeletionTimestamp = &metav1.Time{Time: clk.Now().Add(30 * time.Second)}
+			p.DeletionTimestamp = &metav1.Time{Time: s.clk.Now().Add(30 * time.Second)}
 			_ = s.DeletePod(ctx, p)
-			clk.Step(tc.at)
+			s.clk.Step(tc.at)
 			r, err := s.GetPodStatus(ctx, p)
 			if err != nil {
 				t.Fatal(err)

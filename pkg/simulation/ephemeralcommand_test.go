@@ -8,8 +8,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/tools/record"
-	testingclock "k8s.io/utils/clock/testing"
 )
 
 // TestEphemeralContainerCommand: an ephemeral container's command is interpreted (its log is what it
@@ -26,15 +24,12 @@ func TestEphemeralContainerCommand(t *testing.T) {
 		{name: "shell with a command", image: "busybox", cmd: []string{"/bin/sleep", "10000"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			start := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
-			clk := testingclock.NewFakeClock(start)
-			s := newSimPods(Behaviour{}, "fakeRuntime", record.NewFakeRecorder(10), clk)
-			s.commands = &commands{}
+			s := newCommandSim()
 			p := jobPod("debugged", "0", v1.RestartPolicyAlways, emptyDir, tc.cmd, nil)
 			p.Spec.Containers[0].Image = tc.image
 			ctx := context.Background()
 			_ = s.CreatePod(ctx, p)
-			clk.Step(time.Second)
+			s.clk.Step(time.Second)
 			if _, err := s.GetPodStatus(ctx, p); err != nil {
 				t.Fatal(err)
 			}
@@ -42,7 +37,7 @@ func TestEphemeralContainerCommand(t *testing.T) {
 			p.Spec.EphemeralContainers = []v1.EphemeralContainer{{EphemeralContainerCommon: v1.EphemeralContainerCommon{
 				Name: "debugger", Image: "busybox", Command: []string{"/bin/sh", "-c", "echo polo; sleep infinity"}}}}
 			_ = s.UpdatePod(ctx, p)
-			clk.Step(time.Second)
+			s.clk.Step(time.Second)
 			r, err := s.GetPodStatus(ctx, p)
 			if err != nil {
 				t.Fatal(err)
@@ -77,15 +72,12 @@ func TestEphemeralContainerLoop(t *testing.T) {
 		{name: "a busy loop is not interpreted", script: "while true; do :; done", execErr: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			start := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
-			clk := testingclock.NewFakeClock(start)
-			s := newSimPods(Behaviour{}, "fakeRuntime", record.NewFakeRecorder(10), clk)
-			s.commands = &commands{}
+			s := newCommandSim()
 			p := jobPod("debugged", "0", v1.RestartPolicyAlways, emptyDir, []string{"/bin/sleep", "10000"}, nil)
 			p.Spec.Containers[0].Image = "busybox"
 			ctx := context.Background()
 			_ = s.CreatePod(ctx, p)
-			clk.Step(time.Second)
+			s.clk.Step(time.Second)
 			if _, err := s.GetPodStatus(ctx, p); err != nil {
 				t.Fatal(err)
 			}
@@ -94,7 +86,7 @@ func TestEphemeralContainerLoop(t *testing.T) {
 				Name: "debugger", Image: "busybox", Command: []string{"/bin/sh", "-c", tc.script}}}}
 			_ = s.UpdatePod(ctx, p)
 			for _, at := range []time.Duration{time.Second, time.Hour} {
-				clk.Step(at)
+				s.clk.Step(at)
 				r, err := s.GetPodStatus(ctx, p)
 				if err != nil {
 					t.Fatal(err)

@@ -14,6 +14,8 @@ import (
 	"k8s.io/client-go/tools/record"
 	testingclock "k8s.io/utils/clock/testing"
 	utilexec "k8s.io/utils/exec"
+
+	"github.com/nodeagent/nodeagent/pkg/node"
 )
 
 // The conformance specs' liveness commands (k8s.io/kubernetes v1.37.2 test/e2e/common/node/container_probe.go).
@@ -31,24 +33,73 @@ func execPod(script string, probe *v1.Probe, ann map[string]string) *v1.Pod {
 				VolumeMounts: []v1.VolumeMount{{Name: "data", MountPath: "/data"}}}}}}
 }
 
+// simStart is when the command tests' simulated pods start.
+var simStart = time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+
+// commandSim is the command tests' setup: a simPods interpreting commands (commands set), on a fake
+// clock at simStart, its Events in a recorder holding 100.
+type commandSim struct {
+	*simPods
+	clk      *testingclock.FakeClock
+	recorder *record.FakeRecorder
+}
+
+func newCommandSim() *commandSim {
+	clk := testingclock.NewFakeClock(simStart)
+	recorder := record.NewFakeRecorder(100)
+	s := newSimPods(Behaviour{}, "fakeRuntime", recorder, clk)
+	s.commands = &commands{}
+	return &commandSim{simPods: s, clk: clk, recorder: recorder}
+}
+
+// startPod creates p and takes its first status at the clock's time (the pod worker's first sync),
+// failing t on an error.
+func (c *commandSim) startPod(t testing.TB, p *v1.Pod) {
+	t.Helper()
+	if err := c.CreatePod(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	c.podStatus(t, p)
+}
+
+// podStatusAt sets the clock to after past simStart and returns p's status then, failing t on an
+// error.
+func (c *commandSim) podStatusAt(t testing.TB, p *v1.Pod, after time.Duration) node.PodRuntimeStatus {
+	t.Helper()
+	c.clk.SetTime(simStart.Add(after))
+	return c.podStatus(t, p)
+}
+
+// streaming is the kubelet API's Streaming over the one pod p, its exec run in c's sandbox.
+func (c *commandSim) streaming(p *v1.Pod) *Streaming {
+	return &Streaming{Pods: onePod{p}, Clock: c.clk, Exec: func(ctx context.Context, p *v1.Pod, container string, cmd []string) (ExecResult, error) {
+		res, _, err := c.execInContainer(ctx, p, container, cmd)
+		return res, err
+	}}
+}
+
+// podStatus returns p's status at the clock's time, failing t on an error.
+func (c *commandSim) podStatus(t testing.TB, p *v1.Pod) node.PodRuntimeStatus {
+	t.Helper()
+	r, err := c.GetPodStatus(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 // TestSimPodsExec: kubectl exec into a running container interprets the command in its sandbox, with
 // its env and volumes, against its own layer as its run has it at that moment in simulated time; the
 // exec's writes are seen by later execs; an annotation naming the command answers first, a program
 // the sandbox does not know falls to the annotation's "*" answer or 126.
 func TestSimPodsExec(t *testing.T) {
-	start := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
-	clk := testingclock.NewFakeClock(start)
-	s := newSimPods(Behaviour{}, "fakeRuntime", record.NewFakeRecorder(10), clk)
-	s.commands = &commands{}
+	s := newCommandSim()
 	p := execPod(healthRemoved+"; echo never", nil, map[string]string{AnnotationExec: `{"date": {"stdout": "today\n"}, "cat /data/x": {"stdout": "annotated\n"}}`})
 	ctx := context.Background()
 	if err := s.CreatePod(ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	st := &Streaming{Pods: onePod{p}, Clock: clk, Exec: func(ctx context.Context, p *v1.Pod, container string, cmd []string) (ExecResult, error) {
-		res, _, err := s.execInContainer(ctx, p, container, cmd)
-		return res, err
-	}}
+	st := s.streaming(p)
 	for _, tc := range []struct {
 		at             time.Duration
 		cmd            []string
@@ -66,7 +117,7 @@ func TestSimPodsExec(t *testing.T) {
 		{12 * time.Second, []string{"wget", "x"}, "", `nodeagent simulate: command "wget x" is not simulated in container "c" of pod ns/p ` +
 			`(no answer for it in annotation nodeagent.io/exec, not interpreted: runs wget, a program the sandbox does not implement)` + "\n", 126},
 	} {
-		clk.SetTime(start.Add(tc.at))
+		s.clk.SetTime(simStart.Add(tc.at))
 		var b bufIO
 		err := st.RunInContainer(ctx, "ns", "p", "c", tc.cmd, &b)
 		code := 0
@@ -107,29 +158,16 @@ func TestSimPodsExecLivenessProbe(t *testing.T) {
 		{name: "kept, removed by an exec at 30 s: not before the probe", script: healthKept, execRemoveAt: 30 * time.Second, at: 34 * time.Second, restarts: 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			start := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
-			clk := testingclock.NewFakeClock(start)
-			s := newSimPods(Behaviour{}, "fakeRuntime", record.NewFakeRecorder(100), clk)
-			s.commands = &commands{}
+			s := newCommandSim()
 			p := execPod(tc.script, probe, tc.ann)
-			ctx := context.Background()
-			if err := s.CreatePod(ctx, p); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := s.GetPodStatus(ctx, p); err != nil {
-				t.Fatal(err)
-			}
+			s.startPod(t, p)
 			if tc.execRemoveAt > 0 {
-				clk.SetTime(start.Add(tc.execRemoveAt))
-				if _, changed, err := s.execInContainer(ctx, p, "c", []string{"rm", "/tmp/health"}); err != nil || !changed {
+				s.clk.SetTime(simStart.Add(tc.execRemoveAt))
+				if _, changed, err := s.execInContainer(context.Background(), p, "c", []string{"rm", "/tmp/health"}); err != nil || !changed {
 					t.Fatal(changed, err)
 				}
 			}
-			clk.SetTime(start.Add(tc.at))
-			r, err := s.GetPodStatus(ctx, p)
-			if err != nil {
-				t.Fatal(err)
-			}
+			r := s.podStatusAt(t, p, tc.at)
 			if got := r.Status.Containers[0].RestartCount; got != tc.restarts {
 				t.Errorf("restarts %d at +%v, want %d (state %+v)", got, tc.at, tc.restarts, r.Status.Containers[0].State)
 			}
@@ -158,28 +196,13 @@ func TestSimPodsPostStartExec(t *testing.T) {
 		{name: "a program the sandbox does not know: succeeded", hook: "wget http://x; exit 1", at: time.Minute, lastCode: -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			start := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
-			clk := testingclock.NewFakeClock(start)
-			recorder := record.NewFakeRecorder(100)
-			s := newSimPods(Behaviour{}, "fakeRuntime", recorder, clk)
-			s.commands = &commands{}
+			s := newCommandSim()
 			p := execPod("sleep 3600", nil, nil)
 			grace := int64(5)
 			p.Spec.TerminationGracePeriodSeconds = &grace
 			p.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PostStart: &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: []string{"sh", "-c", tc.hook}}}}
-			ctx := context.Background()
-			if err := s.CreatePod(ctx, p); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := s.GetPodStatus(ctx, p); err != nil {
-				t.Fatal(err)
-			}
-			clk.SetTime(start.Add(tc.at))
-			r, err := s.GetPodStatus(ctx, p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			cs := r.Status.Containers[0]
+			s.startPod(t, p)
+			cs := s.podStatusAt(t, p, tc.at).Status.Containers[0]
 			last := int32(-1)
 			if cs.LastTerminated != nil {
 				last = cs.LastTerminated.ExitCode
@@ -188,8 +211,8 @@ func TestSimPodsPostStartExec(t *testing.T) {
 				t.Errorf("restarts %d, last exit %d; want %d, %d (state %+v)", cs.RestartCount, last, tc.restarts, tc.lastCode, cs.State)
 			}
 			var events []string
-			for len(recorder.Events) > 0 {
-				if e := <-recorder.Events; strings.Contains(e, "PostStart") {
+			for len(s.recorder.Events) > 0 {
+				if e := <-s.recorder.Events; strings.Contains(e, "PostStart") {
 					events = append(events, e)
 				}
 			}
@@ -197,7 +220,7 @@ func TestSimPodsPostStartExec(t *testing.T) {
 				t.Errorf("events %q, want %q", events, tc.wantEvents)
 			}
 			if tc.name == "succeeds: its file seen by exec" {
-				res, _, err := s.execInContainer(ctx, p, "c", []string{"cat", "/tmp/ps"})
+				res, _, err := s.execInContainer(context.Background(), p, "c", []string{"cat", "/tmp/ps"})
 				if err != nil || string(res.Stdout) != "hi\n" {
 					t.Errorf("exec cat /tmp/ps: %q %v", res.Stdout, err)
 				}
@@ -210,7 +233,6 @@ func TestSimPodsPostStartExec(t *testing.T) {
 // addresses nodeagent gave the pod at its creation, as the kubelet's getHostIPsAnyWay gives them before the
 // pod's status has them (the conformance specs "Downward API should provide host IP(s) as an env var").
 func TestSimPodsDownwardHostIP(t *testing.T) {
-	start := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {
 		name    string
 		created []v1.HostIP // what CreatePod is given
@@ -220,9 +242,7 @@ func TestSimPodsDownwardHostIP(t *testing.T) {
 		{"none known", nil, "\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			clk := testingclock.NewFakeClock(start)
-			s := newSimPods(Behaviour{}, "fakeRuntime", record.NewFakeRecorder(10), clk)
-			s.commands = &commands{}
+			s := newCommandSim()
 			p := execPod("sleep 600", nil, nil)
 			p.Spec.Containers[0].Env = []v1.EnvVar{
 				{Name: "HOST_IP", ValueFrom: &v1.EnvVarSource{FieldRef: &v1.ObjectFieldSelector{FieldPath: "status.hostIP"}}},
@@ -235,13 +255,9 @@ func TestSimPodsDownwardHostIP(t *testing.T) {
 			if err := s.CreatePod(ctx, &withIPs); err != nil {
 				t.Fatal(err)
 			}
-			st := &Streaming{Pods: onePod{p}, Clock: clk, Exec: func(ctx context.Context, p *v1.Pod, container string, cmd []string) (ExecResult, error) {
-				res, _, err := s.execInContainer(ctx, p, container, cmd)
-				return res, err
-			}}
-			clk.SetTime(start.Add(time.Second))
+			s.clk.SetTime(simStart.Add(time.Second))
 			var b bufIO
-			if err := st.RunInContainer(ctx, "ns", "p", "c", []string{"sh", "-c", "echo $HOST_IP $HOST_IPS"}, &b); err != nil {
+			if err := s.streaming(p).RunInContainer(ctx, "ns", "p", "c", []string{"sh", "-c", "echo $HOST_IP $HOST_IPS"}, &b); err != nil {
 				t.Fatal(err)
 			}
 			if got := b.out.String(); got != tc.want {

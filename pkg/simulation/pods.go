@@ -385,12 +385,13 @@ func hasCommand(p *v1.Pod) bool {
 }
 
 // commandDecides reports whether c's run may be decided by a command: it has one, or its image's
-// entrypoint is known (the pause image, agnhostCommands).
+// entrypoint is known (the pause image, imageEntrypoints), looked up without building its command. It
+// does not allocate.
 func commandDecides(c *v1.Container) bool {
 	if len(c.Command) > 0 || isPauseImage(c.Image) {
 		return true
 	}
-	_, _, _, known := imageCommand(c)
+	_, _, known := entrypointOf(c)
 	return known
 }
 

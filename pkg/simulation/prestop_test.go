@@ -105,11 +105,7 @@ func TestSimPodsPreStopExec(t *testing.T) {
 		{name: "pause image: no program to exec, failed, exit 0 at once", hook: []string{"sleep", "5"}, pause: true, wantEvt: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			start := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
-			clk := testingclock.NewFakeClock(start)
-			recorder := record.NewFakeRecorder(100)
-			s := newSimPods(Behaviour{}, "fakeRuntime", recorder, clk)
-			s.commands = &commands{}
+			s := newCommandSim()
 			p := execPod("sleep 3600", nil, nil)
 			p.Spec.ShareProcessNamespace = ptrTo(true)
 			if tc.pause {
@@ -119,21 +115,16 @@ func TestSimPodsPreStopExec(t *testing.T) {
 				p.Spec.Containers[0].Lifecycle = &v1.Lifecycle{PreStop: &v1.LifecycleHandler{Exec: &v1.ExecAction{Command: tc.hook}}}
 			}
 			ctx := context.Background()
-			if err := s.CreatePod(ctx, p); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := s.GetPodStatus(ctx, p); err != nil {
-				t.Fatal(err)
-			}
-			clk.Step(10 * time.Second)
+			s.startPod(t, p)
+			s.clk.Step(10 * time.Second)
 			p = p.DeepCopy()
 			grace := int64(30)
 			if tc.noGrace {
 				grace = 0
 			}
 			p.DeletionGracePeriodSeconds = ptrTo(grace)
-			p.DeletionTimestamp = &metav1.Time{Time: clk.Now().Add(time.Duration(grace) * time.Second)}
-			deleted := clk.Now()
+			p.DeletionTimestamp = &metav1.Time{Time: s.clk.Now().Add(time.Duration(grace) * time.Second)}
+			deleted := s.clk.Now()
 			if err := s.DeletePod(ctx, p); err != nil {
 				t.Fatal(err)
 			}
@@ -144,7 +135,7 @@ func TestSimPodsPreStopExec(t *testing.T) {
 				}
 			}
 			if tc.wantStop > 0 {
-				clk.SetTime(deleted.Add(tc.wantStop - time.Millisecond))
+				s.clk.SetTime(deleted.Add(tc.wantStop - time.Millisecond))
 				r, err := s.GetPodStatus(ctx, p)
 				if err != nil {
 					t.Fatal(err)
@@ -153,7 +144,7 @@ func TestSimPodsPreStopExec(t *testing.T) {
 					t.Errorf("just before +%v: %+v, want running", tc.wantStop, r.Status.Containers[0].State)
 				}
 			}
-			clk.SetTime(deleted.Add(tc.wantStop))
+			s.clk.SetTime(deleted.Add(tc.wantStop))
 			r, err := s.GetPodStatus(ctx, p)
 			if err != nil {
 				t.Fatal(err)
@@ -163,8 +154,8 @@ func TestSimPodsPreStopExec(t *testing.T) {
 				t.Errorf("at +%v: %+v terminal %v, want exit %d", tc.wantStop, r.Status.Containers[0].State, r.Status.Terminal, tc.wantCode)
 			}
 			var events []string
-			for len(recorder.Events) > 0 {
-				if e := <-recorder.Events; strings.Contains(e, "PreStop") {
+			for len(s.recorder.Events) > 0 {
+				if e := <-s.recorder.Events; strings.Contains(e, "PreStop") {
 					events = append(events, e)
 				}
 			}
@@ -184,9 +175,8 @@ func TestSimPodsPreStopExec(t *testing.T) {
 func BenchmarkSimPodsDeletePreStop(b *testing.B) {
 	for _, hook := range [][]string{nil, {"sh", "-c", "echo bye > /tmp/bye; sleep 3"}} {
 		b.Run(map[bool]string{true: "no hook", false: "preStop exec"}[hook == nil], func(b *testing.B) {
-			start := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
-			clk := testingclock.NewFakeClock(start)
-			s := newSimPods(Behaviour{}, "fakeRuntime", &record.FakeRecorder{}, clk)
+			clk := testingclock.NewFakeClock(simStart)
+			s := newSimPods(Behaviour{}, "fakeRuntime", &record.FakeRecorder{}, clk) // Events dropped
 			s.commands = &commands{}
 			ctx := context.Background()
 			for i := 0; b.Loop(); i++ {

@@ -10,7 +10,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 	testingclock "k8s.io/utils/clock/testing"
 
@@ -79,18 +78,7 @@ func TestStreamingRecordedFollow(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := make(chan string, 10)
-		go func() {
-			b := make([]byte, 100)
-			for {
-				n, err := rc.Read(b)
-				if err != nil {
-					close(got)
-					return
-				}
-				got <- string(b[:n])
-			}
-		}()
+		got := reads(rc)
 		synctest.Wait()
 		if l := <-got; l != "first\n" {
 			t.Fatalf("first line %q", l)
@@ -146,17 +134,14 @@ func TestSimPodsRunOutput(t *testing.T) {
 		{"FallbackToLogsOnError: the last 80 lines, 2048 bytes", many, v1.TerminationMessageFallbackToLogsOnError, "/dev/termination-log", manyTail, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			start := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
-			clk := testingclock.NewFakeClock(start)
-			s := newSimPods(Behaviour{}, "fakeRuntime", record.NewFakeRecorder(10), clk)
-			s.commands = &commands{}
+			s := newCommandSim()
 			p := jobPod("out", "0", v1.RestartPolicyNever, emptyDir, []string{"sh", "-c", tc.script}, nil)
 			p.Spec.Containers[0].Env = append(p.Spec.Containers[0].Env, v1.EnvVar{Name: "POD_NAME", Value: "out"})
 			p.Spec.Containers[0].TerminationMessagePath = tc.path
 			p.Spec.Containers[0].TerminationMessagePolicy = tc.policy
 			ctx := context.Background()
 			_ = s.CreatePod(ctx, p)
-			clk.Step(time.Minute)
+			s.clk.Step(time.Minute)
 			r, err := s.GetPodStatus(ctx, p)
 			if err != nil {
 				t.Fatal(err)
@@ -214,15 +199,12 @@ func TestLogTail(t *testing.T) {
 // TestSimPodsRunOutputRestarts: each run of a restarting container has its own lines (kubectl logs and
 // --previous), and a pod keeps those of the current and previous runs only.
 func TestSimPodsRunOutputRestarts(t *testing.T) {
-	start := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
-	clk := testingclock.NewFakeClock(start)
-	s := newSimPods(Behaviour{}, "fakeRuntime", record.NewFakeRecorder(10), clk)
-	s.commands = &commands{}
+	s := newCommandSim()
 	p := jobPod("restarts", "0", v1.RestartPolicyOnFailure, emptyDir,
 		[]string{"sh", "-c", `n=$(cat /data/n 2>/dev/null || echo 0); echo run $n; echo $((n+1)) > /data/n; [ $n -ge 2 ]`}, nil)
 	ctx := context.Background()
 	_ = s.CreatePod(ctx, p)
-	clk.Step(5 * time.Minute)
+	s.clk.Step(5 * time.Minute)
 	r, err := s.GetPodStatus(ctx, p)
 	if err != nil {
 		t.Fatal(err)

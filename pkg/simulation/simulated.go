@@ -845,32 +845,22 @@ func containerRuntimeID(p *v1.Pod, name string, restarts int32) string {
 }
 
 // NormalizeImage returns an image reference as containerd reports it in the status: the docker.io
-// domain and library/ path for short names, :latest when neither a tag nor a digest is given.
+// domain and library/ path for short names (index.docker.io and docker.io/NAME as
+// github.com/distribution/reference normalizes them: imageRepository), :latest when neither a tag nor
+// a digest is given.
 func NormalizeImage(image string) string {
-	name, digest, hasDigest := strings.Cut(image, "@")
-	first, rest, hasSlash := strings.Cut(name, "/")
-	switch {
-	case !hasSlash:
-		name = "docker.io/library/" + name
-	case !strings.ContainsAny(first, ".:") && first != "localhost":
-		name = "docker.io/" + first + "/" + rest
+	prefix, name, suffix := splitImage(image)
+	if suffix == "" {
+		suffix = ":latest"
+	} else if prefix == "" {
+		return image // name is where image starts: nothing to add
 	}
-	if hasDigest {
-		return name + "@" + digest
-	}
-	if i := strings.LastIndex(name, ":"); i < 0 || strings.Contains(name[i:], "/") {
-		name += ":latest"
-	}
-	return name
+	return prefix + name + suffix
 }
 
 // ImageID returns a simulated image's ID as the status shows it, "<repository>@sha256:<digest>", the
 // digest derived from the normalized reference.
 func ImageID(normalized string) string {
-	repo, _, _ := strings.Cut(normalized, "@")
-	if i := strings.LastIndex(repo, ":"); i >= 0 && !strings.Contains(repo[i:], "/") {
-		repo = repo[:i]
-	}
 	sum := sha256.Sum256([]byte(normalized))
-	return repo + "@sha256:" + hex.EncodeToString(sum[:])
+	return imageRepository(normalized) + "@sha256:" + hex.EncodeToString(sum[:])
 }

@@ -135,18 +135,7 @@ func TestStreamingFollow(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := make(chan string, 10)
-		go func() {
-			b := make([]byte, 100)
-			for {
-				n, err := rc.Read(b)
-				if err != nil {
-					close(got)
-					return
-				}
-				got <- string(b[:n])
-			}
-		}()
+		got := reads(rc)
 		time.Sleep(15 * time.Second)
 		synctest.Wait()
 		want := start.Add(10*time.Second).UTC().Format(time.RFC3339Nano) + " f container=c restart=1 line=0\n"
@@ -163,6 +152,24 @@ func TestStreamingFollow(t *testing.T) {
 			t.Errorf("after the container stopped, got %q; want the stream ended", l)
 		}
 	})
+}
+
+// reads sends each read of r, closed at its first error (the stream's end): the chunks a
+// kubectl logs -f reader sees.
+func reads(r io.Reader) <-chan string {
+	got := make(chan string, 10)
+	go func() {
+		b := make([]byte, 100)
+		for {
+			n, err := r.Read(b)
+			if err != nil {
+				close(got)
+				return
+			}
+			got <- string(b[:n])
+		}
+	}()
+	return got
 }
 
 type onePodMut struct {

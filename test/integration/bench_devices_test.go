@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -59,14 +58,11 @@ func TestBenchDevices(t *testing.T) {
 			ctx := t.Context()
 			dir := t.TempDir()
 			cp := framework.StartTestControlPlane(ctx, t, framework.ControlPlaneOptions{Dir: filepath.Join(dir, "cp")})
-			tmpl := filepath.Join(dir, "template.yaml")
 			body := benchDevicesTemplate
 			if !withDevices {
 				body, _, _ = strings.Cut(body, "devices:\n")
 			}
-			if err := os.WriteFile(tmpl, []byte(body), 0o600); err != nil {
-				t.Fatal(err)
-			}
+			tmpl := writeNodeTemplate(t, body)
 			before := sliceRequests(ctx, t, cp.AdminClient)
 			start := time.Now()
 			sim := startSimulator(t, "--kubeconfig="+cp.AdminKubeconfig, "--nodes="+strconv.Itoa(nodes), "--node-name-prefix=bench-", "--node-template="+tmpl)
@@ -183,10 +179,7 @@ func TestBenchDeviceClaims(t *testing.T) {
 			if err := cp.CreateNamespace(ctx, ns); err != nil {
 				t.Fatal(err)
 			}
-			tmpl := filepath.Join(dir, "template.yaml")
-			if err := os.WriteFile(tmpl, []byte(benchDevicesTemplate), 0o600); err != nil {
-				t.Fatal(err)
-			}
+			tmpl := writeNodeTemplate(t, benchDevicesTemplate)
 			sim := startSimulator(t, "--kubeconfig="+cp.AdminKubeconfig, "--nodes="+strconv.Itoa(nodes), "--node-name-prefix=claims-", "--node-template="+tmpl)
 			waitNodesReady(ctx, t, admin, sim, nodes, 5*time.Minute)
 			err := framework.WaitFor(ctx, time.Second, func() (bool, error) {

@@ -99,25 +99,9 @@ func TestDRAFidelity(t *testing.T) {
 	if err := ctrd.ImportPodImages(sctx, dir); err != nil {
 		t.Fatal(err)
 	}
-	cp, err := framework.StartControlPlane(sctx, framework.ControlPlaneOptions{
-		Dir: filepath.Join(dir, "cp"), NodeNames: []string{draFidKubeletNode}, ControllerManager: true,
-		ExtraControllerManagerArgs: []string{"--controllers=garbage-collector-controller,node-ipam-controller,resourceclaim-controller",
-			"--allocate-node-cidrs=true", "--cluster-cidr=10.244.0.0/16", "--node-cidr-mask-size=24"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cp.Stop)
-	if err := cp.StartScheduler(sctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cp.StopScheduler() })
+	cp := startSchedulingControlPlane(sctx, t, framework.ControlPlaneOptions{Dir: filepath.Join(dir, "cp"), NodeNames: []string{draFidKubeletNode}},
+		[]string{draFidKubeletNS, draFidSimNS}, "garbage-collector-controller", "resourceclaim-controller")
 	admin := cp.AdminClient
-	for _, ns := range []string{draFidKubeletNS, draFidSimNS} {
-		if err := cp.CreateNamespace(sctx, ns); err != nil {
-			t.Fatal(err)
-		}
-	}
 
 	// The reference kubelet, with a cluster DNS address (else a MissingClusterDNS Event), and its DRA plugin
 	// manager's registration logged (V(3)).
@@ -146,12 +130,7 @@ func TestDRAFidelity(t *testing.T) {
 	driver := framework.StartTestDRATestDriver(ctx, t, cp, framework.DRATestDriverOptions{Dir: filepath.Join(dir, "d"),
 		Kubelet: kubelet, Kubeconfig: kubeconfig, NumDevices: 4})
 
-	tmpl := filepath.Join(dir, "template.yaml")
-	if err := os.WriteFile(tmpl, []byte(draFidTemplate), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	sim := startSimulator(t, "--kubeconfig="+cp.AdminKubeconfig, "--nodes=1", "--node-name-prefix="+draFidSimPrefix, "--node-template="+tmpl)
-	waitNodesReady(ctx, t, admin, sim, 1, 2*time.Minute)
+	startTemplatedNodes(ctx, t, cp, draFidSimPrefix, 1, writeNodeTemplate(t, draFidTemplate))
 	simNode := draFidSimPrefix + "0000"
 	t.Logf("control plane, kubelet Node with the DRA test driver registered, simulated Node ready after %v", time.Since(start).Round(10*time.Millisecond))
 

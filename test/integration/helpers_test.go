@@ -234,3 +234,50 @@ func startSimulatedNode(ctx context.Context, t *testing.T, ns, prefix string) *f
 		kubeletAPIArgs(cp, ip, framework.FreePort())...), nil, framework.FreePort())
 	return cp
 }
+
+// startSchedulingControlPlane starts a control plane (opts; Dir, when empty, under t.TempDir()) with
+// kube-controller-manager running nodeipam (each Node a podCIDR of 10.244.0.0/16) and the controllers
+// named, and kube-scheduler, and creates the namespaces: the setup of the tests whose pods the real
+// scheduler binds to simulated Nodes (devices, claims, device plugins). ctx bounds the start.
+func startSchedulingControlPlane(ctx context.Context, t *testing.T, opts framework.ControlPlaneOptions, namespaces []string, controllers ...string) *framework.ControlPlane {
+	t.Helper()
+	if opts.Dir == "" {
+		opts.Dir = filepath.Join(t.TempDir(), "cp")
+	}
+	opts.ControllerManager = true
+	opts.ExtraControllerManagerArgs = []string{"--controllers=" + strings.Join(append([]string{"node-ipam-controller"}, controllers...), ","),
+		"--allocate-node-cidrs=true", "--cluster-cidr=10.244.0.0/16", "--node-cidr-mask-size=24"}
+	cp := framework.StartTestControlPlane(ctx, t, opts)
+	if err := cp.StartScheduler(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cp.StopScheduler() })
+	for _, ns := range namespaces {
+		if err := cp.CreateNamespace(ctx, ns); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return cp
+}
+
+// writeNodeTemplate writes template, a simulated Node template (docs/simulation.md, --node-template), to
+// a file under t.TempDir() and returns its path.
+func writeNodeTemplate(t *testing.T, template string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "template.yaml")
+	if err := os.WriteFile(path, []byte(template), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// startTemplatedNodes starts `nodeagent simulate` of n Nodes, <prefix>0000 on, from the Node template
+// at tmpl (writeNodeTemplate), against cp's API server as its admin, with args added, and waits up to
+// 2 minutes for them to be Ready (ctx bounding the wait).
+func startTemplatedNodes(ctx context.Context, t *testing.T, cp *framework.ControlPlane, prefix string, n int, tmpl string, args ...string) *simulator {
+	t.Helper()
+	sim := startSimulator(t, append([]string{"--kubeconfig=" + cp.AdminKubeconfig, "--nodes=" + strconv.Itoa(n),
+		"--node-name-prefix=" + prefix, "--node-template=" + tmpl}, args...)...)
+	waitNodesReady(ctx, t, cp.AdminClient, sim, n, 2*time.Minute)
+	return sim
+}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -62,29 +61,12 @@ func TestSimulateDeviceClaims(t *testing.T) {
 		driver = "gpu.example.com"
 	)
 	ctx := t.Context()
-	dir := t.TempDir()
 	sctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	cp := framework.StartTestControlPlane(sctx, t, framework.ControlPlaneOptions{
-		Dir: filepath.Join(dir, "cp"), ControllerManager: true,
-		ExtraControllerManagerArgs: []string{
-			"--controllers=garbage-collector-controller,node-ipam-controller,resourceclaim-controller,device-taint-eviction-controller,replicaset-controller,deployment-controller",
-			"--allocate-node-cidrs=true", "--cluster-cidr=10.244.0.0/16", "--node-cidr-mask-size=24"},
-	})
-	if err := cp.StartScheduler(sctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cp.StopScheduler() })
+	cp := startSchedulingControlPlane(sctx, t, framework.ControlPlaneOptions{}, []string{ns}, "garbage-collector-controller",
+		"resourceclaim-controller", "device-taint-eviction-controller", "replicaset-controller", "deployment-controller")
 	admin := cp.AdminClient
-	if err := cp.CreateNamespace(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	tmpl := filepath.Join(dir, "template.yaml")
-	if err := os.WriteFile(tmpl, []byte(claimsTemplate), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	sim := startSimulator(t, "--kubeconfig="+cp.AdminKubeconfig, "--nodes=2", "--node-name-prefix="+prefix, "--node-template="+tmpl)
-	waitNodesReady(ctx, t, admin, sim, 2, 2*time.Minute)
+	sim := startTemplatedNodes(ctx, t, cp, prefix, 2, writeNodeTemplate(t, claimsTemplate))
 	root, err := framework.RepoRoot()
 	if err != nil {
 		t.Fatal(err)

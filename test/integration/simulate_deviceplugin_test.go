@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -43,29 +41,12 @@ func TestSimulateDevicePlugin(t *testing.T) {
 		ns     = "sim-plugin"
 	)
 	ctx := t.Context()
-	dir := t.TempDir()
 	sctx, cancel := context.WithTimeout(ctx, 4*time.Minute)
 	defer cancel()
-	cp := framework.StartTestControlPlane(sctx, t, framework.ControlPlaneOptions{
-		Dir: filepath.Join(dir, "cp"), ControllerManager: true,
-		ExtraControllerManagerArgs: []string{"--controllers=node-ipam-controller",
-			"--allocate-node-cidrs=true", "--cluster-cidr=10.244.0.0/16", "--node-cidr-mask-size=24"},
-	})
-	if err := cp.StartScheduler(sctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cp.StopScheduler() })
+	cp := startSchedulingControlPlane(sctx, t, framework.ControlPlaneOptions{}, []string{ns})
 	admin := cp.AdminClient
-	if err := cp.CreateNamespace(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	tmpl := filepath.Join(dir, "template.yaml")
-	if err := os.WriteFile(tmpl, []byte(pluginTemplate), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	sim := startSimulator(t, append([]string{"--kubeconfig=" + cp.AdminKubeconfig, "--nodes=1", "--node-name-prefix=" + prefix, "--node-template=" + tmpl},
-		kubeletAPIArgs(cp, hostAddress(t), framework.FreePort())...)...) // the kubelet API: kubectl logs
-	waitNodesReady(ctx, t, admin, sim, 1, 2*time.Minute)
+	sim := startTemplatedNodes(ctx, t, cp, prefix, 1, writeNodeTemplate(t, pluginTemplate),
+		kubeletAPIArgs(cp, hostAddress(t), framework.FreePort())...) // the kubelet API: kubectl logs
 	node := prefix + "0000"
 
 	gpus := func(n string) corev1.ResourceRequirements {

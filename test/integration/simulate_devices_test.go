@@ -55,27 +55,11 @@ func TestSimulateDevices(t *testing.T) {
 		driver = "gpu.example.com"
 	)
 	ctx := t.Context()
-	dir := t.TempDir()
 	sctx, cancel := context.WithTimeout(ctx, 4*time.Minute)
 	defer cancel()
-	cp := framework.StartTestControlPlane(sctx, t, framework.ControlPlaneOptions{
-		Dir: filepath.Join(dir, "cp"), ControllerManager: true,
-		ExtraControllerManagerArgs: []string{
-			"--controllers=garbage-collector-controller,node-ipam-controller,resourceclaim-controller",
-			"--allocate-node-cidrs=true", "--cluster-cidr=10.244.0.0/16", "--node-cidr-mask-size=24"},
-	})
-	if err := cp.StartScheduler(sctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cp.StopScheduler() })
+	cp := startSchedulingControlPlane(sctx, t, framework.ControlPlaneOptions{}, []string{ns}, "garbage-collector-controller", "resourceclaim-controller")
 	admin := cp.AdminClient
-	if err := cp.CreateNamespace(ctx, ns); err != nil {
-		t.Fatal(err)
-	}
-	tmpl := filepath.Join(dir, "template.yaml")
-	if err := os.WriteFile(tmpl, []byte(devicesTemplate), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	tmpl := writeNodeTemplate(t, devicesTemplate)
 	// Without access to ResourceSlices the start is refused, naming it.
 	bare, err := cp.ServiceAccountKubeconfig(ctx, "nodeagent-devices-bare", "nobody")
 	if err != nil {
@@ -87,8 +71,7 @@ func TestSimulateDevices(t *testing.T) {
 		t.Errorf("without RBAC for the slices: exit %d, output:\n%s\nwant exit 1 saying %q", code, out, want)
 	}
 
-	sim := startSimulator(t, "--kubeconfig="+cp.AdminKubeconfig, "--nodes=2", "--node-name-prefix="+prefix, "--node-template="+tmpl)
-	waitNodesReady(ctx, t, admin, sim, nodes, 2*time.Minute)
+	sim := startTemplatedNodes(ctx, t, cp, prefix, nodes, tmpl)
 
 	// One slice per Node, owned by it.
 	uids := map[string]string{}

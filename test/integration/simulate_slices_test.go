@@ -2,7 +2,6 @@ package integration_test
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -23,22 +22,10 @@ import (
 	"github.com/nodeagent/nodeagent/test/framework"
 )
 
-// slicesTemplate has three drivers: 2 GPUs with attributes and capacity, 2 NICs, and a partitionable
-// GPU (shared counters, offered whole or as two halves that consume them: two slices per Node).
-const slicesTemplate = `apiVersion: v1
-kind: Node
-devices:
-  drivers:
-  - driver: gpu.example.com
-    devices:
-    - name: gpu-{index}
-      count: 2
-      attributes:
-        model: {string: H100}
-        resource.kubernetes.io/pcieRoot: {string: pci0000:00}
-      capacity:
-        memory: {value: 80Gi}
-  - driver: nic.example.com
+// slicesTemplate has three drivers: devicesTemplate's 2 GPUs with attributes and capacity, 2 NICs, and
+// a partitionable GPU (shared counters, offered whole or as two halves that consume them: two slices per
+// Node).
+const slicesTemplate = devicesTemplate + `  - driver: nic.example.com
     devices:
     - name: nic-{index}
       count: 2
@@ -76,13 +63,9 @@ func TestResourceSlicesAsTheLibrary(t *testing.T) {
 	)
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	dir := t.TempDir()
-	cp := framework.StartTestControlPlane(ctx, t, framework.ControlPlaneOptions{Dir: filepath.Join(dir, "cp")})
+	cp := framework.StartTestControlPlane(ctx, t, framework.ControlPlaneOptions{Dir: filepath.Join(t.TempDir(), "cp")})
 	admin := cp.AdminClient
-	tmplPath := filepath.Join(dir, "template.yaml")
-	if err := os.WriteFile(tmplPath, []byte(slicesTemplate), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	tmplPath := writeNodeTemplate(t, slicesTemplate)
 	tmpl, err := simulation.ParseTemplate([]byte(slicesTemplate))
 	if err != nil {
 		t.Fatal(err)
