@@ -41,7 +41,7 @@ func main() {
 	bins := flag.String("bins", "", "comma-separated nodeagent binaries to alternate, copied to "+
 		"$NODEAGENT_BINARY before each start (default: the one framework.BuildAgent builds); "+
 		"PATH@K=V[@K=V...] also sets those environment variables for that binary's starts, and PATH@--flag=V "+
-			"adds that flag to its starts after -args (e.g. /tmp/a@--port=0,/tmp/a: one binary with and without its kubelet API)")
+		"adds that flag to its starts after -args (e.g. /tmp/a@--port=0,/tmp/a: one binary with and without its kubelet API)")
 	extra := flag.String("args", "", "comma-separated extra nodeagent flags for every start (e.g. --port=10250,--cert-dir=/tmp/certs: "+
 		"its kubelet API on, the self-signed certificate kept across starts as on a node)")
 	idle := flag.Duration("idle", 0, "after the last start, keep that agent running this long, then write its heap "+
