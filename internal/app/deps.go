@@ -156,6 +156,9 @@ func NewDependencies(ctx context.Context, cfg *config.Completed) (*Dependencies,
 	if d.Runtime, err = criruntime.Dial(c.ContainerRuntimeEndpoint, c.ImageServiceEndpoint, c.RuntimeRequestTimeout.Duration); err != nil {
 		return nil, fmt.Errorf("--container-runtime-endpoint %q: %w", c.ContainerRuntimeEndpoint, err)
 	}
+	// Connected in the background while the rest is built: the first runtime check, which the Node's
+	// registration waits for (pkg/node startup.go), does not pay for the dial.
+	d.Runtime.Connect()
 	// The host (cadvisor) and the eviction manager feed the Node's capacity and pressure, which the
 	// kubelet owns in companion mode: there they are neither built nor run.
 	if !c.Companion {
