@@ -66,12 +66,20 @@ func TestKubeletAPIBesideRegistration(t *testing.T) {
 		wantErr  []string
 		wantIs   error
 		wantNode bool // the Node created at once (at 0 s); else not looked at (a failing set-up races it)
+		// nodeSyncAt, when set, is when the Node informer counts as synced (else its own HasSynced):
+		// the pod informer must not list before it, and must list after.
+		nodeSyncAt time.Duration
 	}{
 		{
 			name: "a set-up that takes an hour: the Node is created at once, the API not set up yet",
 			// An unreadable --tls-cert-file: the set-up would fail, but only once the hour has passed.
 			flags:      []string{"--tls-cert-file=DIR/none.crt", "--tls-private-key-file=DIR/none.key"},
 			setUpDelay: time.Hour, wantNode: true,
+		},
+		{
+			name:       "the pod informer waits for the Node informer's sync, as the kubelet's pod source",
+			flags:      []string{"--cert-dir=DIR/pki"},
+			setUpDelay: time.Hour, wantNode: true, nodeSyncAt: time.Minute,
 		},
 		{
 			name:    "an unreadable --tls-cert-file: Run fails, naming the flag and wrapping the cause",
@@ -140,6 +148,17 @@ func TestKubeletAPIBesideRegistration(t *testing.T) {
 					t.Fatal(err)
 				}
 				k.serve(ctrl)
+				if tc.nodeSyncAt > 0 {
+					k.nodeSynced = func() bool { return time.Since(t0) >= tc.nodeSyncAt }
+				}
+				podsListed := func() bool {
+					for _, a := range client.Actions() {
+						if a.GetResource().Resource == "pods" && (a.GetVerb() == "list" || a.GetVerb() == "watch") {
+							return true
+						}
+					}
+					return false
+				}
 				group := lifecycle.Group{}
 				group.Add("node informer", lifecycle.Informers{SharedInformerFactory: deps.Informers})
 				if err := q.Start(ctrl); err != nil {
@@ -158,6 +177,16 @@ func TestKubeletAPIBesideRegistration(t *testing.T) {
 				}
 				if tc.wantNode && (setUpDone || k.served.Load() != nil) {
 					t.Errorf("at %v: the API set up already (done %v), want it still setting up", time.Since(t0), setUpDone)
+				}
+				if tc.nodeSyncAt > 0 {
+					if podsListed() {
+						t.Errorf("at %v: pods listed before the Node informer synced (at %v)", time.Since(t0), tc.nodeSyncAt)
+					}
+					time.Sleep(tc.nodeSyncAt + time.Second) // the wait polls every 100 ms
+					synctest.Wait()
+					if !podsListed() {
+						t.Errorf("at %v: pods not listed, the Node informer synced at %v", time.Since(t0), tc.nodeSyncAt)
+					}
 				}
 				if len(tc.wantErr) == 0 {
 					cancel()
