@@ -8,6 +8,9 @@
 //	go build -tags grpcnotrace -o /tmp/a ./cmd/nodeagent   # and /tmp/b from another commit
 //	go run ./hack/startprof -n 40 -prof=false -bins /tmp/a,/tmp/b
 //
+// The agent runs without its kubelet API (framework.StartAgent's --port=0) unless -args or a binary's
+// own flags (-bins PATH@--port=N) turn it on, as make bench does (--port=<free port>).
+//
 // It prints each start and the median, min and max per binary (the first start of each is not counted).
 package main
 
@@ -37,7 +40,8 @@ func main() {
 	prof := flag.Bool("prof", true, "write a start-up trace and CPU profile of each start to the directory")
 	bins := flag.String("bins", "", "comma-separated nodeagent binaries to alternate, copied to "+
 		"$NODEAGENT_BINARY before each start (default: the one framework.BuildAgent builds); "+
-		"PATH@K=V[@K=V...] also sets those environment variables for that binary's starts")
+		"PATH@K=V[@K=V...] also sets those environment variables for that binary's starts, and PATH@--flag=V "+
+		"adds that flag to its starts after -args (e.g. /tmp/a@--port=0,/tmp/a: one binary with and without its kubelet API)")
 	extra := flag.String("args", "", "comma-separated extra nodeagent flags for every start (e.g. --port=10250,--cert-dir=/tmp/certs: "+
 		"its kubelet API on, the self-signed certificate kept across starts as on a node)")
 	idle := flag.Duration("idle", 0, "after the last start, keep that agent running this long, then write its heap "+
@@ -106,8 +110,15 @@ func main() {
 			env = []string{"NODEAGENT_STARTUP_TRACE=" + filepath.Join(*dir, fmt.Sprintf("trace-%02d.out", i)),
 				"NODEAGENT_STARTUP_CPUPROFILE=" + filepath.Join(*dir, fmt.Sprintf("cpu-%02d.pprof", i))}
 		}
+		var binArgs []string
 		if _, kvs, ok := strings.Cut(bin, "@"); ok {
-			env = append(env, strings.Split(kvs, "@")...)
+			for _, kv := range strings.Split(kvs, "@") {
+				if strings.HasPrefix(kv, "-") {
+					binArgs = append(binArgs, kv)
+				} else {
+					env = append(env, kv)
+				}
+			}
 		}
 		adir := filepath.Join(*dir, fmt.Sprintf("agent-%02d", i))
 		// The Ready event's time is taken as it arrives, not after StartAgent returns (which waits
@@ -125,7 +136,7 @@ func main() {
 		}()
 		start := time.Now()
 		a, err := framework.StartAgent(ctx, framework.AgentOptions{Dir: adir, NodeName: node, Kubeconfig: cp.KubeconfigFor(node),
-			RuntimeEndpoint: ctrd.Endpoint, Env: env, Args: args(*v, *extra, *idle > 0)})
+			RuntimeEndpoint: ctrd.Endpoint, Env: env, Args: append(args(*v, *extra, *idle > 0), binArgs...)})
 		if err != nil {
 			panic(err)
 		}

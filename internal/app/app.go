@@ -168,7 +168,8 @@ func (a *Agent) notes() []string {
 // eviction manager, the problem monitors and the per-node controller (or companion mode) until ctx
 // ends; then it stops them, waiting at most 5 s, flushes events and returns nil. Nothing waits on the
 // container runtime before the server answers and READY=1 is sent (the kubelet's health server and
-// READY=1 do not either).
+// READY=1 do not either), and nothing waits on the kubelet API's set-up before the Node registers
+// (kubeletAPI.addTo: it sets up and serves beside registration, as the kubelet's ListenAndServe).
 func (a *Agent) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx).WithValues("node", a.cfg.NodeName)
 	ctx = klog.NewContext(ctx, logger)

@@ -84,9 +84,10 @@ func (d *Dependencies) RecorderFor(component, host string) record.EventRecorder 
 	return r
 }
 
-// NewDependencies builds the Dependencies for cfg. It makes no API or CRI call, except that the
-// certificate manager (with --bootstrap-kubeconfig or --rotate-certificates) starts requesting a
-// certificate in the background once every check has passed. The error names the flag and the value
+// NewDependencies builds the Dependencies for cfg. It makes no API or CRI call, except that once
+// every check has passed the certificate manager (with --bootstrap-kubeconfig or
+// --rotate-certificates) starts requesting a certificate in the background, and the CRI connection
+// starts connecting (no call). The error names the flag and the value
 // (--kubeconfig, --bootstrap-kubeconfig, --cert-dir, --rotate-certificates, --root-dir,
 // --container-runtime-endpoint).
 func NewDependencies(ctx context.Context, cfg *config.Completed) (*Dependencies, error) {
@@ -179,6 +180,10 @@ func NewDependencies(ctx context.Context, cfg *config.Completed) (*Dependencies,
 	if d.Certificates != nil {
 		d.Certificates.Start(ctx)
 	}
+	// The CRI connection is opened in the background while the agent builds the rest, so that the
+	// first runtime check, which the Node's registration waits for (pkg/node startup.go), does not
+	// pay for the dial.
+	d.Runtime.Connect()
 	return d, nil
 }
 

@@ -23,8 +23,11 @@ func TestKubeletAPICertificateError(t *testing.T) {
 	}
 	now := time.Now()
 	var events []string
-	k := &kubeletAPI{getCertificate: kubeletserver.StaticCertificate(&cert), now: func() time.Time { return now },
-		onExpired: func(m string) { events = append(events, m) }}
+	k := &kubeletAPI{now: func() time.Time { return now }, onExpired: func(m string) { events = append(events, m) }}
+	if err := k.certificateError(); err != nil {
+		t.Fatalf("not set up yet: %v", err)
+	}
+	k.served.Store(&serving{getCertificate: kubeletserver.StaticCertificate(&cert)})
 	if err := k.certificateError(); err != nil {
 		t.Fatalf("a valid certificate: %v", err)
 	}

@@ -104,9 +104,7 @@ func newNodeMode(cfg *config.Completed, deps *Dependencies) (*nodeMode, error) {
 		return nil, err
 	}
 	if kubelet != nil {
-		if err := kubelet.serve(ctrl); err != nil {
-			return nil, err
-		}
+		kubelet.serve(ctrl)
 		kubelet.onExpired = func(message string) {
 			deps.Recorder.Event(ctrl.EventRef(), v1.EventTypeWarning, "ServingCertificateExpired", message)
 		}

@@ -117,6 +117,16 @@ func (c *Client) newConn(endpoint string) (*grpc.ClientConn, error) {
 	return conn, nil
 }
 
+// Connect starts connecting to the endpoints in the background without waiting (gRPC's
+// ClientConn.Connect: an idle connection leaves idle mode), so that the first call does not pay
+// for the dial and the HTTP/2 handshake, as the kubelet's runtime manager connects at start with
+// its first Version call. A call made while connecting waits for it as before.
+func (c *Client) Connect() {
+	for _, conn := range c.conns {
+		conn.Connect()
+	}
+}
+
 // Close closes the connections. Calls after Close fail.
 func (c *Client) Close() error {
 	var errs []error

@@ -181,3 +181,41 @@ func TestVersionSource(t *testing.T) {
 		}
 	}
 }
+
+// TestClientConnect: Connect leaves the idle connection connecting by itself, with no call made, so
+// that the first call (the start-up's runtime check) finds it ready; without Connect it stays idle
+// until a call.
+func TestClientConnect(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		connect bool
+		want    connectivity.State
+	}{
+		{name: "Connect: ready with no call", connect: true, want: connectivity.Ready},
+		{name: "no Connect: idle until a call", connect: false, want: connectivity.Idle},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sock := filepath.Join(t.TempDir(), "containerd.sock")
+			serveCRI(t, sock, &criServer{})
+			c, err := Dial("unix://"+sock, "", 2*time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if tc.connect {
+				c.Connect()
+			}
+			// A liveness bound: a local socket connects in milliseconds.
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+			defer cancel()
+			conn := c.conns[0]
+			s := conn.GetState()
+			for s != connectivity.Ready && conn.WaitForStateChange(ctx, s) {
+				s = conn.GetState()
+			}
+			if s != tc.want {
+				t.Errorf("connection %v, want %v", s, tc.want)
+			}
+		})
+	}
+}
