@@ -66,9 +66,11 @@ type serving struct {
 
 // newKubeletAPI builds the agent's kubelet API without setting it up: the pod informer and its
 // lister (which the Node's controller reads) and the stats (which start nothing); nil with --port=0.
+// It reads the operator's files first (readServingFiles: the serving certificate and the client CA,
+// as the kubelet's InitializeTLS before its Run), so that a bad one refuses to start the agent.
 // The rest (newServing) runs in the "kubelet API server" Runnable (addTo), beside the Node's
 // registration, as the kubelet's Run starts ListenAndServe in a goroutine of its own next to its
-// node status loop: nothing of the API is on the path to the Node's Ready.
+// node status loop: nothing else of the API is on the path to the Node's Ready.
 func newKubeletAPI(cfg *config.Completed, deps *Dependencies) (*kubeletAPI, error) {
 	c := cfg.Config
 	if c.Port == nil || *c.Port == 0 {
@@ -81,11 +83,16 @@ func newKubeletAPI(cfg *config.Completed, deps *Dependencies) (*kubeletAPI, erro
 	if err := inf.AddIndexers(node.PodIndexers()); err != nil {
 		return nil, err
 	}
+	files, err := readServingFiles(cfg, deps)
+	if err != nil {
+		return nil, err
+	}
 	k := &kubeletAPI{address: c.Address, port: int(*c.Port), pods: pods, lister: node.IndexedPodLister{Indexer: inf.GetIndexer()},
 		nodeSynced: deps.Informers.Core().V1().Nodes().Informer().HasSynced, now: deps.Clock.Now,
-		setUp: func(_ context.Context, ctrl *node.Controller) (*serving, error) { return newServing(cfg, deps, ctrl) }}
+		setUp: func(_ context.Context, ctrl *node.Controller) (*serving, error) {
+			return newServing(cfg, deps, ctrl, files)
+		}}
 	if deps.Machine != nil {
-		var err error
 		if k.stats, err = host.NewStats(host.StatsConfig{NodeName: cfg.NodeName, RootDir: c.RootDir, Clock: deps.Clock}); err != nil {
 			return nil, err
 		}
@@ -93,17 +100,53 @@ func newKubeletAPI(cfg *config.Completed, deps *Dependencies) (*kubeletAPI, erro
 	return k, nil
 }
 
-// newServing checks and builds what the kubelet API serves with, as the kubelet's InitializeTLS
-// and BuildAuth: the serving certificate (--tls-cert-file and --tls-private-key-file, refused when
-// unreadable, expired or not yet valid; with --rotate-server-certificates the kubelet-serving CSR's;
-// else the kubelet's self-signed one in --cert-dir), the TLS configuration (--client-ca-file), the
-// authenticator and authorizer (authentication, authorization) and ctrl's handler. Errors name the
-// flag or field and its value.
-func newServing(cfg *config.Completed, deps *Dependencies, ctrl *node.Controller) (*serving, error) {
+// servingFiles is what the kubelet API reads of the operator's files before the agent runs.
+type servingFiles struct {
+	// getCertificate serves --tls-cert-file's pair or the self-signed one; nil with
+	// --rotate-server-certificates, whose manager (newServing) provides it.
+	getCertificate func(*tls.ClientHelloInfo) (*tls.Certificate, error)
+	// tls is the server's TLS configuration with --client-ca-file's pool (kubeletserver.TLSConfig),
+	// serving getCertificate.
+	tls *tls.Config
+}
+
+// readServingFiles reads the operator's files of the kubelet API, as the kubelet's InitializeTLS
+// before its Run: the serving certificate (--tls-cert-file and --tls-private-key-file, refused when
+// unreadable, expired or not yet valid; else the kubelet's self-signed one in --cert-dir, made once)
+// and the client CA (--client-ca-file). With --rotate-server-certificates the certificate is the
+// manager's, set up beside the registration (newServing). Errors name the flag or field and its
+// value and wrap the cause.
+func readServingFiles(cfg *config.Completed, deps *Dependencies) (servingFiles, error) {
 	c := cfg.Config
-	s := &serving{}
+	var f servingFiles
 	switch {
 	case c.ServerTLSBootstrap:
+	case c.TLSCertFile != "":
+		cert, err := kubeletserver.LoadCertificate(c.TLSCertFile, c.TLSPrivateKeyFile, deps.Clock.Now())
+		if err != nil {
+			return f, err
+		}
+		f.getCertificate = kubeletserver.StaticCertificate(cert)
+	default:
+		cert, err := kubeletserver.SelfSignedCertificate(cfg.EffectiveCertDir(), cfg.NodeName, nil)
+		if err != nil {
+			return f, fmt.Errorf("--cert-dir %q: %w", cfg.EffectiveCertDir(), err)
+		}
+		f.getCertificate = kubeletserver.StaticCertificate(cert)
+	}
+	var err error
+	f.tls, err = kubeletserver.TLSConfig(f.getCertificate, c.Authentication.X509.ClientCAFile)
+	return f, err
+}
+
+// newServing builds what the kubelet API serves with from files, as the kubelet's BuildAuth and
+// its server's TLS configuration: with --rotate-server-certificates the serving certificate
+// manager (a kubelet-serving CSR), the TLS configuration, the authenticator and authorizer
+// (authentication, authorization) and ctrl's handler. Errors name the flag or field and its value.
+func newServing(cfg *config.Completed, deps *Dependencies, ctrl *node.Controller, files servingFiles) (*serving, error) {
+	c := cfg.Config
+	s := &serving{getCertificate: files.getCertificate, tls: files.tls.Clone()}
+	if c.ServerTLSBootstrap {
 		// The kubelet's serverTLSBootstrap: a kubelet-serving CSR for the Node's last observed
 		// addresses, renewed as it nears expiry; a pair at --tls-cert-file is looked at first.
 		nodes := deps.Informers.Core().V1().Nodes().Lister()
@@ -121,28 +164,14 @@ func newServing(cfg *config.Completed, deps *Dependencies, ctrl *node.Controller
 			return nil, fmt.Errorf("--rotate-server-certificates: %w", err)
 		}
 		s.manager, s.getCertificate = m, kubeletserver.ManagerCertificate(m)
-	case c.TLSCertFile != "":
-		cert, err := kubeletserver.LoadCertificate(c.TLSCertFile, c.TLSPrivateKeyFile, deps.Clock.Now())
-		if err != nil {
-			return nil, err
-		}
-		s.getCertificate = kubeletserver.StaticCertificate(cert)
-	default:
-		cert, err := kubeletserver.SelfSignedCertificate(cfg.EffectiveCertDir(), cfg.NodeName, nil)
-		if err != nil {
-			return nil, fmt.Errorf("--cert-dir %q: %w", cfg.EffectiveCertDir(), err)
-		}
-		s.getCertificate = kubeletserver.StaticCertificate(cert)
-	}
-	var err error
-	if s.tls, err = kubeletserver.TLSConfig(s.getCertificate, c.Authentication.X509.ClientCAFile); err != nil {
-		return nil, err
+		s.tls.GetCertificate = s.getCertificate
 	}
 	if c.Authentication.X509.ClientCAFile == "" {
 		// As the kubelet: bearer tokens only. The API server's own requests (kubectl logs, top through
 		// metrics-server, the node proxy) carry its --kubelet-client-certificate, refused with 401.
 		klog.Background().Info("The kubelet API verifies no client certificate (no --client-ca-file): the API server's requests to it (kubectl logs, exec, top, the node proxy) get 401; give it the CA of the API server's --kubelet-client-certificate (kubeadm: /etc/kubernetes/pki/ca.crt)")
 	}
+	var err error
 	if s.auth, err = kubeletserver.BuildAuth(deps.Client, c.Authentication, c.Authorization); err != nil {
 		return nil, err
 	}

@@ -60,21 +60,25 @@ func TestKubeletAPIBesideRegistration(t *testing.T) {
 		name string
 		// flags are the kubelet API's (DIR is the test's directory).
 		flags []string
-		// setUpDelay delays the set-up by that much (fake time) before the real one.
+		// setUpDelay delays the set-up by that much (fake time) before the real one; setUpErr, when
+		// set, is what the set-up then returns instead of the real one's result.
 		setUpDelay time.Duration
-		// wantErr are substrings of Run's error; none: Run returns nil when stopped.
-		wantErr  []string
-		wantIs   error
-		wantNode bool // the Node created at once (at 0 s); else not looked at (a failing set-up races it)
+		setUpErr   error
+		// wantNewErr are substrings of newKubeletAPI's error (the operator's files, read before the
+		// agent runs); wantErr of Run's; none: Run returns nil when stopped. wantIs is wrapped by it.
+		wantNewErr []string
+		wantErr    []string
+		wantIs     error
+		wantNode   bool // the Node created at once (at 0 s); else not looked at (a failing set-up races it)
 		// nodeSyncAt, when set, is when the Node informer counts as synced (else its own HasSynced):
 		// the pod informer must not list before it, and must list after.
 		nodeSyncAt time.Duration
 	}{
 		{
 			name: "a set-up that takes an hour: the Node is created at once, the API not set up yet",
-			// An unreadable --tls-cert-file: the set-up would fail, but only once the hour has passed.
-			flags:      []string{"--tls-cert-file=DIR/none.crt", "--tls-private-key-file=DIR/none.key"},
-			setUpDelay: time.Hour, wantNode: true,
+			// The set-up would fail, but only once the hour has passed.
+			flags:      []string{"--cert-dir=DIR/pki"},
+			setUpDelay: time.Hour, setUpErr: errors.New("authorization: unreachable"), wantNode: true,
 		},
 		{
 			name:       "the pod informer waits for the Node informer's sync, as the kubelet's pod source",
@@ -82,14 +86,20 @@ func TestKubeletAPIBesideRegistration(t *testing.T) {
 			setUpDelay: time.Hour, wantNode: true, nodeSyncAt: time.Minute,
 		},
 		{
-			name:    "an unreadable --tls-cert-file: Run fails, naming the flag and wrapping the cause",
-			flags:   []string{"--tls-cert-file=DIR/none.crt", "--tls-private-key-file=DIR/none.key"},
-			wantErr: []string{"kubelet API server: ", `--tls-cert-file "`, "none.crt"}, wantIs: fs.ErrNotExist,
+			name:     "a set-up that fails beside the registration: Run fails with its error, naming the API",
+			flags:    []string{"--cert-dir=DIR/pki"},
+			setUpErr: fs.ErrPermission,
+			wantErr:  []string{"kubelet API server: "}, wantIs: fs.ErrPermission,
 		},
 		{
-			name:    "an unreadable --client-ca-file: Run fails, naming the field and wrapping the cause",
-			flags:   []string{"--cert-dir=DIR/pki", "--client-ca-file=DIR/none-ca.crt"},
-			wantErr: []string{"kubelet API server: ", `authentication.x509.clientCAFile "`, "none-ca.crt"}, wantIs: fs.ErrNotExist,
+			name:       "an unreadable --tls-cert-file refuses to start, naming the flag and wrapping the cause",
+			flags:      []string{"--tls-cert-file=DIR/none.crt", "--tls-private-key-file=DIR/none.key"},
+			wantNewErr: []string{`--tls-cert-file "`, "none.crt"}, wantIs: fs.ErrNotExist,
+		},
+		{
+			name:       "an unreadable --client-ca-file refuses to start, naming the field and wrapping the cause",
+			flags:      []string{"--cert-dir=DIR/pki", "--client-ca-file=DIR/none-ca.crt"},
+			wantNewErr: []string{`authentication.x509.clientCAFile "`, "none-ca.crt"}, wantIs: fs.ErrNotExist,
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -115,6 +125,20 @@ func TestKubeletAPIBesideRegistration(t *testing.T) {
 				deps := &Dependencies{Clock: clock.RealClock{}, Client: client, HeartbeatClient: client,
 					Informers: informers.NewSharedInformerFactory(client, 0)}
 				k, err := newKubeletAPI(cfg, deps)
+				if len(tc.wantNewErr) > 0 {
+					if err == nil {
+						t.Fatalf("newKubeletAPI: nil, want an error with %q", tc.wantNewErr)
+					}
+					for _, w := range tc.wantNewErr {
+						if !strings.Contains(err.Error(), w) {
+							t.Errorf("newKubeletAPI: %v, want it to contain %q", err, w)
+						}
+					}
+					if !errors.Is(err, tc.wantIs) {
+						t.Errorf("newKubeletAPI: %v, want it to wrap %v", err, tc.wantIs)
+					}
+					return
+				}
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -128,6 +152,9 @@ func TestKubeletAPIBesideRegistration(t *testing.T) {
 					}
 					s, err := setUp(ctx, ctrl)
 					setUpDone = true
+					if tc.setUpErr != nil {
+						return nil, tc.setUpErr
+					}
 					return s, err
 				}
 				q, err := node.NewQueue(node.QueueConfig{})
