@@ -52,11 +52,7 @@ func TestStatusEqualAgreesWithSemantic(t *testing.T) {
 // with requests, its volume mounts, IPs and conditions, and that status as the pod informer has it
 // once written (through JSON: times in the local zone, empty lists dropped).
 func runningStatus(t testing.TB) (generated, informer v1.PodStatus) {
-	p := basePod(v1.RestartPolicyAlways, "a", "b")
-	for i := range p.Spec.Containers {
-		p.Spec.Containers[i].Resources.Requests = v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m"), v1.ResourceMemory: resource.MustParse("64Mi")}
-		p.Spec.Containers[i].VolumeMounts = []v1.VolumeMount{{Name: "token", MountPath: "/var/run/secrets", ReadOnly: true}}
-	}
+	p := runningPod()
 	rt := RuntimeStatus{RuntimeName: "containerd", Sandbox: SandboxReady, PodIPs: ip, HostIPs: host,
 		Containers: []ContainerStatus{running("a", true), running("b", true)}}
 	s, err := GenerateStatus(p, &rt, t0.Add(time.Minute))
@@ -71,6 +67,16 @@ func runningStatus(t testing.TB) (generated, informer v1.PodStatus) {
 		t.Fatal(err)
 	}
 	return s, informer
+}
+
+// runningPod is runningStatus's pod: two containers with requests and a volume mount.
+func runningPod() *v1.Pod {
+	p := basePod(v1.RestartPolicyAlways, "a", "b")
+	for i := range p.Spec.Containers {
+		p.Spec.Containers[i].Resources.Requests = v1.ResourceList{v1.ResourceCPU: resource.MustParse("100m"), v1.ResourceMemory: resource.MustParse("64Mi")}
+		p.Spec.Containers[i].VolumeMounts = []v1.VolumeMount{{Name: "token", MountPath: "/var/run/secrets", ReadOnly: true}}
+	}
+	return p
 }
 
 // TestStatusPatchUnchangedAllocatesNothing: a status equal to the informer's copy makes no patch, and

@@ -26,8 +26,13 @@ import (
 //
 // The patch is built from the fields that changed (statusFields), not from two whole statuses: what
 // the kubelet's CreateTwoWayMergePatch of the two would say, field by field (TestStatusPatchAgrees holds
-// the two to the same content on table cases and random statuses). Errors name the pod's UID and wrap
-// the marshalling or patch error.
+// the two to the same content on table cases and random statuses). Only what differs is marshalled (a
+// condition or a condition's field that did not change is not), and the patch is assembled from the
+// marshalled fields once (appendObject), not marshalled again, and a field whose change its JSON
+// shows whatever the times (statusField.exact, differs) is sent without the old value marshalled to
+// compare: a simulated pod's deletion patch takes 92 allocations, 6.4 KB (236, 12.8 KB before;
+// TestStatusPatchAllocs, BenchmarkStatusPatch).
+// Errors name the pod's UID and wrap the marshalling or patch error.
 func StatusPatch(uid types.UID, oldStatus, newStatus *v1.PodStatus) ([]byte, error) {
 	if StatusEqual(oldStatus, newStatus) {
 		return nil, nil
@@ -50,6 +55,8 @@ func StatusPatch(uid types.UID, oldStatus, newStatus *v1.PodStatus) ([]byte, err
 			} else {
 				err = mergeFieldPatch(status, oldStatus, newStatus, f.copy)
 			}
+		case f.exact || f.differs != nil && f.differs(oldStatus, newStatus):
+			err = setFieldPatch(status, f.name, f.value(newStatus)) // differs once serialized: no need to compare
 		default:
 			err = replaceFieldPatch(status, f.name, f.value(oldStatus), f.value(newStatus))
 		}
@@ -60,18 +67,60 @@ func StatusPatch(uid types.UID, oldStatus, newStatus *v1.PodStatus) ([]byte, err
 	if len(status) == 0 {
 		return nil, nil // equal once serialized (e.g. times within the same second)
 	}
-	patch, err := json.Marshal(struct {
-		Metadata struct {
-			UID types.UID `json:"uid"`
-		} `json:"metadata"`
-		Status map[string]json.RawMessage `json:"status"`
-	}{Metadata: struct {
-		UID types.UID `json:"uid"`
-	}{uid}, Status: status})
+	quotedUID, err := json.Marshal(uid)
 	if err != nil {
 		return nil, fmt.Errorf("status patch of pod %s: %w", uid, err)
 	}
-	return patch, nil
+	patch := make([]byte, 0, patchSize(status)+len(quotedUID)+len(`{"metadata":{"uid":},"status":}`))
+	patch = append(append(append(patch, `{"metadata":{"uid":`...), quotedUID...), `},"status":`...)
+	return append(appendObject(patch, status), '}'), nil
+}
+
+// appendObject appends to dst the JSON object of m's members, in the order of their names, as
+// json.Marshal writes a map[string]json.RawMessage, without checking and compacting each value again:
+// the values are json.Marshal's output (or the library's patch), and the names are PodStatus's JSON
+// names and the patch's directives ("$setElementOrder/conditions", "$patch"), which need no escaping.
+// TestAppendObjectAsMarshal holds it to json.Marshal.
+func appendObject(dst []byte, m map[string]json.RawMessage) []byte {
+	keys := make([]string, 0, 16) // on the stack: a status patch has at most PodStatus's fields and directives
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	dst = append(dst, '{')
+	for i, k := range keys {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(append(append(append(dst, '"'), k...), '"', ':'), m[k]...)
+	}
+	return append(dst, '}')
+}
+
+// appendArray appends to dst the JSON array of values, as json.Marshal writes a []json.RawMessage
+// of json.Marshal's output.
+func appendArray(dst []byte, values []json.RawMessage) []byte {
+	n := len(values) + 1
+	for _, v := range values {
+		n += len(v)
+	}
+	dst = append(slices.Grow(dst, n), '[')
+	for i, v := range values {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, v...)
+	}
+	return append(dst, ']')
+}
+
+// patchSize is the length of appendObject(nil, m), for one allocation of the patch.
+func patchSize(m map[string]json.RawMessage) int {
+	n := 2
+	for k, v := range m {
+		n += len(k) + len(v) + 4
+	}
+	return n
 }
 
 // statusField is one field of PodStatus as the strategic merge patch treats it: a value the patch
@@ -88,48 +137,63 @@ type statusField struct {
 	// copy sets the field of dst from src (merged fields: CreateTwoWayMergePatch diffs them when both
 	// sides have them).
 	copy func(dst, src *v1.PodStatus)
+	// exact: equal is the serialization's equality (a scalar: no time, which JSON keeps to the second),
+	// so values not equal serialize differently and the old one is not marshalled to be compared.
+	exact bool
+	// differs, for a replaced field that is not exact, reports a difference its serialization shows
+	// whatever its times (then the old value is not marshalled to be compared); false: compare them.
+	differs func(a, b *v1.PodStatus) bool
 }
 
 // statusFields are PodStatus's fields in its order. TestStatusFieldsCoverPodStatus fails when
 // PodStatus gains one.
 var statusFields = []statusField{
-	{name: "observedGeneration", equal: func(a, b *v1.PodStatus) bool { return a.ObservedGeneration == b.ObservedGeneration },
+	{name: "observedGeneration", exact: true, equal: func(a, b *v1.PodStatus) bool { return a.ObservedGeneration == b.ObservedGeneration },
 		value: func(s *v1.PodStatus) any { return omitZero(s.ObservedGeneration) }},
-	{name: "phase", equal: func(a, b *v1.PodStatus) bool { return a.Phase == b.Phase },
+	{name: "phase", exact: true, equal: func(a, b *v1.PodStatus) bool { return a.Phase == b.Phase },
 		value: func(s *v1.PodStatus) any { return omitZero(s.Phase) }},
 	{name: "conditions", merge: true, equal: func(a, b *v1.PodStatus) bool { return slices.EqualFunc(a.Conditions, b.Conditions, conditionEqual) },
 		value: func(s *v1.PodStatus) any { return omitEmpty(s.Conditions) },
 		copy:  func(d, s *v1.PodStatus) { d.Conditions = s.Conditions }},
-	{name: "message", equal: func(a, b *v1.PodStatus) bool { return a.Message == b.Message },
+	{name: "message", exact: true, equal: func(a, b *v1.PodStatus) bool { return a.Message == b.Message },
 		value: func(s *v1.PodStatus) any { return omitZero(s.Message) }},
-	{name: "reason", equal: func(a, b *v1.PodStatus) bool { return a.Reason == b.Reason },
+	{name: "reason", exact: true, equal: func(a, b *v1.PodStatus) bool { return a.Reason == b.Reason },
 		value: func(s *v1.PodStatus) any { return omitZero(s.Reason) }},
-	{name: "nominatedNodeName", equal: func(a, b *v1.PodStatus) bool { return a.NominatedNodeName == b.NominatedNodeName },
+	{name: "nominatedNodeName", exact: true, equal: func(a, b *v1.PodStatus) bool { return a.NominatedNodeName == b.NominatedNodeName },
 		value: func(s *v1.PodStatus) any { return omitZero(s.NominatedNodeName) }},
-	{name: "hostIP", equal: func(a, b *v1.PodStatus) bool { return a.HostIP == b.HostIP },
+	{name: "hostIP", exact: true, equal: func(a, b *v1.PodStatus) bool { return a.HostIP == b.HostIP },
 		value: func(s *v1.PodStatus) any { return omitZero(s.HostIP) }},
 	{name: "hostIPs", merge: true, equal: func(a, b *v1.PodStatus) bool { return slices.Equal(a.HostIPs, b.HostIPs) },
 		value: func(s *v1.PodStatus) any { return omitEmpty(s.HostIPs) },
 		copy:  func(d, s *v1.PodStatus) { d.HostIPs = s.HostIPs }},
-	{name: "podIP", equal: func(a, b *v1.PodStatus) bool { return a.PodIP == b.PodIP },
+	{name: "podIP", exact: true, equal: func(a, b *v1.PodStatus) bool { return a.PodIP == b.PodIP },
 		value: func(s *v1.PodStatus) any { return omitZero(s.PodIP) }},
 	{name: "podIPs", merge: true, equal: func(a, b *v1.PodStatus) bool { return slices.Equal(a.PodIPs, b.PodIPs) },
 		value: func(s *v1.PodStatus) any { return omitEmpty(s.PodIPs) },
 		copy:  func(d, s *v1.PodStatus) { d.PodIPs = s.PodIPs }},
 	{name: "startTime", equal: func(a, b *v1.PodStatus) bool { return a.StartTime.Equal(b.StartTime) },
 		value: func(s *v1.PodStatus) any { return omitNil(s.StartTime) }},
-	{name: "initContainerStatuses", equal: func(a, b *v1.PodStatus) bool {
-		return containerStatusesEqual(a.InitContainerStatuses, b.InitContainerStatuses)
-	}, value: func(s *v1.PodStatus) any { return omitEmpty(s.InitContainerStatuses) }},
-	{name: "containerStatuses", equal: func(a, b *v1.PodStatus) bool {
-		return containerStatusesEqual(a.ContainerStatuses, b.ContainerStatuses)
-	}, value: func(s *v1.PodStatus) any { return omitEmpty(s.ContainerStatuses) }},
-	{name: "qosClass", equal: func(a, b *v1.PodStatus) bool { return a.QOSClass == b.QOSClass },
+	{name: "initContainerStatuses", differs: func(a, b *v1.PodStatus) bool {
+		return containerStatusesDiffer(a.InitContainerStatuses, b.InitContainerStatuses)
+	},
+		equal: func(a, b *v1.PodStatus) bool {
+			return containerStatusesEqual(a.InitContainerStatuses, b.InitContainerStatuses)
+		}, value: func(s *v1.PodStatus) any { return omitEmpty(s.InitContainerStatuses) }},
+	{name: "containerStatuses", differs: func(a, b *v1.PodStatus) bool {
+		return containerStatusesDiffer(a.ContainerStatuses, b.ContainerStatuses)
+	},
+		equal: func(a, b *v1.PodStatus) bool {
+			return containerStatusesEqual(a.ContainerStatuses, b.ContainerStatuses)
+		}, value: func(s *v1.PodStatus) any { return omitEmpty(s.ContainerStatuses) }},
+	{name: "qosClass", exact: true, equal: func(a, b *v1.PodStatus) bool { return a.QOSClass == b.QOSClass },
 		value: func(s *v1.PodStatus) any { return omitZero(s.QOSClass) }},
-	{name: "ephemeralContainerStatuses", equal: func(a, b *v1.PodStatus) bool {
-		return containerStatusesEqual(a.EphemeralContainerStatuses, b.EphemeralContainerStatuses)
-	}, value: func(s *v1.PodStatus) any { return omitEmpty(s.EphemeralContainerStatuses) }},
-	{name: "resize", equal: func(a, b *v1.PodStatus) bool { return a.Resize == b.Resize },
+	{name: "ephemeralContainerStatuses", differs: func(a, b *v1.PodStatus) bool {
+		return containerStatusesDiffer(a.EphemeralContainerStatuses, b.EphemeralContainerStatuses)
+	},
+		equal: func(a, b *v1.PodStatus) bool {
+			return containerStatusesEqual(a.EphemeralContainerStatuses, b.EphemeralContainerStatuses)
+		}, value: func(s *v1.PodStatus) any { return omitEmpty(s.EphemeralContainerStatuses) }},
+	{name: "resize", exact: true, equal: func(a, b *v1.PodStatus) bool { return a.Resize == b.Resize },
 		value: func(s *v1.PodStatus) any { return omitZero(s.Resize) }},
 	{name: "resourceClaimStatuses", merge: true, equal: func(a, b *v1.PodStatus) bool {
 		return slices.EqualFunc(a.ResourceClaimStatuses, b.ResourceClaimStatuses, func(x, y v1.PodResourceClaimStatus) bool {
@@ -214,6 +278,48 @@ func replaceFieldPatch(status map[string]json.RawMessage, name string, oldValue,
 	return nil
 }
 
+// setFieldPatch sets status[name] to value, or to null when omitempty leaves it out (nil): the
+// replacement of a field known to serialize differently from the old one.
+func setFieldPatch(status map[string]json.RawMessage, name string, value any) error {
+	if value == nil {
+		status[name] = json.RawMessage("null")
+		return nil
+	}
+	b, err := json.Marshal(value)
+	if err != nil {
+		return err
+	}
+	status[name] = b
+	return nil
+}
+
+// containerStatusesDiffer reports whether a and b differ in something their JSON always shows: their
+// number, or a container's name, image, IDs, readiness, started, restart count, or which state (and
+// last state) it is in with which exit code and reason. False: they may still differ (in times).
+func containerStatusesDiffer(a, b []v1.ContainerStatus) bool {
+	if len(a) != len(b) {
+		return true
+	}
+	stateDiffers := func(x, y *v1.ContainerState) bool {
+		if (x.Waiting == nil) != (y.Waiting == nil) || (x.Running == nil) != (y.Running == nil) || (x.Terminated == nil) != (y.Terminated == nil) {
+			return true
+		}
+		if x.Waiting != nil && (x.Waiting.Reason != y.Waiting.Reason || x.Waiting.Message != y.Waiting.Message) {
+			return true
+		}
+		return x.Terminated != nil && (x.Terminated.ExitCode != y.Terminated.ExitCode || x.Terminated.Reason != y.Terminated.Reason)
+	}
+	for i := range a {
+		x, y := &a[i], &b[i]
+		if x.Name != y.Name || x.Image != y.Image || x.ImageID != y.ImageID || x.ContainerID != y.ContainerID ||
+			x.Ready != y.Ready || x.RestartCount != y.RestartCount || !ptr.Equal(x.Started, y.Started) ||
+			stateDiffers(&x.State, &y.State) || stateDiffers(&x.LastTerminationState, &y.LastTerminationState) {
+			return true
+		}
+	}
+	return false
+}
+
 // uniqueConditionTypes reports whether each condition type appears once in a and once in b, as the
 // API server keeps them: then conditionsPatch builds the conditions' patch.
 func uniqueConditionTypes(a, b []v1.PodCondition) bool {
@@ -248,21 +354,32 @@ func conditionsPatch(status map[string]json.RawMessage, oldConds, newConds []v1.
 			continue
 		}
 		o := &oldConds[j]
-		fields := map[string]json.RawMessage{}
-		for _, f := range []struct {
-			name     string
-			old, new any
-		}{
-			{"observedGeneration", omitZero(o.ObservedGeneration), omitZero(n.ObservedGeneration)},
-			{"status", o.Status, n.Status},
-			{"lastProbeTime", &o.LastProbeTime, &n.LastProbeTime},
-			{"lastTransitionTime", &o.LastTransitionTime, &n.LastTransitionTime},
-			{"reason", omitZero(o.Reason), omitZero(n.Reason)},
-			{"message", omitZero(o.Message), omitZero(n.Message)},
-		} {
-			if err := replaceFieldPatch(fields, f.name, f.old, f.new); err != nil {
-				return err
-			}
+		if conditionEqual(*o, *n) {
+			continue // semantically equal: serialized alike, nothing to patch
+		}
+		// Only the fields that differ are marshalled and compared: equal values serialize alike.
+		fields := make(map[string]json.RawMessage, 7)
+		var err error
+		if o.ObservedGeneration != n.ObservedGeneration {
+			err = setFieldPatch(fields, "observedGeneration", omitZero(n.ObservedGeneration))
+		}
+		if err == nil && o.Status != n.Status {
+			err = setFieldPatch(fields, "status", n.Status)
+		}
+		if err == nil && !o.LastProbeTime.Equal(&n.LastProbeTime) {
+			err = replaceFieldPatch(fields, "lastProbeTime", &o.LastProbeTime, &n.LastProbeTime)
+		}
+		if err == nil && !o.LastTransitionTime.Equal(&n.LastTransitionTime) {
+			err = replaceFieldPatch(fields, "lastTransitionTime", &o.LastTransitionTime, &n.LastTransitionTime)
+		}
+		if err == nil && o.Reason != n.Reason {
+			err = setFieldPatch(fields, "reason", omitZero(n.Reason))
+		}
+		if err == nil && o.Message != n.Message {
+			err = setFieldPatch(fields, "message", omitZero(n.Message))
+		}
+		if err != nil {
+			return err
 		}
 		if len(fields) == 0 {
 			continue
@@ -272,11 +389,7 @@ func conditionsPatch(status map[string]json.RawMessage, oldConds, newConds []v1.
 			return err
 		}
 		fields["type"] = typ
-		b, err := json.Marshal(fields)
-		if err != nil {
-			return err
-		}
-		patch = append(patch, b)
+		patch = append(patch, appendObject(make([]byte, 0, patchSize(fields)), fields))
 	}
 	var removed []string
 	for i := range oldConds {
@@ -307,9 +420,9 @@ func conditionsPatch(status map[string]json.RawMessage, oldConds, newConds []v1.
 		return err
 	}
 	if len(patch) > 0 {
-		status["conditions"], err = json.Marshal(patch)
+		status["conditions"] = appendArray(nil, patch)
 	}
-	return err
+	return nil
 }
 
 // addedOrRemovedPatch handles a merged field that one side leaves out, as CreateTwoWayMergePatch

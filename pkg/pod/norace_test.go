@@ -1,0 +1,6 @@
+//go:build !race
+
+package pod
+
+// raceEnabled: built with -race (race_test.go).
+const raceEnabled = false
